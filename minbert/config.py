@@ -1,0 +1,67 @@
+"""The model's shape, read from a checkpoint's `config.json`.
+
+Everything size-dependent in the model comes from here, so the embedded
+6 x 384 MiniLM and the course's 12 x 768 bert-base-uncased load through the
+same code.
+"""
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from .errors import CheckpointError
+
+
+@dataclass
+class BertConfig:
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+
+    def __post_init__(self):
+        if self.hidden_size % self.num_attention_heads:
+            raise CheckpointError(
+                f"config: hidden_size {self.hidden_size} is not a multiple of "
+                f"num_attention_heads {self.num_attention_heads}")
+        if self.hidden_act not in ACTIVATIONS:
+            raise CheckpointError(f"config: unsupported hidden_act {self.hidden_act!r} "
+                                  f"(supported: {', '.join(ACTIVATIONS)})")
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @classmethod
+    def from_json(cls, path) -> "BertConfig":
+        path = Path(path)
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise CheckpointError(f"{path}: config.json not found") from None
+        except (ValueError, UnicodeDecodeError) as e:
+            raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+        if raw.get("model_type", "bert") != "bert":
+            raise CheckpointError(f"{path}: model_type {raw['model_type']!r} is not a BERT model")
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in raw.items() if k in known and v is not None}
+        if raw.get("position_embedding_type", "absolute") != "absolute":
+            raise CheckpointError(f"{path}: only absolute position embeddings are supported")
+        try:
+            return cls(**kwargs)
+        except TypeError as e:
+            raise CheckpointError(f"{path}: {e}") from None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")

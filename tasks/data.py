@@ -1,0 +1,373 @@
+"""Readers for the CS224N default-project files (SST-5, Quora, STS-B).
+
+The files are tab-separated with a header row: an unnamed index column, then
+`id` and the task's columns. They are parsed like the course parses them
+(`csv` module, tab delimiter, default quote character), so rows with
+unbalanced quotes come out the same way they do for the course's code: a
+quoted field swallows the following tabs and the row usually ends with an
+empty label. Such rows are skipped, counted and reported in one warning line
+per file; a file with many of them is treated as the wrong file.
+
+Every problem is reported as a `DataError` whose message is one line that
+starts with the file name.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import math
+import os
+import pathlib
+import random
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from minbert.errors import DataError
+
+TASKS = ("sst", "quora", "sts")
+SPLITS = ("train", "dev", "test")  # "test" is the course's test-student file
+DATA_DIR_ENV = "MINBERT_DATA_DIR"
+
+# Used when neither a data folder nor MINBERT_DATA_DIR is given.
+DEFAULT_DATA_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
+
+_FILE_SUFFIX = {"train": "train", "dev": "dev", "test": "test-student"}
+_MAX_REPORTED_LINES = 5
+
+
+@dataclass(frozen=True)
+class _TaskSpec:
+    prefix: str                 # file name prefix, e.g. "ids-sst"
+    sentences: tuple[str, ...]  # one or two sentence columns
+    label: str                  # label column (absent from test files)
+    kind: str                   # "int" or "float"
+    low: float
+    high: float
+
+
+_SPECS = {
+    "sst": _TaskSpec("ids-sst", ("sentence",), "sentiment", "int", 0, 4),
+    "quora": _TaskSpec("quora", ("sentence1", "sentence2"), "is_duplicate", "int", 0, 1),
+    "sts": _TaskSpec("sts", ("sentence1", "sentence2"), "similarity", "float", 0.0, 5.0),
+}
+
+
+@dataclass
+class Example:
+    id: str
+    a: str
+    b: str | None
+    label: int | float | None
+    line: int  # 1-based line number in the file where the record starts
+
+
+@dataclass
+class Dataset:
+    task: str
+    split: str
+    path: pathlib.Path
+    examples: list[Example]
+    n_rows: int                                   # data rows read (usable + skipped)
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> count
+    skipped_lines: list[int] = field(default_factory=list)  # first <=5 skipped lines
+    sha256: str = ""                              # of the file bytes
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def describe(self) -> dict:
+        """A json-able summary, meant for run configs."""
+        return {
+            "path": str(self.path),
+            "sha256": self.sha256,
+            "n_rows": self.n_rows,
+            "n_used": len(self.examples),
+            "skipped": dict(self.skipped),
+        }
+
+
+# --------------------------------------------------------------------------
+# names and paths
+
+
+def _check_task(task) -> _TaskSpec:
+    if task not in _SPECS:
+        raise DataError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
+    return _SPECS[task]
+
+
+def _check_split(split) -> None:
+    if split not in SPLITS:
+        raise DataError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+
+
+def resolve_data_dir(data_dir=None) -> pathlib.Path:
+    """The data folder: `data_dir` if given, else $MINBERT_DATA_DIR, else <repo>/data."""
+    if data_dir is not None and str(data_dir) != "":
+        return pathlib.Path(data_dir).expanduser()
+    env = os.environ.get(DATA_DIR_ENV, "")
+    if env:
+        return pathlib.Path(env).expanduser()
+    return DEFAULT_DATA_DIR
+
+
+def split_path(data_dir, task, split) -> pathlib.Path:
+    """Where the course keeps `task`/`split`: e.g. sst/test -> ids-sst-test-student.csv."""
+    spec = _check_task(task)
+    _check_split(split)
+    return resolve_data_dir(data_dir) / f"{spec.prefix}-{_FILE_SUFFIX[split]}.csv"
+
+
+# --------------------------------------------------------------------------
+# reading
+
+
+def _default_warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _one_line(text) -> str:
+    """Collapse any line breaks so a message stays on one line."""
+    return " ".join(str(text).split())
+
+
+def _show(value: str, limit: int = 30) -> str:
+    value = _one_line(value)
+    if len(value) > limit:
+        value = value[:limit] + "..."
+    return repr(value)
+
+
+def _lines_text(lines: list[int], total: int) -> str:
+    text = ", ".join(str(n) for n in lines)
+    return text + (", ..." if total > len(lines) else "")
+
+
+def _reasons_text(skipped: dict[str, int]) -> str:
+    return ", ".join(f"{reason}: {count}" for reason, count in skipped.items())
+
+
+def _decode(name: str, raw: bytes) -> str:
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        start = 3 if raw.startswith(b"\xef\xbb\xbf") else 0
+        offset = exc.start + start
+        line = raw.count(b"\n", 0, offset) + 1
+        raise DataError(
+            f"{name}: not UTF-8 text (invalid byte 0x{raw[offset]:02x} at byte offset "
+            f"{offset}, line {line}); is this the right file?"
+        ) from None
+    # Universal newlines, as `open(path)` gives the course's reader.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _parse_label(raw: str | None, spec: _TaskSpec):
+    """Returns (label, None) or (None, reason)."""
+    if raw is None:
+        return None, "too few fields"
+    text = raw.strip()
+    if not text:
+        return None, "empty label"
+    try:
+        if "_" in text:  # float() accepts "1_0"; the course's files never do
+            raise ValueError
+        value = float(text)
+    except ValueError:
+        return None, "non-numeric label"
+    if not math.isfinite(value):
+        return None, "non-finite label"
+    if spec.kind == "int":
+        if value != int(value):
+            return None, "non-integer label"
+        value = int(value)
+    if not spec.low <= value <= spec.high:
+        return None, "label out of range"
+    return value, None
+
+
+def _header_error(name: str, task: str, header: list[str], missing: list[str]) -> DataError:
+    shown = ", ".join(_show(h, 20) for h in header[:8])
+    if len(header) > 8:
+        shown += ", ..."
+    hint = "is it tab-separated?" if len(header) <= 1 else f"is this the right {task} file?"
+    return DataError(
+        f"{name}: line 1: header lacks column(s) {', '.join(missing)} needed for "
+        f"{task} (found: {shown}); {hint}"
+    )
+
+
+def read_split(data_dir, task, split, strict=False, warn=None) -> Dataset | None:
+    """Read one split of one task.
+
+    Missing train/dev files raise `DataError`; a missing test file gives one
+    warning and None. Unusable rows are skipped with one warning per file (or,
+    with `strict=True`, the first one raises `DataError`).
+    """
+    spec = _check_task(task)
+    _check_split(split)
+    warn = _default_warn if warn is None else warn
+    path = split_path(data_dir, task, split)
+    name = path.name
+
+    if not path.exists():
+        where = path.parent
+        if split == "test":
+            warn(f"{name} not found in {where}; {task} test predictions will be skipped")
+            return None
+        raise DataError(
+            f"{name} not found in {where}; pass --data-dir or set {DATA_DIR_ENV}"
+        )
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{name}: cannot read {path}: {_one_line(exc.strerror or exc)}") from None
+
+    sha256 = hashlib.sha256(raw).hexdigest()
+    text = _decode(name, raw)
+    if not text.strip():
+        raise DataError(f"{name}: empty file ({len(raw)} bytes); is this the right file?")
+
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t")
+    header: list[str] | None = None
+    examples: list[Example] = []
+    skipped: Counter[str] = Counter()
+    skipped_lines: list[int] = []
+    seen_ids: set[str] = set()
+    n_rows = 0
+    need_label = split != "test"
+    columns: dict[str, int] = {}
+
+    line_before = 0
+    while True:
+        start = line_before + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            raise DataError(
+                f"{name}: line {start}: cannot parse as tab-separated CSV ({_one_line(exc)})"
+            ) from None
+        line_before = reader.line_num
+        if not row:  # blank line; csv.DictReader skips these too
+            continue
+
+        if header is None:
+            header = [h.strip() for h in row]
+            # Same lookup as csv.DictReader: a repeated name maps to its last column.
+            columns = {h: i for i, h in enumerate(header)}
+            wanted = ["id", *spec.sentences] + ([spec.label] if need_label else [])
+            missing = [c for c in wanted if c not in columns]
+            if missing:
+                raise _header_error(name, task, header, missing)
+            continue
+
+        n_rows += 1
+        problem, example = _parse_row(row, columns, spec, need_label, start, seen_ids)
+        if problem is None:
+            examples.append(example)
+            seen_ids.add(example.id)
+            continue
+        reason, detail = problem
+        if strict:
+            raise DataError(f"{name}: line {start}: {detail} (strict mode)")
+        skipped[reason] += 1
+        if len(skipped_lines) < _MAX_REPORTED_LINES:
+            skipped_lines.append(start)
+
+    if header is None:  # only blank lines
+        raise DataError(f"{name}: empty file ({len(raw)} bytes); is this the right file?")
+    if n_rows == 0:
+        raise DataError(f"{name}: has a header but no data rows")
+
+    n_skipped = sum(skipped.values())
+    ordered = dict(sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
+    if n_skipped:
+        reasons = _reasons_text(ordered)
+        lines = _lines_text(skipped_lines, n_skipped)
+        if n_skipped > 1 and n_skipped > 0.01 * n_rows:
+            raise DataError(
+                f"{name}: {n_skipped} of {n_rows} rows are unusable ({reasons}) at lines "
+                f"{lines}; more than 1% is too many, is this the right {task} file?"
+            )
+        warn(f"{name}: skipped {n_skipped} of {n_rows} rows ({reasons}) at lines {lines}")
+
+    return Dataset(
+        task=task,
+        split=split,
+        path=path,
+        examples=examples,
+        n_rows=n_rows,
+        skipped=ordered,
+        skipped_lines=skipped_lines,
+        sha256=sha256,
+    )
+
+
+def _parse_row(row, columns, spec: _TaskSpec, need_label: bool, line: int, seen_ids):
+    """Returns (None, Example) or ((reason, detail), None)."""
+
+    def get(col):
+        i = columns[col]
+        return row[i] if i < len(row) else None
+
+    wanted = ["id", *spec.sentences] + ([spec.label] if need_label else [])
+    absent = [c for c in wanted if get(c) is None]
+    if absent:
+        return ("too few fields", f"too few fields ({len(row)}; no {', '.join(absent)})"), None
+
+    label = None
+    if need_label:
+        raw = get(spec.label)
+        label, reason = _parse_label(raw, spec)
+        if reason is not None:
+            return (reason, f"{reason} {spec.label}={_show(raw)}"), None
+
+    ident = get("id").strip()
+    if not ident:
+        return ("empty id", "empty id"), None
+
+    sentences = []
+    for col in spec.sentences:
+        value = get(col).strip()
+        if not value:
+            return ("empty sentence", f"empty sentence ({col})"), None
+        sentences.append(value)
+
+    if ident in seen_ids:
+        return ("duplicate id", f"duplicate id {_show(ident)}"), None
+
+    b = sentences[1] if len(sentences) > 1 else None
+    return None, Example(id=ident, a=sentences[0], b=b, label=label, line=line)
+
+
+def read_task(data_dir, task, strict=False, warn=None) -> dict[str, Dataset | None]:
+    """{"train": ..., "dev": ..., "test": ...} for one task (test may be None)."""
+    _check_task(task)
+    return {split: read_split(data_dir, task, split, strict=strict, warn=warn) for split in SPLITS}
+
+
+# --------------------------------------------------------------------------
+# subsampling
+
+
+def subsample(examples: Iterable[Example], fraction, seed) -> list[Example]:
+    """A seeded random subset of about `fraction` of the examples, in file order.
+
+    Deterministic for a given (examples, fraction, seed); keeps at least one
+    example of a non-empty list. `fraction` must be in (0, 1].
+    """
+    ok = isinstance(fraction, (int, float)) and not isinstance(fraction, bool)
+    if not ok or not math.isfinite(fraction) or not 0 < fraction <= 1:
+        raise DataError(f"subsample fraction must be in (0, 1], got {fraction!r}")
+    items = list(examples)
+    if fraction == 1 or not items:
+        return items
+    k = min(len(items), max(1, round(len(items) * fraction)))
+    keep = sorted(random.Random(seed).sample(range(len(items)), k))
+    return [items[i] for i in keep]

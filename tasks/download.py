@@ -1,0 +1,201 @@
+"""Fetch the CS224N default-project data files from the course's public starter repository.
+
+    python data/download.py [--dest data/] [--cfimdb] [--force] [--timeout 10]
+
+Each file is written to a temporary file in the destination folder and moved
+into place with `os.replace`, so an interrupted download never leaves a
+truncated CSV behind. Network problems become one-line `DataError`s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import socket
+import sys
+import tempfile
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from minbert.errors import DataError, UserError
+
+BASE_URL = "https://raw.githubusercontent.com/gpoesia/minbert-default-final-project/main/data/"
+
+# The files the multitask model uses (sst, quora, sts; train/dev/test-student).
+COURSE_FILES = (
+    "ids-sst-train.csv",
+    "ids-sst-dev.csv",
+    "ids-sst-test-student.csv",
+    "quora-train.csv",
+    "quora-dev.csv",
+    "quora-test-student.csv",
+    "sts-train.csv",
+    "sts-dev.csv",
+    "sts-test-student.csv",
+)
+# The course's part-1 movie-review set; only fetched on request.
+OPTIONAL_COURSE_FILES = (
+    "ids-cfimdb-train.csv",
+    "ids-cfimdb-dev.csv",
+    "ids-cfimdb-test-student.csv",
+)
+
+DEFAULT_DEST = pathlib.Path(__file__).resolve().parents[1] / "data"
+_CHUNK = 1 << 16
+
+
+def _one_line(text) -> str:
+    return " ".join(str(text).split())
+
+
+def _resolve_host(host: str, port: int, timeout: float) -> None:
+    """Fail within `timeout` seconds if `host` cannot be resolved.
+
+    urllib's timeout does not cover name resolution, which can block for a
+    long time on machines without a reachable resolver, so resolve in a
+    daemon thread and stop waiting after `timeout`.
+    """
+    result: dict[str, object] = {}
+
+    def work():
+        try:
+            socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            result["ok"] = True
+        except OSError as exc:
+            result["error"] = exc
+
+    thread = threading.Thread(target=work, name="minbert-dns", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise DataError(f"cannot reach {host}: name lookup timed out after {timeout:g} s")
+    if "error" in result:
+        raise DataError(f"cannot reach {host}: {_one_line(result['error'])}")
+
+
+def _fetch(url: str, target: pathlib.Path, timeout: float) -> int:
+    """Download `url` into `target` atomically; returns the number of bytes."""
+    name = target.name
+    tmp_name = None
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=target.parent)
+            size = 0
+            first = b""
+            with os.fdopen(fd, "wb") as out:
+                while True:
+                    chunk = response.read(_CHUNK)
+                    if not chunk:
+                        break
+                    if len(first) < 4096:
+                        first += chunk[: 4096 - len(first)]
+                    out.write(chunk)
+                    size += len(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+        header = first.split(b"\n", 1)[0]
+        if b"\tid\t" not in header and not header.endswith(b"\tid"):
+            raise DataError(
+                f"{name}: downloaded from {url} but it does not look like a course data "
+                f"file (no tab-separated 'id' column in its header)"
+            )
+        os.replace(tmp_name, target)
+        tmp_name = None
+        return size
+    except urllib.error.HTTPError as exc:
+        raise DataError(f"{name}: download from {url} failed: HTTP {exc.code} {_one_line(exc.reason)}") from None
+    except urllib.error.URLError as exc:
+        raise DataError(f"{name}: cannot download {url}: {_one_line(exc.reason)}") from None
+    except (TimeoutError, socket.timeout):
+        raise DataError(f"{name}: download from {url} timed out after {timeout:g} s") from None
+    except OSError as exc:
+        raise DataError(f"{name}: download from {url} failed: {_one_line(exc)}") from None
+    finally:
+        if tmp_name is not None:
+            try:
+                os.unlink(tmp_name)
+            except OSError:
+                pass
+
+
+def download_course_data(
+    dest=DEFAULT_DEST,
+    timeout: float = 10,
+    base_url: str = BASE_URL,
+    files=None,
+    include_optional: bool = False,
+    force: bool = False,
+    log=None,
+) -> list[pathlib.Path]:
+    """Download the course files into `dest`; returns the paths written or kept.
+
+    Files already present are kept unless `force`. Raises `DataError` (one
+    line) when the server cannot be reached or a download fails.
+    """
+    log = (lambda msg: print(msg, file=sys.stderr)) if log is None else log
+    dest = pathlib.Path(dest).expanduser()
+    if files is None:
+        files = COURSE_FILES + (OPTIONAL_COURSE_FILES if include_optional else ())
+    if not base_url.endswith("/"):
+        base_url += "/"
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DataError(f"{dest}: cannot create folder: {_one_line(exc)}") from None
+
+    todo = [f for f in files if force or not (dest / f).exists()]
+    done = [dest / f for f in files if f not in todo]
+    for path in done:
+        log(f"{path.name}: already in {dest}, kept (use --force to download again)")
+    if not todo:
+        return done
+
+    parsed = urllib.parse.urlsplit(base_url)
+    if parsed.scheme in ("http", "https") and parsed.hostname:
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        try:
+            _resolve_host(parsed.hostname, port, timeout)
+        except DataError as exc:
+            raise DataError(f"{exc}; copy the course files into {dest} by hand (see data/README.md)") from None
+
+    for name in todo:
+        url = base_url + urllib.parse.quote(name)
+        size = _fetch(url, dest / name, timeout)
+        log(f"{name}: {size:,} bytes from {url}")
+        done.append(dest / name)
+    return done
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="data/download.py",
+        description="Download the CS224N default-project data files (SST, Quora, STS) "
+        "from the course's public starter repository.",
+    )
+    parser.add_argument("--dest", default=str(DEFAULT_DEST), help="folder to write to (default: data/)")
+    parser.add_argument("--timeout", type=float, default=10, help="network timeout in seconds (default: 10)")
+    parser.add_argument("--base-url", default=BASE_URL, help="where the files live (default: the course repo)")
+    parser.add_argument("--cfimdb", action="store_true", help="also fetch the CFIMDB files of the course's part 1")
+    parser.add_argument("--force", action="store_true", help="download files that are already present again")
+    args = parser.parse_args(argv)
+    if not args.timeout > 0:
+        parser.error("--timeout must be positive")
+    try:
+        download_course_data(
+            args.dest,
+            timeout=args.timeout,
+            base_url=args.base_url,
+            include_optional=args.cfimdb,
+            force=args.force,
+        )
+    except UserError as exc:
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def find_data_dir():
+    for candidate in (os.environ.get("MINBERT_DATA_DIR"), REPO.parent / "shared" / "data" / "cs224n"):
+        if candidate and (Path(candidate) / "ids-sst-dev.csv").exists():
+            return Path(candidate)
+    return None
+
+
+@pytest.fixture(scope="session")
+def data_dir():
+    found = find_data_dir()
+    if found is None:
+        pytest.skip("course data not found (set MINBERT_DATA_DIR)")
+    return found
+
+
+@pytest.fixture(scope="session")
+def pretrained():
+    """The embedded checkpoint, loaded once; tests that change a model deep-copy it."""
+    import minbert
+    return minbert.from_pretrained("minilm")
+
+
+@pytest.fixture(scope="session")
+def tokenizer(pretrained):
+    import minbert
+    return minbert.Tokenizer.from_folder(pretrained.source.folder)
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)

@@ -1,0 +1,99 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from tasks.gradient_surgery import assign_flat_grad, dominant, flatten_grads, pcgrad
+
+
+def t(*values, dtype=torch.float32):
+    return torch.tensor(values, dtype=dtype)
+
+
+def rng():
+    return np.random.default_rng(0)
+
+
+def test_pcgrad_removes_the_conflicting_component():
+    g1, g2 = t(1.0, 0.0), t(-1.0, 1.0)
+    combined, stats = pcgrad({"a": g1, "b": g2}, rng())
+    projected_a = g1 - (g1 @ g2) / (g2 @ g2) * g2  # [0.5, 0.5]
+    projected_b = g2 - (g2 @ g1) / (g1 @ g1) * g1  # [0, 1]
+    assert float(projected_a @ g2) == 0.0 and float(projected_b @ g1) == 0.0
+    assert torch.allclose(combined, projected_a + projected_b)
+    assert torch.allclose(combined, t(0.5, 1.5))
+    assert (stats.conflicts, stats.pairs) == (1, 1)
+    assert stats.cosines[("a", "b")] == pytest.approx(-1 / math.sqrt(2))
+
+
+def test_pcgrad_leaves_agreeing_gradients_alone():
+    combined, stats = pcgrad({"a": t(1.0, 0.0, 2.0), "b": t(1.0, 1.0, 0.0)}, rng())
+    assert torch.equal(combined, t(2.0, 1.0, 2.0))
+    assert (stats.conflicts, stats.pairs) == (0, 1)
+
+
+def test_pcgrad_three_tasks_stats_and_determinism():
+    grads = {"sst": t(1.0, 0.0, 0.0), "quora": t(-1.0, 1.0, 0.0), "sts": t(0.0, -1.0, 1.0)}
+    first, stats = pcgrad(grads, np.random.default_rng(5))
+    second, _ = pcgrad(grads, np.random.default_rng(5))
+    assert torch.equal(first, second)
+    assert (stats.conflicts, stats.pairs) == (2, 3)  # sst/quora and quora/sts conflict, sst/sts orthogonal
+    assert set(stats.cosines) == {("sst", "quora"), ("sst", "sts"), ("quora", "sts")}
+    assert stats.cosines[("sst", "sts")] == 0.0
+
+
+def test_pcgrad_three_tasks_only_touches_the_conflicting_pair():
+    grads = {"a": t(1.0, 0.0, 0.0), "b": t(-1.0, 1.0, 0.0), "c": t(0.0, 0.0, 1.0)}
+    for seed in range(4):  # the projection order cannot matter here
+        combined, stats = pcgrad(grads, np.random.default_rng(seed))
+        assert torch.allclose(combined, t(0.5, 0.5, 0.0) + t(0.0, 1.0, 0.0) + t(0.0, 0.0, 1.0))
+        assert (stats.conflicts, stats.pairs) == (1, 3)
+
+
+def test_pcgrad_guards_zero_gradients_and_accepts_bf16():
+    grads = {"a": t(0.0, 0.0, dtype=torch.bfloat16), "b": t(1.0, -2.0, dtype=torch.bfloat16)}
+    combined, stats = pcgrad(grads, rng())
+    assert combined.dtype == torch.float32
+    assert torch.equal(combined, t(1.0, -2.0))
+    assert stats.cosines[("a", "b")] == 0.0 and stats.conflicts == 0
+
+
+def test_single_task_passes_through():
+    combined, stats = pcgrad({"sst": t(1.0, -1.0)}, rng())
+    assert torch.equal(combined, t(1.0, -1.0)) and stats.pairs == 0
+    combined, stats = dominant({"sst": t(1.0, -1.0)})
+    assert torch.equal(combined, t(1.0, -1.0)) and stats.pairs == 0
+
+
+def test_dominant_keeps_the_largest_gradient_whole():
+    big, small, other = t(3.0, 0.0, 0.0), t(-1.0, 1.0, 0.0), t(0.5, 0.0, 1.0)
+    combined, stats = dominant({"small": small, "big": big, "other": other})
+    # small loses its part against big ([-1, 0, 0]); other agrees with big and is kept
+    assert torch.allclose(combined, big + t(0.0, 1.0, 0.0) + other)
+    assert float((combined - big - other) @ big) == 0.0
+    assert (stats.conflicts, stats.pairs) == (2, 3)  # small/big and small/other
+
+
+def test_mismatched_shapes_are_rejected():
+    with pytest.raises(ValueError):
+        pcgrad({"a": t(1.0), "b": t(1.0, 2.0)}, rng())
+    with pytest.raises(ValueError):
+        dominant({})
+
+
+def test_flatten_and_assign_round_trip():
+    w = torch.nn.Parameter(torch.zeros(2, 3))
+    b = torch.nn.Parameter(torch.zeros(3))
+    h = torch.nn.Parameter(torch.zeros(2, dtype=torch.bfloat16))
+    w.grad = torch.arange(6.0).reshape(2, 3)
+    h.grad = t(1.0, 2.0, dtype=torch.bfloat16)
+    flat = flatten_grads([w, b, h])
+    assert flat.dtype == torch.float32
+    assert torch.equal(flat, t(0, 1, 2, 3, 4, 5, 0, 0, 0, 1, 2))  # b has no grad -> zeros
+    assign_flat_grad([w, b, h], flat * 2)
+    assert torch.equal(w.grad, 2 * torch.arange(6.0).reshape(2, 3))
+    assert torch.equal(b.grad, torch.zeros(3))
+    assert h.grad.dtype == torch.bfloat16 and torch.equal(h.grad.float(), t(2.0, 4.0))
+    with pytest.raises(ValueError):
+        assign_flat_grad([w, b], flat)
