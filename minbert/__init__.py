@@ -1,7 +1,7 @@
 """minBERT: a from-scratch BERT that loads real checkpoints."""
 from .adamw import AdamW
 from .config import BertConfig
-from .errors import CheckpointError, DataError, UserError
+from .errors import CheckpointError, DataError, RunFailure, UserError
 from .loading import DEFAULT_MODEL, EMBEDDED_NAMES, ModelSource, from_pretrained, resolve
 from .model import BertModel, EncoderOutput
 from .surgery import (freeze_until, permute_layers, reinit_embeddings, reinit_heads, reinit_layers,
@@ -9,6 +9,6 @@ from .surgery import (freeze_until, permute_layers, reinit_embeddings, reinit_he
 from .tokenizer import Tokenizer
 
 __all__ = ["AdamW", "BertConfig", "BertModel", "EncoderOutput", "CheckpointError", "DataError",
-           "UserError", "DEFAULT_MODEL", "EMBEDDED_NAMES", "ModelSource", "from_pretrained", "resolve",
+           "UserError", "RunFailure", "DEFAULT_MODEL", "EMBEDDED_NAMES", "ModelSource", "from_pretrained", "resolve",
            "freeze_until", "permute_layers", "reinit_embeddings", "reinit_heads", "reinit_layers",
            "reinit_layers_from", "truncate_layers", "Tokenizer"]

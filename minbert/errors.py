@@ -15,3 +15,10 @@ class CheckpointError(UserError):
 
 class DataError(UserError):
     """A dataset file that cannot be used."""
+
+
+class RunFailure(Exception):
+    """A run that had to stop (non-finite loss, disk full); its last good checkpoint is kept.
+
+    Command lines print the message as one line and exit with status 1.
+    """

@@ -38,3 +38,25 @@ def tokenizer(pretrained):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def small_data_dir(data_dir, tmp_path_factory):
+    """The course's files cut to their first rows: real format, seconds to train on."""
+    out = tmp_path_factory.mktemp("small-data")
+    for src in data_dir.glob("*.csv"):
+        if "cfimdb" in src.name:
+            continue
+        lines = src.read_text(encoding="utf-8").splitlines(keepends=True)
+        (out / src.name).write_text("".join(lines[:41]), encoding="utf-8")
+    return out
+
+
+def run_cli(main, argv):
+    """Call a script's main() in-process; returns (exit status, stdout, stderr)."""
+    import contextlib
+    import io
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()

@@ -1,0 +1,57 @@
+"""Datasets tokenised once per run, and the batches cut from them.
+
+Tokenising is the only per-example host work, so it happens here, once; a
+batch is then just padding a handful of id lists to the batch's own longest.
+"""
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from minbert import Tokenizer
+
+from .data import Dataset
+from .heads import PAIR_TASKS
+
+
+@dataclass
+class EncodedSplit:
+    task: str
+    ids: list                       # example ids, in file order
+    encodings: list                 # per example: (Encoding,) or, siamese pairs, (Encoding, Encoding)
+    labels: Optional[torch.Tensor]  # None for test splits
+    lengths: list                   # tokens per example (the longer side for siamese pairs)
+
+    def __len__(self):
+        return len(self.ids)
+
+
+def encode_split(dataset: Dataset, tokenizer: Tokenizer, pair_mode: str) -> EncodedSplit:
+    examples = dataset.examples
+    a = [e.a for e in examples]
+    if dataset.task in PAIR_TASKS and pair_mode == "siamese":
+        encodings = list(zip(tokenizer.encode(a), tokenizer.encode([e.b for e in examples])))
+    elif dataset.task in PAIR_TASKS:
+        encodings = [(e,) for e in tokenizer.encode(a, [e.b for e in examples])]
+    else:
+        encodings = [(e,) for e in tokenizer.encode(a)]
+    labels = None
+    if examples and examples[0].label is not None:
+        labels = torch.tensor([e.label for e in examples],
+                              dtype=torch.float32 if dataset.task != "sst" else torch.long)
+    return EncodedSplit(dataset.task, [e.id for e in examples], encodings, labels,
+                        [max(len(x.ids) for x in enc) for enc in encodings])
+
+
+def make_batch(split: EncodedSplit, indices, tokenizer: Tokenizer, device) -> dict:
+    """Tensors for one step: one padded sequence, or `a_`/`b_` sequences for siamese pairs."""
+    chosen = [split.encodings[i] for i in indices]
+    if len(chosen[0]) == 1:
+        batch = tokenizer.collate([c[0] for c in chosen])
+    else:
+        batch = {}
+        for side, k in (("a", 0), ("b", 1)):
+            batch.update({f"{side}_{key}": t for key, t in tokenizer.collate([c[k] for c in chosen]).items()})
+    if split.labels is not None:
+        batch["labels"] = split.labels[list(indices)]
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}

@@ -1,0 +1,125 @@
+"""One shared minBERT encoder and a small head per task.
+
+A batch for a task is a dict of tensors: in `cross` pair mode (and for SST) one
+sequence (`input_ids`, `token_type_ids`, `attention_mask`); in `siamese` mode
+two sequences, prefixed `a_` and `b_`. Heads return raw outputs; `TASK_SPECS`
+turns them into losses, predictions and the divergences SMART needs.
+"""
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minbert import BertModel
+
+SEQ_KEYS = ("input_ids", "token_type_ids", "attention_mask")
+PAIR_TASKS = ("quora", "sts")
+
+
+def sequences(batch: dict) -> list[dict]:
+    """The one or two encoder inputs a batch holds."""
+    if "input_ids" in batch:
+        return [{k: batch[k] for k in SEQ_KEYS}]
+    return [{k: batch[f"{side}_{k}"] for k in SEQ_KEYS} for side in ("a", "b")]
+
+
+def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    mask = mask.to(hidden.dtype)[..., None]
+    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+
+class MultitaskModel(nn.Module):
+    def __init__(self, encoder: BertModel, tasks=("sst", "quora", "sts"), pair_mode: str = "cross",
+                 pooling: str = "cls", dropout: float = 0.1):
+        super().__init__()
+        if pair_mode not in ("cross", "siamese"):
+            raise ValueError(f"unknown pair mode {pair_mode!r}")
+        self.encoder = encoder
+        self.tasks = tuple(tasks)
+        self.pair_mode = pair_mode
+        self.pooling = pooling
+        self.dropout = nn.Dropout(dropout)
+        h = encoder.config.hidden_size
+        heads = {}
+        if "sst" in self.tasks:
+            heads["sst"] = nn.Linear(h, 5)
+        if "quora" in self.tasks:
+            heads["quora"] = nn.Linear(4 * h if pair_mode == "siamese" else h, 1)
+        if "sts" in self.tasks and pair_mode == "cross":
+            heads["sts"] = nn.Linear(h, 1)  # siamese STS is the cosine itself: no parameters
+        self.heads = nn.ModuleDict(heads)
+        for head in self.heads.values():
+            nn.init.normal_(head.weight, std=encoder.config.initializer_range)
+            nn.init.zeros_(head.bias)
+
+    def embed_inputs(self, batch: dict) -> list[torch.Tensor]:
+        """Word embeddings of each sequence: what SMART perturbs."""
+        return [self.encoder.embeddings.word_embeddings(seq["input_ids"]) for seq in sequences(batch)]
+
+    def sentence_vector(self, seq: dict, inputs_embeds: Optional[torch.Tensor] = None) -> torch.Tensor:
+        out = self.encoder(input_ids=None if inputs_embeds is not None else seq["input_ids"],
+                           attention_mask=seq["attention_mask"], token_type_ids=seq["token_type_ids"],
+                           inputs_embeds=inputs_embeds)
+        if self.pooling == "mean":
+            return mean_pool(out.last_hidden_state, seq["attention_mask"])
+        return out.pooler_output
+
+    def forward(self, task: str, batch: dict, inputs_embeds: Optional[list] = None) -> torch.Tensor:
+        seqs = sequences(batch)
+        embeds = inputs_embeds or [None] * len(seqs)
+        if len(seqs) == 1:
+            return self.heads[task](self.dropout(self.sentence_vector(seqs[0], embeds[0]))).squeeze(-1)
+        if self.pair_mode != "siamese":
+            raise ValueError("a two-sequence batch needs pair_mode='siamese'")
+        # Siamese: Sentence-BERT's mean pooling, whatever the single-sentence pooling is.
+        u, v = (mean_pool(self.encoder(input_ids=None if e is not None else s["input_ids"],
+                                       attention_mask=s["attention_mask"],
+                                       token_type_ids=s["token_type_ids"], inputs_embeds=e).last_hidden_state,
+                          s["attention_mask"]) for s, e in zip(seqs, embeds))
+        if task == "sts":
+            return F.cosine_similarity(u, v, dim=-1)
+        return self.heads[task](self.dropout(torch.cat([u, v, (u - v).abs(), u * v], -1))).squeeze(-1)
+
+
+def _sym_kl(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tensor:
+    p, q = F.log_softmax(p_logits.float(), -1), F.log_softmax(q_logits.float(), -1)
+    return 0.5 * ((p.exp() * (p - q)).sum(-1) + (q.exp() * (q - p)).sum(-1)).mean()
+
+
+def _binary_logits(x: torch.Tensor) -> torch.Tensor:
+    return torch.stack([torch.zeros_like(x), x], -1)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    loss: Callable          # (outputs, labels) -> scalar
+    predict: Callable       # outputs -> values written to prediction files
+    divergence: Callable    # (outputs, other outputs) -> scalar, for SMART
+    metric: str             # "accuracy" or "pearson"
+
+
+def _sts_score(out: torch.Tensor, siamese: bool) -> torch.Tensor:
+    """Cross mode: 5 * sigmoid(logit). Siamese mode: the cosine scaled to 0..5, as Sentence-BERT does."""
+    return (out.clamp(min=0.0) * 5.0) if siamese else torch.sigmoid(out.float()) * 5.0
+
+
+def task_spec(task: str, pair_mode: str = "cross") -> TaskSpec:
+    siamese = pair_mode == "siamese"
+    if task == "sst":
+        return TaskSpec("sst", lambda o, y: F.cross_entropy(o.float(), y.long()),
+                        lambda o: o.argmax(-1), _sym_kl, "accuracy")
+    if task == "quora":
+        return TaskSpec("quora", lambda o, y: F.binary_cross_entropy_with_logits(o.float(), y.float()),
+                        lambda o: (o > 0).long(),
+                        lambda a, b: _sym_kl(_binary_logits(a), _binary_logits(b)), "accuracy")
+    if task == "sts":
+        if siamese:  # regress the cosine onto similarity / 5 (Sentence-BERT)
+            loss = lambda o, y: F.mse_loss(o.float(), y.float() / 5.0)
+        else:
+            loss = lambda o, y: F.mse_loss(_sts_score(o, False), y.float())
+        return TaskSpec("sts", loss, lambda o: _sts_score(o, siamese),
+                        lambda a, b: F.mse_loss(a.float(), b.float()), "pearson")
+    raise ValueError(f"unknown task {task!r}")

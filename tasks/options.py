@@ -1,0 +1,131 @@
+"""Command-line options shared by `train_multitask.py` and `ablate.py`: same flags, same defaults."""
+import argparse
+import os
+
+from minbert import DEFAULT_MODEL, UserError
+
+from .data import DATA_DIR_ENV, TASKS
+from .samplers import SAMPLERS
+from .smart import SmartConfig
+
+SAMPLER_HELP = """how tasks share the steps:
+  round-robin   tasks take turns, one batch each; an epoch is one pass over the
+                largest task's training set, smaller tasks cycle (reshuffled)
+  proportional  MT-DNN: every task's batches for one pass pooled and drawn in
+                random order; an epoch is one pass over every task
+  annealed      each step draws a task with probability ~ n_batches^alpha,
+                alpha = 1 - 0.8 * epoch / (epochs - 1): from proportional
+                to nearly uniform; an epoch has as many steps as proportional
+  union         examples drawn uniformly from the union of the tasks, each
+                batch grouped by task (implied by --surgery)"""
+
+
+def add_training_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    model = parser.add_argument_group("model")
+    model.add_argument("--model", default=DEFAULT_MODEL,
+                       help="checkpoint folder, Hugging Face name, or 'minilm' (the embedded "
+                            "all-MiniLM-L6-v2); the default falls back to minilm when it cannot be had "
+                            "(default: %(default)s)")
+    model.add_argument("--pair-mode", choices=("cross", "siamese"), default="cross",
+                       help="cross: one sequence [CLS] a [SEP] b [SEP]; siamese: each sentence encoded "
+                            "alone (Sentence-BERT) (default: %(default)s)")
+    model.add_argument("--pooling", choices=("cls", "mean"), default="mean",
+                       help="sentence vector for the heads: the tanh pooler over [CLS], or the mean of "
+                            "the token states (default: %(default)s)")
+    model.add_argument("--max-length", type=int, default=128,
+                       help="tokens per sequence; longer inputs are truncated (default: %(default)s)")
+    model.add_argument("--freeze-until", type=int, default=0, metavar="K",
+                       help="freeze the embeddings and layers 0..K-1; negative K counts from the top "
+                            "(-3 = all but the last three) (default: %(default)s, nothing frozen)")
+
+    data = parser.add_argument_group("data")
+    data.add_argument("--data-dir", default=None,
+                      help=f"folder with the course's csv files (default: ${DATA_DIR_ENV}, else data/)")
+    data.add_argument("--tasks", default=",".join(TASKS),
+                      help="comma-separated subset of sst,quora,sts (default: %(default)s)")
+    data.add_argument("--data-fraction", type=float, default=1.0,
+                      help="train on this seeded fraction of each training set, in (0, 1] (default: 1)")
+    data.add_argument("--strict-data", action="store_true",
+                      help="an unusable row is an error instead of a counted, skipped row")
+
+    train = parser.add_argument_group("training")
+    train.add_argument("--epochs", type=int, default=3, help="(default: %(default)s)")
+    train.add_argument("--max-steps", type=int, default=None,
+                       help="stop after this many optimizer steps (evaluates at the end)")
+    train.add_argument("--lr", type=float, default=1e-4, help="peak learning rate (default: %(default)s)")
+    train.add_argument("--warmup", type=float, default=0.06,
+                       help="fraction of steps of linear warm-up before linear decay (default: %(default)s)")
+    train.add_argument("--weight-decay", type=float, default=0.01, help="(default: %(default)s)")
+    train.add_argument("--batch-size", type=int, default=32, help="(default: %(default)s)")
+    train.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
+    train.add_argument("--sampler", choices=sorted(SAMPLERS), default="round-robin", help=SAMPLER_HELP)
+    train.add_argument("--no-bucketing", action="store_true",
+                       help="plain shuffled batches instead of length-bucketed ones")
+    train.add_argument("--surgery", choices=("none", "pcgrad", "dominant"), default="none",
+                       help="gradient surgery between tasks on the shared encoder (uses the union "
+                            "sampler): pcgrad projects away conflicting components; dominant keeps "
+                            "only the largest-norm task gradient whole (default: %(default)s)")
+    train.add_argument("--optimizer", choices=("minbert", "torch"), default="torch",
+                       help="minbert: the from-scratch AdamW; torch: torch.optim.AdamW (foreach, "
+                            "faster) (default: %(default)s)")
+    train.add_argument("--max-grad-norm", type=float, default=1.0, help="(default: %(default)s)")
+    train.add_argument("--precision", choices=("bf16", "fp32"), default="bf16",
+                       help="bf16 autocast (CPU and CUDA) or full fp32 (default: %(default)s)")
+    train.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ... (default: auto)")
+    train.add_argument("--skip-nonfinite", action="store_true",
+                       help="skip (and count) batches whose loss is NaN/inf instead of stopping")
+
+    smart = parser.add_argument_group("SMART (Jiang et al. 2020)")
+    smart.add_argument("--smart", action="store_true", help="add SMART's two regularisers")
+    defaults = SmartConfig()
+    for name, help_text in (("lambda_s", "weight of the smoothness term"), ("eps", "L-inf radius"),
+                            ("sigma", "std of the random start"), ("eta", "ascent step size"),
+                            ("steps", "projected ascent steps K"), ("mu", "weight of the proximal term"),
+                            ("beta", "momentum of the proximal EMA copy")):
+        value = getattr(defaults, name)
+        smart.add_argument(f"--smart-{name.replace('_', '-')}", type=type(value), default=value,
+                           help=f"{help_text} (default: {value})")
+
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", default=None, help="run folder (default: runs/<date-time>)")
+    out.add_argument("--checkpoint-every", type=int, default=500,
+                     help="also checkpoint every N steps (default: %(default)s; 0 = only per epoch)")
+    out.add_argument("--eval-batch-size", type=int, default=128, help="(default: %(default)s)")
+    return parser
+
+
+def parse_tasks(text: str) -> tuple:
+    tasks = tuple(t.strip() for t in text.split(",") if t.strip())
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown or not tasks:
+        raise UserError(f"--tasks: unknown task {unknown[0]!r}; choose from {', '.join(TASKS)}"
+                        if unknown else "--tasks: no task given")
+    return tasks
+
+
+def validate(args) -> None:
+    """Reject out-of-range arguments before any work starts."""
+    args.task_list = parse_tasks(args.tasks)
+    checks = [
+        (args.lr > 0, f"--lr must be > 0, got {args.lr}"),
+        (0 < args.data_fraction <= 1, f"--data-fraction must be in (0, 1], got {args.data_fraction}"),
+        (args.epochs >= 1, f"--epochs must be >= 1, got {args.epochs}"),
+        (args.max_steps is None or args.max_steps >= 1, f"--max-steps must be >= 1, got {args.max_steps}"),
+        (args.batch_size >= 1, f"--batch-size must be >= 1, got {args.batch_size}"),
+        (args.eval_batch_size >= 1, f"--eval-batch-size must be >= 1, got {args.eval_batch_size}"),
+        (0 <= args.warmup < 1, f"--warmup must be in [0, 1), got {args.warmup}"),
+        (args.weight_decay >= 0, f"--weight-decay must be >= 0, got {args.weight_decay}"),
+        (args.max_grad_norm > 0, f"--max-grad-norm must be > 0, got {args.max_grad_norm}"),
+        (args.seed >= 0, f"--seed must be >= 0, got {args.seed}"),
+        (args.max_length >= 8, f"--max-length must be >= 8, got {args.max_length}"),
+        (args.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {args.checkpoint_every}"),
+        (args.smart_eps >= 0 and args.smart_sigma >= 0 and args.smart_eta >= 0 and args.smart_steps >= 0
+         and args.smart_lambda_s >= 0 and args.smart_mu >= 0 and 0 <= args.smart_beta <= 1,
+         "--smart-*: constants must be >= 0 and --smart-beta in [0, 1]"),
+        (args.surgery == "none" or len(args.task_list) > 1, "--surgery needs at least two tasks"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise UserError(message)
+    if args.data_dir is None and os.environ.get(DATA_DIR_ENV):
+        args.data_dir = os.environ[DATA_DIR_ENV]

@@ -1,0 +1,141 @@
+"""SMART regularisation (Jiang et al., 2020) for multitask fine-tuning.
+
+Two terms are added to each task loss:
+
+* smoothness: the divergence between the model's outputs on a batch and on the
+  same batch with its word embeddings nudged, within a tiny L-inf ball, in the
+  direction that changes the outputs most. It penalises sharp decision surfaces
+  around the training points, which is where fine-tuning on small data overfits.
+* proximal: the divergence between the model's outputs and those of a slowly
+  moving (EMA) copy of it, a Bregman proximal-point / trust-region term that
+  keeps each update from straying far from what the model already predicts.
+
+Both are measured with the task's own `divergence` (symmetric KL for
+classification, MSE for regression), which computes in float32, so the terms
+also work under bfloat16 autocast.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from .heads import MultitaskModel, sequences, task_spec
+
+_TINY = 1e-12  # keeps the gradient normalisation finite when a gradient is exactly zero
+
+
+@dataclass
+class SmartConfig:
+    """Defaults are the ones the SMART paper reports using (Sec. 5, "Implementation Details")."""
+
+    lambda_s: float = 1.0   # smoothness weight; paper tunes it in {1, 3, 5}
+    eps: float = 1e-5       # L-inf radius of the perturbation ball (paper: epsilon = 1e-5)
+    sigma: float = 1e-5     # std of the Gaussian random start (paper: sigma = 1e-5)
+    eta: float = 1e-3       # ascent step size (paper: eta = 1e-3)
+    steps: int = 1          # projected ascent steps K (paper: T_x = 1)
+    mu: float = 1.0         # proximal-point weight (paper: mu = 1)
+    beta: float = 0.99      # EMA momentum (paper: 0.99 for the first 10% of updates, then 0.999;
+                            # pass `beta=` to `update_ema` to follow that schedule)
+
+    def __post_init__(self):
+        if self.lambda_s < 0 or self.mu < 0 or self.eps < 0 or self.sigma < 0 or self.eta < 0:
+            raise ValueError("SMART weights, radius, noise and step size must be non-negative")
+        if self.steps < 0:
+            raise ValueError("SMART needs a non-negative number of ascent steps")
+        if not 0.0 <= self.beta <= 1.0:
+            raise ValueError(f"EMA momentum must lie in [0, 1], got {self.beta}")
+
+
+class Smart:
+    """Computes the two SMART terms for a `MultitaskModel` and owns its EMA copy."""
+
+    def __init__(self, model: MultitaskModel, config: SmartConfig, pair_mode: str):
+        self.model = model
+        self.config = config
+        self.pair_mode = pair_mode
+        # No copy when the proximal term is off: the EMA doubles the model's memory.
+        self.ema: Optional[MultitaskModel] = None
+        if config.mu > 0:
+            self.ema = copy.deepcopy(model)
+            self.ema.requires_grad_(False)
+
+    def regularisers(self, task: str, batch: dict, outputs: Tensor) -> dict[str, Tensor]:
+        """`outputs` must be `model(task, batch)` from this step's graph, so both terms
+        send gradient into the model through it as well as through their own forward passes."""
+        divergence = task_spec(task, self.pair_mode).divergence
+        zero = torch.zeros((), device=outputs.device)
+        smooth = zero
+        if self.config.lambda_s > 0:
+            smooth = self.config.lambda_s * self._smoothness(task, batch, outputs, divergence)
+        prox = zero
+        if self.ema is not None:
+            prox = self.config.mu * self._proximal(task, batch, outputs, divergence)
+        return {"smoothness": smooth, "proximal": prox}
+
+    def _smoothness(self, task: str, batch: dict, outputs: Tensor, divergence) -> Tensor:
+        cfg = self.config
+        # Padding must stay untouched: perturbing it would change nothing useful but
+        # would eat into the per-example budget the L-inf normalisation hands out.
+        masks = [seq["attention_mask"][..., None].float() for seq in sequences(batch)]
+        with torch.no_grad():
+            clean = [e.float() for e in self.model.embed_inputs(batch)]
+        deltas = [torch.randn_like(e) * cfg.sigma * m for e, m in zip(clean, masks)]
+        target = outputs.detach()
+        for _ in range(cfg.steps):
+            for d in deltas:
+                d.requires_grad_(True)
+            adv = self.model(task, batch, inputs_embeds=[e + d for e, d in zip(clean, deltas)])
+            grads = torch.autograd.grad(divergence(adv, target), deltas, allow_unused=True)
+            stepped = []
+            for d, g, m in zip(deltas, grads, masks):
+                d = d.detach()
+                if g is not None:
+                    g = g.float()
+                    # Per-example L-inf normalisation makes the step size independent of
+                    # how flat the loss is, as in the paper's Algorithm 1.
+                    scale = g.abs().amax(dim=tuple(range(1, g.dim())), keepdim=True) + _TINY
+                    d = d + cfg.eta * g / scale
+                stepped.append(d.clamp(-cfg.eps, cfg.eps) * m)
+            deltas = stepped
+        # Fresh embeddings with grad, so the word-embedding table is regularised too.
+        embeds = self.model.embed_inputs(batch)
+        adv = self.model(task, batch, inputs_embeds=[e + d.to(e.dtype) for e, d in zip(embeds, deltas)])
+        return divergence(adv, outputs)
+
+    def _proximal(self, task: str, batch: dict, outputs: Tensor, divergence) -> Tensor:
+        # Same mode as the model so that, in eval, the term is exactly the parameter drift.
+        self.ema.train(self.model.training)
+        with torch.no_grad():
+            anchor = self.ema(task, batch)
+        return divergence(outputs, anchor.detach())
+
+    @torch.no_grad()
+    def update_ema(self, beta: Optional[float] = None):
+        """Call after each optimizer step. `beta` overrides the config's momentum, for
+        the paper's schedule (0.99 early, 0.999 later)."""
+        if self.ema is None:
+            return
+        beta = self.config.beta if beta is None else beta
+        current = dict(self.model.named_parameters())
+        for name, p in self.ema.named_parameters():
+            src = current[name].detach()
+            if p.is_floating_point():
+                p.mul_(beta).add_(src.to(p.dtype), alpha=1.0 - beta)
+            else:
+                p.copy_(src)
+        buffers = dict(self.model.named_buffers())
+        for name, b in self.ema.named_buffers():
+            b.copy_(buffers[name])
+
+    def state_dict(self) -> dict:
+        return {"ema": None if self.ema is None else self.ema.state_dict()}
+
+    def load_state_dict(self, state: dict):
+        if (state.get("ema") is None) != (self.ema is None):
+            raise ValueError("SMART state and config disagree on whether the proximal term is on")
+        if self.ema is not None:
+            self.ema.load_state_dict(state["ema"])

@@ -1,0 +1,507 @@
+"""The multitask training loop, shared by `train_multitask.py` and `ablate.py`.
+
+`prepare(args)` loads the checkpoint, the tokenizer and the tokenised data
+once; `fit(args, inputs, out_dir)` fine-tunes a copy of the encoder with the
+three heads and leaves in `out_dir` everything a run promises: config.json,
+TensorBoard events, checkpoints (latest and best), metrics.json and the
+course's prediction files. Every file is written atomically, and a killed
+run resumes from its last checkpoint with the same result as an unbroken one.
+"""
+import copy
+import json
+import math
+import os
+import platform
+import random
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+import minbert
+from minbert import CheckpointError, RunFailure, UserError
+
+from . import data as data_mod
+from .encoded import EncodedSplit, encode_split, make_batch
+from .fileio import atomic_save_torch, atomic_write_json, sha256_file
+from .gradient_surgery import assign_flat_grad, dominant, flatten_grads, pcgrad
+from .heads import MultitaskModel, task_spec
+from .metrics import accuracy, overall_score, pearson
+from .predictions import write_predictions
+from .samplers import build_sampler
+from .smart import Smart, SmartConfig
+
+CHECKPOINT = "checkpoint.pt"
+PREVIOUS_CHECKPOINT = "checkpoint.prev.pt"
+BEST = "best.pt"
+
+
+@dataclass
+class RunInputs:
+    """What every trial of a run or sweep shares: loaded once, never mutated by `fit`."""
+    encoder: minbert.BertModel
+    tokenizer: minbert.Tokenizer
+    data: dict                    # task -> {"train"|"dev"|"test": EncodedSplit or None}
+    data_record: dict             # task -> split -> describe() of the file read
+    device: torch.device
+    tasks: tuple = ()
+    extra: dict = field(default_factory=dict)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise UserError(f"--device: unknown device {name!r}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"--device {name}: CUDA is not available on this machine")
+    return device
+
+
+def load_encoder(args) -> minbert.BertModel:
+    """The default model falls back to the embedded one with a warning; a named one never does."""
+    return minbert.from_pretrained(args.model, fallback_to_embedded=args.model == minbert.DEFAULT_MODEL)
+
+
+def prepare(args, warn: Optional[Callable] = None) -> RunInputs:
+    encoder = load_encoder(args)
+    tokenizer = minbert.Tokenizer.from_folder(encoder.source.folder, max_length=args.max_length)
+    data_dir = ensure_data_dir(args.data_dir)
+    data, record = {}, {}
+    for task in args.task_list:
+        splits = data_mod.read_task(data_dir, task, strict=args.strict_data, warn=warn)
+        record[task] = {s: (d.describe() if d is not None else None) for s, d in splits.items()}
+        data[task] = {s: (encode_split(d, tokenizer, args.pair_mode) if d is not None else None)
+                      for s, d in splits.items()}
+    return RunInputs(encoder, tokenizer, data, record, resolve_device(args.device), tuple(args.task_list))
+
+
+def ensure_data_dir(data_dir) -> Path:
+    """The default data/ folder is filled from the course's repository when empty (needs internet)."""
+    folder = data_mod.resolve_data_dir(data_dir)
+    if data_dir is None and not (folder / "ids-sst-train.csv").exists():
+        from .download import download_course_data
+        try:
+            download_course_data(folder)
+        except UserError as e:
+            raise UserError(f"no data in {folder} and it cannot be downloaded ({e}); pass --data-dir "
+                            f"or set {data_mod.DATA_DIR_ENV} to the folder with the course's csv files") \
+                from None
+    return folder
+
+
+def subsample_split(split: EncodedSplit, fraction: float, seed: int) -> EncodedSplit:
+    if fraction >= 1:
+        return split
+    keep = data_mod.subsample(range(len(split)), fraction, seed)
+    return EncodedSplit(split.task, [split.ids[i] for i in keep], [split.encodings[i] for i in keep],
+                        split.labels[keep] if split.labels is not None else None,
+                        [split.lengths[i] for i in keep])
+
+
+# ---------------------------------------------------------------------------- evaluation
+
+
+@torch.no_grad()
+def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch_size: int,
+            precision: str) -> list:
+    """Predictions in the split's order; batches sorted by length so little is padding."""
+    model.eval()
+    spec = task_spec(split.task, model.pair_mode)
+    order = sorted(range(len(split)), key=split.lengths.__getitem__)
+    out = [None] * len(split)
+    for start in range(0, len(order), batch_size):
+        idx = order[start:start + batch_size]
+        batch = make_batch(split, idx, tokenizer, device)
+        batch.pop("labels", None)
+        with autocast(device, precision):
+            values = spec.predict(model(split.task, batch)).float().cpu().tolist()
+        for i, v in zip(idx, values):
+            out[i] = v
+    return out
+
+
+def evaluate(model, inputs: RunInputs, precision: str, batch_size: int, split: str = "dev") -> dict:
+    metrics = {}
+    for task in inputs.tasks:
+        part = inputs.data[task][split]
+        preds = predict(model, part, inputs.tokenizer, inputs.device, batch_size, precision)
+        gold = part.labels.tolist()
+        metrics[task] = accuracy(preds, gold) if task != "sts" else pearson(preds, gold)
+    metrics["overall"] = overall_score(metrics.get("sst"), metrics.get("quora"), metrics.get("sts"))
+    return metrics
+
+
+def autocast(device: torch.device, precision: str):
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+# ---------------------------------------------------------------------------- run record
+
+
+def versions() -> dict:
+    import tokenizers
+    out = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+           "tokenizers": tokenizers.__version__, "platform": platform.platform(),
+           "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads()}
+    head = Path(__file__).resolve().parents[1] / ".git" / "HEAD"
+    try:
+        ref = head.read_text().strip()
+        if ref.startswith("ref: "):
+            ref = (head.parent / ref[5:]).read_text().strip()
+        out["minbert_commit"] = ref
+    except OSError:
+        pass
+    return out
+
+
+def run_record(args, inputs: RunInputs, extra: Optional[dict] = None) -> dict:
+    arguments = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+    return {"command": sys.argv, "arguments": arguments, "seed": args.seed,
+            "model": inputs.encoder.source.to_dict() if inputs.encoder.source else None,
+            "data": inputs.data_record, "device": str(inputs.device), "versions": versions(),
+            **(extra or {})}
+
+
+# ---------------------------------------------------------------------------- checkpoints
+
+
+def rng_state() -> dict:
+    np_state = np.random.get_state()
+    return {"torch": torch.get_rng_state(), "python": random.getstate(),
+            "numpy": [np_state[0], torch.from_numpy(np_state[1].copy()), *np_state[2:]],
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def set_rng_state(state: dict):
+    torch.set_rng_state(state["torch"])
+    random.setstate(tuple(_tuples(state["python"])))
+    kind, keys, *rest = state["numpy"]
+    np.random.set_state((kind, keys.numpy(), *rest))
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _tuples(x):
+    return tuple(_tuples(i) for i in x) if isinstance(x, (list, tuple)) else x
+
+
+def load_checkpoint(path: Path) -> dict:
+    """Only tensors and plain containers: `weights_only` refuses anything that could run code."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no checkpoint to resume from") from None
+    except Exception as e:
+        previous = path.with_name(PREVIOUS_CHECKPOINT)
+        offer = f"; the previous good checkpoint is {previous} (rename it to {path.name} to resume from it)" \
+            if previous.exists() and previous != path else ""
+        detail = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
+        raise CheckpointError(f"{path}: truncated or corrupted checkpoint ({detail}){offer}") from None
+
+
+def save_checkpoint(out_dir: Path, state: dict):
+    """Keep the previous checkpoint until the new one is safely on disk."""
+    latest = out_dir / CHECKPOINT
+    try:
+        if latest.exists():
+            os.replace(latest, out_dir / PREVIOUS_CHECKPOINT)
+        atomic_save_torch(latest, state)
+    except OSError as e:
+        if latest.exists() is False and (out_dir / PREVIOUS_CHECKPOINT).exists():
+            os.replace(out_dir / PREVIOUS_CHECKPOINT, latest)
+        raise RunFailure(f"cannot save checkpoint {latest}: {e.strerror or e}; the previous checkpoint "
+                         f"is intact") from None
+
+
+# ---------------------------------------------------------------------------- training
+
+
+class _Stop:
+    """SIGINT/SIGTERM ask the loop to checkpoint and leave at the next step boundary."""
+
+    def __init__(self):
+        self.signal = None
+        self._old = {}
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread: leave signals alone
+                pass
+        return self
+
+    def _handle(self, signum, frame):
+        if self.signal is not None:  # a second signal: give up at once
+            raise KeyboardInterrupt
+        self.signal = signum
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+class Interrupted(Exception):
+    def __init__(self, signum, message):
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+def build_model(args, inputs: RunInputs, encoder: Optional[minbert.BertModel] = None) -> MultitaskModel:
+    encoder = copy.deepcopy(inputs.encoder if encoder is None else encoder)
+    frozen = minbert.freeze_until(encoder, args.freeze_until)
+    if args.freeze_until > encoder.num_layers:
+        print(f"note: --freeze-until {args.freeze_until} is beyond the model's {encoder.num_layers} layers: "
+              f"the whole encoder is frozen (only the pooler and heads train)", file=sys.stderr)
+    model = MultitaskModel(encoder, inputs.tasks, args.pair_mode, args.pooling)
+    model.frozen_layers = frozen
+    return model.to(inputs.device)
+
+
+def make_optimizer(args, model):
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if p.ndim < 2 else decay).append(p)
+    groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if args.optimizer == "minbert":
+        return minbert.AdamW(groups, lr=args.lr)
+    return torch.optim.AdamW(groups, lr=args.lr, foreach=True)
+
+
+def lr_lambda(total_steps: int, warmup: float):
+    warm = max(1, int(total_steps * warmup))
+
+    def f(step):
+        if step < warm:
+            return (step + 1) / warm
+        return max(0.0, (total_steps - step) / max(1, total_steps - warm))
+    return f
+
+
+def fit(args, inputs: RunInputs, out_dir, encoder: Optional[minbert.BertModel] = None,
+        resume: bool = False, record_extra: Optional[dict] = None, quiet: bool = False,
+        write_outputs: bool = True, writer=None) -> dict:
+    """Fine-tune and evaluate; returns the metrics also written to metrics.json."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    device, tok = inputs.device, inputs.tokenizer
+    torch.manual_seed(args.seed)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    model = build_model(args, inputs, encoder)
+    train = {t: subsample_split(inputs.data[t]["train"], args.data_fraction, args.seed) for t in inputs.tasks}
+    sampler_name = "union" if args.surgery != "none" else args.sampler
+    sampler = build_sampler(sampler_name, {t: s.lengths for t, s in train.items()}, args.batch_size,
+                            args.seed, bucket=not args.no_bucketing, num_epochs=args.epochs)
+    per_epoch = sampler.steps_per_epoch()
+    total = per_epoch * args.epochs if args.max_steps is None else min(args.max_steps, per_epoch * args.epochs)
+    optimizer = make_optimizer(args, model)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(total, args.warmup))
+    smart = Smart(model, _smart_config(args), args.pair_mode) if args.smart else None
+    specs = {t: task_spec(t, args.pair_mode) for t in inputs.tasks}
+    shared = [p for p in model.encoder.parameters() if p.requires_grad]
+    surgery_rng = np.random.default_rng(args.seed)
+
+    state = {"epoch": 0, "step_in_epoch": 0, "global_step": 0, "best": None, "history": [],
+             "nonfinite_skipped": 0}
+    if resume:
+        ckpt = load_checkpoint(out_dir / CHECKPOINT)
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        if smart is not None:
+            smart.load_state_dict(ckpt["smart"])
+        surgery_rng.bit_generator.state = json.loads(ckpt["surgery_rng"])
+        state = json.loads(ckpt["progress"])
+        set_rng_state(ckpt["rng"])
+    elif write_outputs:
+        atomic_write_json(out_dir / "config.json", run_record(args, inputs, {
+            **(record_extra or {}), "steps_per_epoch": per_epoch, "total_steps": total,
+            "frozen_layers": model.frozen_layers, "sampler": sampler_name,
+            "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}))
+
+    own_writer = writer is None and write_outputs
+    if own_writer:
+        from torch.utils.tensorboard import SummaryWriter
+        writer = SummaryWriter(str(out_dir / "tensorboard"), purge_step=state["global_step"] or None)
+
+    def checkpoint():
+        if not write_outputs:
+            return
+        save_checkpoint(out_dir, {
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(), "smart": smart.state_dict() if smart else None,
+            "surgery_rng": json.dumps(surgery_rng.bit_generator.state), "progress": json.dumps(state),
+            "rng": rng_state()})
+
+    def log(text):
+        if not quiet:
+            print(text, flush=True)
+
+    show_bars = sys.stdout.isatty() and not quiet
+    started = time.time()
+    with _Stop() as stop:
+        while state["global_step"] < total:
+            epoch = state["epoch"]
+            plan = sampler.plan(epoch)
+            model.train()
+            bar = _bar(show_bars, per_epoch, state["step_in_epoch"], f"epoch {epoch + 1}/{args.epochs}")
+            while state["step_in_epoch"] < per_epoch and state["global_step"] < total:
+                step = plan[state["step_in_epoch"]]
+                losses = train_step(args, model, optimizer, step, train, tok, device, specs, smart,
+                                    shared, surgery_rng, writer, state["global_step"])
+                if losses is None:
+                    state["nonfinite_skipped"] += 1
+                else:
+                    scheduler.step()
+                    if smart is not None:
+                        smart.update_ema()
+                state["step_in_epoch"] += 1
+                state["global_step"] += 1
+                if bar is not None:
+                    bar.update(1)
+                if writer is not None and losses is not None:
+                    for name, value in losses.items():
+                        writer.add_scalar(name, value, state["global_step"])
+                    writer.add_scalar("train/lr", scheduler.get_last_lr()[0], state["global_step"])
+                if args.checkpoint_every and state["global_step"] % args.checkpoint_every == 0:
+                    checkpoint()
+                if stop.signal is not None:
+                    checkpoint()
+                    if own_writer:
+                        writer.close()
+                    name = signal.Signals(stop.signal).name
+                    raise Interrupted(stop.signal, f"stopped by {name} at step {state['global_step']}; "
+                                                   f"checkpoint saved; resume with --resume {out_dir}")
+            if bar is not None:
+                bar.close()
+            epoch_done = state["step_in_epoch"] >= per_epoch
+            metrics = evaluate(model, inputs, args.precision, args.eval_batch_size)
+            entry = {"epoch": epoch + 1, "step": state["global_step"], "dev": metrics,
+                     "elapsed_s": round(time.time() - started, 1)}
+            state["history"].append(entry)
+            if writer is not None:
+                for name, value in metrics.items():
+                    if value is not None:
+                        writer.add_scalar(f"dev/{name}", value, state["global_step"])
+            log(f"epoch {epoch + 1} step {state['global_step']}: " +
+                " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if v is not None) +
+                f" ({entry['elapsed_s']:.0f}s)")
+            if state["best"] is None or (metrics["overall"] or 0) > state["best"]["dev"]["overall"]:
+                state["best"] = entry
+                if write_outputs:
+                    atomic_save_torch(out_dir / BEST, {"model": model.state_dict(), "epoch": epoch + 1})
+            if epoch_done:
+                state["epoch"] += 1
+                state["step_in_epoch"] = 0
+            checkpoint()
+
+    best = state["best"]
+    result = {"final": state["history"][-1]["dev"], "best": best["dev"], "best_epoch": best["epoch"],
+              "best_step": best["step"], "history": state["history"], "steps": state["global_step"],
+              "nonfinite_skipped": state["nonfinite_skipped"]}
+    if write_outputs:
+        if best["step"] != state["global_step"]:
+            model.load_state_dict(torch.load(out_dir / BEST, map_location="cpu", weights_only=True)["model"])
+        write_all_predictions(model, inputs, out_dir / "predictions", args)
+        atomic_write_json(out_dir / "metrics.json", result)
+        if own_writer:
+            writer.add_hparams(_hparams(args), {f"hparam/{k}": v for k, v in best["dev"].items()
+                                                if v is not None}, run_name="hparams")
+            writer.close()
+    result["model"] = model
+    return result
+
+
+def _bar(show: bool, total: int, initial: int, desc: str):
+    if not show:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, initial=initial, desc=desc, dynamic_ncols=True, leave=False)
+
+
+def _hparams(args) -> dict:
+    keep = ("lr", "batch_size", "epochs", "sampler", "surgery", "smart", "freeze_until", "pair_mode",
+            "pooling", "precision", "seed", "data_fraction", "model")
+    return {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
+            for k, v in vars(args).items() if k in keep}
+
+
+def _smart_config(args) -> SmartConfig:
+    return SmartConfig(lambda_s=args.smart_lambda_s, eps=args.smart_eps, sigma=args.smart_sigma,
+                       eta=args.smart_eta, steps=args.smart_steps, mu=args.smart_mu, beta=args.smart_beta)
+
+
+def task_loss(args, model, task, batch, spec, smart, device):
+    """The task's loss (plus SMART's terms); returns (total, {log name: value})."""
+    labels = batch.pop("labels")
+    with autocast(device, args.precision):
+        outputs = model(task, batch)
+        loss = spec.loss(outputs, labels)
+        logs = {f"train/loss/{task}": loss.detach()}
+        if smart is not None:
+            terms = smart.regularisers(task, batch, outputs)
+            for name, value in terms.items():
+                logs[f"smart/{name}/{task}"] = value.detach()
+                loss = loss + value
+    return loss, logs
+
+
+def train_step(args, model, optimizer, step: dict, train: dict, tok, device, specs, smart, shared,
+               surgery_rng, writer, global_step) -> Optional[dict]:
+    """One optimizer step; returns the values to log, or None if the step was skipped (non-finite)."""
+    optimizer.zero_grad(set_to_none=True)
+    logs, task_grads = {}, {}
+    for task, indices in step.items():
+        batch = make_batch(train[task], indices, tok, device)
+        loss, task_logs = task_loss(args, model, task, batch, specs[task], smart, device)
+        if not torch.isfinite(loss):
+            if args.skip_nonfinite:
+                optimizer.zero_grad(set_to_none=True)
+                return None
+            raise RunFailure(f"non-finite loss ({loss.item()}) at step {global_step + 1} on task {task}; "
+                             f"the last good checkpoint is kept (use --skip-nonfinite to skip such batches)")
+        logs.update(task_logs)
+        if args.surgery != "none":
+            for p in shared:
+                p.grad = None
+            loss.backward()
+            task_grads[task] = flatten_grads(shared)
+        else:
+            loss.backward()
+    if args.surgery != "none" and len(task_grads) > 1:
+        combine = pcgrad if args.surgery == "pcgrad" else (lambda g, rng: dominant(g))
+        merged, stats = combine(task_grads, surgery_rng)
+        assign_flat_grad(shared, merged)
+        logs["surgery/conflicts"] = stats.conflicts
+        for (a, b), cos in stats.cosines.items():
+            logs[f"surgery/cos/{a}-{b}"] = cos
+    elif args.surgery != "none":
+        assign_flat_grad(shared, next(iter(task_grads.values())))
+    norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
+                                          args.max_grad_norm)
+    logs["train/grad_norm"] = norm
+    optimizer.step()
+    return {k: float(v) for k, v in logs.items()}
+
+
+def write_all_predictions(model, inputs: RunInputs, folder: Path, args):
+    for task in inputs.tasks:
+        for split in ("dev", "test"):
+            part = inputs.data[task][split]
+            if part is None:
+                continue  # the reader already said, in one line, that the file is missing
+            values = predict(model, part, inputs.tokenizer, inputs.device, args.eval_batch_size,
+                             args.precision)
+            if task == "sts":
+                values = [round(float(v), 4) for v in values]
+            write_predictions(folder, task, split, part.ids, values)

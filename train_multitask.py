@@ -1,0 +1,88 @@
+"""Fine-tune one shared minBERT encoder on SST, Quora and STS at once.
+
+    python train_multitask.py --data-dir ../shared/data/cs224n
+    python train_multitask.py --freeze-until 9 --surgery pcgrad --smart
+    python train_multitask.py --resume runs/NAME
+
+A run folder receives config.json, TensorBoard events (tensorboard/),
+checkpoint.pt (latest) and best.pt (best overall dev score), metrics.json and
+the course's prediction files (predictions/).
+"""
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from minbert import RunFailure, UserError
+from tasks.options import add_training_args, validate
+from tasks.predictions import make_submission
+from tasks.trainer import CHECKPOINT, Interrupted, fit, prepare
+
+REPO = Path(__file__).resolve().parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_training_args(parser)
+    run = parser.add_argument_group("run")
+    run.add_argument("--resume", metavar="RUN_DIR", default=None,
+                     help="continue a killed or interrupted run from its last checkpoint, with the "
+                          "arguments it was started with")
+    run.add_argument("--submission", action="store_true",
+                     help="also zip the code and the prediction files as the course's submission "
+                          "(RUN_DIR/submission.zip)")
+    return parser
+
+
+def parse_args(argv):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.resume:
+        run_dir = Path(args.resume)
+        config = run_dir / "config.json"
+        if not (run_dir / CHECKPOINT).exists():
+            raise UserError(f"{run_dir}: no {CHECKPOINT} to resume from")
+        try:
+            saved = json.loads(config.read_text(encoding="utf-8"))["arguments"]
+        except (OSError, ValueError, KeyError) as e:
+            raise UserError(f"{config}: cannot read the run's arguments ({e})") from None
+        resume, submission = args.resume, args.submission
+        args = parser.parse_args([])
+        vars(args).update({k: v for k, v in saved.items() if k in vars(args)})
+        args.resume, args.submission, args.out = resume, submission, str(run_dir)
+    validate(args)
+    if args.out is None:
+        args.out = str(Path("runs") / time.strftime("%Y%m%d-%H%M%S"))
+    return args
+
+
+def main(argv=None) -> int:
+    try:
+        args = parse_args(argv)
+        inputs = prepare(args)
+        src = inputs.encoder.source
+        print(f"model: {src.name} ({src.resolved_from}, {src.num_layers} layers x {src.hidden_size}) "
+              f"from {src.folder}; device {inputs.device}; run folder {args.out}", flush=True)
+        result = fit(args, inputs, args.out, resume=bool(args.resume))
+        best = result["best"]
+        print(f"best dev (epoch {result['best_epoch']}): " +
+              " ".join(f"{k}={v:.4f}" for k, v in best.items() if v is not None))
+        print(f"predictions in {Path(args.out) / 'predictions'}")
+        if args.submission:
+            zip_path = make_submission(Path(args.out) / "submission.zip", REPO, Path(args.out) / "predictions")
+            print(f"submission: {zip_path}")
+        return 0
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except RunFailure as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except Interrupted as e:
+        print(str(e), file=sys.stderr)
+        return e.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
