@@ -64,6 +64,8 @@ class MultitaskModel(nn.Module):
                            inputs_embeds=inputs_embeds)
         if self.pooling == "mean":
             return mean_pool(out.last_hidden_state, seq["attention_mask"])
+        if self.pooling == "first":  # the raw [CLS] state, without the pooler (probing)
+            return out.last_hidden_state[:, 0]
         return out.pooler_output
 
     def forward(self, task: str, batch: dict, inputs_embeds: Optional[list] = None) -> torch.Tensor:

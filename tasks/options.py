@@ -29,9 +29,9 @@ def add_training_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     model.add_argument("--pair-mode", choices=("cross", "siamese"), default="cross",
                        help="cross: one sequence [CLS] a [SEP] b [SEP]; siamese: each sentence encoded "
                             "alone (Sentence-BERT) (default: %(default)s)")
-    model.add_argument("--pooling", choices=("cls", "mean"), default="mean",
-                       help="sentence vector for the heads: the tanh pooler over [CLS], or the mean of "
-                            "the token states (default: %(default)s)")
+    model.add_argument("--pooling", choices=("cls", "mean", "first"), default="mean",
+                       help="sentence vector for the heads: cls = the tanh pooler over [CLS], mean = the "
+                            "mean of the token states, first = the raw [CLS] state (default: %(default)s)")
     model.add_argument("--max-length", type=int, default=128,
                        help="tokens per sequence; longer inputs are truncated (default: %(default)s)")
     model.add_argument("--freeze-until", type=int, default=0, metavar="K",

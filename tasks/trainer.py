@@ -289,8 +289,13 @@ def lr_lambda(total_steps: int, warmup: float):
 
 def fit(args, inputs: RunInputs, out_dir, encoder: Optional[minbert.BertModel] = None,
         resume: bool = False, record_extra: Optional[dict] = None, quiet: bool = False,
-        write_outputs: bool = True, writer=None) -> dict:
-    """Fine-tune and evaluate; returns the metrics also written to metrics.json."""
+        write_outputs: bool = True, writer=None, save_predictions: bool = True) -> dict:
+    """Fine-tune and evaluate; returns the metrics also written to metrics.json.
+
+    `encoder` replaces the pretrained one (an ablation's modified copy); `writer` is
+    a TensorBoard SummaryWriter to log into instead of the run's own; with
+    `write_outputs=False` nothing is written at all (no checkpoints, no resume).
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     device, tok = inputs.device, inputs.tokenizer
@@ -412,7 +417,8 @@ def fit(args, inputs: RunInputs, out_dir, encoder: Optional[minbert.BertModel] =
     if write_outputs:
         if best["step"] != state["global_step"]:
             model.load_state_dict(torch.load(out_dir / BEST, map_location="cpu", weights_only=True)["model"])
-        write_all_predictions(model, inputs, out_dir / "predictions", args)
+        if save_predictions:
+            write_all_predictions(model, inputs, out_dir / "predictions", args)
         atomic_write_json(out_dir / "metrics.json", result)
         if own_writer:
             writer.add_hparams(_hparams(args), {f"hparam/{k}": v for k, v in best["dev"].items()
