@@ -20,6 +20,7 @@ from .config import BertConfig
 from .errors import CheckpointError
 from .model import BertModel
 
+EMBEDDED_HUB_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 EMBEDDED_NAMES = ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2")
 DEFAULT_MODEL = "bert-base-uncased"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -31,7 +32,8 @@ IGNORED = re.compile(r"^(cls\.|classifier\.|qa_outputs\.|embeddings\.position_id
 @dataclass
 class ModelSource:
     """What was loaded, recorded with every run."""
-    name: str
+    name: str                   # the model actually loaded
+    requested: str              # what the user (or the default) asked for
     folder: str
     weights_file: str
     weights_sha256: str
@@ -165,7 +167,8 @@ def from_pretrained(name_or_path: str = "minilm", fallback_to_embedded: bool = F
         raise CheckpointError(f"{folder}: no vocabulary ({' or '.join(VOCAB_FILES)})")
     model = BertModel(config)
     ignored = load_into(model, read_state_dict(weights), str(weights))
-    model.source = ModelSource(name=str(name_or_path), folder=str(folder), weights_file=str(weights),
+    name = EMBEDDED_HUB_NAME if how == "embedded" else str(name_or_path)
+    model.source = ModelSource(name=name, requested=str(name_or_path), folder=str(folder), weights_file=str(weights),
                                weights_sha256=sha256_of(weights), num_layers=config.num_hidden_layers,
                                hidden_size=config.hidden_size, resolved_from=how,
                                ignored_tensors=ignored)

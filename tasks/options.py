@@ -58,7 +58,7 @@ def add_training_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     train.add_argument("--weight-decay", type=float, default=0.01, help="(default: %(default)s)")
     train.add_argument("--batch-size", type=int, default=32, help="(default: %(default)s)")
     train.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
-    train.add_argument("--sampler", choices=sorted(SAMPLERS), default="round-robin", help=SAMPLER_HELP)
+    train.add_argument("--sampler", choices=sorted(SAMPLERS), default="proportional", help=SAMPLER_HELP)
     train.add_argument("--no-bucketing", action="store_true",
                        help="plain shuffled batches instead of length-bucketed ones")
     train.add_argument("--surgery", choices=("none", "pcgrad", "dominant"), default="none",
@@ -66,7 +66,7 @@ def add_training_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
                             "sampler): pcgrad projects away conflicting components; dominant keeps "
                             "only the largest-norm task gradient whole (default: %(default)s)")
     train.add_argument("--optimizer", choices=("minbert", "torch"), default="torch",
-                       help="minbert: the from-scratch AdamW; torch: torch.optim.AdamW (foreach, "
+                       help="minbert: the from-scratch AdamW; torch: torch.optim.AdamW (fused, "
                             "faster) (default: %(default)s)")
     train.add_argument("--max-grad-norm", type=float, default=1.0, help="(default: %(default)s)")
     train.add_argument("--precision", choices=("bf16", "fp32"), default="bf16",

@@ -274,7 +274,7 @@ def make_optimizer(args, model):
     groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     if args.optimizer == "minbert":
         return minbert.AdamW(groups, lr=args.lr)
-    return torch.optim.AdamW(groups, lr=args.lr, foreach=True)
+    return torch.optim.AdamW(groups, lr=args.lr, fused=True)
 
 
 def lr_lambda(total_steps: int, warmup: float):
