@@ -17,7 +17,7 @@ from pathlib import Path
 from minbert import RunFailure, UserError
 from tasks.options import add_training_args, validate
 from tasks.predictions import make_submission
-from tasks.trainer import CHECKPOINT, Interrupted, fit, prepare
+from tasks.trainer import CHECKPOINT, Interrupted, fit, no_checkpoint_error, prepare
 
 REPO = Path(__file__).resolve().parent
 
@@ -42,7 +42,7 @@ def parse_args(argv):
         run_dir = Path(args.resume)
         config = run_dir / "config.json"
         if not (run_dir / CHECKPOINT).exists():
-            raise UserError(f"{run_dir}: no {CHECKPOINT} to resume from")
+            raise no_checkpoint_error(run_dir / CHECKPOINT)
         try:
             saved = json.loads(config.read_text(encoding="utf-8"))["arguments"]
         except (OSError, ValueError, KeyError) as e:
@@ -51,13 +51,20 @@ def parse_args(argv):
         args = parser.parse_args([])
         vars(args).update({k: v for k, v in saved.items() if k in vars(args)})
         args.resume, args.submission, args.out = resume, submission, str(run_dir)
-    validate(args)
+    elif args.out is not None and (Path(args.out) / "config.json").exists():
+        raise UserError(f"--out {args.out} already holds a run: continue it with --resume {args.out} "
+                        f"or choose another folder")
+    try:
+        validate(args)
+    except TypeError:  # only a hand-edited config.json can hold one ("lr": "abc")
+        raise UserError(f"{Path(args.resume) / 'config.json'}: an argument has the wrong type") from None
     if args.out is None:
         args.out = str(Path("runs") / time.strftime("%Y%m%d-%H%M%S"))
     return args
 
 
 def main(argv=None) -> int:
+    args = None
     try:
         args = parse_args(argv)
         inputs = prepare(args)
@@ -82,6 +89,10 @@ def main(argv=None) -> int:
     except Interrupted as e:
         print(str(e), file=sys.stderr)
         return e.exit_code
+    except KeyboardInterrupt:  # before training started, or a second Ctrl-C
+        resumable = args is not None and (Path(args.out) / CHECKPOINT).exists()
+        print("interrupted" + (f"; resume with --resume {args.out}" if resumable else ""), file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -23,6 +23,164 @@ def activation(name: str):
     return F.relu
 
 
+# Experiment knobs (temporary).
+TUNING = {"regroup": True, "group_overhead": 4096, "unpad": True, "attn_eval": "sdpa", "prescale": True}
+
+
+def _keep_mask(shape, p: float, dtype) -> tuple:
+    """1 where an element is kept, 0 where dropped, in `dtype`; and the keep fraction.
+
+    torch's CPU bernoulli_ draws one Mersenne-Twister number per element and
+    was ~40% of a training forward; one 64-bit draw here yields four 16-bit
+    uniforms (P(drop) = round(p * 2**16) / 2**16), from the same seeded
+    default generator. The mask is built with vectorised int16 arithmetic:
+    bool tensors go through scalar loops on CPU, several times slower.
+    """
+    n = math.prod(shape)
+    threshold = round(p * 65536) - 32768   # drop where the int16 draw < threshold
+    bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-2 ** 63, None)
+    bits = bits.view(torch.int16)[:n].view(shape)
+    keep = bits.clamp_(threshold - 1, threshold).sub_(threshold - 1).to(dtype)
+    return keep, 1.0 - (threshold + 32768) / 65536
+
+
+class _Dropout(torch.autograd.Function):
+    """Inverted dropout saving only its mask for backward."""
+
+    @staticmethod
+    def forward(ctx, x, p):
+        keep, kept = _keep_mask(x.shape, p, x.dtype)
+        if x.dtype == torch.float32 and TUNING["prescale"]:
+            ctx.scale = None
+            keep.mul_(1.0 / kept)  # exact enough in fp32: one multiply fewer each way
+        else:
+            ctx.scale = 1.0 / kept  # a bf16 1/0.9 would be 0.16% low: scale in float, per element
+        ctx.save_for_backward(keep)
+        out = x * keep
+        return out if ctx.scale is None else out.mul_(ctx.scale)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (keep,) = ctx.saved_tensors
+        grad = grad * keep
+        return (grad if ctx.scale is None else grad.mul_(ctx.scale)), None
+
+
+def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    if not training or p <= 0:
+        return x
+    if p >= 1 or x.device.type != "cpu":
+        return F.dropout(x, p, training)
+    return _Dropout.apply(x, p)
+
+
+class FastDropout(nn.Dropout):
+    """nn.Dropout with the cheaper CPU mask (same modules, same state dict)."""
+
+    def forward(self, x):
+        return dropout(x, self.p, self.training)
+
+
+def _partition(lengths: list, overhead: int) -> list:
+    """Cut ascending lengths into runs minimising sum(overhead + count * longest**2).
+
+    Attention work grows with each block's padded length squared; every extra
+    block costs a fixed number of kernel launches (`overhead`, in the same units).
+    """
+    n = len(lengths)
+    best, cut = [0] + [None] * n, [0] * (n + 1)
+    for end in range(1, n + 1):
+        top = lengths[end - 1] ** 2
+        best[end], cut[end] = min((best[start] + overhead + (end - start) * top, start)
+                                  for start in range(end))
+    runs, end = [], n
+    while end:
+        runs.append((cut[end], end))
+        end = cut[end]
+    return runs[::-1]
+
+
+class TokenLayout:
+    """Where a batch's real tokens sit, so that no layer works on padding.
+
+    Between attentions the residual stream is (real tokens, hidden) rows. For
+    attention the rows are gathered into padded blocks of sequences of similar
+    length (`regroup`), or into the batch's own (batch, seq) layout when the
+    probabilities are returned. Block slots past a sequence's end repeat one of
+    its tokens and are masked out as keys, so they get exactly zero gradient.
+    """
+
+    def __init__(self, batch: int, seq: int, attention_mask: Optional[torch.Tensor],
+                 regroup: bool = True):
+        self.batch, self.seq = batch, seq
+        self.rows = None      # flat (batch * seq) positions of the real tokens; None = no padding
+        self.gather = None    # real-token row filling each block slot; None = identity
+        self.scatter = None   # block slot of each real token; None = identity
+        self.blocks = [(batch, seq, None)]  # (sequences, length, (seqs, length) bool valid or None)
+        self._masks = {}
+        if attention_mask is None or bool(attention_mask.all()):
+            return
+        mask = attention_mask.bool()
+        flat = mask.reshape(-1)
+        self.rows = flat.nonzero().squeeze(1)
+        if not (regroup and TUNING["regroup"]):
+            self.gather = (flat.cumsum(0) - 1).clamp_(min=0)
+            self.scatter = self.rows
+            self.blocks = [(batch, seq, mask)]
+            return
+        lengths = mask.sum(1)
+        starts = lengths.cumsum(0) - lengths
+        order = [b for b in sorted(range(batch), key=lengths.tolist().__getitem__) if lengths[b] > 0]
+        sorted_lengths = lengths[order].tolist()
+        gather, scatter, self.blocks, base = [], torch.empty_like(self.rows), [], 0
+        for lo, hi in _partition(sorted_lengths, TUNING["group_overhead"]):
+            seqs, width = torch.tensor(order[lo:hi]), sorted_lengths[hi - 1]
+            n, start = lengths[seqs][:, None], starts[seqs][:, None]
+            t = torch.arange(width)[None]
+            valid = t < n
+            gather.append((start + torch.minimum(t, n - 1)).reshape(-1))
+            scatter[(start + t)[valid]] = base + torch.arange(len(seqs) * width)[valid.reshape(-1)]
+            self.blocks.append((len(seqs), width, None if bool(valid.all()) else valid))
+            base += len(seqs) * width
+        self.gather, self.scatter = torch.cat(gather), scatter
+
+    def flatten(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, seq, ...) -> (real tokens, width)."""
+        x = x.reshape(self.batch * self.seq, -1)
+        return x if self.rows is None else x.index_select(0, self.rows)
+
+    def pad(self, x: torch.Tensor) -> torch.Tensor:
+        """(real tokens, width) -> (batch, seq, width), zeros at padding."""
+        if self.rows is not None:
+            x = x.new_zeros(self.batch * self.seq, x.shape[-1]).index_copy(0, self.rows, x)
+        return x.view(self.batch, self.seq, x.shape[-1])
+
+    def to_blocks(self, x: torch.Tensor) -> list:
+        """(real tokens, width) rows -> one (sequences, length, width) tensor per block."""
+        if self.gather is not None:
+            x = x.index_select(0, self.gather)
+        sizes = [b * t for b, t, _ in self.blocks]
+        return [part.view(b, t, -1) for part, (b, t, _) in zip(x.split(sizes), self.blocks)]
+
+    def from_blocks(self, parts: list) -> torch.Tensor:
+        """Inverse of `to_blocks`, dropping the padding slots."""
+        parts = [p.reshape(p.shape[0] * p.shape[1], -1) for p in parts]
+        x = parts[0] if len(parts) == 1 else torch.cat(parts)
+        return x if self.scatter is None else x.index_select(0, self.scatter)
+
+    def key_mask(self, block: int, dtype=None):
+        """Block's keys as SDPA's bool mask (dtype None) or an additive bias; None if unpadded."""
+        valid = self.blocks[block][2]
+        if valid is None:
+            return None
+        if (block, dtype) not in self._masks:
+            m = valid[:, None, None, :]
+            if dtype is not None:
+                m = torch.zeros(m.shape, dtype=dtype).masked_fill_(~m, torch.finfo(dtype).min)
+            self._masks[block, dtype] = m
+        return self._masks[block, dtype]
+
+
 @dataclass
 class EncoderOutput:
     last_hidden_state: torch.Tensor            # (batch, seq, hidden)
@@ -39,10 +197,14 @@ class BertEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = FastDropout(config.hidden_dropout_prob)
 
-    def forward(self, input_ids=None, token_type_ids=None, inputs_embeds=None):
-        """`inputs_embeds` replaces the word-embedding lookup (SMART perturbs it)."""
+    def forward(self, input_ids=None, token_type_ids=None, inputs_embeds=None,
+                layout: Optional[TokenLayout] = None):
+        """`inputs_embeds` replaces the word-embedding lookup (SMART perturbs it).
+
+        With a `layout`, returns only the real tokens' rows (LayerNorm and dropout skip padding).
+        """
         if inputs_embeds is None:
             inputs_embeds = self.word_embeddings(input_ids)
         seq_len = inputs_embeds.shape[1]
@@ -52,7 +214,26 @@ class BertEmbeddings(nn.Module):
             x = x + self.token_type_embeddings.weight[0]
         else:
             x = x + self.token_type_embeddings(token_type_ids)
+        if layout is not None:
+            x = layout.flatten(x)
         return self.dropout(self.LayerNorm(x))
+
+
+def attend(q, k, v, bias: Optional[torch.Tensor], dropout_p: float, training: bool):
+    """Softmax attention written out, in float32 whatever the autocast; returns (output, probabilities).
+
+    Used for the probabilities and in training: SDPA's CPU kernels cannot apply
+    dropout, so it falls back to an unfused math path with the slow bernoulli_.
+    At these sizes (head size 32, tens of tokens) float32 batched matmuls are no
+    slower than bf16 ones, and the softmax wants float32 anyway.
+    """
+    with torch.autocast(q.device.type, enabled=False):
+        q, k, v = q.float(), k.float(), v.float()
+        scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-2, -1)
+        if bias is not None:
+            scores = scores + bias
+        probs = scores.softmax(dim=-1)
+        return dropout(probs, dropout_p, training) @ v, probs
 
 
 class BertSelfAttention(nn.Module):
@@ -67,25 +248,31 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_p = config.attention_probs_dropout_prob
 
-    def forward(self, x, key_mask: Optional[torch.Tensor], output_attentions: bool = False):
-        """key_mask: (batch, 1, 1, seq) bool, True where a key may be attended; None = no padding."""
-        B, T, C = x.shape
-        # One fused projection: a single matmul for Q, K and V instead of three.
-        weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])
-        bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])
-        q, k, v = F.linear(x, weight, bias).view(B, T, 3, self.num_heads, self.head_size) \
-            .permute(2, 0, 3, 1, 4).unbind(0)  # each (B, heads, T, head_size)
+    def fused_qkv(self):
+        """One (3 * hidden, hidden) projection: a single matmul for Q, K and V.
+
+        Concatenated on every call: caching it across calls would go stale, since
+        fused AdamW updates parameters without bumping their version counters.
+        """
+        return (torch.cat([self.query.weight, self.key.weight, self.value.weight]),
+                torch.cat([self.query.bias, self.key.bias, self.value.bias]))
+
+    def forward(self, x, layout: TokenLayout, output_attentions: bool = False):
+        """x: (real tokens, hidden) rows; returns the same rows and, if asked, the probabilities."""
+        H, D = self.num_heads, self.head_size
+        weight, bias = self.fused_qkv()
         dropout_p = self.dropout_p if self.training else 0.0
-        if not output_attentions:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, dropout_p=dropout_p)
-            probs = None
-        else:
-            scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_size)
-            if key_mask is not None:
-                scores = scores.masked_fill(~key_mask, torch.finfo(scores.dtype).min)
-            probs = scores.softmax(dim=-1)
-            y = F.dropout(probs, dropout_p, self.training) @ v
-        return y.transpose(1, 2).reshape(B, T, C), probs
+        outputs, probs = [], None
+        for i, qkv in enumerate(layout.to_blocks(F.linear(x, weight, bias))):
+            B, T = qkv.shape[:2]
+            q, k, v = qkv.view(B, T, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)  # each (B, heads, T, D)
+            if not output_attentions and dropout_p == 0.0 and TUNING["attn_eval"] == "sdpa":
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=layout.key_mask(i))
+            else:
+                y, p = attend(q, k, v, layout.key_mask(i, torch.float32), dropout_p, self.training)
+                probs = p if output_attentions else None
+            outputs.append(y.to(qkv.dtype).transpose(1, 2))
+        return layout.from_blocks(outputs), probs
 
 
 class BertSelfOutput(nn.Module):
@@ -93,7 +280,7 @@ class BertSelfOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = FastDropout(config.hidden_dropout_prob)
 
     def forward(self, y, residual):
         return self.LayerNorm(self.dropout(self.dense(y)) + residual)
@@ -105,8 +292,8 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertSelfOutput(config)
 
-    def forward(self, x, key_mask, output_attentions=False):
-        y, probs = self.self(x, key_mask, output_attentions)
+    def forward(self, x, layout, output_attentions=False):
+        y, probs = self.self(x, layout, output_attentions)
         return self.output(y, x), probs
 
 
@@ -125,7 +312,7 @@ class BertOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = FastDropout(config.hidden_dropout_prob)
 
     def forward(self, h, residual):
         return self.LayerNorm(self.dropout(self.dense(h)) + residual)
@@ -140,8 +327,8 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
-    def forward(self, x, key_mask, output_attentions=False):
-        x, probs = self.attention(x, key_mask, output_attentions)
+    def forward(self, x, layout, output_attentions=False):
+        x, probs = self.attention(x, layout, output_attentions)
         return self.output(self.intermediate(x), x), probs
 
 
@@ -150,13 +337,14 @@ class BertEncoder(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
 
-    def forward(self, x, key_mask, output_hidden_states=False, output_attentions=False):
+    def forward(self, x, layout, output_hidden_states=False, output_attentions=False):
+        """x: the real tokens' rows; the hidden states come back padded to (batch, seq, hidden)."""
         hidden, attentions = [x], []
         for block in self.layer:
-            x, probs = block(x, key_mask, output_attentions)
+            x, probs = block(x, layout, output_attentions)
             hidden.append(x)
             attentions.append(probs)
-        return x, (tuple(hidden) if output_hidden_states else None), \
+        return x, (tuple(layout.pad(h) for h in hidden) if output_hidden_states else None), \
             (tuple(attentions) if output_attentions else None)
 
 
@@ -196,11 +384,12 @@ class BertModel(nn.Module):
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None,
                 output_hidden_states=False, output_attentions=False) -> EncoderOutput:
-        x = self.embeddings(input_ids, token_type_ids, inputs_embeds)
-        key_mask = None
-        if attention_mask is not None and not bool(attention_mask.all()):
-            key_mask = attention_mask[:, None, None, :].bool()
-        last, hidden, attentions = self.encoder(x, key_mask, output_hidden_states, output_attentions)
+        """Padding positions of the returned states are zeros (no work is spent on them)."""
+        shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:2]
+        layout = TokenLayout(shape[0], shape[1], attention_mask, regroup=not output_attentions)
+        x = self.embeddings(input_ids, token_type_ids, inputs_embeds, layout)
+        last, hidden, attentions = self.encoder(x, layout, output_hidden_states, output_attentions)
+        last = layout.pad(last)
         return EncoderOutput(last, self.pooler(last), hidden, attentions)
 
     def extra_repr(self) -> str:

@@ -24,6 +24,7 @@ from minbert.errors import DataError, UserError
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 _NEW_FILE_MODE = 0o666 & ~_UMASK
+_TEMP_SUFFIX = ".tmp"
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -52,7 +53,7 @@ def atomic_write_with(path: str | os.PathLike, fill: Callable[[BinaryIO], None])
     path = Path(path)
     folder = path.parent
     folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=_TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as handle:
             fill(handle)
@@ -72,6 +73,19 @@ def atomic_write_with(path: str | os.PathLike, fill: Callable[[BinaryIO], None])
         raise
     _fsync_dir(folder)
     return path
+
+
+def remove_stale_temp_files(folder: str | os.PathLike) -> list[Path]:
+    """Delete, below `folder`, the temporary files of writers that were killed mid-write.
+
+    SIGKILL or a power cut skips the cleanup above, and a checkpoint's temporary
+    file is as large as the checkpoint.  Only call this when nothing else is
+    writing there (a run folder being resumed).
+    """
+    stale = sorted(Path(folder).rglob(f".*{_TEMP_SUFFIX}"))
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:

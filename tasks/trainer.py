@@ -11,11 +11,14 @@ import copy
 import json
 import math
 import os
+import pickle
 import platform
 import random
 import signal
 import sys
 import time
+import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -25,10 +28,11 @@ import torch
 
 import minbert
 from minbert import CheckpointError, RunFailure, UserError
+from minbert.surgery import resolve_freeze_until
 
 from . import data as data_mod
 from .encoded import EncodedSplit, encode_split, make_batch
-from .fileio import atomic_save_torch, atomic_write_json, sha256_file
+from .fileio import atomic_save_torch, atomic_write_json, remove_stale_temp_files
 from .gradient_surgery import assign_flat_grad, dominant, flatten_grads, pcgrad
 from .heads import MultitaskModel, task_spec
 from .metrics import accuracy, overall_score, pearson
@@ -38,6 +42,7 @@ from .smart import Smart, SmartConfig
 
 CHECKPOINT = "checkpoint.pt"
 PREVIOUS_CHECKPOINT = "checkpoint.prev.pt"
+STAGED_CHECKPOINT = "checkpoint.next.pt"
 BEST = "best.pt"
 
 
@@ -72,7 +77,10 @@ def load_encoder(args) -> minbert.BertModel:
 
 def prepare(args, warn: Optional[Callable] = None) -> RunInputs:
     encoder = load_encoder(args)
-    tokenizer = minbert.Tokenizer.from_folder(encoder.source.folder, max_length=args.max_length)
+    resolve_freeze_until(encoder, args.freeze_until)  # a bad K fails before any data work
+    # Never more tokens than the model has positions, whatever its tokenizer_config.json claims.
+    max_length = min(args.max_length, encoder.config.max_position_embeddings)
+    tokenizer = minbert.Tokenizer.from_folder(encoder.source.folder, max_length=max_length)
     data_dir = ensure_data_dir(args.data_dir)
     data, record = {}, {}
     for task in args.task_list:
@@ -193,32 +201,61 @@ def _tuples(x):
     return tuple(_tuples(i) for i in x) if isinstance(x, (list, tuple)) else x
 
 
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:160] if text else type(e).__name__
+
+
+def _previous_offer(path: Path) -> str:
+    previous = path.with_name(PREVIOUS_CHECKPOINT)
+    return (f"; the previous good checkpoint is {previous} (rename it to {path.name} to resume from it)"
+            if previous.exists() and path.name == CHECKPOINT else "")
+
+
+def no_checkpoint_error(path: Path) -> CheckpointError:
+    return CheckpointError(f"{path}: no checkpoint to resume from{_previous_offer(path)}")
+
+
 def load_checkpoint(path: Path) -> dict:
-    """Only tensors and plain containers: `weights_only` refuses anything that could run code."""
+    """Only tensors and plain containers: `weights_only` refuses anything that could run code.
+
+    The zip archive's CRCs are checked first, so a truncated file or flipped bytes inside
+    a tensor are reported instead of silently resuming from damaged weights.
+    """
     try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+        if damaged is not None:
+            raise ValueError(f"CRC mismatch in {damaged}")
         return torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
-        raise CheckpointError(f"{path}: no checkpoint to resume from") from None
+        raise no_checkpoint_error(path) from None
+    except pickle.UnpicklingError:
+        raise CheckpointError(f"{path}: refused: it holds Python objects other than tensors, and loading "
+                              f"them could run code{_previous_offer(path)}") from None
     except Exception as e:
-        previous = path.with_name(PREVIOUS_CHECKPOINT)
-        offer = f"; the previous good checkpoint is {previous} (rename it to {path.name} to resume from it)" \
-            if previous.exists() and previous != path else ""
-        detail = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
-        raise CheckpointError(f"{path}: truncated or corrupted checkpoint ({detail}){offer}") from None
+        raise CheckpointError(f"{path}: truncated or corrupted checkpoint ({_first_line(e)})"
+                              f"{_previous_offer(path)}") from None
+
+
+@contextmanager
+def _writing(path: Path):
+    """A failed write (disk full, permissions) stops the run in one line; the atomic writers
+    have already left the file's previous version in place."""
+    try:
+        yield
+    except OSError as e:
+        raise RunFailure(f"cannot write {path}: {e.strerror or e}; its previous version is intact") from None
 
 
 def save_checkpoint(out_dir: Path, state: dict):
-    """Keep the previous checkpoint until the new one is safely on disk."""
-    latest = out_dir / CHECKPOINT
-    try:
+    """The new checkpoint is complete on disk before the old one becomes checkpoint.prev.pt."""
+    latest, staged = out_dir / CHECKPOINT, out_dir / STAGED_CHECKPOINT
+    with _writing(latest):
+        atomic_save_torch(staged, state)
         if latest.exists():
             os.replace(latest, out_dir / PREVIOUS_CHECKPOINT)
-        atomic_save_torch(latest, state)
-    except OSError as e:
-        if latest.exists() is False and (out_dir / PREVIOUS_CHECKPOINT).exists():
-            os.replace(out_dir / PREVIOUS_CHECKPOINT, latest)
-        raise RunFailure(f"cannot save checkpoint {latest}: {e.strerror or e}; the previous checkpoint "
-                         f"is intact") from None
+        os.replace(staged, latest)
 
 
 # ---------------------------------------------------------------------------- training
@@ -320,33 +357,52 @@ def fit(args, inputs: RunInputs, out_dir, encoder: Optional[minbert.BertModel] =
              "nonfinite_skipped": 0}
     if resume:
         ckpt = load_checkpoint(out_dir / CHECKPOINT)
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        scheduler.load_state_dict(ckpt["scheduler"])
-        if smart is not None:
-            smart.load_state_dict(ckpt["smart"])
-        surgery_rng.bit_generator.state = json.loads(ckpt["surgery_rng"])
-        state = json.loads(ckpt["progress"])
-        set_rng_state(ckpt["rng"])
+        try:
+            model.load_state_dict(ckpt["model"])
+            optimizer.load_state_dict(ckpt["optimizer"])
+            scheduler.load_state_dict(ckpt["scheduler"])
+            if smart is not None:
+                smart.load_state_dict(ckpt["smart"])
+            surgery_rng.bit_generator.state = json.loads(ckpt["surgery_rng"])
+            state = json.loads(ckpt["progress"])
+            set_rng_state(ckpt["rng"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as e:  # another run's, or another version's
+            raise CheckpointError(f"{out_dir / CHECKPOINT}: does not fit this run ({_first_line(e)})") from None
+        remove_stale_temp_files(out_dir)  # half-written files of the killed process
     elif write_outputs:
-        atomic_write_json(out_dir / "config.json", run_record(args, inputs, {
-            **(record_extra or {}), "steps_per_epoch": per_epoch, "total_steps": total,
-            "frozen_layers": model.frozen_layers, "sampler": sampler_name,
-            "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}))
+        with _writing(out_dir / "config.json"):
+            atomic_write_json(out_dir / "config.json", run_record(args, inputs, {
+                **(record_extra or {}), "steps_per_epoch": per_epoch, "total_steps": total,
+                "frozen_layers": model.frozen_layers, "sampler": sampler_name,
+                "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}))
 
     own_writer = writer is None and write_outputs
     if own_writer:
         from torch.utils.tensorboard import SummaryWriter
-        writer = SummaryWriter(str(out_dir / "tensorboard"), purge_step=state["global_step"] or None)
+        # Events after the checkpoint's step were logged by the killed process: TensorBoard drops them.
+        writer = SummaryWriter(str(out_dir / "tensorboard"),
+                               purge_step=state["global_step"] + 1 if resume else None)
 
     def checkpoint():
         if not write_outputs:
             return
+        if writer is not None:
+            writer.flush()  # every event up to this step is on disk before the step is
         save_checkpoint(out_dir, {
             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(), "smart": smart.state_dict() if smart else None,
             "surgery_rng": json.dumps(surgery_rng.bit_generator.state), "progress": json.dumps(state),
             "rng": rng_state()})
+
+    def stop_if_asked():
+        if stop.signal is not None:
+            name = signal.Signals(stop.signal).name
+            raise Interrupted(stop.signal, f"stopped by {name} at step {state['global_step']}; "
+                                           f"checkpoint saved; resume with --resume {out_dir}")
+
+    def evaluated() -> bool:
+        """The dev scores of the current step are in the history (a resumed finished run)."""
+        return bool(state["history"]) and state["history"][-1]["step"] == state["global_step"]
 
     def log(text):
         if not quiet:
@@ -354,75 +410,80 @@ def fit(args, inputs: RunInputs, out_dir, encoder: Optional[minbert.BertModel] =
 
     show_bars = sys.stdout.isatty() and not quiet
     started = time.time()
-    with _Stop() as stop:
-        while state["global_step"] < total:
-            epoch = state["epoch"]
-            plan = sampler.plan(epoch)
-            model.train()
-            bar = _bar(show_bars, per_epoch, state["step_in_epoch"], f"epoch {epoch + 1}/{args.epochs}")
-            while state["step_in_epoch"] < per_epoch and state["global_step"] < total:
-                step = plan[state["step_in_epoch"]]
-                losses = train_step(args, model, optimizer, step, train, tok, device, specs, smart,
-                                    shared, surgery_rng, writer, state["global_step"])
-                if losses is None:
-                    state["nonfinite_skipped"] += 1
-                else:
-                    scheduler.step()
-                    if smart is not None:
-                        smart.update_ema()
-                state["step_in_epoch"] += 1
-                state["global_step"] += 1
+    try:
+        with _Stop() as stop:
+            while state["global_step"] < total or not evaluated():
+                epoch = state["epoch"]
+                plan = sampler.plan(epoch)
+                model.train()
+                bar = _bar(show_bars, per_epoch, state["step_in_epoch"], f"epoch {epoch + 1}/{args.epochs}")
+                while state["step_in_epoch"] < per_epoch and state["global_step"] < total:
+                    step = plan[state["step_in_epoch"]]
+                    losses = train_step(args, model, optimizer, step, train, tok, device, specs, smart,
+                                        shared, surgery_rng, writer, state["global_step"])
+                    if losses is None:
+                        state["nonfinite_skipped"] += 1
+                    else:
+                        scheduler.step()
+                        if smart is not None:
+                            smart.update_ema()
+                    state["step_in_epoch"] += 1
+                    state["global_step"] += 1
+                    if bar is not None:
+                        bar.update(1)
+                    if writer is not None and losses is not None:
+                        for name, value in losses.items():
+                            writer.add_scalar(name, value, state["global_step"])
+                        writer.add_scalar("train/lr", scheduler.get_last_lr()[0], state["global_step"])
+                    at_end = state["step_in_epoch"] >= per_epoch or state["global_step"] >= total
+                    due = args.checkpoint_every and state["global_step"] % args.checkpoint_every == 0
+                    # At an epoch's or the run's end the checkpoint after the evaluation follows.
+                    if stop.signal is not None or (due and not at_end):
+                        checkpoint()
+                        stop_if_asked()
                 if bar is not None:
-                    bar.update(1)
-                if writer is not None and losses is not None:
-                    for name, value in losses.items():
-                        writer.add_scalar(name, value, state["global_step"])
-                    writer.add_scalar("train/lr", scheduler.get_last_lr()[0], state["global_step"])
-                if args.checkpoint_every and state["global_step"] % args.checkpoint_every == 0:
-                    checkpoint()
-                if stop.signal is not None:
-                    checkpoint()
-                    if own_writer:
-                        writer.close()
-                    name = signal.Signals(stop.signal).name
-                    raise Interrupted(stop.signal, f"stopped by {name} at step {state['global_step']}; "
-                                                   f"checkpoint saved; resume with --resume {out_dir}")
-            if bar is not None:
-                bar.close()
-            epoch_done = state["step_in_epoch"] >= per_epoch
-            metrics = evaluate(model, inputs, args.precision, args.eval_batch_size)
-            entry = {"epoch": epoch + 1, "step": state["global_step"], "dev": metrics,
-                     "elapsed_s": round(time.time() - started, 1)}
-            state["history"].append(entry)
-            if writer is not None:
-                for name, value in metrics.items():
-                    if value is not None:
-                        writer.add_scalar(f"dev/{name}", value, state["global_step"])
-            log(f"epoch {epoch + 1} step {state['global_step']}: " +
-                " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if v is not None) +
-                f" ({entry['elapsed_s']:.0f}s)")
-            if state["best"] is None or (metrics["overall"] or 0) > state["best"]["dev"]["overall"]:
-                state["best"] = entry
-                if write_outputs:
-                    atomic_save_torch(out_dir / BEST, {"model": model.state_dict(), "epoch": epoch + 1})
-            if epoch_done:
-                state["epoch"] += 1
-                state["step_in_epoch"] = 0
-            checkpoint()
+                    bar.close()
+                epoch_done = state["step_in_epoch"] >= per_epoch
+                metrics = evaluate(model, inputs, args.precision, args.eval_batch_size)
+                entry = {"epoch": epoch + 1, "step": state["global_step"], "dev": metrics,
+                         "elapsed_s": round(time.time() - started, 1)}
+                state["history"].append(entry)
+                if writer is not None:
+                    for name, value in metrics.items():
+                        if value is not None:
+                            writer.add_scalar(f"dev/{name}", value, state["global_step"])
+                log(f"epoch {epoch + 1} step {state['global_step']}: " +
+                    " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if v is not None) +
+                    f" ({entry['elapsed_s']:.0f}s)")
+                if state["best"] is None or (metrics["overall"] or 0) > state["best"]["dev"]["overall"]:
+                    state["best"] = entry
+                    if write_outputs:
+                        with _writing(out_dir / BEST):
+                            atomic_save_torch(out_dir / BEST, {"model": model.state_dict(), "epoch": epoch + 1})
+                if epoch_done:
+                    state["epoch"] += 1
+                    state["step_in_epoch"] = 0
+                checkpoint()
+                stop_if_asked()  # a signal during the evaluation
 
-    best = state["best"]
-    result = {"final": state["history"][-1]["dev"], "best": best["dev"], "best_epoch": best["epoch"],
-              "best_step": best["step"], "history": state["history"], "steps": state["global_step"],
-              "nonfinite_skipped": state["nonfinite_skipped"]}
-    if write_outputs:
-        if best["step"] != state["global_step"]:
-            model.load_state_dict(torch.load(out_dir / BEST, map_location="cpu", weights_only=True)["model"])
-        if save_predictions:
-            write_all_predictions(model, inputs, out_dir / "predictions", args)
-        atomic_write_json(out_dir / "metrics.json", result)
+        best = state["best"]
+        result = {"final": state["history"][-1]["dev"], "best": best["dev"], "best_epoch": best["epoch"],
+                  "best_step": best["step"], "history": state["history"], "steps": state["global_step"],
+                  "nonfinite_skipped": state["nonfinite_skipped"]}
+        if write_outputs:
+            if best["step"] != state["global_step"]:
+                best_state = torch.load(out_dir / BEST, map_location="cpu", weights_only=True)
+                model.load_state_dict(best_state["model"])
+            if save_predictions:
+                with _writing(out_dir / "predictions"):
+                    write_all_predictions(model, inputs, out_dir / "predictions", args)
+            with _writing(out_dir / "metrics.json"):
+                atomic_write_json(out_dir / "metrics.json", result)
+            if own_writer:
+                writer.add_hparams(_hparams(args), {f"hparam/{k}": v for k, v in best["dev"].items()
+                                                    if v is not None}, run_name="hparams")
+    finally:
         if own_writer:
-            writer.add_hparams(_hparams(args), {f"hparam/{k}": v for k, v in best["dev"].items()
-                                                if v is not None}, run_name="hparams")
             writer.close()
     result["model"] = model
     return result
@@ -471,11 +532,7 @@ def train_step(args, model, optimizer, step: dict, train: dict, tok, device, spe
         batch = make_batch(train[task], indices, tok, device)
         loss, task_logs = task_loss(args, model, task, batch, specs[task], smart, device)
         if not torch.isfinite(loss):
-            if args.skip_nonfinite:
-                optimizer.zero_grad(set_to_none=True)
-                return None
-            raise RunFailure(f"non-finite loss ({loss.item()}) at step {global_step + 1} on task {task}; "
-                             f"the last good checkpoint is kept (use --skip-nonfinite to skip such batches)")
+            return _nonfinite(args, optimizer, f"loss ({loss.item()})", global_step, task)
         logs.update(task_logs)
         if args.surgery != "none":
             for p in shared:
@@ -495,9 +552,21 @@ def train_step(args, model, optimizer, step: dict, train: dict, tok, device, spe
         assign_flat_grad(shared, next(iter(task_grads.values())))
     norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
                                           args.max_grad_norm)
+    if not torch.isfinite(norm):  # a finite loss can still overflow in the backward pass
+        return _nonfinite(args, optimizer, f"gradient norm ({norm.item()})", global_step, ",".join(step))
     logs["train/grad_norm"] = norm
     optimizer.step()
     return {k: float(v) for k, v in logs.items()}
+
+
+def _nonfinite(args, optimizer, what: str, global_step: int, task: str) -> None:
+    """With --skip-nonfinite the step is dropped (None); otherwise the run stops, before any checkpoint
+    could store the damage."""
+    if not args.skip_nonfinite:
+        raise RunFailure(f"non-finite {what} at step {global_step + 1} on task {task}; the last good "
+                         f"checkpoint is kept (use --skip-nonfinite to skip such batches)")
+    optimizer.zero_grad(set_to_none=True)
+    return None
 
 
 def write_all_predictions(model, inputs: RunInputs, folder: Path, args):

@@ -1,0 +1,133 @@
+"""Ablation studies: change the pretrained model, then fine-tune (or probe) it exactly as
+train_multitask.py would, and measure.
+
+    python ablate.py --mode reinit --task sst --data-fractions 0.1 --seeds 0
+    python ablate.py --mode reinit --block 2:2 --heads 3:*
+    python ablate.py --mode permute --trials 5 --order 5,4,3,2,1,0
+    python ablate.py --mode probe --task sst
+    python ablate.py --mode transfer --data-fractions 0.1
+    python ablate.py --mode dynamics --seeds 0,1
+
+The sweep folder (--out, default runs/ablate-MODE) receives results.jsonl (one
+line per finished trial: rerunning the same command skips those and retries
+failed ones), summary.csv (mean, std, n and 95% confidence interval over
+seeds), plots/*.png and tensorboard/ (one run per trial, plots under
+'summary'); dynamics also keeps each fine-tuned encoder in models/. Sweeps default to --epochs 1 (train_multitask.py: 3) so that a
+sweep over every layer fits in minutes on a CPU; pass --epochs 3 for the full
+schedule.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+from minbert import RunFailure, UserError
+from tasks import ablation
+from tasks.data import TASKS
+from tasks.options import add_training_args, validate
+from tasks.trainer import Interrupted
+
+SWEEP_EPOCHS = 1
+# Options that mean something in one mode only: given with another mode, they are a mistake.
+MODE_OPTIONS = {"reinit": ("from_layer", "block", "heads", "reinit_embeddings"),
+                "permute": ("trials", "order", "permutation_seed"),
+                "probe": ("layers",),
+                "dynamics": ("dynamics_examples",)}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        """A bad flag is bad input like any other: one line, exit status 2 (argparse would print usage)."""
+        raise UserError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sweep = parser.add_argument_group("sweep")
+    sweep.add_argument("--mode", required=True, choices=tuple(ablation.MODES),
+                       help="reinit: re-draw layers or heads; permute: shuffle the layer order; probe: linear "
+                            "probes on frozen layers; transfer: intermediate-task fine-tuning; dynamics: how "
+                            "fine-tuning changes each layer")
+    sweep.add_argument("--task", choices=TASKS + ("all",), default=None,
+                       help="shorthand for --tasks: one task, or all = multitask fine-tuning on the three "
+                            "(default: --tasks)")
+    sweep.add_argument("--seeds", type=ablation.int_list, default=None, metavar="S,...",
+                       help="fine-tuning seeds; every configuration runs at each (default: --seed)")
+    sweep.add_argument("--data-fractions", type=ablation.fraction_list, default=None, metavar="F,...",
+                       help="seeded fractions of the training sets, each in (0, 1] (default: --data-fraction)")
+
+    reinit = parser.add_argument_group("reinit (BERT's init: N(0, initializer_range) cut at 2 std, "
+                                       "biases 0, LayerNorms 1/0; seeded by the trial's seed)")
+    reinit.add_argument("--from-layer", type=ablation.from_layer_list, default=None, metavar="K,...",
+                        help="reinitialise layers >= K, for each K; 'none' = the layer count, 'all' = 0 "
+                             "(default, with no --block/--heads: every K from none to all)")
+    reinit.add_argument("--block", type=ablation.block_list, default=None, metavar="START:SIZE,...",
+                        help="reinitialise SIZE consecutive layers from START, and also the complement "
+                             "(every layer but the block)")
+    reinit.add_argument("--heads", type=ablation.head_list, default=None, metavar="L:H,...",
+                        help="reinitialise one attention head per trial (its Q/K/V rows and output columns); "
+                             "L:* = every head of layer L")
+    reinit.add_argument("--reinit-embeddings", action="store_true",
+                        help="also reinitialise the embeddings (by default they keep their pretrained values)")
+
+    permute = parser.add_argument_group("permute")
+    permute.add_argument("--trials", type=int, default=5,
+                         help="distinct random layer orders, beside the original (default: %(default)s)")
+    permute.add_argument("--order", type=ablation.permutation, default=None, metavar="I,...",
+                         help="also this order: position i runs the pretrained layer I")
+    permute.add_argument("--permutation-seed", type=int, default=0,
+                         help="seed of the random orders (default: %(default)s)")
+
+    probe = parser.add_argument_group("probe (frozen encoder, only a linear head trains; pooling first and mean)")
+    probe.add_argument("--layers", type=ablation.int_list, default=None, metavar="K,...",
+                       help="probe on layer K (K = 0: the embeddings) (default: every layer)")
+
+    dynamics = parser.add_argument_group("dynamics")
+    dynamics.add_argument("--dynamics-examples", type=int, default=128, metavar="N",
+                          help="dev examples per task the models are compared on (default: %(default)s)")
+
+    add_training_args(parser)
+    parser.set_defaults(epochs=SWEEP_EPOCHS)
+    for action in parser._actions:  # the shared --out help describes train_multitask.py's default
+        if action.dest == "out":
+            action.help = "sweep folder (default: runs/ablate-MODE)"
+    return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for mode, names in MODE_OPTIONS.items():
+        for name in names:
+            if args.mode != mode and getattr(args, name) != parser.get_default(name):
+                raise UserError(f"--{name.replace('_', '-')} applies to --mode {mode} only")
+    if args.trials < 0 or args.dynamics_examples < 1:
+        raise UserError("--trials must be >= 0 and --dynamics-examples >= 1")
+    if args.task is not None:
+        args.tasks = ",".join(TASKS) if args.task == "all" else args.task
+    validate(args)
+    args.seed_list = args.seeds or [args.seed]
+    args.fraction_list = args.data_fractions or [args.data_fraction]
+    args.out = args.out or str(Path("runs") / f"ablate-{args.mode}")
+    return args
+
+
+def main(argv=None) -> int:
+    try:
+        return ablation.run(parse_args(argv))
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except RunFailure as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except Interrupted as e:
+        print(str(e), file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("interrupted; finished trials are kept in results.jsonl: rerun the same command to resume",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m bench.throughput` compares minBERT with Hugging Face transformers."""

@@ -1,0 +1,417 @@
+"""Training and evaluation throughput of minBERT against transformers.BertModel on this machine.
+
+    python -m bench.throughput [--model minilm] [--precision bf16|fp32] [--batch-size 32]
+                               [--steps N] [--warmup N] [--task sst|quora|both]
+
+Each model runs in its own worker process, so each peak RSS is its own. The
+parent gives both workers the same pre-tokenised batches and alternates them
+round by round (A B, B A, A B, ...): this 2-core machine is shared with other
+jobs whose load changes within seconds, so only interleaved, paired timings
+give a ratio that means something. Throughputs are totals over all rounds;
+ratios are the median of the per-round ratios.
+
+FLOPs are counted on real (non-padding) tokens, the work the batch asks for,
+identically for both models:
+    train step = 6 * P_enc * tokens + 6 * (P_pooler + P_head) * examples + 12 * L * H * sum(len_i ** 2)
+    eval       = one third of that
+where P_enc are the encoder's matrix parameters (embedding tables excluded),
+L the layers, H the hidden size and len_i each example's real length.
+"""
+import argparse
+import csv
+import hashlib
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TASKS = {"sst": ("ids-sst-train.csv", 5), "quora": ("quora-train.csv", 2)}
+WORKERS = ("minbert", "transformers")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m bench.throughput", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="minilm", help="checkpoint name or folder (default: %(default)s)")
+    p.add_argument("--precision", choices=("bf16", "fp32"), default="bf16")
+    p.add_argument("--bf16-mode", choices=("autocast", "weights"), default="autocast",
+                   help="bf16 as torch.autocast over fp32 weights, or bf16 weights with fp32 master "
+                        "copies in the optimizer step (applied to both models)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--steps", type=int, default=24, help="timed steps per model, task and phase")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default: %(default)s)")
+    p.add_argument("--rounds", type=int, default=6, help="the timed steps are split into this many "
+                   "alternating rounds (default: %(default)s)")
+    p.add_argument("--task", choices=("sst", "quora", "both"), default="both")
+    p.add_argument("--order", choices=("shuffled", "bucketed"), default="shuffled",
+                   help="shuffled batches, or length-bucketed ones as the trainer makes (less padding)")
+    p.add_argument("--optimizer", choices=("fused", "foreach"), default="fused",
+                   help="torch.optim.AdamW implementation, the same for both (default: %(default)s)")
+    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
+    p.add_argument("--omp-wait", choices=("passive", "active", "inherit"), default="passive",
+                   help="OMP_WAIT_POLICY of the workers; passive keeps a shared machine from stalling "
+                        "(default: %(default)s)")
+    p.add_argument("--data-dir", default=None, help="cs224n csv folder (default: $MINBERT_DATA_DIR or "
+                   "../shared/data/cs224n)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None, help="also write every figure to this file")
+    p.add_argument("--worker", choices=WORKERS, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.steps < 1 or args.batch_size < 1 or args.warmup < 0 or args.rounds < 1:
+        p.error("--steps, --batch-size and --rounds must be positive, --warmup non-negative")
+    args.rounds = min(args.rounds, args.steps)
+    return args
+
+
+def data_dir(args) -> Path:
+    here = Path(__file__).resolve().parents[1]
+    for candidate in (args.data_dir, os.environ.get("MINBERT_DATA_DIR"), here.parent / "shared" / "data" / "cs224n"):
+        if candidate and (Path(candidate) / "ids-sst-train.csv").exists():
+            return Path(candidate)
+    sys.exit("bench: course data not found (pass --data-dir or set MINBERT_DATA_DIR)")
+
+
+def memory_mib() -> dict:
+    """VmRSS/VmHWM of this process; ru_maxrss as a cross-check (KiB on Linux)."""
+    out = {"ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                out[line.split(":")[0]] = int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return out
+
+
+# ------------------------------------------------------------------------------------------ worker
+
+class Worker:
+    """One model, its batches, heads and optimiser; answers the parent's commands on stdin/stdout."""
+
+    def __init__(self, args):
+        import torch
+        import transformers
+        import minbert
+        transformers.utils.logging.disable_progress_bar()
+        transformers.utils.logging.set_verbosity_error()
+        self.torch, self.args = torch, args
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        folder, _ = minbert.resolve(args.model)
+        self.tokenizer = minbert.Tokenizer.from_folder(folder)
+        if args.worker == "minbert":
+            self.model = minbert.from_pretrained(str(folder))
+        else:
+            self.model = transformers.BertModel.from_pretrained(str(folder), attn_implementation="sdpa")
+        self.config = self.model.config
+        self.bf16_weights = args.precision == "bf16" and args.bf16_mode == "weights"
+        if self.bf16_weights:
+            self.model.to(torch.bfloat16)
+        self.batches, self.task = {}, None
+
+    # -- data: identical in both workers (same seed, same tokenizer, same order)
+
+    def make_batches(self, task: str) -> list:
+        import torch
+        args = self.args
+        filename, _ = TASKS[task]
+        with open(data_dir(args) / filename, encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f, delimiter="\t"))
+        if task == "sst":
+            rows = [(r["sentence"].strip(), None, int(r["sentiment"])) for r in rows if r.get("sentiment")]
+        else:
+            rows = [(r["sentence1"], r["sentence2"], int(float(r["is_duplicate"]))) for r in rows
+                    if r.get("sentence1") and r.get("sentence2") and r.get("is_duplicate")]
+        random.Random(args.seed).shuffle(rows)
+        n = args.warmup + args.steps
+        rows = rows[: n * args.batch_size]
+        firsts = [a for a, _, _ in rows]
+        seconds = None if task == "sst" else [b for _, b, _ in rows]
+        encodings = self.tokenizer.encode(firsts, seconds)
+        items = list(zip(encodings, [y for _, _, y in rows]))
+        if args.order == "bucketed":  # the trainer's scheme: sort pools of 8 batches by length
+            pool = 8 * args.batch_size
+            items = [x for i in range(0, len(items), pool)
+                     for x in sorted(items[i:i + pool], key=lambda e: len(e[0].ids))]
+        batches = []
+        for i in range(0, len(items) - args.batch_size + 1, args.batch_size):
+            chunk = items[i:i + args.batch_size]
+            batch = self.tokenizer.collate([e for e, _ in chunk])
+            batch["labels"] = torch.tensor([y for _, y in chunk])
+            batches.append(batch)
+        if args.order == "bucketed":
+            random.Random(args.seed + 1).shuffle(batches)
+        return batches
+
+    def prepare(self, task: str) -> dict:
+        """Batches, a fresh head and optimiser for this task, and the warm-up steps."""
+        torch, args = self.torch, self.args
+        self.batches = self.make_batches(task)
+        self.task = task
+        torch.manual_seed(args.seed)
+        self.head = torch.nn.Linear(self.config.hidden_size, TASKS[task][1])
+        if self.bf16_weights:
+            self.head.to(torch.bfloat16)
+        self.params = [p for p in list(self.model.parameters()) + list(self.head.parameters())]
+        if self.bf16_weights:
+            self.master = [p.detach().float().clone().requires_grad_() for p in self.params]
+            trained = self.master
+        else:
+            trained = self.params
+        fused = args.optimizer == "fused"
+        self.optimizer = torch.optim.AdamW(trained, lr=2e-5, weight_decay=0.01, fused=fused, foreach=not fused)
+        torch.manual_seed(args.seed + 1)
+        for b in self.batches[:args.warmup]:
+            self.train_step(b)
+        self.model.eval()
+        for b in self.batches[:args.warmup]:
+            self.eval_step(b)
+        digest = hashlib.sha256()
+        for b in self.batches:
+            digest.update(b["input_ids"].numpy().tobytes() + b["attention_mask"].numpy().tobytes())
+        return {"batches": digest.hexdigest()}
+
+    def autocast(self):
+        return self.torch.autocast("cpu", dtype=self.torch.bfloat16,
+                                   enabled=self.args.precision == "bf16" and not self.bf16_weights)
+
+    def logits(self, batch):
+        out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                         token_type_ids=batch["token_type_ids"])
+        return self.head(out.pooler_output)
+
+    def train_step(self, batch):
+        torch = self.torch
+        self.model.train()
+        with self.autocast():
+            loss = torch.nn.functional.cross_entropy(self.logits(batch).float(), batch["labels"])
+        loss.backward()
+        if self.bf16_weights:
+            for p, m in zip(self.params, self.master):
+                m.grad = p.grad.float()
+                p.grad = None
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.bf16_weights:
+            with torch.no_grad():
+                torch._foreach_copy_(self.params, self.master)
+        return loss
+
+    def eval_step(self, batch):
+        with self.torch.no_grad(), self.autocast():
+            return self.logits(batch).argmax(-1)
+
+    def timed(self, phase: str, start: int, count: int) -> float:
+        batches = self.batches[self.args.warmup + start: self.args.warmup + start + count]
+        if phase == "train":
+            t = time.perf_counter()
+            for b in batches:
+                self.train_step(b)
+        else:
+            self.model.eval()
+            t = time.perf_counter()
+            for b in batches:
+                self.eval_step(b)
+        return time.perf_counter() - t
+
+    def matmul_peak(self) -> float:
+        """Best GFLOP/s of large square matmuls in the run's precision."""
+        torch = self.torch
+        dtype = torch.bfloat16 if self.args.precision == "bf16" else torch.float32
+        best = 0.0
+        for n in (2048, 3072, 4096):
+            a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+            a @ b
+            reps = 4 if dtype == torch.bfloat16 else 2
+            for _ in range(reps):
+                t = time.perf_counter()
+                a @ b
+                best = max(best, 2 * n ** 3 / (time.perf_counter() - t) / 1e9)
+        return best
+
+    def describe(self) -> dict:
+        c = self.config
+        total = sum(p.numel() for p in self.model.parameters())
+        embeddings = sum(p.numel() for n, p in self.model.named_parameters() if n.startswith("embeddings."))
+        pooler = sum(p.numel() for n, p in self.model.named_parameters() if n.startswith("pooler."))
+        matrices = sum(p.numel() for n, p in self.model.named_parameters()
+                       if n.startswith("encoder.") and p.dim() == 2)
+        return {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "params": total,
+                "non_embedding": total - embeddings, "encoder_matrices": matrices, "pooler": pooler,
+                "torch": self.torch.__version__, "threads": self.torch.get_num_threads()}
+
+    def serve(self):
+        reply(self.describe())
+        for line in sys.stdin:
+            cmd = json.loads(line)
+            op = cmd["op"]
+            if op == "prepare":
+                reply(self.prepare(cmd["task"]))
+            elif op in ("train", "eval"):
+                reply({"seconds": self.timed(op, cmd["start"], cmd["count"])})
+            elif op == "matmul":
+                reply({"gflops": self.matmul_peak()})
+            elif op == "memory":
+                reply(memory_mib())
+            elif op == "quit":
+                return
+
+
+def reply(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+# ------------------------------------------------------------------------------------------ parent
+
+class Remote:
+    def __init__(self, name: str, argv: list, env: dict):
+        self.name = name
+        self.proc = subprocess.Popen([sys.executable, "-m", "bench.throughput", "--worker", name, *argv],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+                                     cwd=Path(__file__).resolve().parents[1])
+
+    def send(self, **cmd):
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+
+    def receive(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            sys.exit(f"bench: the {self.name} worker died (exit code {self.proc.wait()})")
+        return json.loads(line)
+
+    def ask(self, **cmd) -> dict:
+        self.send(**cmd)
+        return self.receive()
+
+
+def batch_stats(args, task: str) -> dict:
+    """Token counts of the timed batches, rebuilt here exactly as the workers build them."""
+    import minbert
+    folder, _ = minbert.resolve(args.model)
+    fake = Worker.__new__(Worker)
+    fake.args, fake.tokenizer = args, minbert.Tokenizer.from_folder(folder)
+    batches = fake.make_batches(task)[args.warmup:args.warmup + args.steps]
+    lengths = [int(n) for b in batches for n in b["attention_mask"].sum(1)]
+    return {"examples": len(lengths), "tokens": sum(lengths), "padded": sum(b["input_ids"].numel() for b in batches),
+            "sum_len_sq": sum(n * n for n in lengths), "mean_len": sum(lengths) / len(lengths),
+            "mean_padded_len": sum(b["input_ids"].shape[1] for b in batches) / len(batches)}
+
+
+def step_flops(info: dict, stats: dict, classes: int) -> float:
+    """Training FLOPs of all the timed steps (see the module docstring)."""
+    head = info["hidden"] * classes + classes
+    return (6 * info["encoder_matrices"] * stats["tokens"] + 6 * (info["pooler"] + head) * stats["examples"]
+            + 12 * info["layers"] * info["hidden"] * stats["sum_len_sq"])
+
+
+def measure(workers: dict, phase: str, args) -> dict:
+    """Alternate the workers round by round over the same batches; seconds per round per worker."""
+    names = list(workers)
+    per_round = [args.steps // args.rounds + (r < args.steps % args.rounds) for r in range(args.rounds)]
+    seconds = {n: [] for n in names}
+    start = 0
+    for r, count in enumerate(per_round):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            seconds[name].append(workers[name].ask(op=phase, start=start, count=count)["seconds"])
+        start += count
+    return {"seconds": seconds, "steps": per_round}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.worker:
+        Worker(args).serve()
+        return 0
+    data_dir(args)
+    env = dict(os.environ, HF_HUB_DISABLE_PROGRESS_BARS="1", TOKENIZERS_PARALLELISM="false")
+    if args.omp_wait != "inherit":
+        env["OMP_WAIT_POLICY"] = args.omp_wait.upper()
+    passthrough = [a for a in (argv if argv is not None else sys.argv[1:])]
+    began, load_before = time.time(), os.getloadavg()
+    workers = {name: Remote(name, passthrough, env) for name in WORKERS}
+    info = {name: w.receive() for name, w in workers.items()}
+    peaks = [workers["minbert"].ask(op="matmul")["gflops"]]
+    tasks = ["sst", "quora"] if args.task == "both" else [args.task]
+    results = {}
+    for task in tasks:
+        for w in workers.values():  # both warm up at once: nothing is timed yet
+            w.send(op="prepare", task=task)
+        digests = {name: w.receive()["batches"] for name, w in workers.items()}
+        if len(set(digests.values())) != 1:
+            sys.exit("bench: the workers built different batches")
+        results[task] = {"stats": batch_stats(args, task),
+                         "train": measure(workers, "train", args), "eval": measure(workers, "eval", args)}
+    peaks.append(workers["transformers"].ask(op="matmul")["gflops"])
+    memory = {name: w.ask(op="memory") for name, w in workers.items()}
+    for w in workers.values():
+        w.send(op="quit")
+        w.proc.wait()
+    report(args, info, results, max(peaks), memory, (load_before, os.getloadavg()), time.time() - began)
+    return 0
+
+
+def report(args, info, results, peak, memory, loads, wall):
+    mine, ref = info["minbert"], info["transformers"]
+    precision = args.precision if args.precision == "fp32" else f"bf16 ({args.bf16_mode})"
+    print(f"model {args.model}: {mine['layers']} layers x {mine['hidden']}, {mine['params'] / 1e6:.1f}M parameters "
+          f"({mine['non_embedding'] / 1e6:.1f}M non-embedding)  precision {precision}  batch {args.batch_size}  "
+          f"AdamW {args.optimizer}  batches {args.order}")
+    print(f"machine: {os.cpu_count()} CPUs, torch {mine['torch']}, {mine['threads']} threads, "
+          f"OMP_WAIT_POLICY={args.omp_wait}; load average {loads[0][0]:.1f} -> {loads[1][0]:.1f} "
+          f"(shared machine: rounds alternate, ratios are medians of per-round ratios)")
+    print(f"matmul peak ({args.precision}, square 2048-4096, best of the run): {peak:.0f} GFLOP/s")
+    print("FLOPs per train step = 6*P_enc*tokens + 6*(P_pooler+P_head)*examples + 12*layers*hidden*sum(len^2), "
+          "eval = 1/3; real tokens; "
+          f"P_enc = {mine['encoder_matrices'] / 1e6:.2f}M")
+    out = {"args": vars(args), "info": info, "matmul_peak_gflops": peak, "memory_mib": memory,
+           "load_average": loads, "tasks": {}}
+    ratios_line = []
+    for task, res in results.items():
+        s = res["stats"]
+        print(f"\n[{task}] {args.steps} timed steps x {args.batch_size} = {s['examples']} examples, "
+              f"{s['tokens']} real tokens (mean length {s['mean_len']:.1f}, padded to {s['mean_padded_len']:.1f})")
+        flops = step_flops(mine, s, TASKS[task][1])
+        rows, ratios, figures = [], [], {}
+        for phase in ("train", "eval"):
+            sec = res[phase]["seconds"]
+            total = {n: sum(v) for n, v in sec.items()}
+            per_round = statistics.median(b / a for a, b in zip(sec["minbert"], sec["transformers"]))
+            work = flops if phase == "train" else flops / 3
+            ex = {n: s["examples"] / t for n, t in total.items()}
+            tok = {n: s["tokens"] / t for n, t in total.items()}
+            util = {n: work / t / 1e9 / peak for n, t in total.items()}
+            rows += [(f"{phase} examples/s", ex, "{:.1f}", per_round),
+                     (f"{phase} tokens/s", tok, "{:.0f}", per_round),
+                     (f"{phase} GFLOP/s", {n: work / t / 1e9 for n, t in total.items()}, "{:.0f}", per_round),
+                     (f"{phase} % of matmul peak", {n: 100 * u for n, u in util.items()}, "{:.1f}", per_round)]
+            ratios.append(f"{phase} ex/s {per_round:.2f} tok/s {per_round:.2f} util {per_round:.2f}")
+            figures[phase] = {"seconds": sec, "examples_per_s": ex, "tokens_per_s": tok, "utilisation": util,
+                              "ratio_median_of_rounds": per_round}
+        print(f"{'':28s}{'minbert':>12s}{'transformers':>14s}{'ratio':>8s}")
+        for label, values, fmt, ratio in rows:
+            print(f"{label:28s}{fmt.format(values['minbert']):>12s}{fmt.format(values['transformers']):>14s}"
+                  f"{ratio:8.2f}")
+        spread = {n: f"{min(v) / max(v):.2f}" for n, v in
+                  ((n, [c / t for c, t in zip(res['train']['steps'], res['train']['seconds'][n])])
+                   for n in WORKERS)}
+        print(f"{'(train: slowest/fastest round)':28s}{spread['minbert']:>12s}{spread['transformers']:>14s}")
+        ratios_line.append(f"{task}: " + ", ".join(ratios))
+        out["tasks"][task] = {"stats": s, **figures}
+    peak_rss = {n: memory[n].get("VmHWM", memory[n]["ru_maxrss"]) for n in WORKERS}
+    print(f"\npeak resident memory (VmHWM, MiB; ru_maxrss agrees)  minbert {peak_rss['minbert']:.0f}  "
+          f"transformers {peak_rss['transformers']:.0f}  ratio {peak_rss['minbert'] / peak_rss['transformers']:.2f}")
+    print(f"wall time {wall:.0f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    print(f"ratio minBERT/transformers ({precision}): " + "; ".join(ratios_line)
+          + f"; peak RSS {peak_rss['minbert'] / peak_rss['transformers']:.2f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

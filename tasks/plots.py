@@ -1,0 +1,255 @@
+"""The ablation plots, as matplotlib figures written to PNG and shown in TensorBoard.
+
+Each function takes summary rows (one per configuration, data fraction and
+metric: `mean`, `n` and the 95% interval over seeds, plus the configuration's
+`params`) or, for the strip plot, the per-trial records, and returns a Figure,
+or None when the sweep has nothing of that kind to draw. Figures are built
+without pyplot, so no global figure state leaks between plots.
+"""
+import io
+import math
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+
+PRETTY = {"dev/sst": "SST dev accuracy", "dev/quora": "Quora dev accuracy", "dev/sts": "STS dev Pearson r",
+          "dev/overall": "dev overall score"}
+CURVES = (("weight_l2", "L2 distance of the layer's weights"),
+          ("attention_js", "attention JS divergence (nats)"),
+          ("svcca", "SVCCA distance of token representations"))
+
+
+def png_bytes(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def _fractions(rows) -> list:
+    return sorted({r["data_fraction"] for r in rows})
+
+
+def _half_width(row) -> float:
+    """Half the 95% interval; 0 for a single seed, which has no interval."""
+    lo, hi = row.get("ci95_low"), row.get("ci95_high")
+    return 0.0 if lo is None or hi is None else (hi - lo) / 2
+
+
+def _errorbar(ax, rows, x_of, **style):
+    rows = sorted(rows, key=x_of)
+    ax.errorbar([x_of(r) for r in rows], [r["mean"] for r in rows], yerr=[_half_width(r) for r in rows],
+                capsize=3, **style)
+
+
+def _metric_axis(ax, metric: str):
+    """Label the axis; keep it within the metric's range, which a 2-seed t-interval easily overshoots."""
+    ax.set_ylabel(PRETTY.get(metric, metric))
+    low, high = ax.get_ylim()
+    ax.set_ylim(max(low, -1.02 if metric == "dev/sts" else -0.02), min(high, 1.02))
+
+
+def _title(fig, text, rows):
+    seeds = sorted({r["n"] for r in rows})
+    n = f"n = {seeds[0]}" if len(seeds) == 1 else f"n = {seeds[0]}..{seeds[-1]}"
+    fig.suptitle(f"{text}\n(mean over seeds, {n}; bars: 95% CI)", fontsize=10)
+
+
+def reinit_curve(rows, metric: str, num_layers: int):
+    """Metric vs k for "layers >= k reinitialised"; dashed: the pretrained and the all-reinitialised model."""
+    rows = [r for r in rows if r["metric"] == metric and r["params"].get("scheme") == "from"]
+    if not rows:
+        return None
+    fig = Figure(layout="constrained", figsize=(6.4, 4.4))
+    ax = fig.add_subplot()
+    for i, fraction in enumerate(_fractions(rows)):
+        mine = [r for r in rows if r["data_fraction"] == fraction]
+        embeddings = any(r["params"]["embeddings"] for r in mine)
+        curve = [r for r in mine if r["params"]["embeddings"] == embeddings]
+        _errorbar(ax, curve, lambda r: r["params"]["from"], color=f"C{i}", marker="o",
+                  label=f"data fraction {fraction:g}")
+        for row, style, what in (
+                (_find(mine, lambda p: p["from"] == num_layers and not p["embeddings"]), "--", "pretrained"),
+                (_find(mine, lambda p: p["from"] == 0 and p["embeddings"] == embeddings), "-.",
+                 "all layers reinitialised")):
+            if row is not None:
+                ax.axhline(row["mean"], color=f"C{i}", linestyle=style, linewidth=1, alpha=0.8,
+                           label=f"{what} ({fraction:g})")
+    ax.set_xticks(range(num_layers + 1))
+    ax.set_xlabel(f"k: layers k..{num_layers - 1} reinitialised (k = {num_layers}: none, 0: all)")
+    _metric_axis(ax, metric)
+    ax.legend(fontsize=7)
+    _title(fig, "Re-initialising the top layers before fine-tuning", rows)
+    return fig
+
+
+def _find(rows, test):
+    return next((r for r in rows if test(r["params"])), None)
+
+
+def probe_curve(rows, metric: str, num_layers: int):
+    """Linear-probe metric per layer, one panel per pooling; dashed: the full and an all-reinitialised model."""
+    rows = [r for r in rows if r["metric"] == metric and "pooling" in r["params"]]
+    if not rows:
+        return None
+    poolings = sorted({r["params"]["pooling"] for r in rows})
+    fig = Figure(layout="constrained", figsize=(5.2 * len(poolings), 4.4))
+    axes = fig.subplots(1, len(poolings), squeeze=False, sharey=True)[0]
+    names = {"first": "[CLS] state of layer k", "mean": "mean-pooled layer k"}
+    for ax, pooling in zip(axes, poolings):
+        for i, fraction in enumerate(_fractions(rows)):
+            mine = [r for r in rows if r["data_fraction"] == fraction and r["params"]["pooling"] == pooling]
+            _errorbar(ax, [r for r in mine if not r["params"]["control"]], lambda r: r["params"]["layer"],
+                      color=f"C{i}", marker="o", label=f"data fraction {fraction:g}")
+            for row, style, what in ((_find(mine, lambda p: p["layer"] == num_layers and not p["control"]),
+                                      "--", "full pretrained model"),
+                                     (_find(mine, lambda p: p["control"]), "-.", "all layers reinitialised")):
+                if row is not None:
+                    ax.axhline(row["mean"], color=f"C{i}", linestyle=style, linewidth=1, alpha=0.8,
+                               label=f"{what} ({fraction:g})")
+        ax.set_title(f"probe on the {names.get(pooling, pooling)}", fontsize=9)
+        ax.set_xticks(range(num_layers + 1))
+        ax.set_xlabel("layer k (0 = embeddings)")
+        ax.legend(fontsize=7)
+        _metric_axis(ax, metric)
+    _title(fig, "Linear probes on frozen pretrained layers", rows)
+    return fig
+
+
+def _diverging(ax, matrix, label):
+    """Colours centred on 0: red where the ablation hurt, blue where it helped."""
+    finite = matrix[np.isfinite(matrix)]
+    limit = float(np.abs(finite).max()) if finite.size else 0.0
+    limit = limit or 1e-6
+    cmap = matplotlib.colormaps["RdBu"].with_extremes(bad="0.6")  # grey: not run
+    image = ax.imshow(np.ma.masked_invalid(matrix), cmap=cmap, vmin=-limit, vmax=limit, aspect="auto")
+    ax.figure.colorbar(image, ax=ax, label=label, shrink=0.85)
+    return image
+
+
+def heads_heatmap(rows, metric: str, num_layers: int, num_heads: int):
+    """Change of the metric from the unmodified model when one head is reinitialised (layer x head)."""
+    rows = [r for r in rows if r["metric"] == metric]
+    heads = [r for r in rows if r["params"].get("scheme") == "head"]
+    if not heads:
+        return None
+    fractions = _fractions(heads)
+    fig = Figure(layout="constrained",
+                 figsize=(max(5.0, 0.45 * num_heads + 2.5) * len(fractions), 0.45 * num_layers + 2.5))
+    axes = fig.subplots(1, len(fractions), squeeze=False)[0]
+    for ax, fraction in zip(axes, fractions):
+        mine = [r for r in rows if r["data_fraction"] == fraction]
+        base = _find(mine, lambda p: p.get("scheme") == "from" and p["from"] == num_layers
+                     and not p["embeddings"])
+        matrix = np.full((num_layers, num_heads), np.nan)
+        for r in mine:
+            if r["params"].get("scheme") == "head":
+                matrix[r["params"]["layer"], r["params"]["head"]] = r["mean"] - (base["mean"] if base else 0.0)
+        _diverging(ax, matrix, "change from the unmodified model" if base else PRETTY.get(metric, metric))
+        ax.set_xticks(range(num_heads))
+        ax.set_yticks(range(num_layers))
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        ax.set_title(f"data fraction {fraction:g}", fontsize=9)
+    _title(fig, f"Re-initialising one attention head: {PRETTY.get(metric, metric)} (grey: not run)", heads)
+    return fig
+
+
+def permutation_strip(records, metric: str):
+    """Every permuted-order trial as a dot, against the original order's trials (red)."""
+    key = metric.split("/", 1)[1]
+    records = [r for r in records if (r.get("dev") or {}).get(key) is not None]
+    if not records:
+        return None
+    fractions = _fractions(records)
+    jitter = np.random.default_rng(0)
+    fig = Figure(layout="constrained", figsize=(max(4.0, 2.2 * len(fractions)), 4.4))
+    ax = fig.add_subplot()
+    for x, fraction in enumerate(fractions):
+        mine = [r for r in records if r["data_fraction"] == fraction]
+        shuffled = [r["dev"][key] for r in mine if not r["params"]["original"]]
+        original = [r["dev"][key] for r in mine if r["params"]["original"]]
+        ax.scatter(x + jitter.uniform(-0.15, 0.15, len(shuffled)), shuffled, s=18, color="C0", alpha=0.7,
+                   label="permuted order" if x == 0 else None)
+        if original:
+            ax.scatter([x] * len(original), original, s=40, marker="D", color="C3",
+                       label="original order" if x == 0 else None)
+            ax.hlines(np.mean(original), x - 0.3, x + 0.3, color="C3", linestyle="--", linewidth=1)
+    ax.set_xticks(range(len(fractions)))
+    ax.set_xticklabels([f"{f:g}" for f in fractions])
+    ax.set_xlim(-0.6, len(fractions) - 0.4)
+    ax.set_xlabel("data fraction")
+    _metric_axis(ax, metric)
+    ax.legend(fontsize=7)
+    fig.suptitle("Fine-tuning with the layers in a random order\n(one dot per permutation and seed)",
+                 fontsize=10)
+    return fig
+
+
+def transfer_matrix(rows, tasks):
+    """Final-task metric after an intermediate task (rows) vs direct fine-tuning (top row)."""
+    rows = [r for r in rows if "final" in r["params"] and r["metric"] == f"dev/{r['params']['final']}"]
+    if not rows:
+        return None
+    fractions = _fractions(rows)
+    vias = [None] + list(tasks)
+    fig = Figure(layout="constrained", figsize=(1.6 * len(tasks) + 2.8, 1.0 * len(vias) + 1.8))
+    axes = fig.subplots(len(fractions), 1, squeeze=False)[:, 0]
+    for ax, fraction in zip(axes, fractions):
+        mine = {(r["params"]["via"], r["params"]["final"]): r for r in rows if r["data_fraction"] == fraction}
+        delta = np.full((len(vias), len(tasks)), np.nan)
+        for (i, via), (j, final) in ((a, b) for a in enumerate(vias) for b in enumerate(tasks)):
+            cell, direct = mine.get((via, final)), mine.get((None, final))
+            if cell is None:
+                continue
+            change = cell["mean"] - direct["mean"] if direct else math.nan
+            delta[i, j] = change
+            text = f"{cell['mean']:.3f}" + (f"\n({change:+.3f})" if via is not None and direct else "")
+            ax.text(j, i, text, ha="center", va="center", fontsize=8)
+        _diverging(ax, delta, "change from direct fine-tuning")
+        ax.set_xticks(range(len(tasks)))
+        ax.set_xticklabels(tasks)
+        ax.set_yticks(range(len(vias)))
+        ax.set_yticklabels(["direct"] + [f"after {t}" for t in tasks])
+        ax.set_xlabel("final task (its dev metric)")
+        ax.set_ylabel("intermediate task")
+        ax.set_title(f"data fraction {fraction:g}", fontsize=9)
+    fig.suptitle("Intermediate-task transfer (BERT Goes to College, Exp. 1)", fontsize=10)
+    return fig
+
+
+def dynamics_curves(rows, num_layers: int):
+    """Per layer: pretrained vs fine-tuned (solid) and fine-tuning seed vs seed (dashed)."""
+    rows = [r for r in rows if r["metric"].split("/")[0] in dict(CURVES)]
+    if not rows:
+        return None
+    fig = Figure(layout="constrained", figsize=(15, 4.2))
+    axes = fig.subplots(1, len(CURVES))
+    for ax, (name, label) in zip(axes, CURVES):
+        for i, fraction in enumerate(_fractions(rows)):
+            for group, style, what in (("finetune", "-", "pretrained vs fine-tuned"),
+                                       ("seed-vs-seed", "--", "seed vs seed")):
+                mine = [r for r in rows if r["data_fraction"] == fraction and r["config"] == group
+                        and r["metric"].split("/")[0] == name]
+                if mine:
+                    _errorbar(ax, mine, lambda r: int(r["metric"].split("/")[1]), color=f"C{i}",
+                              linestyle=style, marker="o", label=f"{what} ({fraction:g})")
+        ax.set_title(label, fontsize=9)
+        ax.set_ylim(bottom=max(ax.get_ylim()[0], 0.0))  # distances: an interval below 0 means nothing
+        ax.set_xlabel("layer (0 = embeddings)" if name == "svcca" else "layer")
+        ax.legend(fontsize=7)
+    fig.suptitle("How fine-tuning changes each layer", fontsize=10)
+    return fig
+
+
+def figures(mode: str, records, rows, metric: str, num_layers: int, num_heads: int, tasks) -> dict:
+    """Every plot a mode has data for, by file name (without .png)."""
+    made = {
+        "reinit": lambda: {"reinit_layers": reinit_curve(rows, metric, num_layers),
+                           "reinit_heads": heads_heatmap(rows, metric, num_layers, num_heads)},
+        "probe": lambda: {"probe": probe_curve(rows, metric, num_layers)},
+        "permute": lambda: {"permute": permutation_strip(records, metric)},
+        "transfer": lambda: {"transfer": transfer_matrix(rows, tasks)},
+        "dynamics": lambda: {"dynamics": dynamics_curves(rows, num_layers)},
+    }[mode]()
+    return {name: fig for name, fig in made.items() if fig is not None}

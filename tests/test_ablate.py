@@ -1,0 +1,159 @@
+"""ablate.py on small real-format data: leaves, resuming, failures, probes, dynamics, transfer, bad input."""
+import json
+import re
+
+import pytest
+import torch
+
+import ablate
+from conftest import run_cli
+from minbert import UserError
+from tasks import ablation
+from tasks.trainer import prepare
+
+BASE = ["--model", "minilm", "--batch-size", "8", "--max-steps", "2", "--precision", "fp32",
+        "--eval-batch-size", "64"]
+
+
+def _argv(data_dir, out, *extra):
+    return ["--data-dir", str(data_dir), "--out", str(out), *BASE, *extra]
+
+
+def _lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]  # every line must parse
+
+
+def test_reinit_sweep_writes_results_summary_plots_and_tensorboard(small_data_dir, tmp_path):
+    out = tmp_path / "reinit"
+    code, stdout, err = run_cli(ablate.main, _argv(small_data_dir, out, "--mode", "reinit", "--task", "sst",
+                                                    "--from-layer", "5,6", "--seeds", "0,1"))
+    assert code == 0, err
+    records = _lines(out / "results.jsonl")
+    assert sorted((r["config"], r["seed"]) for r in records) == [("from=5", 0), ("from=5", 1),
+                                                                 ("from=6", 0), ("from=6", 1)]
+    assert all(r["status"] == "ok" and r["steps"] == 2 and 0 <= r["dev"]["sst"] <= 1 for r in records)
+    summary = (out / "summary.csv").read_text().splitlines()
+    assert summary[0] == "mode,config,data_fraction,metric,n,mean,std,ci95_low,ci95_high"
+    row = next(line.split(",") for line in summary if line.startswith("reinit,from=5,1.0,dev/sst,"))
+    assert row[4] == "2" and float(row[7]) <= float(row[5]) <= float(row[8])
+    assert (out / "plots" / "reinit_layers.png").read_bytes().startswith(b"\x89PNG")
+    runs = {p.name for p in (out / "tensorboard").iterdir()}
+    assert {"reinit-from=5-seed0-frac1", "reinit-from=6-seed1-frac1", "summary"} <= runs
+    assert list((out / "tensorboard" / "reinit-from=5-seed1-frac1").glob("events.out.tfevents.*"))
+    assert "[4/4]" in stdout
+
+
+def test_killed_sweep_resumes_and_failed_trials_are_retried(small_data_dir, tmp_path, monkeypatch):
+    out = tmp_path / "resume"
+    argv = _argv(small_data_dir, out, "--mode", "reinit", "--task", "sst", "--from-layer", "5,6")
+    real_fit = ablation.fit
+
+    def flaky_fit(args, inputs, out_dir, encoder=None, **kwargs):
+        if "from=5" in str(out_dir):
+            raise RuntimeError("simulated crash")
+        return real_fit(args, inputs, out_dir, encoder=encoder, **kwargs)
+
+    monkeypatch.setattr(ablation, "fit", flaky_fit)
+    code, _, err = run_cli(ablate.main, argv)
+    assert code == 1 and "1 of 2 trials failed" in err
+    failed = [r for r in _lines(out / "results.jsonl") if r["status"] == "failed"]
+    assert [r["config"] for r in failed] == ["from=5"] and "simulated crash" in failed[0]["error"]
+
+    monkeypatch.setattr(ablation, "fit", real_fit)
+    code, stdout, err = run_cli(ablate.main, argv)  # retries the failed trial only
+    assert code == 0, err
+    assert "2 trials, 1 already" in stdout
+    assert [(r["config"], r["status"]) for r in _lines(out / "results.jsonl")] == \
+        [("from=6", "ok"), ("from=5", "failed"), ("from=5", "ok")]
+
+    # A kill in the middle of writing the last line: it is cut to half and that trial reruns.
+    text = (out / "results.jsonl").read_text()
+    last = text.rstrip("\n").rsplit("\n", 1)[1]
+    (out / "results.jsonl").write_text(text[:len(text) - len(last) // 2 - 1])
+    code, stdout, err = run_cli(ablate.main, argv)
+    assert code == 0 and "2 trials, 1 already" in stdout, err
+    records = _lines(out / "results.jsonl")
+    assert [(r["config"], r["status"]) for r in records] == [("from=6", "ok"), ("from=5", "failed"),
+                                                             ("from=5", "ok")]
+
+    # A torn line appended after the last trial: nothing reruns and the file is repaired.
+    with open(out / "results.jsonl", "a") as f:
+        f.write('{"key": "reinit|from=4|se')
+    code, stdout, err = run_cli(ablate.main, argv)
+    assert code == 0 and "2 trials, 2 already" in stdout, err
+    assert len(_lines(out / "results.jsonl")) == 3
+    assert "reinit,from=5,1.0,dev/sst,1," in (out / "summary.csv").read_text()
+
+
+def _sweep(small_data_dir, tmp_path, *extra):
+    args = ablate.parse_args(_argv(small_data_dir, tmp_path / "sweep", *extra))
+    return ablation.Sweep(args, prepare(args), args.out)
+
+
+def test_probe_trains_only_the_head_and_leaves_the_encoder_bit_identical(small_data_dir, tmp_path, pretrained):
+    sweep = _sweep(small_data_dir, tmp_path, "--mode", "probe", "--task", "sst", "--layers", "3")
+    trials = ablation.plan_probe(sweep.args, sweep.shape)
+    assert [t.config for t in trials] == ["layer=3,pooling=first", "layer=3,pooling=mean",
+                                          "layer=6,pooling=first,random", "layer=6,pooling=mean,random"]
+    result = sweep.run_trial(trials[0])
+    model = result["model"]
+    assert model.encoder.num_layers == 3 and model.pooling == "first" and result["steps"] == 2
+    before = pretrained.state_dict()
+    for name, tensor in model.encoder.state_dict().items():
+        assert torch.equal(tensor, before[name]), name
+    assert not any(p.requires_grad for p in model.encoder.parameters())
+    assert all(p.requires_grad for p in model.heads.parameters())
+
+
+def test_dynamics_of_a_model_with_itself_is_zero(pretrained, tokenizer):
+    batch = tokenizer.collate(tokenizer.encode(["a short sentence .", "the film is long , slow and dull",
+                                                "what a lovely , warm and funny surprise that was !"] * 8))
+    curves = ablation.compare_encoders(pretrained, pretrained, [batch])
+    n = pretrained.num_layers
+    assert curves["weight_l2"] == [0.0] * n
+    assert curves["attention_js"] == pytest.approx([0.0] * n, abs=1e-9)
+    assert len(curves["svcca"]) == n + 1 and max(curves["svcca"]) < 1e-6
+
+
+def test_transfer_fills_the_ordered_pair_matrix(small_data_dir, tmp_path):
+    out = tmp_path / "transfer"
+    code, _, err = run_cli(ablate.main, _argv(small_data_dir, out, "--mode", "transfer", "--tasks", "sst,sts",
+                                              "--max-steps", "1"))
+    assert code == 0, err
+    records = {r["config"]: r for r in _lines(out / "results.jsonl")}
+    assert set(records) == {"via=none,final=sst", "via=none,final=sts", "via=sst,final=sts", "via=sts,final=sst"}
+    assert set(records["via=sst,final=sts"]["dev"]) == {"sts", "overall"}
+    assert set(records["via=sst,final=sts"]["info"]["intermediate_dev"]) == {"sst", "overall"}
+    assert (out / "plots" / "transfer.png").exists()
+    assert (out / "tensorboard" / "transfer-intermediate=sst-seed0-frac1").is_dir()
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--mode", "prune"], "--mode"),
+    (["--mode", "reinit", "--heads", "2:12"], "head 12"),  # needs the model: checked before any trial
+    (["--mode", "reinit", "--heads", "2"], "--heads"),
+    (["--mode", "reinit", "--block", "4"], "--block"),
+    (["--mode", "permute", "--order", "0,1,1,2,3,4"], "not a permutation"),
+    (["--mode", "probe", "--block", "1:1"], "--mode reinit"),
+    (["--mode", "reinit", "--data-fractions", "0.5,2"], "--data-fractions"),
+])
+def test_bad_arguments_exit_2_with_one_line_before_any_trial(small_data_dir, tmp_path, argv, needle):
+    out = tmp_path / "bad"
+    code, _, err = run_cli(ablate.main, _argv(small_data_dir, out, *argv))
+    lines = [line for line in err.strip().splitlines() if not line.startswith("warning:")]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--mode", "reinit", "--block", "4:3"], "--block 4:3"),
+    (["--mode", "reinit", "--from-layer", "7"], "--from-layer 7"),
+    (["--mode", "reinit", "--heads", "6:*"], "--heads 6:*"),
+    (["--mode", "permute", "--order", "2,0,1"], "--order"),
+    (["--mode", "probe", "--layers", "7"], "--layers 7"),
+    (["--mode", "transfer", "--task", "sst"], "two tasks"),
+])
+def test_plans_reject_layers_and_heads_the_model_lacks(argv, needle):
+    args = ablate.parse_args(argv + BASE)
+    with pytest.raises(UserError, match=re.escape(needle)):
+        ablation.MODES[args.mode].plan(args, ablation.Shape(num_layers=6, num_heads=12))
