@@ -23,38 +23,38 @@ def activation(name: str):
     return F.relu
 
 
-# Experiment knobs (temporary).
-TUNING = {"regroup": True, "group_overhead": 4096, "unpad": True, "attn_eval": "sdpa", "prescale": True}
+ROW_MULTIPLE = 64       # real-token rows are padded to a multiple of this (see TokenLayout._round_rows)
+BLOCK_OVERHEAD = 4096   # cost of one more attention block, in (sequences x length**2) units
 
 
-def _keep_mask(shape, p: float, dtype) -> tuple:
-    """1 where an element is kept, 0 where dropped, in `dtype`; and the keep fraction.
+def _keep_mask(shape, p: float, dtype, device) -> tuple:
+    """(mask, kept): 1 where an element is kept and 0 where dropped, in `dtype`; and P(keep).
 
     torch's CPU bernoulli_ draws one Mersenne-Twister number per element and
-    was ~40% of a training forward; one 64-bit draw here yields four 16-bit
-    uniforms (P(drop) = round(p * 2**16) / 2**16), from the same seeded
-    default generator. The mask is built with vectorised int16 arithmetic:
-    bool tensors go through scalar loops on CPU, several times slower.
+    was ~40% of a training forward; one 64-bit draw here gives four 16-bit
+    uniforms (so P(drop) = round(p * 2**16) / 2**16), from the same seeded
+    default generator. The mask is made with vectorised int16 arithmetic
+    because bool tensors go through scalar loops on CPU, several times slower.
     """
     n = math.prod(shape)
-    threshold = round(p * 65536) - 32768   # drop where the int16 draw < threshold
-    bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-2 ** 63, None)
+    threshold = round(p * 65536) - 32768   # dropped where the int16 draw < threshold
+    bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-2 ** 63, None)
     bits = bits.view(torch.int16)[:n].view(shape)
     keep = bits.clamp_(threshold - 1, threshold).sub_(threshold - 1).to(dtype)
     return keep, 1.0 - (threshold + 32768) / 65536
 
 
 class _Dropout(torch.autograd.Function):
-    """Inverted dropout saving only its mask for backward."""
+    """Inverted dropout that saves only its mask for backward."""
 
     @staticmethod
     def forward(ctx, x, p):
-        keep, kept = _keep_mask(x.shape, p, x.dtype)
-        if x.dtype == torch.float32 and TUNING["prescale"]:
+        keep, kept = _keep_mask(x.shape, p, x.dtype, x.device)
+        if x.dtype == torch.float32:
             ctx.scale = None
-            keep.mul_(1.0 / kept)  # exact enough in fp32: one multiply fewer each way
+            keep.mul_(1.0 / kept)  # a scaled mask: one multiply fewer each way
         else:
-            ctx.scale = 1.0 / kept  # a bf16 1/0.9 would be 0.16% low: scale in float, per element
+            ctx.scale = 1.0 / kept  # bf16 would round 1/0.9 0.16% low: scale in float, per element
         ctx.save_for_backward(keep)
         out = x * keep
         return out if ctx.scale is None else out.mul_(ctx.scale)
@@ -69,13 +69,13 @@ class _Dropout(torch.autograd.Function):
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     if not training or p <= 0:
         return x
-    if p >= 1 or x.device.type != "cpu":
+    if x.device.type != "cpu" or not 0 < round(p * 65536) < 65536:  # p beyond 16-bit resolution
         return F.dropout(x, p, training)
     return _Dropout.apply(x, p)
 
 
 class FastDropout(nn.Dropout):
-    """nn.Dropout with the cheaper CPU mask (same modules, same state dict)."""
+    """nn.Dropout with the cheaper CPU mask (same module tree, same state dict)."""
 
     def forward(self, x):
         return dropout(x, self.p, self.training)
@@ -84,7 +84,7 @@ class FastDropout(nn.Dropout):
 def _partition(lengths: list, overhead: int) -> list:
     """Cut ascending lengths into runs minimising sum(overhead + count * longest**2).
 
-    Attention work grows with each block's padded length squared; every extra
+    A block's attention work grows with its padded length squared; each extra
     block costs a fixed number of kernel launches (`overhead`, in the same units).
     """
     n = len(lengths)
@@ -103,80 +103,101 @@ def _partition(lengths: list, overhead: int) -> list:
 class TokenLayout:
     """Where a batch's real tokens sit, so that no layer works on padding.
 
-    Between attentions the residual stream is (real tokens, hidden) rows. For
-    attention the rows are gathered into padded blocks of sequences of similar
-    length (`regroup`), or into the batch's own (batch, seq) layout when the
-    probabilities are returned. Block slots past a sequence's end repeat one of
-    its tokens and are masked out as keys, so they get exactly zero gradient.
+    Between attentions the residual stream is a (rows, hidden) matrix of the
+    real tokens only; a shuffled batch can be half padding. For attention the
+    rows are gathered into padded blocks of sequences of similar length
+    (`regroup`), or into the batch's own (batch, seq) layout when the
+    probabilities are returned. Block slots past a sequence's end repeat one
+    of its tokens and are masked out as keys, so they get exactly zero gradient.
     """
 
     def __init__(self, batch: int, seq: int, attention_mask: Optional[torch.Tensor],
                  regroup: bool = True):
         self.batch, self.seq = batch, seq
-        self.rows = None      # flat (batch * seq) positions of the real tokens; None = no padding
-        self.gather = None    # real-token row filling each block slot; None = identity
-        self.scatter = None   # block slot of each real token; None = identity
-        self.blocks = [(batch, seq, None)]  # (sequences, length, (seqs, length) bool valid or None)
+        self.rows = None      # flat (batch * seq) position of each row; None = no padding, no gather
+        self.real = batch * seq
+        self.gather = None    # row filling each attention block slot; None = identity
+        self.scatter = None   # block slot of each row; None = identity
+        self.blocks = [(batch, seq, None)]  # (sequences, length, (sequences, length) bool valid or None)
         self._masks = {}
-        if attention_mask is None or bool(attention_mask.all()):
+        # A batch without any real token is garbage in, garbage out: treated as unpadded.
+        if attention_mask is None or bool(attention_mask.all()) or not bool(attention_mask.any()):
             return
+        device = attention_mask.device
         mask = attention_mask.bool()
         flat = mask.reshape(-1)
         self.rows = flat.nonzero().squeeze(1)
-        if not (regroup and TUNING["regroup"]):
+        self.real = len(self.rows)
+        if not regroup:
             self.gather = (flat.cumsum(0) - 1).clamp_(min=0)
             self.scatter = self.rows
             self.blocks = [(batch, seq, mask)]
-            return
-        lengths = mask.sum(1)
-        starts = lengths.cumsum(0) - lengths
-        order = [b for b in sorted(range(batch), key=lengths.tolist().__getitem__) if lengths[b] > 0]
-        sorted_lengths = lengths[order].tolist()
-        gather, scatter, self.blocks, base = [], torch.empty_like(self.rows), [], 0
-        for lo, hi in _partition(sorted_lengths, TUNING["group_overhead"]):
-            seqs, width = torch.tensor(order[lo:hi]), sorted_lengths[hi - 1]
-            n, start = lengths[seqs][:, None], starts[seqs][:, None]
-            t = torch.arange(width)[None]
-            valid = t < n
-            gather.append((start + torch.minimum(t, n - 1)).reshape(-1))
-            scatter[(start + t)[valid]] = base + torch.arange(len(seqs) * width)[valid.reshape(-1)]
-            self.blocks.append((len(seqs), width, None if bool(valid.all()) else valid))
-            base += len(seqs) * width
-        self.gather, self.scatter = torch.cat(gather), scatter
+        else:
+            lengths = mask.sum(1)
+            starts = lengths.cumsum(0) - lengths   # each sequence's first row
+            counts = lengths.tolist()
+            order = [b for b in sorted(range(batch), key=counts.__getitem__) if counts[b] > 0]
+            sorted_counts = [counts[b] for b in order]
+            gather, scatter, self.blocks, base = [], torch.empty_like(self.rows), [], 0
+            for lo, hi in _partition(sorted_counts, BLOCK_OVERHEAD):
+                seqs, width = torch.tensor(order[lo:hi], device=device), sorted_counts[hi - 1]
+                n, start = lengths[seqs][:, None], starts[seqs][:, None]
+                t = torch.arange(width, device=device)[None]
+                valid = t < n
+                gather.append((start + torch.minimum(t, n - 1)).reshape(-1))
+                scatter[(start + t)[valid]] = base + torch.arange(len(seqs) * width, device=device)[valid.reshape(-1)]
+                self.blocks.append((len(seqs), width, None if bool(valid.all()) else valid))
+                base += len(seqs) * width
+            self.gather, self.scatter = torch.cat(gather), scatter
+        self._round_rows()
+
+    def _round_rows(self):
+        """Pad the row count to a multiple of ROW_MULTIPLE with copies of the first token.
+
+        oneDNN JIT-compiles a bf16 matmul kernel for every new shape (~4 ms
+        each), and caches only so many: with exact token counts almost every
+        batch is a new shape, a dozen times per step. The spare rows never
+        reach a real row or the loss, so they change nothing and get zero gradient.
+        """
+        spare = -self.real % ROW_MULTIPLE
+        if spare:
+            self.rows = torch.cat([self.rows, self.rows[:1].expand(spare)])
+            self.scatter = torch.cat([self.scatter, self.scatter[:1].expand(spare)])
 
     def flatten(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, seq, ...) -> (real tokens, width)."""
+        """(batch, seq, ...) -> (rows, width)."""
         x = x.reshape(self.batch * self.seq, -1)
         return x if self.rows is None else x.index_select(0, self.rows)
 
     def pad(self, x: torch.Tensor) -> torch.Tensor:
-        """(real tokens, width) -> (batch, seq, width), zeros at padding."""
+        """(rows, width) -> (batch, seq, width), zeros at padding."""
         if self.rows is not None:
-            x = x.new_zeros(self.batch * self.seq, x.shape[-1]).index_copy(0, self.rows, x)
+            x = x.new_zeros(self.batch * self.seq, x.shape[-1]).index_copy(
+                0, self.rows[:self.real], x[:self.real])
         return x.view(self.batch, self.seq, x.shape[-1])
 
     def to_blocks(self, x: torch.Tensor) -> list:
-        """(real tokens, width) rows -> one (sequences, length, width) tensor per block."""
+        """(rows, width) -> one (sequences, length, width) tensor per attention block."""
         if self.gather is not None:
             x = x.index_select(0, self.gather)
         sizes = [b * t for b, t, _ in self.blocks]
         return [part.view(b, t, -1) for part, (b, t, _) in zip(x.split(sizes), self.blocks)]
 
     def from_blocks(self, parts: list) -> torch.Tensor:
-        """Inverse of `to_blocks`, dropping the padding slots."""
+        """Inverse of `to_blocks`: back to (rows, width), the padding slots dropped."""
         parts = [p.reshape(p.shape[0] * p.shape[1], -1) for p in parts]
         x = parts[0] if len(parts) == 1 else torch.cat(parts)
         return x if self.scatter is None else x.index_select(0, self.scatter)
 
     def key_mask(self, block: int, dtype=None):
-        """Block's keys as SDPA's bool mask (dtype None) or an additive bias; None if unpadded."""
+        """A block's keys as SDPA's bool mask (dtype None) or an additive bias; None if unpadded."""
         valid = self.blocks[block][2]
         if valid is None:
             return None
         if (block, dtype) not in self._masks:
             m = valid[:, None, None, :]
             if dtype is not None:
-                m = torch.zeros(m.shape, dtype=dtype).masked_fill_(~m, torch.finfo(dtype).min)
+                m = torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill_(~m, torch.finfo(dtype).min)
             self._masks[block, dtype] = m
         return self._masks[block, dtype]
 
@@ -266,7 +287,7 @@ class BertSelfAttention(nn.Module):
         for i, qkv in enumerate(layout.to_blocks(F.linear(x, weight, bias))):
             B, T = qkv.shape[:2]
             q, k, v = qkv.view(B, T, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)  # each (B, heads, T, D)
-            if not output_attentions and dropout_p == 0.0 and TUNING["attn_eval"] == "sdpa":
+            if not output_attentions and dropout_p == 0.0:
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=layout.key_mask(i))
             else:
                 y, p = attend(q, k, v, layout.key_mask(i, torch.float32), dropout_p, self.training)
