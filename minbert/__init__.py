@@ -1,4 +1,9 @@
 """minBERT: a from-scratch BERT that loads real checkpoints."""
+import os
+
+# Before torch starts OpenMP: with the default (active) policy, threads spin-wait for a core
+# another process holds, 3-25x slower on a shared 2-core machine (bench/README.md). Overridable.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from .adamw import AdamW
 from .config import BertConfig
 from .errors import CheckpointError, DataError, RunFailure, UserError

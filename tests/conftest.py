@@ -2,6 +2,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+import minbert  # noqa: F401  (first: sets OpenMP's wait policy before torch loads)
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
