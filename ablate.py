@@ -23,7 +23,7 @@ from pathlib import Path
 from minbert import RunFailure, UserError
 from tasks import ablation
 from tasks.data import TASKS
-from tasks.options import add_training_args, validate
+from tasks.options import add_training_args, exit_status, validate
 from tasks.trainer import Interrupted
 
 SWEEP_EPOCHS = 1
@@ -114,15 +114,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     try:
         return ablation.run(parse_args(argv))
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except RunFailure as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except Interrupted as e:
-        print(str(e), file=sys.stderr)
-        return e.exit_code
+    except (UserError, RunFailure, Interrupted) as e:
+        return exit_status(e)
     except KeyboardInterrupt:
         print("interrupted; finished trials are kept in results.jsonl: rerun the same command to resume",
               file=sys.stderr)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from minbert import RunFailure, UserError
-from tasks.options import add_training_args, validate
+from tasks.options import add_training_args, exit_status, validate
 from tasks.predictions import make_submission
 from tasks.trainer import CHECKPOINT, Interrupted, fit, no_checkpoint_error, prepare
 
@@ -80,15 +80,8 @@ def main(argv=None) -> int:
             zip_path = make_submission(Path(args.out) / "submission.zip", REPO, Path(args.out) / "predictions")
             print(f"submission: {zip_path}")
         return 0
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except RunFailure as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except Interrupted as e:
-        print(str(e), file=sys.stderr)
-        return e.exit_code
+    except (UserError, RunFailure, Interrupted) as e:
+        return exit_status(e)
     except KeyboardInterrupt:  # before training started, or a second Ctrl-C
         resumable = args is not None and (Path(args.out) / CHECKPOINT).exists()
         print("interrupted" + (f"; resume with --resume {args.out}" if resumable else ""), file=sys.stderr)

@@ -1,8 +1,9 @@
 """Command-line options shared by `train_multitask.py` and `ablate.py`: same flags, same defaults."""
 import argparse
 import os
+import sys
 
-from minbert import DEFAULT_MODEL, UserError
+from minbert import DEFAULT_MODEL, RunFailure, UserError
 
 from .data import DATA_DIR_ENV, TASKS
 from .samplers import SAMPLERS
@@ -129,3 +130,17 @@ def validate(args) -> None:
             raise UserError(message)
     if args.data_dir is None and os.environ.get(DATA_DIR_ENV):
         args.data_dir = os.environ[DATA_DIR_ENV]
+
+
+def exit_status(error: Exception) -> int:
+    """Print one line for an error a user can meet and return the command's exit status.
+
+    UserError (bad input): 2. RunFailure (non-finite loss, disk full): 1.
+    An interruption (SIGINT/SIGTERM, checkpoint saved): 128 + the signal.
+    """
+    print(f"error: {error}" if isinstance(error, (UserError, RunFailure)) else str(error), file=sys.stderr)
+    if isinstance(error, UserError):
+        return 2
+    if isinstance(error, RunFailure):
+        return 1
+    return getattr(error, "exit_code", 1)
