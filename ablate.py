@@ -7,14 +7,21 @@ train_multitask.py would, and measure.
     python ablate.py --mode probe --task sst
     python ablate.py --mode transfer --data-fractions 0.1
     python ablate.py --mode dynamics --seeds 0,1
+    CUDA_VISIBLE_DEVICES=1 python ablate.py --mode reinit --shard 2/4   # one of four GPUs or machines
+    python ablate.py --mode reinit --summarize                          # merge the shards' results
 
 The sweep folder (--out, default runs/ablate-MODE) receives results.jsonl (one
 line per finished trial: rerunning the same command skips those and retries
 failed ones), summary.csv (mean, std, n and 95% confidence interval over
 seeds), plots/*.png and tensorboard/ (one run per trial, plots under
-'summary'); dynamics also keeps each fine-tuned encoder in models/. Sweeps default to --epochs 1 (train_multitask.py: 3) so that a
-sweep over every layer fits in minutes on a CPU; pass --epochs 3 for the full
-schedule.
+'summary'); dynamics also keeps each fine-tuned encoder in models/. Sweeps
+default to --epochs 1 (train_multitask.py: 3) so that a sweep over every layer
+fits in minutes on a CPU; pass --epochs 3 for the full schedule.
+
+--shard I/N runs the I-th of N disjoint shares of the trials (a trial's share
+is a hash of its name), appending to results.shard-I-of-N.jsonl, so shards on
+several GPUs or machines can share one folder; --summarize then merges every
+results file there and writes the summary.
 """
 import argparse
 import sys
@@ -23,6 +30,7 @@ from pathlib import Path
 from minbert import RunFailure, UserError
 from tasks import ablation
 from tasks.data import TASKS
+from tasks.distributed import launched_world_size
 from tasks.options import add_training_args, exit_status, validate
 from tasks.trainer import Interrupted
 
@@ -54,6 +62,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="fine-tuning seeds; every configuration runs at each (default: --seed)")
     sweep.add_argument("--data-fractions", type=ablation.fraction_list, default=None, metavar="F,...",
                        help="seeded fractions of the training sets, each in (0, 1] (default: --data-fraction)")
+    sweep.add_argument("--shard", type=ablation.shard, default=None, metavar="I/N",
+                       help="run only shard I of N (1-based) of the trials: a trial's shard is a hash of its name, "
+                            "so it stays put when seeds or fractions are added, and shards on several GPUs or "
+                            "machines sharing --out never run or write the same trial; each appends to "
+                            "results.shard-I-of-N.jsonl, skips trials finished in any results file there, and "
+                            "writes the summary if it finishes the sweep (default: every trial, results.jsonl)")
+    sweep.add_argument("--summarize", action="store_true",
+                       help="train nothing: merge every results file in --out (results.jsonl, "
+                            "results.shard-*.jsonl), say how many trials are finished, missing and failed, and "
+                            "write summary.csv, the plots and the summary TensorBoard run from the finished ones "
+                            "(give the same sweep options as the runs)")
 
     reinit = parser.add_argument_group("reinit (BERT's init: N(0, initializer_range) cut at 2 std, "
                                        "biases 0, LayerNorms 1/0; seeded by the trial's seed)")
@@ -102,6 +121,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                 raise UserError(f"--{name.replace('_', '-')} applies to --mode {mode} only")
     if args.trials < 0 or args.dynamics_examples < 1:
         raise UserError("--trials must be >= 0 and --dynamics-examples >= 1")
+    if args.summarize and args.shard is not None:
+        raise UserError("--summarize merges every shard's results: give it without --shard")
     if args.task is not None:
         args.tasks = ",".join(TASKS) if args.task == "all" else args.task
     validate(args)
@@ -113,12 +134,15 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     try:
+        if launched_world_size() > 1:
+            raise UserError("ablate.py runs one process per shard: start one per GPU with --shard I/N "
+                            "(see README), not under torchrun")
         return ablation.run(parse_args(argv))
     except (UserError, RunFailure, Interrupted) as e:
         return exit_status(e)
     except KeyboardInterrupt:
-        print("interrupted; finished trials are kept in results.jsonl: rerun the same command to resume",
-              file=sys.stderr)
+        print("interrupted; finished trials are kept in the sweep folder's results file: rerun the same command "
+              "to resume", file=sys.stderr)
         return 130
 
 

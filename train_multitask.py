@@ -3,6 +3,7 @@
     python train_multitask.py --data-dir ../shared/data/cs224n
     python train_multitask.py --freeze-until 9 --surgery pcgrad --smart
     python train_multitask.py --resume runs/NAME
+    torchrun --nproc_per_node 2 train_multitask.py ...   (DistributedDataParallel)
 
 A run folder receives config.json, TensorBoard events (tensorboard/),
 checkpoint.pt (latest) and best.pt (best overall dev score), metrics.json and
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 
 from minbert import RunFailure, UserError
+from tasks.distributed import SINGLE, barrier, broadcast_from_main, init_world, shutdown
 from tasks.options import add_training_args, exit_status, validate
 from tasks.predictions import make_submission
 from tasks.trainer import CHECKPOINT, Interrupted, fit, no_checkpoint_error, prepare
@@ -64,28 +66,42 @@ def parse_args(argv):
 
 
 def main(argv=None) -> int:
-    args = None
+    args, world = None, SINGLE
     try:
         args = parse_args(argv)
-        inputs = prepare(args)
-        src = inputs.encoder.source
-        print(f"model: {src.name} ({src.resolved_from}, {src.num_layers} layers x {src.hidden_size}) "
-              f"from {src.folder}; device {inputs.device}; run folder {args.out}", flush=True)
-        result = fit(args, inputs, args.out, resume=bool(args.resume))
-        best = result["best"]
-        print(f"best dev (epoch {result['best_epoch']}): " +
-              " ".join(f"{k}={v:.4f}" for k, v in best.items() if v is not None))
-        print(f"predictions in {Path(args.out) / 'predictions'}")
-        if args.submission:
-            zip_path = make_submission(Path(args.out) / "submission.zip", REPO, Path(args.out) / "predictions")
-            print(f"submission: {zip_path}")
-        return 0
+        world = init_world(args.device)
+        args.out = broadcast_from_main(args.out, world)  # a clock-named folder: rank 0's name
+        barrier(world)  # every rank has checked --out before rank 0 writes into it
+        inputs = prepare(args, world=world)
+        if not world.main:  # the other ranks train in step with it, silently
+            fit(args, inputs, args.out, resume=bool(args.resume))
+            return 0
+        return _train(args, inputs)
     except (UserError, RunFailure, Interrupted) as e:
         return exit_status(e)
     except KeyboardInterrupt:  # before training started, or a second Ctrl-C
         resumable = args is not None and (Path(args.out) / CHECKPOINT).exists()
         print("interrupted" + (f"; resume with --resume {args.out}" if resumable else ""), file=sys.stderr)
         return 130
+    finally:
+        shutdown(world)
+
+
+def _train(args, inputs) -> int:
+    """The run as rank 0 (or a single process) reports it."""
+    src = inputs.encoder.source
+    processes = f"; {inputs.world.size} processes ({inputs.world.backend})" if inputs.world.active else ""
+    print(f"model: {src.name} ({src.resolved_from}, {src.num_layers} layers x {src.hidden_size}) "
+          f"from {src.folder}; device {inputs.device}{processes}; run folder {args.out}", flush=True)
+    result = fit(args, inputs, args.out, resume=bool(args.resume))
+    best = result["best"]
+    print(f"best dev (epoch {result['best_epoch']}): " +
+          " ".join(f"{k}={v:.4f}" for k, v in best.items() if v is not None))
+    print(f"predictions in {Path(args.out) / 'predictions'}")
+    if args.submission:
+        zip_path = make_submission(Path(args.out) / "submission.zip", REPO, Path(args.out) / "predictions")
+        print(f"submission: {zip_path}")
+    return 0
 
 
 if __name__ == "__main__":

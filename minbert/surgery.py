@@ -121,3 +121,19 @@ def truncate_layers(model: BertModel, k: int) -> BertModel:
         raise UserError(f"cannot keep {k} layers of a {model.num_layers}-layer model")
     model.encoder.layer = nn.ModuleList(list(model.encoder.layer)[:k])
     return model
+
+
+def set_dropout(model: nn.Module, p: float) -> nn.Module:
+    """Every dropout of `model` (hidden, attention, heads) to probability `p`.
+
+    p = 0 makes training deterministic given the batches: what a comparison of two
+    runs that split batches differently (one process vs several) needs.
+    """
+    if not 0.0 <= p < 1.0:
+        raise UserError(f"dropout must be in [0, 1), got {p}")
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = p
+        if hasattr(module, "dropout_p"):
+            module.dropout_p = p
+    return model

@@ -8,6 +8,11 @@ results.jsonl at once: rerunning the same command skips the trials already
 there (so a killed sweep resumes), and a trial that crashed is recorded as
 "failed" and retried next time rather than silently dropped.
 
+A sweep can be split into shards (`--shard I/N`) run at once on several GPUs
+or machines sharing the folder: a trial's shard is a hash of its name, each
+shard appends to its own results.shard-I-of-N.jsonl, and every results file
+in the folder counts as done and is merged for the summary (`--summarize`).
+
     reinit    re-draw chosen layers or heads with BERT's initialisation
     permute   run the layers in another order
     probe     freeze layers 0..k-1 and train only a linear head on layer k
@@ -48,6 +53,7 @@ from .options import add_training_args
 from .trainer import Interrupted, RunInputs, fit, prepare
 
 RESULTS, SUMMARY = "results.jsonl", "summary.csv"
+SHARD_RESULTS = re.compile(r"results\.shard-\d+-of-\d+\.jsonl")
 POOLINGS = ("first", "mean")          # probe: layer k's raw [CLS] state, or its mean-pooled tokens
 
 
@@ -74,7 +80,7 @@ def _int(text: str, minimum: int = 0) -> int:
 
 
 def int_list(text: str) -> list:
-    return [_int(t) for t in _items(text)]
+    return list(dict.fromkeys(_int(t) for t in _items(text)))
 
 
 def fraction_list(text: str) -> list:
@@ -87,7 +93,7 @@ def fraction_list(text: str) -> list:
         if not 0 < value <= 1:
             raise argparse.ArgumentTypeError(f"{t} is not in (0, 1]")
         out.append(value)
-    return out
+    return list(dict.fromkeys(out))  # "0.1,0.10" is one fraction, not two runs of each trial
 
 
 def from_layer_list(text: str) -> list:
@@ -117,6 +123,19 @@ def head_list(text: str) -> list:
     return out
 
 
+def shard(text: str):
+    """I/N: shard I (1-based) of N, as (I, N); 1/1 is the whole sweep (None)."""
+    index, sep, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i = n = 0
+    if not sep or not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(f"{text!r} is not I/N with 1 <= I <= N (e.g. 2/4: the second of four "
+                                         f"shards)")
+    return None if n == 1 else (i, n)
+
+
 def permutation(text: str) -> list:
     order = [_int(t) for t in text.split(",") if t.strip()]
     if sorted(order) != list(range(len(order))):
@@ -141,11 +160,36 @@ class Trial:
 
     @property
     def name(self) -> str:
-        """The trial's TensorBoard run name: folder-safe."""
-        return re.sub(r"[^A-Za-z0-9._=-]+", "_", f"{self.mode}-{self.config}-seed{self.seed}-frac{self.fraction:g}")
+        """The trial's TensorBoard run name: folder-safe, and one per trial (the fraction in full where :g would
+        round it, or two fractions would share a folder and, for dynamics, a saved model)."""
+        fraction = f"{self.fraction:g}" if float(f"{self.fraction:g}") == self.fraction else repr(self.fraction)
+        return re.sub(r"[^A-Za-z0-9._=-]+", "_", f"{self.mode}-{self.config}-seed{self.seed}-frac{fraction}")
 
     def key(self, fingerprint: str) -> str:
         return f"{self.mode}|{self.config}|seed={self.seed}|fraction={self.fraction!r}|{fingerprint}"
+
+
+def intermediate_stage(trial: Trial, task: str) -> Trial:
+    """The intermediate fine-tuning on `task` a transfer trial starts from; its name is its TensorBoard run."""
+    return dataclasses.replace(trial, config=f"intermediate={task}", params={"via": task}, group="")
+
+
+def shard_of(trial: Trial, count: int) -> int:
+    """The shard (1..count) that runs `trial`: a hash of its name, never of its place in the plan.
+
+    So adding seeds, fractions or layers never moves a trial already assigned,
+    and two shards never write the same trial's folder. Transfer trials hash
+    their intermediate stage instead: the trials that share an intermediate
+    model run in one shard, which trains it once and alone writes its folder.
+    """
+    via = trial.params.get("via") if trial.mode == "transfer" else None
+    unit = intermediate_stage(trial, via).name if via else trial.name
+    return int.from_bytes(hashlib.sha256(unit.encode()).digest()[:8], "big") % count + 1
+
+
+def shard_trials(trials: list, shard) -> list:
+    """The trials of shard (I, N), in plan order; all of them for None."""
+    return trials if shard is None else [t for t in trials if shard_of(t, shard[1]) == shard[0]]
 
 
 @dataclass(frozen=True)
@@ -203,7 +247,8 @@ def plan_permute(args, shape: Shape) -> list:
         if len(args.order) != n:
             raise UserError(f"--order lists {len(args.order)} layers; the model has {n} (a permutation of "
                             f"0..{n - 1})")
-        orders.append(args.order)
+        if args.order not in orders:  # the original order given again would cost one of the --trials
+            orders.append(args.order)
     rng = random.Random(args.permutation_seed)
     wanted = min(len(orders) + args.trials, math.factorial(n))
     while len(orders) < wanted:
@@ -256,6 +301,7 @@ class Sweep:
         self.args, self.inputs, self.out = args, inputs, Path(out_dir)
         self.shape = Shape(inputs.encoder.num_layers, inputs.encoder.config.num_attention_heads)
         self.fingerprint = fingerprint(args, inputs)
+        self.shard = args.shard
         self._intermediate = (None, None)   # transfer: the last intermediate model, reused by the next trial
         self._batches = None
 
@@ -302,7 +348,7 @@ class Sweep:
         key = (task, trial.seed, trial.fraction)
         if self._intermediate[0] != key:
             self._intermediate = (None, None)  # let the previous model go before training the next
-            stage = dataclasses.replace(trial, config=f"intermediate={task}", group="")
+            stage = intermediate_stage(trial, task)
             result = self.fit(stage, self.inputs.encoder, name=stage.name, tasks=(task,))
             self._intermediate = (key, (result["model"].encoder, result["best"]))
         return self._intermediate[1]
@@ -313,15 +359,27 @@ class Sweep:
             self._batches = analysis_batches(self.inputs, self.args.dynamics_examples)
         return self._batches
 
+    def compare(self, a: minbert.BertModel, b: minbert.BertModel) -> dict:
+        """`compare_encoders` on the analysis batches' device (the pretrained and reloaded models are on the CPU)."""
+        device = self.inputs.device  # "cuda" names cuda:0, so the kinds are compared, not the devices
+        a, b = (m if next(m.parameters()).device.type == device.type else copy.deepcopy(m).to(device) for m in (a, b))
+        return compare_encoders(a, b, self.analysis_batches())
+
     def model_path(self, trial: Trial) -> Path:
         return safe_join(self.out, "models", trial.name + ".pt")
 
     def fine_tuned(self, trial: Trial, seed: int) -> minbert.BertModel:
-        """The dynamics fine-tuning of `seed` (saved by its trial; redone if the file is gone)."""
+        """The dynamics fine-tuning of `seed` (saved by its trial; redone if the file is not there yet).
+
+        Under --shard that trial may belong to another shard, still running:
+        the redone fine-tuning logs under a name of this shard's own (the
+        model file is written atomically, so either copy is whole).
+        """
         finetune = Trial("dynamics", "finetune", {"kind": "finetune"}, seed, trial.fraction)
         path = self.model_path(finetune)
         if not path.exists():
-            run_dynamics(self, finetune)
+            name = finetune.name + (f"-redone-shard-{self.shard[0]}-of-{self.shard[1]}" if self.shard else "")
+            fine_tune_and_save(self, finetune, name)
         encoder = self.pretrained_copy()
         encoder.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
         return encoder
@@ -371,11 +429,16 @@ def run_transfer(sweep: Sweep, trial: Trial) -> dict:
 def run_dynamics(sweep: Sweep, trial: Trial) -> dict:
     if trial.params["kind"] == "seeds":
         a, b = (sweep.fine_tuned(trial, s) for s in trial.params["seeds"])
-        return {"curves": compare_encoders(a, b, sweep.analysis_batches())}
-    result = sweep.fit(trial, sweep.inputs.encoder)
-    encoder = result["model"].encoder
-    atomic_save_torch(sweep.model_path(trial), encoder.state_dict())
-    result["curves"] = compare_encoders(sweep.inputs.encoder, encoder, sweep.analysis_batches())
+        return {"curves": sweep.compare(a, b)}
+    result = fine_tune_and_save(sweep, trial)
+    result["curves"] = sweep.compare(sweep.inputs.encoder, result["model"].encoder)
+    return result
+
+
+def fine_tune_and_save(sweep: Sweep, trial: Trial, name: Optional[str] = None) -> dict:
+    """Fine-tune for dynamics and keep the encoder in models/, for the seed-vs-seed comparisons."""
+    result = sweep.fit(trial, sweep.inputs.encoder, name=name)
+    atomic_save_torch(sweep.model_path(trial), result["model"].encoder.state_dict())
     return result
 
 
@@ -444,26 +507,45 @@ def fingerprint(args, inputs: RunInputs) -> str:
 
     Every training option counts, the weights and data by their hashes (not
     their paths), so a rerun with other options starts afresh in the same folder.
+    Where it runs does not count (--device, the data's path): shards on other
+    machines, and --summarize on a machine without a GPU, must agree on it.
     """
     options = vars(add_training_args(argparse.ArgumentParser()).parse_args([]))
     values = {k: getattr(args, k) for k in sorted(set(options) - {"seed", "data_fraction", "out", "checkpoint_every",
-                                                                   "model", "data_dir"})}
+                                                                   "model", "data_dir", "device"})}
     values["tasks"] = ",".join(args.task_list)
     values["weights"] = inputs.encoder.source.weights_sha256 if inputs.encoder.source else args.model
-    values["data"] = inputs.data_record
+    values["data"] = {task: {split: d and {k: v for k, v in d.items() if k != "path"} for split, d in splits.items()}
+                      for task, splits in inputs.data_record.items()}
     if args.mode == "dynamics":
         values["dynamics_examples"] = args.dynamics_examples
     return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def results_name(shard) -> str:
+    return RESULTS if shard is None else f"results.shard-{shard[0]}-of-{shard[1]}.jsonl"
+
+
+def results_files(folder: Path) -> list:
+    """results.jsonl and every shard's file, whatever shard count they were run with."""
+    return sorted(p for p in folder.glob("results*.jsonl") if p.name == RESULTS or SHARD_RESULTS.fullmatch(p.name))
+
+
 def load_results(path: Path) -> list:
-    """The finished trials; a torn last line (a killed write) is dropped from the file too."""
+    """The trials recorded in this process's own results file; a torn last line (a killed write) is dropped from
+    the file too."""
     records = read_jsonl(path)
     if path.exists():
         data = path.read_bytes()
         if data and (not data.endswith(b"\n") or len([l for l in data.split(b"\n") if l.strip()]) != len(records)):
             atomic_write_text(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in records))
     return records
+
+
+def merged_results(folder: Path, own: Optional[Path] = None) -> list:
+    """Every record of every results file in the folder. Only `own` is repaired: the other files are other
+    shards', possibly being appended to right now, and rewriting one could drop the line being appended."""
+    return [r for path in results_files(folder) for r in (load_results(path) if path == own else read_jsonl(path))]
 
 
 def attempt(sweep: Sweep, trial: Trial) -> dict:
@@ -479,11 +561,16 @@ def attempt(sweep: Sweep, trial: Trial) -> dict:
     except Exception as e:
         return {**record, "status": "failed", "error": f"{type(e).__name__}: {e}",
                 "traceback": traceback.format_exc(limit=-8), "wall_time_s": round(time.time() - started, 1),
-                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                "finished_at": _utc_now()}
     found = {"dev": result.get("best"), "dev_final": result.get("final"), "best_epoch": result.get("best_epoch"),
              "steps": result.get("steps"), "curves": result.get("curves"), "info": result.get("info")}
     return {**record, "status": "ok", **{k: v for k, v in found.items() if v is not None},
-            "wall_time_s": round(time.time() - started, 1), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            "wall_time_s": round(time.time() - started, 1), "finished_at": _utc_now()}
+
+
+def _utc_now() -> str:
+    """UTC, so that shards on machines in other time zones agree on which record of a trial is the latest."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 class Progress:
@@ -529,25 +616,49 @@ def headline_metric(tasks) -> str:
 
 
 def run(args) -> int:
-    """Plan, run (skipping finished trials), summarise and plot one sweep; 1 if a trial failed."""
+    """Plan, run (skipping finished trials), summarise and plot one sweep, or one shard of it; 1 if a trial
+    failed. With --summarize, only merge the results files and write the summary."""
+    if args.summarize:
+        args.device = "cpu"  # nothing trains; the fingerprint does not depend on it
     inputs = prepare(args)
     sweep = Sweep(args, inputs, args.out)
     trials = MODES[args.mode].plan(args, sweep.shape)  # out-of-range layers/heads stop here, before any trial
     src = inputs.encoder.source
     print(f"model: {src.name} ({src.resolved_from}, {src.num_layers} layers x {sweep.shape.num_heads} heads); "
           f"device {inputs.device}; sweep folder {args.out}", flush=True)
+    if args.summarize:
+        if not results_files(sweep.out):
+            raise UserError(f"{sweep.out}: no results.jsonl or results.shard-*.jsonl to summarise (--out must be "
+                            f"the sweep's folder)")
+        records = merged_results(sweep.out)
+        note_other_options(sweep, records)
+        report(sweep, trials, records)
+        return 0
     if args.mode == "dynamics" and len(args.seed_list) < 2:
         print("note: one seed, so no seed-vs-seed comparison (pass --seeds 0,1 for one)", flush=True)
-    path = sweep.out / RESULTS
-    previous = load_results(path)
-    done = {r["key"] for r in previous if r.get("status") == "ok"}
-    pending = [t for t in trials if t.key(sweep.fingerprint) not in done]
-    print(f"{args.mode}: {len(trials)} trials, {len(trials) - len(pending)} already in {path}", flush=True)
-    others = sum(r.get("mode") == args.mode and r.get("fingerprint") != sweep.fingerprint for r in previous)
-    if others:
-        print(f"note: {others} lines of {path} were run with other training options, model or data; they are "
-              f"left out of this sweep's summary", flush=True)
-    progress = Progress(len(trials), len(trials) - len(pending))
+    path = sweep.out / results_name(args.shard)
+    previous = merged_results(sweep.out, own=path)
+    done = {r["key"] for r in finished(previous, args.mode, sweep.fingerprint)}
+    mine = shard_trials(trials, args.shard)
+    pending = [t for t in mine if t.key(sweep.fingerprint) not in done]
+    share = f"shard {args.shard[0]}/{args.shard[1]}: {len(mine)} of {len(trials)}" if args.shard else len(trials)
+    print(f"{args.mode}: {share} trials, {len(mine) - len(pending)} already finished in {sweep.out}; results go to "
+          f"{path.name}", flush=True)
+    note_other_options(sweep, previous)
+    failed = run_trials(sweep, pending, len(mine), path)
+    if not report(sweep, trials, merged_results(sweep.out, own=path), write=args.shard is None):
+        print(f"summary: written by the shard that finishes the sweep, or now by the same command with "
+              f"--summarize in place of --shard", flush=True)
+    if failed:
+        print(f"error: {failed} of {len(pending)} trials failed (recorded in {path}); rerun the same command to "
+              f"retry them", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_trials(sweep: Sweep, pending: list, total: int, path: Path) -> int:
+    """Run and record each trial as it finishes; the number that failed."""
+    progress = Progress(total, total - len(pending))
     failed = 0
     try:
         for trial in pending:
@@ -560,25 +671,47 @@ def run(args) -> int:
                                              f"command to resume") from None
     finally:
         progress.close()
-    records = finished(load_results(path), args.mode, sweep.fingerprint)
-    rows = summarise(records)
+    return failed
+
+
+def note_other_options(sweep: Sweep, records: list):
+    others = sum(r.get("mode") == sweep.args.mode and r.get("fingerprint") != sweep.fingerprint for r in records)
+    if others:
+        print(f"note: {others} lines of the results in {sweep.out} were run with other training options, model or "
+              f"data; they are left out of this sweep's summary", flush=True)
+
+
+def report(sweep: Sweep, trials: list, records: list, write: bool = True) -> bool:
+    """Print how many of the sweep's trials are finished, missing and failed, over every results file, and
+    write summary.csv and the plots; a shard (write=False) writes them only once the sweep is complete, so
+    two shards finishing at once both write the same thing. Whether they were written."""
+    ok = finished(records, sweep.args.mode, sweep.fingerprint)
+    ok_keys = {r["key"] for r in ok}
+    failed_keys = {r["key"] for r in records if r.get("status") == "failed"} - ok_keys
+    keys = [t.key(sweep.fingerprint) for t in trials]
+    n_ok, n_failed = sum(k in ok_keys for k in keys), sum(k in failed_keys for k in keys)
+    print(f"sweep: {len(trials)} trials: {n_ok} finished, {len(trials) - n_ok - n_failed} missing, {n_failed} "
+          f"failed", flush=True)
+    if not write and n_ok < len(trials):
+        return False
+    rows = summarise(ok)
     write_summary(sweep.out / SUMMARY, rows)
-    written = write_plots(sweep, records, rows, headline_metric(inputs.tasks))
+    written = write_plots(sweep, ok, rows, headline_metric(sweep.inputs.tasks))
     print(f"summary: {sweep.out / SUMMARY}; plots: {', '.join(written) or 'none'}", flush=True)
-    if failed:
-        print(f"error: {failed} of {len(pending)} trials failed (recorded in {path}); rerun the same command to "
-              f"retry them", file=sys.stderr)
-        return 1
-    return 0
+    return True
 
 
 # ---------------------------------------------------------------------------- summary and plots
 
 
 def finished(records: list, mode: str, fp: str) -> list:
-    """This sweep's successful trials, the latest line per trial."""
-    latest = {r["key"]: r for r in records if r.get("status") == "ok" and r.get("mode") == mode
-              and r.get("fingerprint") == fp}
+    """This sweep's successful trials, one record per trial however many files hold it (the latest), so a
+    trial run twice counts once in the intervals."""
+    latest = {}
+    for r in records:
+        if r.get("status") == "ok" and r.get("mode") == mode and r.get("fingerprint") == fp and \
+                r.get("finished_at", "") >= latest.get(r["key"], {}).get("finished_at", ""):
+            latest[r["key"]] = r
     return list(latest.values())
 
 

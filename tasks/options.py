@@ -73,6 +73,9 @@ def add_training_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     train.add_argument("--precision", choices=("bf16", "fp32"), default="bf16",
                        help="bf16 autocast (CPU and CUDA) or full fp32 (default: %(default)s)")
     train.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ... (default: auto)")
+    train.add_argument("--dropout", type=float, default=None, metavar="P",
+                       help="every dropout probability (encoder and heads); 0 makes a run deterministic "
+                            "given its batches (default: the checkpoint's config.json, heads 0.1)")
     train.add_argument("--skip-nonfinite", action="store_true",
                        help="skip (and count) batches whose loss is NaN/inf instead of stopping")
 
@@ -117,6 +120,7 @@ def validate(args) -> None:
         (0 <= args.warmup < 1, f"--warmup must be in [0, 1), got {args.warmup}"),
         (args.weight_decay >= 0, f"--weight-decay must be >= 0, got {args.weight_decay}"),
         (args.max_grad_norm > 0, f"--max-grad-norm must be > 0, got {args.max_grad_norm}"),
+        (args.dropout is None or 0 <= args.dropout < 1, f"--dropout must be in [0, 1), got {args.dropout}"),
         (args.seed >= 0, f"--seed must be >= 0, got {args.seed}"),
         (args.max_length >= 8, f"--max-length must be >= 8, got {args.max_length}"),
         (args.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {args.checkpoint_every}"),

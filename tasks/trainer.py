@@ -8,6 +8,7 @@ course's prediction files. Every file is written atomically, and a killed
 run resumes from its last checkpoint with the same result as an unbroken one.
 """
 import copy
+import io
 import json
 import math
 import os
@@ -18,19 +19,23 @@ import signal
 import sys
 import time
 import zipfile
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
 import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 import minbert
 from minbert import CheckpointError, RunFailure, UserError
 from minbert.surgery import resolve_freeze_until
 
 from . import data as data_mod
+from .distributed import (SINGLE, World, agreed_signal, all_reduce_mean_, barrier, device_for, gather_objects,
+                          local_batch_indices)
 from .encoded import EncodedSplit, encode_split, make_batch
 from .fileio import atomic_save_torch, atomic_write_json, remove_stale_temp_files
 from .gradient_surgery import assign_flat_grad, dominant, flatten_grads, pcgrad
@@ -56,6 +61,7 @@ class RunInputs:
     device: torch.device
     tasks: tuple = ()
     extra: dict = field(default_factory=dict)
+    world: World = SINGLE         # the processes torchrun started (tasks.distributed)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -75,7 +81,9 @@ def load_encoder(args) -> minbert.BertModel:
     return minbert.from_pretrained(args.model, fallback_to_embedded=args.model == minbert.DEFAULT_MODEL)
 
 
-def prepare(args, warn: Optional[Callable] = None) -> RunInputs:
+def prepare(args, warn: Optional[Callable] = None, world: World = SINGLE) -> RunInputs:
+    if not world.main:
+        warn = _silent  # rank 0 reports the data problems, once
     encoder = load_encoder(args)
     resolve_freeze_until(encoder, args.freeze_until)  # a bad K fails before any data work
     # Never more tokens than the model has positions, whatever its tokenizer_config.json claims.
@@ -88,7 +96,12 @@ def prepare(args, warn: Optional[Callable] = None) -> RunInputs:
         record[task] = {s: (d.describe() if d is not None else None) for s, d in splits.items()}
         data[task] = {s: (encode_split(d, tokenizer, args.pair_mode) if d is not None else None)
                       for s, d in splits.items()}
-    return RunInputs(encoder, tokenizer, data, record, resolve_device(args.device), tuple(args.task_list))
+    return RunInputs(encoder, tokenizer, data, record, device_for(world, resolve_device(args.device)),
+                     tuple(args.task_list), world=world)
+
+
+def _silent(message: str) -> None:
+    pass
 
 
 def ensure_data_dir(data_dir) -> Path:
@@ -119,19 +132,28 @@ def subsample_split(split: EncodedSplit, fraction: float, seed: int) -> EncodedS
 
 @torch.no_grad()
 def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch_size: int,
-            precision: str) -> list:
-    """Predictions in the split's order; batches sorted by length so little is padding."""
+            precision: str, world: World = SINGLE) -> list:
+    """Predictions in the split's order; batches sorted by length so little is padding.
+
+    Under torchrun the batches are dealt out to the ranks and the predictions gathered:
+    every rank returns the whole list, the same as one process would.
+    """
     model.eval()
     spec = task_spec(split.task, model.pair_mode)
     order = sorted(range(len(split)), key=split.lengths.__getitem__)
-    out = [None] * len(split)
-    for start in range(0, len(order), batch_size):
+    mine = {}
+    for b, start in enumerate(range(0, len(order), batch_size)):
+        if b % world.size != world.rank:
+            continue
         idx = order[start:start + batch_size]
         batch = make_batch(split, idx, tokenizer, device)
         batch.pop("labels", None)
         with autocast(device, precision):
             values = spec.predict(model(split.task, batch)).float().cpu().tolist()
-        for i, v in zip(idx, values):
+        mine.update(zip(idx, values))
+    out = [None] * len(split)
+    for part in gather_objects(mine, world):
+        for i, v in part.items():
             out[i] = v
     return out
 
@@ -140,7 +162,7 @@ def evaluate(model, inputs: RunInputs, precision: str, batch_size: int, split: s
     metrics = {}
     for task in inputs.tasks:
         part = inputs.data[task][split]
-        preds = predict(model, part, inputs.tokenizer, inputs.device, batch_size, precision)
+        preds = predict(model, part, inputs.tokenizer, inputs.device, batch_size, precision, inputs.world)
         gold = part.labels.tolist()
         metrics[task] = accuracy(preds, gold) if task != "sts" else pearson(preds, gold)
     metrics["overall"] = overall_score(metrics.get("sst"), metrics.get("quora"), metrics.get("sts"))
@@ -186,6 +208,16 @@ def rng_state() -> dict:
     return {"torch": torch.get_rng_state(), "python": random.getstate(),
             "numpy": [np_state[0], torch.from_numpy(np_state[1].copy()), *np_state[2:]],
             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def rng_states(world: World) -> list:
+    """Every rank's `rng_state()`, in rank order. Sent as torch.save bytes: all_gather_object's own
+    pickling of tensors fails on CPU in torch 2.13."""
+    if not world.active:
+        return [rng_state()]
+    buffer = io.BytesIO()
+    torch.save(rng_state(), buffer)
+    return [torch.load(io.BytesIO(b), weights_only=True) for b in gather_objects(buffer.getvalue(), world)]
 
 
 def set_rng_state(state: dict):
@@ -299,6 +331,8 @@ def build_model(args, inputs: RunInputs, encoder: Optional[minbert.BertModel] = 
         print(f"note: --freeze-until {args.freeze_until} is beyond the model's {encoder.num_layers} layers: "
               f"the whole encoder is frozen (only the pooler and heads train)", file=sys.stderr)
     model = MultitaskModel(encoder, inputs.tasks, args.pair_mode, args.pooling)
+    if args.dropout is not None:
+        minbert.set_dropout(model, args.dropout)
     model.frozen_layers = frozen
     return model.to(inputs.device)
 
@@ -332,9 +366,13 @@ def fit(args, inputs: RunInputs, out_dir, encoder: Optional[minbert.BertModel] =
     `encoder` replaces the pretrained one (an ablation's modified copy); `writer` is
     a TensorBoard SummaryWriter to log into instead of the run's own; with
     `write_outputs=False` nothing is written at all (no checkpoints, no resume).
+    `result["model"]` holds the best epoch's weights, as best.pt does.
     """
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    world = inputs.world
+    writes = write_outputs and world.main  # under torchrun only rank 0 writes files
+    if writes:
+        out_dir.mkdir(parents=True, exist_ok=True)
     device, tok = inputs.device, inputs.tokenizer
     torch.manual_seed(args.seed)
     random.seed(args.seed)
@@ -352,6 +390,7 @@ def fit(args, inputs: RunInputs, out_dir, encoder: Optional[minbert.BertModel] =
     specs = {t: task_spec(t, args.pair_mode) for t in inputs.tasks}
     shared = [p for p in model.encoder.parameters() if p.requires_grad]
     surgery_rng = np.random.default_rng(args.seed)
+    loss_fn = TaskLoss(model, specs, smart, args.precision)
 
     state = {"epoch": 0, "step_in_epoch": 0, "global_step": 0, "best": None, "history": [],
              "nonfinite_skipped": 0}
@@ -365,18 +404,28 @@ def fit(args, inputs: RunInputs, out_dir, encoder: Optional[minbert.BertModel] =
                 smart.load_state_dict(ckpt["smart"])
             surgery_rng.bit_generator.state = json.loads(ckpt["surgery_rng"])
             state = json.loads(ckpt["progress"])
-            set_rng_state(ckpt["rng"])
+            per_rank = ckpt.get("rng_ranks") or []
+            set_rng_state(per_rank[world.rank] if world.active and len(per_rank) == world.size
+                          else ckpt["rng"])
         except (KeyError, TypeError, ValueError, RuntimeError) as e:  # another run's, or another version's
             raise CheckpointError(f"{out_dir / CHECKPOINT}: does not fit this run ({_first_line(e)})") from None
-        remove_stale_temp_files(out_dir)  # half-written files of the killed process
-    elif write_outputs:
-        with _writing(out_dir / "config.json"):
-            atomic_write_json(out_dir / "config.json", run_record(args, inputs, {
-                **(record_extra or {}), "steps_per_epoch": per_epoch, "total_steps": total,
-                "frozen_layers": model.frozen_layers, "sampler": sampler_name,
-                "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}))
+        if writes:
+            remove_stale_temp_files(out_dir)  # half-written files of the killed process
+    else:
+        if world.active:  # same weights on every rank, a different dropout stream on each
+            torch.manual_seed(int(np.random.SeedSequence([args.seed, world.rank]).generate_state(1)[0]))
+        if writes:
+            with _writing(out_dir / "config.json"):
+                atomic_write_json(out_dir / "config.json", run_record(args, inputs, {
+                    **(record_extra or {}), "steps_per_epoch": per_epoch, "total_steps": total,
+                    "frozen_layers": model.frozen_layers, "sampler": sampler_name, **world.describe(),
+                    "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}))
+    if world.active:
+        # Each forward uses one task's head only, so the other heads are unused parameters.
+        loss_fn = DistributedDataParallel(loss_fn, device_ids=[device.index] if device.type == "cuda" else None,
+                                          find_unused_parameters=True)
 
-    own_writer = writer is None and write_outputs
+    own_writer = writer is None and writes
     if own_writer:
         from torch.utils.tensorboard import SummaryWriter
         # Events after the checkpoint's step were logged by the killed process: TensorBoard drops them.
@@ -386,29 +435,33 @@ def fit(args, inputs: RunInputs, out_dir, encoder: Optional[minbert.BertModel] =
     def checkpoint():
         if not write_outputs:
             return
+        per_rank = rng_states(world)  # a collective: every rank takes part
+        if not writes:
+            return
         if writer is not None:
             writer.flush()  # every event up to this step is on disk before the step is
         save_checkpoint(out_dir, {
             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(), "smart": smart.state_dict() if smart else None,
             "surgery_rng": json.dumps(surgery_rng.bit_generator.state), "progress": json.dumps(state),
-            "rng": rng_state()})
+            "rng": per_rank[0], "rng_ranks": per_rank if world.active else None})
 
-    def stop_if_asked():
-        if stop.signal is not None:
-            name = signal.Signals(stop.signal).name
-            raise Interrupted(stop.signal, f"stopped by {name} at step {state['global_step']}; "
-                                           f"checkpoint saved; resume with --resume {out_dir}")
+    def stop_if_asked(signum):
+        if signum is not None:
+            name = signal.Signals(signum).name
+            raise Interrupted(signum, f"stopped by {name} at step {state['global_step']}; "
+                                      f"checkpoint saved; resume with --resume {out_dir}")
 
     def evaluated() -> bool:
         """The dev scores of the current step are in the history (a resumed finished run)."""
         return bool(state["history"]) and state["history"][-1]["step"] == state["global_step"]
 
     def log(text):
-        if not quiet:
+        if not quiet and world.main:
             print(text, flush=True)
 
-    show_bars = sys.stdout.isatty() and not quiet
+    show_bars = sys.stdout.isatty() and not quiet and world.main
+    best_weights = None
     started = time.time()
     try:
         with _Stop() as stop:
@@ -419,8 +472,8 @@ def fit(args, inputs: RunInputs, out_dir, encoder: Optional[minbert.BertModel] =
                 bar = _bar(show_bars, per_epoch, state["step_in_epoch"], f"epoch {epoch + 1}/{args.epochs}")
                 while state["step_in_epoch"] < per_epoch and state["global_step"] < total:
                     step = plan[state["step_in_epoch"]]
-                    losses = train_step(args, model, optimizer, step, train, tok, device, specs, smart,
-                                        shared, surgery_rng, writer, state["global_step"])
+                    losses = train_step(args, model, loss_fn, optimizer, step, train, tok, device, shared,
+                                        surgery_rng, world, state["global_step"])
                     if losses is None:
                         state["nonfinite_skipped"] += 1
                     else:
@@ -437,10 +490,11 @@ def fit(args, inputs: RunInputs, out_dir, encoder: Optional[minbert.BertModel] =
                         writer.add_scalar("train/lr", scheduler.get_last_lr()[0], state["global_step"])
                     at_end = state["step_in_epoch"] >= per_epoch or state["global_step"] >= total
                     due = args.checkpoint_every and state["global_step"] % args.checkpoint_every == 0
+                    signum = agreed_signal(stop.signal, world)  # all ranks stop at the same step
                     # At an epoch's or the run's end the checkpoint after the evaluation follows.
-                    if stop.signal is not None or (due and not at_end):
+                    if signum is not None or (due and not at_end):
                         checkpoint()
-                        stop_if_asked()
+                        stop_if_asked(signum)
                 if bar is not None:
                     bar.close()
                 epoch_done = state["step_in_epoch"] >= per_epoch
@@ -457,28 +511,34 @@ def fit(args, inputs: RunInputs, out_dir, encoder: Optional[minbert.BertModel] =
                     f" ({entry['elapsed_s']:.0f}s)")
                 if state["best"] is None or (metrics["overall"] or 0) > state["best"]["dev"]["overall"]:
                     state["best"] = entry
-                    if write_outputs:
+                    if writes:
                         with _writing(out_dir / BEST):
                             atomic_save_torch(out_dir / BEST, {"model": model.state_dict(), "epoch": epoch + 1})
+                    elif not write_outputs:  # nowhere to save it: the caller still gets the best model
+                        best_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
                 if epoch_done:
                     state["epoch"] += 1
                     state["step_in_epoch"] = 0
                 checkpoint()
-                stop_if_asked()  # a signal during the evaluation
+                stop_if_asked(agreed_signal(stop.signal, world))  # a signal during the evaluation
 
         best = state["best"]
         result = {"final": state["history"][-1]["dev"], "best": best["dev"], "best_epoch": best["epoch"],
                   "best_step": best["step"], "history": state["history"], "steps": state["global_step"],
                   "nonfinite_skipped": state["nonfinite_skipped"]}
+        if not write_outputs and best["step"] != state["global_step"]:
+            model.load_state_dict(best_weights)
         if write_outputs:
             if best["step"] != state["global_step"]:
+                barrier(world)  # rank 0 has written best.pt
                 best_state = torch.load(out_dir / BEST, map_location="cpu", weights_only=True)
                 model.load_state_dict(best_state["model"])
             if save_predictions:
                 with _writing(out_dir / "predictions"):
                     write_all_predictions(model, inputs, out_dir / "predictions", args)
-            with _writing(out_dir / "metrics.json"):
-                atomic_write_json(out_dir / "metrics.json", result)
+            if writes:
+                with _writing(out_dir / "metrics.json"):
+                    atomic_write_json(out_dir / "metrics.json", result)
             if own_writer:
                 writer.add_hparams(_hparams(args), {f"hparam/{k}": v for k, v in best["dev"].items()
                                                     if v is not None}, run_name="hparams")
@@ -508,48 +568,82 @@ def _smart_config(args) -> SmartConfig:
                        eta=args.smart_eta, steps=args.smart_steps, mu=args.smart_mu, beta=args.smart_beta)
 
 
-def task_loss(args, model, task, batch, spec, smart, device):
-    """The task's loss (plus SMART's terms); returns (total, {log name: value})."""
-    labels = batch.pop("labels")
-    with autocast(device, args.precision):
-        outputs = model(task, batch)
-        loss = spec.loss(outputs, labels)
-        logs = {f"train/loss/{task}": loss.detach()}
-        if smart is not None:
-            terms = smart.regularisers(task, batch, outputs)
-            for name, value in terms.items():
-                logs[f"smart/{name}/{task}"] = value.detach()
-                loss = loss + value
-    return loss, logs
+class TaskLoss(nn.Module):
+    """One task's loss on one batch, plus SMART's terms: the forward that DDP wraps.
+
+    `weight` scales the batch's mean loss by the rank's share of the global batch
+    (1 in a single process), and the logged values with it, so that their mean
+    over ranks is the global batch's mean.
+    """
+
+    def __init__(self, model: MultitaskModel, specs: dict, smart: Optional[Smart], precision: str):
+        super().__init__()
+        self.model = model
+        self.specs, self.smart, self.precision = specs, smart, precision
+
+    def forward(self, task: str, batch: dict, weight: float = 1.0):
+        labels = batch.pop("labels")
+        device = labels.device
+        with autocast(device, self.precision):
+            outputs = self.model(task, batch)
+            loss = self.specs[task].loss(outputs, labels)
+            logs = {f"train/loss/{task}": loss.detach()}
+            if self.smart is not None:
+                for name, value in self.smart.regularisers(task, batch, outputs).items():
+                    logs[f"smart/{name}/{task}"] = value.detach()
+                    loss = loss + value
+        if weight != 1.0:
+            loss = loss * weight
+            logs = {k: v * weight for k, v in logs.items()}
+        return loss, logs
 
 
-def train_step(args, model, optimizer, step: dict, train: dict, tok, device, specs, smart, shared,
-               surgery_rng, writer, global_step) -> Optional[dict]:
-    """One optimizer step; returns the values to log, or None if the step was skipped (non-finite)."""
+def train_step(args, model, loss_fn, optimizer, step: dict, train: dict, tok, device, shared,
+               surgery_rng, world: World, global_step) -> Optional[dict]:
+    """One optimizer step; returns the values to log, or None if the step was skipped (non-finite).
+
+    Each task's batch runs forward and backward in turn (one graph in memory at a time). Under
+    DDP, gradients are all-reduced once per step: the backward of the step's last task syncs,
+    the others run under `no_sync` and accumulate. With gradient surgery every backward runs
+    under `no_sync`, and each task's flattened encoder gradient is all-reduced (averaged over
+    ranks) on its own before the projection, so PCGrad sees the global per-task gradients;
+    the heads' gradients are all-reduced once at the end.
+    """
     optimizer.zero_grad(set_to_none=True)
+    surgery = args.surgery != "none"
     logs, task_grads = {}, {}
-    for task, indices in step.items():
+    tasks = list(step)
+    for n, task in enumerate(tasks):
+        indices, weight = local_batch_indices(step[task], world)
         batch = make_batch(train[task], indices, tok, device)
-        loss, task_logs = task_loss(args, model, task, batch, specs[task], smart, device)
-        if not torch.isfinite(loss):
-            return _nonfinite(args, optimizer, f"loss ({loss.item()})", global_step, task)
+        accumulate = world.active and (surgery or n < len(tasks) - 1)
+        with loss_fn.no_sync() if accumulate else nullcontext():
+            loss, task_logs = loss_fn(task, batch, weight)
+            if surgery:
+                for p in shared:
+                    p.grad = None
+            loss.backward()  # even of a non-finite loss: DDP's all-reduce, once begun, must complete
+        task_logs = _mean_over_ranks(task_logs, world)  # so every rank sees the same non-finite loss
+        bad = [v for v in task_logs.values() if not torch.isfinite(v)]
+        if bad:
+            return _nonfinite(args, optimizer, f"loss ({bad[0].item()})", global_step, task)
         logs.update(task_logs)
-        if args.surgery != "none":
-            for p in shared:
-                p.grad = None
-            loss.backward()
-            task_grads[task] = flatten_grads(shared)
-        else:
-            loss.backward()
-    if args.surgery != "none" and len(task_grads) > 1:
+        if surgery:
+            task_grads[task] = all_reduce_mean_(flatten_grads(shared), world)
+    if surgery:
+        if world.active:
+            in_shared = {id(p) for p in shared}
+            heads = [p for p in model.parameters() if p.grad is not None and id(p) not in in_shared]
+            assign_flat_grad(heads, all_reduce_mean_(flatten_grads(heads), world))
         combine = pcgrad if args.surgery == "pcgrad" else (lambda g, rng: dominant(g))
-        merged, stats = combine(task_grads, surgery_rng)
+        if len(task_grads) > 1:
+            merged, stats = combine(task_grads, surgery_rng)
+            logs["surgery/conflicts"] = stats.conflicts
+            for (a, b), cos in stats.cosines.items():
+                logs[f"surgery/cos/{a}-{b}"] = cos
+        else:
+            merged = next(iter(task_grads.values()))
         assign_flat_grad(shared, merged)
-        logs["surgery/conflicts"] = stats.conflicts
-        for (a, b), cos in stats.cosines.items():
-            logs[f"surgery/cos/{a}-{b}"] = cos
-    elif args.surgery != "none":
-        assign_flat_grad(shared, next(iter(task_grads.values())))
     norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
                                           args.max_grad_norm)
     if not torch.isfinite(norm):  # a finite loss can still overflow in the backward pass
@@ -557,6 +651,14 @@ def train_step(args, model, optimizer, step: dict, train: dict, tok, device, spe
     logs["train/grad_norm"] = norm
     optimizer.step()
     return {k: float(v) for k, v in logs.items()}
+
+
+def _mean_over_ranks(logs: dict, world: World) -> dict:
+    """The loss values of all ranks' shares, as the global batch's means (one all-reduce)."""
+    if not world.active:
+        return logs
+    values = all_reduce_mean_(torch.stack([v.float() for v in logs.values()]), world)
+    return dict(zip(logs, values))
 
 
 def _nonfinite(args, optimizer, what: str, global_step: int, task: str) -> None:
@@ -576,7 +678,8 @@ def write_all_predictions(model, inputs: RunInputs, folder: Path, args):
             if part is None:
                 continue  # the reader already said, in one line, that the file is missing
             values = predict(model, part, inputs.tokenizer, inputs.device, args.eval_batch_size,
-                             args.precision)
+                             args.precision, inputs.world)
             if task == "sts":
                 values = [round(float(v), 4) for v in values]
-            write_predictions(folder, task, split, part.ids, values)
+            if inputs.world.main:
+                write_predictions(folder, task, split, part.ids, values)

@@ -1,6 +1,8 @@
-"""ablate.py on small real-format data: leaves, resuming, failures, probes, dynamics, transfer, bad input."""
+"""ablate.py on small real-format data: leaves, resuming, failures, probes, dynamics, transfer, shards, bad input."""
+import csv
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -128,7 +130,83 @@ def test_transfer_fills_the_ordered_pair_matrix(small_data_dir, tmp_path):
     assert (out / "tensorboard" / "transfer-intermediate=sst-seed0-frac1").is_dir()
 
 
+def _plan(*argv):
+    args = ablate.parse_args([*argv, *BASE])
+    return ablation.MODES[args.mode].plan(args, ablation.Shape(num_layers=6, num_heads=12))
+
+
+@pytest.mark.parametrize("mode", [["--mode", "reinit", "--heads", "2:*"], ["--mode", "transfer", "--task", "all"]])
+def test_shards_partition_the_trials_and_keep_them_when_seeds_are_added(mode):
+    trials = _plan(*mode, "--seeds", "0,1", "--data-fractions", "0.1,1")
+    names = [t.name for t in trials]
+    assert len(set(names)) == len(names)  # one folder per trial: owned by exactly one shard
+    shards = [[t.name for t in ablation.shard_trials(trials, (i, 4))] for i in range(1, 5)]
+    assert sorted(sum(shards, [])) == sorted(names) and all(shards)
+    owner = {name: i for i, shard in enumerate(shards, 1) for name in shard}
+    bigger = _plan(*mode, "--seeds", "0,1,2,3", "--data-fractions", "0.1,0.5,1")
+    assert {t.name: ablation.shard_of(t, 4) for t in bigger if t.name in owner} == owner
+    if mode[1] == "transfer":  # trials that share an intermediate model share its shard, which trains it once
+        via = {}
+        for t in trials:
+            if t.params["via"]:
+                via.setdefault((t.params["via"], t.seed, t.fraction), set()).add(owner[t.name])
+        assert via and all(len(shards) == 1 for shards in via.values())
+
+
+def test_plans_do_not_repeat_trials_and_fingerprints_ignore_where_a_sweep_runs():
+    assert ablation.int_list("1,01,2") == [1, 2] and ablation.fraction_list("0.1,0.10") == [0.1]
+    args = ablate.parse_args(["--mode", "permute", "--trials", "5", "--order", "0,1", *BASE])
+    orders = [t.config for t in ablation.plan_permute(args, ablation.Shape(num_layers=2, num_heads=1))]
+    assert orders == ["order=0-1", "order=1-0"]  # the original given again does not use up the only other order
+    args = ablate.parse_args(["--mode", "reinit", *BASE])
+
+    def fingerprint(path, sha, device):
+        args.device = device
+        record = {"sst": {"train": {"path": path, "sha256": sha, "n_rows": 40}, "test": None}}
+        return ablation.fingerprint(args, SimpleNamespace(encoder=SimpleNamespace(source=None), data_record=record))
+
+    assert fingerprint("/a/sst.csv", "x", "auto") == fingerprint("/nfs/sst.csv", "x", "cuda:1")
+    assert fingerprint("/a/sst.csv", "x", "auto") != fingerprint("/a/sst.csv", "y", "auto")
+
+
+def _summary(path):
+    return sorted((r["config"], r["data_fraction"], r["metric"], r["n"], round(float(r["mean"]), 4))
+                  for r in csv.DictReader(path.open()))
+
+
+def test_two_shards_then_summarize_equal_one_unsharded_sweep(small_data_dir, tmp_path):
+    sweep = ["--mode", "reinit", "--task", "sst", "--from-layer", "5", "--seeds", "0,1"]  # shard 1: 3, shard 2: 1
+    whole, sharded = tmp_path / "whole", tmp_path / "sharded"
+    code, _, err = run_cli(ablate.main, _argv(small_data_dir, whole, *sweep))
+    assert code == 0, err
+    code, stdout, err = run_cli(ablate.main, _argv(small_data_dir, sharded, *sweep, "--shard", "1/2"))
+    assert code == 0 and "shard 1/2: 3 of 4 trials" in stdout and "1 missing" in stdout, err
+    assert not (sharded / "summary.csv").exists()  # the sweep is not complete yet
+    code, stdout, err = run_cli(ablate.main, _argv(small_data_dir, sharded, *sweep, "--shard", "2/2"))
+    assert code == 0 and "4 finished, 0 missing" in stdout, err  # the last shard writes the merged summary
+    assert [p.name for p in ablation.results_files(sharded)] == ["results.shard-1-of-2.jsonl",
+                                                                 "results.shard-2-of-2.jsonl"]
+    assert _summary(sharded / "summary.csv") == _summary(whole / "summary.csv")
+
+    # The same trial in two files (a rerun elsewhere) counts once; a failure of a finished trial is not "failed".
+    line = json.loads((sharded / "results.shard-2-of-2.jsonl").read_text())
+    failed = {**line, "status": "failed", "error": "RuntimeError: earlier crash", "finished_at": "2000-01-01T00:00:00"}
+    (sharded / "results.jsonl").write_text(json.dumps(failed) + "\n" + json.dumps(line) + "\n")
+    (sharded / "summary.csv").unlink()
+    code, stdout, err = run_cli(ablate.main, _argv(small_data_dir, sharded, *sweep, "--summarize"))
+    assert code == 0 and "4 trials: 4 finished, 0 missing, 0 failed" in stdout, err
+    assert _summary(sharded / "summary.csv") == _summary(whole / "summary.csv")
+    assert (sharded / "plots" / "reinit_layers.png").exists()
+    rows = {(r["config"], r["metric"]): r["n"] for r in csv.DictReader((sharded / "summary.csv").open())}
+    assert rows[("from=5", "dev/sst")] == rows[("from=6", "dev/sst")] == "2"
+
+
 @pytest.mark.parametrize("argv,needle", [
+    (["--mode", "reinit", "--shard", "0/4"], "--shard"),
+    (["--mode", "reinit", "--shard", "5/4"], "--shard"),
+    (["--mode", "reinit", "--shard", "a/b"], "--shard"),
+    (["--mode", "reinit", "--shard", "2"], "--shard"),
+    (["--mode", "reinit", "--summarize", "--shard", "1/2"], "--shard"),
     (["--mode", "prune"], "--mode"),
     (["--mode", "reinit", "--heads", "2:12"], "head 12"),  # needs the model: checked before any trial
     (["--mode", "reinit", "--heads", "2"], "--heads"),
@@ -154,6 +232,5 @@ def test_bad_arguments_exit_2_with_one_line_before_any_trial(small_data_dir, tmp
     (["--mode", "transfer", "--task", "sst"], "two tasks"),
 ])
 def test_plans_reject_layers_and_heads_the_model_lacks(argv, needle):
-    args = ablate.parse_args(argv + BASE)
     with pytest.raises(UserError, match=re.escape(needle)):
-        ablation.MODES[args.mode].plan(args, ablation.Shape(num_layers=6, num_heads=12))
+        _plan(*argv)

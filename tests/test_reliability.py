@@ -87,6 +87,14 @@ elif mode == "kill-during-save":  # SIGKILL with half of step AT's checkpoint wr
             fileio.atomic_write_with(path, half)
         return real_torch_save(path, obj)
     trainer.atomic_save_torch = atomic_save_torch
+elif mode == "sigterm-rank-1":  # under torchrun, only rank 1 is sent SIGTERM, after step AT
+    real_step = trainer.train_step
+    def train_step(*args):
+        out = real_step(*args)
+        if args[-1] + 1 == at and os.environ.get("RANK") == "1":
+            os.kill(os.getpid(), signal.SIGTERM)
+        return out
+    trainer.train_step = train_step
 elif mode == "announce":  # print each finished step, for the test to signal at
     real_step = trainer.train_step
     def train_step(*args):
@@ -246,7 +254,7 @@ def test_evaluation_after_training_sees_the_current_weights(base, tmp_path):
 
 
 def test_ctrl_c_before_training_is_one_line(base, tmp_path, monkeypatch):
-    def interrupted(args):
+    def interrupted(args, **kwargs):
         raise KeyboardInterrupt
     monkeypatch.setattr(train_multitask, "prepare", interrupted)
     code, _, err = run_cli(train_multitask.main, base + ["--out", str(tmp_path / "r")])
