@@ -73,11 +73,16 @@ def main(argv=None) -> int:
         args.out = broadcast_from_main(args.out, world)  # a clock-named folder: rank 0's name
         barrier(world)  # every rank has checked --out before rank 0 writes into it
         inputs = prepare(args, world=world)
-        if not world.main:  # the other ranks train in step with it, silently
+        if world.main:
+            _train(args, inputs)
+        else:  # the other ranks train in step with it, silently
             fit(args, inputs, args.out, resume=bool(args.resume))
-            return 0
-        return _train(args, inputs)
-    except (UserError, RunFailure, Interrupted) as e:
+        barrier(world)  # no process leaves the group while another still uses it
+        return 0
+    except Interrupted as e:  # every rank stops at the same step
+        barrier(world)
+        return exit_status(e)
+    except (UserError, RunFailure) as e:
         return exit_status(e)
     except KeyboardInterrupt:  # before training started, or a second Ctrl-C
         resumable = args is not None and (Path(args.out) / CHECKPOINT).exists()
@@ -87,7 +92,7 @@ def main(argv=None) -> int:
         shutdown(world)
 
 
-def _train(args, inputs) -> int:
+def _train(args, inputs) -> None:
     """The run as rank 0 (or a single process) reports it."""
     src = inputs.encoder.source
     processes = f"; {inputs.world.size} processes ({inputs.world.backend})" if inputs.world.active else ""
@@ -101,7 +106,6 @@ def _train(args, inputs) -> int:
     if args.submission:
         zip_path = make_submission(Path(args.out) / "submission.zip", REPO, Path(args.out) / "predictions")
         print(f"submission: {zip_path}")
-    return 0
 
 
 if __name__ == "__main__":
