@@ -246,6 +246,39 @@ class Worker:
                 best = max(best, 2 * n ** 3 / (time.perf_counter() - t) / 1e9)
         return best
 
+    def matmul_ceiling(self) -> float:
+        """GFLOP/s of a training step's encoder matmuls alone, at the timed batches' own shapes.
+
+        Per layer and batch: the forward (tokens x in) @ (in x out) and the backward's
+        two products (input gradient and weight gradient) of the Q/K/V, attention-output,
+        FFN-up and FFN-down projections, on plain tensors, back to back, with nothing else
+        in between. No implementation of this step can use the peak better than this.
+        """
+        torch, c = self.torch, self.config
+        dtype = torch.bfloat16 if self.args.precision == "bf16" else torch.float32
+        h, inter = c.hidden_size, c.intermediate_size
+        shapes = [(h, 3 * h), (h, h), (h, inter), (inter, h)]
+        weights = [torch.randn(i, o).to(dtype) for i, o in shapes]
+        tokens = [int(b["attention_mask"].sum()) for b in self.batches[self.args.warmup:]]
+
+        def one_pass():
+            flops = 0
+            for t in tokens:
+                xs = {i: torch.randn(t, i).to(dtype) for i in (h, inter)}
+                gs = {o: torch.randn(t, o).to(dtype) for o in (h, 3 * h, inter)}
+                for _ in range(c.num_hidden_layers):
+                    for (i, o), w in zip(shapes, weights):
+                        xs[i] @ w                 # forward
+                        gs[o] @ w.t()             # input gradient
+                        xs[i].t() @ gs[o]         # weight gradient
+                        flops += 6 * t * i * o
+            return flops
+
+        one_pass()  # kernels for every shape first
+        start = time.perf_counter()
+        flops = one_pass()
+        return flops / (time.perf_counter() - start) / 1e9
+
     def describe(self) -> dict:
         c = self.config
         total = sum(p.numel() for p in self.model.parameters())
@@ -268,6 +301,8 @@ class Worker:
                 reply({"seconds": self.timed(op, cmd["start"], cmd["count"])})
             elif op == "matmul":
                 reply({"gflops": self.matmul_peak()})
+            elif op == "ceiling":
+                reply({"gflops": self.matmul_ceiling()})
             elif op == "memory":
                 reply(memory_mib())
             elif op == "quit":
@@ -359,7 +394,8 @@ def main(argv=None):
         if len(set(digests.values())) != 1:
             sys.exit("bench: the workers built different batches")
         results[task] = {"stats": batch_stats(args, task),
-                         "train": measure(workers, "train", args), "eval": measure(workers, "eval", args)}
+                         "train": measure(workers, "train", args), "eval": measure(workers, "eval", args),
+                         "ceiling_gflops": workers["minbert"].ask(op="ceiling")["gflops"]}
         peaks.append(workers[WORKERS[len(peaks) % 2]].ask(op="matmul")["gflops"])
     memory = {name: w.ask(op="memory") for name, w in workers.items()}
     for w in workers.values():
@@ -414,6 +450,10 @@ def report(args, info, results, peak, memory, loads, wall):
                   ((n, [c / t for c, t in zip(res['train']['steps'], res['train']['seconds'][n])])
                    for n in WORKERS)}
         print(f"{'(train: slowest/fastest round)':28s}{spread['minbert']:>12s}{spread['transformers']:>14s}")
+        ceiling = res["ceiling_gflops"]
+        print(f"ceiling: the step's encoder matmuls alone, same shapes, back to back: {ceiling:.0f} GFLOP/s = "
+              f"{100 * ceiling / peak:.1f}% of the matmul peak (no implementation of these batches exceeds it)")
+        figures["ceiling"] = {"gflops": ceiling, "utilisation": ceiling / peak}
         ratios_line.append(f"{task}: " + ", ".join(ratios))
         out["tasks"][task] = {"stats": s, **figures}
     peak_rss = {n: memory[n].get("VmHWM", memory[n]["ru_maxrss"]) for n in WORKERS}

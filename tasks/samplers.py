@@ -219,6 +219,17 @@ SAMPLERS: dict[str, type[Sampler]] = {
 }
 
 
+def padding_fraction(plan: Plan, lengths: dict[str, list[int]]) -> float:
+    """Padded token slots / all slots over a plan's batches, each padded to its own longest."""
+    padded = total = 0
+    for step in plan:
+        for task, indices in step.items():
+            lens = [lengths[task][i] for i in indices]
+            total += max(lens) * len(lens)
+            padded += max(lens) * len(lens) - sum(lens)
+    return padded / max(1, total)
+
+
 def build_sampler(
     name: str,
     lengths: dict[str, list[int]],

@@ -9,6 +9,7 @@ from tasks.samplers import (
     AnnealedSampler,
     build_sampler,
     make_batches,
+    padding_fraction,
 )
 
 BATCH = 8
@@ -41,6 +42,13 @@ def test_bucketing_reduces_padding():
     bucketed = make_batches(lengths, 32, np.random.default_rng(2), bucket=True)
     plain = make_batches(lengths, 32, np.random.default_rng(2), bucket=False)
     assert padding(bucketed, lengths) < 0.3 * padding(plain, lengths)
+
+
+def test_padding_fraction_of_plans():
+    assert padding_fraction([{"sst": [0, 1]}, {"sts": [0]}], {"sst": [3, 5], "sts": [4]}) == pytest.approx(2 / 14)
+    plain = build_sampler("proportional", LENGTHS, BATCH, seed=0, bucket=False).plan(0)
+    bucketed = build_sampler("proportional", LENGTHS, BATCH, seed=0, bucket=True).plan(0)
+    assert padding_fraction(bucketed, LENGTHS) < 0.5 * padding_fraction(plain, LENGTHS)
 
 
 def test_bucketed_batches_still_mix_lengths_across_the_epoch():

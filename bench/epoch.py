@@ -1,0 +1,135 @@
+"""End to end: one default `train_multitask.py` epoch, with and without length bucketing, bf16 and fp32.
+
+    python -m bench.epoch --data-dir ../shared/data/cs224n [--seeds 0,1] [--configs bucketed,plain,fp32]
+
+Each configuration runs one full epoch of the real trainer (all defaults but the
+one changed, `--epochs 1`) in its own process, once per seed, one after the
+other. For each it prints the padding fraction of the epoch's batches (padded
+token slots / all token slots, from the trainer's own plan), the training wall
+time (the epoch without its evaluation), the evaluation time, peak RSS and the
+dev metrics. The spread between seeds of one configuration is the seed noise
+that the differences between configurations are compared with.
+
+About 5 minutes per run on a quiet 2-core CPU; the default (3 configurations x
+2 seeds) takes about 35 minutes.
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = {
+    "bucketed": [],                                  # the default: bf16, length-bucketed batches
+    "plain": ["--no-bucketing"],                     # bf16, plain shuffled batches
+    "fp32": ["--precision", "fp32"],                 # fp32, length-bucketed batches
+}
+METRICS = ("sst", "quora", "sts", "overall")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m bench.epoch", description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", default=None, help="the course's csv files (default: $MINBERT_DATA_DIR)")
+    p.add_argument("--model", default=None, help="passed to train_multitask.py (default: its default)")
+    p.add_argument("--seeds", default="0,1", help="comma-separated (default: %(default)s)")
+    p.add_argument("--configs", default=",".join(CONFIGS), help="subset of %(default)s")
+    p.add_argument("--max-steps", type=int, default=None, help="cut the epoch short (a smoke test)")
+    p.add_argument("--out", default=None, help="keep the run folders here (default: a temporary folder)")
+    p.add_argument("--worker", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def worker(argv: list) -> None:
+    """Run train_multitask.main(argv) with timers around evaluation and a look at the epoch's plan."""
+    import resource
+
+    import train_multitask
+    from tasks import trainer
+    from tasks.samplers import padding_fraction
+
+    seen = {}
+    real_build, real_eval = trainer.build_sampler, trainer.evaluate
+
+    def build_sampler(name, lengths, *args, **kwargs):
+        sampler = real_build(name, lengths, *args, **kwargs)
+        seen["padding"] = padding_fraction(sampler.plan(0), lengths)
+        return sampler
+
+    def evaluate(*args, **kwargs):
+        start = time.perf_counter()
+        out = real_eval(*args, **kwargs)
+        seen["eval_s"] = seen.get("eval_s", 0.0) + time.perf_counter() - start
+        return out
+
+    trainer.build_sampler, trainer.evaluate = build_sampler, evaluate
+    code = train_multitask.main(argv)
+    if code != 0:
+        sys.exit(code)
+    out = Path(argv[argv.index("--out") + 1])
+    metrics = json.loads((out / "metrics.json").read_text())
+    seen.update(final=metrics["final"], steps=metrics["steps"], fit_s=metrics["history"][-1]["elapsed_s"],
+                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    print("RESULT " + json.dumps(seen), flush=True)
+
+
+def run_one(config: str, seed: int, folder: Path, args) -> dict:
+    argv = ["--epochs", "1", "--seed", str(seed), "--out", str(folder / f"{config}-seed{seed}"), *CONFIGS[config]]
+    if args.data_dir:
+        argv += ["--data-dir", args.data_dir]
+    if args.model:
+        argv += ["--model", args.model]
+    if args.max_steps:
+        argv += ["--max-steps", str(args.max_steps)]
+    proc = subprocess.run([sys.executable, "-m", "bench.epoch", "--worker", *argv], cwd=REPO,
+                          capture_output=True, text=True)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        sys.exit(f"{config} seed {seed} failed (exit {proc.returncode}): {proc.stderr.strip()[-600:]}")
+    result = json.loads(lines[-1][len("RESULT "):])
+    result["train_s"] = result["fit_s"] - result["eval_s"]
+    return result
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.worker is not None:
+        worker(args.worker)
+        return 0
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown:
+        print(f"error: unknown configuration {unknown[0]!r}; choose from {', '.join(CONFIGS)}", file=sys.stderr)
+        return 2
+    seeds = [int(s) for s in args.seeds.split(",")]
+    folder = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-epoch-"))
+    results = {}
+    print(f"{'config':<9} {'seed':>4} {'steps':>5} {'padding':>8} {'train s':>8} {'eval s':>7} {'RSS MB':>7}  "
+          + " ".join(f"{m:>7}" for m in METRICS), flush=True)
+    for config in configs:
+        for seed in seeds:
+            r = results[config, seed] = run_one(config, seed, folder, args)
+            print(f"{config:<9} {seed:>4} {r['steps']:>5} {r['padding']:>8.3f} {r['train_s']:>8.1f} "
+                  f"{r['eval_s']:>7.1f} {r['peak_rss_mb']:>7.0f}  "
+                  + " ".join(f"{r['final'][m]:>7.4f}" for m in METRICS), flush=True)
+    print("\nmeans over seeds (+- half the seed range):")
+    for config in configs:
+        rows = [results[config, s] for s in seeds]
+        cells = []
+        for m in METRICS:
+            values = [r["final"][m] for r in rows]
+            cells.append(f"{m} {statistics.mean(values):.4f}+-{(max(values) - min(values)) / 2:.4f}")
+        print(f"  {config:<9} train {statistics.mean(r['train_s'] for r in rows):7.1f} s  "
+              f"padding {statistics.mean(r['padding'] for r in rows):.3f}  " + "  ".join(cells))
+    if "bucketed" in configs and "plain" in configs:
+        b = statistics.mean(results["bucketed", s]["train_s"] for s in seeds)
+        p = statistics.mean(results["plain", s]["train_s"] for s in seeds)
+        print(f"bucketing: epoch training time x{p / b:.2f} faster than plain batches")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
