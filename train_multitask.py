@@ -73,10 +73,11 @@ def main(argv=None) -> int:
         args.out = broadcast_from_main(args.out, world)  # a clock-named folder: rank 0's name
         barrier(world)  # every rank has checked --out before rank 0 writes into it
         inputs = prepare(args, world=world)
+        if world.main:  # the other ranks train in step with it, silently
+            _announce(args, inputs)
+        result = fit(args, inputs, args.out, resume=bool(args.resume))
         if world.main:
-            _train(args, inputs)
-        else:  # the other ranks train in step with it, silently
-            fit(args, inputs, args.out, resume=bool(args.resume))
+            _report(args, result)
         barrier(world)  # no process leaves the group while another still uses it
         return 0
     except Interrupted as e:  # every rank stops at the same step
@@ -92,13 +93,14 @@ def main(argv=None) -> int:
         shutdown(world)
 
 
-def _train(args, inputs) -> None:
-    """The run as rank 0 (or a single process) reports it."""
+def _announce(args, inputs) -> None:
     src = inputs.encoder.source
     processes = f"; {inputs.world.size} processes ({inputs.world.backend})" if inputs.world.active else ""
     print(f"model: {src.name} ({src.resolved_from}, {src.num_layers} layers x {src.hidden_size}) "
           f"from {src.folder}; device {inputs.device}{processes}; run folder {args.out}", flush=True)
-    result = fit(args, inputs, args.out, resume=bool(args.resume))
+
+
+def _report(args, result) -> None:
     best = result["best"]
     print(f"best dev (epoch {result['best_epoch']}): " +
           " ".join(f"{k}={v:.4f}" for k, v in best.items() if v is not None))
