@@ -19,7 +19,7 @@ from minbert import RunFailure, UserError
 from tasks.distributed import SINGLE, barrier, broadcast_from_main, init_world, shutdown
 from tasks.options import add_training_args, exit_status, validate
 from tasks.predictions import make_submission
-from tasks.trainer import CHECKPOINT, Interrupted, fit, no_checkpoint_error, prepare
+from tasks.trainer import CHECKPOINT, Interrupted, fit, no_checkpoint_error, precision_note, prepare
 
 REPO = Path(__file__).resolve().parent
 
@@ -97,7 +97,8 @@ def _announce(args, inputs) -> None:
     src = inputs.encoder.source
     processes = f"; {inputs.world.size} processes ({inputs.world.backend})" if inputs.world.active else ""
     print(f"model: {src.name} ({src.resolved_from}, {src.num_layers} layers x {src.hidden_size}) "
-          f"from {src.folder}; device {inputs.device}{processes}; run folder {args.out}", flush=True)
+          f"from {src.folder}; device {inputs.device}{processes}; {precision_note(args, inputs.device)}; "
+          f"run folder {args.out}", flush=True)
 
 
 def _report(args, result) -> None:

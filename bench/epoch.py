@@ -1,6 +1,6 @@
 """End to end: one default `train_multitask.py` epoch, with and without length bucketing, bf16 and fp32.
 
-    python -m bench.epoch --data-dir ../shared/data/cs224n [--seeds 0,1] [--configs bucketed,plain,fp32]
+    python -m bench.epoch --data-dir ../shared/data/cs224n [--seeds 0,1] [--configs bucketed,plain,fp32,bf16]
 
 Each configuration runs one full epoch of the real trainer (all defaults but the
 one changed, `--epochs 1`) in its own process, once per seed, one after the
@@ -10,8 +10,10 @@ time (the epoch without its evaluation), the evaluation time, peak RSS and the
 dev metrics. The spread between seeds of one configuration is the seed noise
 that the differences between configurations are compared with.
 
-About 5 minutes per run on a quiet 2-core CPU; the default (3 configurations x
-2 seeds) takes about 35 minutes.
+The default precision is `auto` (bf16 where the device computes it natively, else
+fp32), so one of `fp32` and `bf16` repeats `bucketed` on any machine: that one is
+not run again. 5-8 minutes per fp32 or native-bf16 run on a quiet 2-core CPU;
+emulated bf16 (no AVX512-BF16 or AMX) takes 2-3 times as long.
 """
 import argparse
 import json
@@ -24,9 +26,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = {
-    "bucketed": [],                                  # the default: bf16, length-bucketed batches
-    "plain": ["--no-bucketing"],                     # bf16, plain shuffled batches
+    "bucketed": [],                                  # the default: --precision auto, length-bucketed batches
+    "plain": ["--no-bucketing"],                     # --precision auto, plain shuffled batches
     "fp32": ["--precision", "fp32"],                 # fp32, length-bucketed batches
+    "bf16": ["--precision", "bf16"],                 # bf16 autocast, length-bucketed batches
 }
 METRICS = ("sst", "quora", "sts", "overall")
 
@@ -71,7 +74,8 @@ def worker(argv: list) -> None:
         sys.exit(code)
     out = Path(argv[argv.index("--out") + 1])
     metrics = json.loads((out / "metrics.json").read_text())
-    seen.update(final=metrics["final"], steps=metrics["steps"], fit_s=metrics["history"][-1]["elapsed_s"],
+    used = json.loads((out / "config.json").read_text())["precision"]["used"]
+    seen.update(final=metrics["final"], steps=metrics["steps"], fit_s=metrics["history"][-1]["elapsed_s"], precision=used,
                 peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     print("RESULT " + json.dumps(seen), flush=True)
 
@@ -105,14 +109,15 @@ def main(argv=None) -> int:
         print(f"error: unknown configuration {unknown[0]!r}; choose from {', '.join(CONFIGS)}", file=sys.stderr)
         return 2
     seeds = [int(s) for s in args.seeds.split(",")]
+    configs = distinct(configs)
     folder = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-epoch-"))
     results = {}
-    print(f"{'config':<9} {'seed':>4} {'steps':>5} {'padding':>8} {'train s':>8} {'eval s':>7} {'RSS MB':>7}  "
+    print(f"{'config':<9} {'seed':>4} {'prec':>5} {'steps':>5} {'padding':>8} {'train s':>8} {'eval s':>7} {'RSS MB':>7}  "
           + " ".join(f"{m:>7}" for m in METRICS), flush=True)
     for config in configs:
         for seed in seeds:
             r = results[config, seed] = run_one(config, seed, folder, args)
-            print(f"{config:<9} {seed:>4} {r['steps']:>5} {r['padding']:>8.3f} {r['train_s']:>8.1f} "
+            print(f"{config:<9} {seed:>4} {r['precision']:>5} {r['steps']:>5} {r['padding']:>8.3f} {r['train_s']:>8.1f} "
                   f"{r['eval_s']:>7.1f} {r['peak_rss_mb']:>7.0f}  "
                   + " ".join(f"{r['final'][m]:>7.4f}" for m in METRICS), flush=True)
     print("\nmeans over seeds (+- half the seed range):")
@@ -128,7 +133,24 @@ def main(argv=None) -> int:
         b = statistics.mean(results["bucketed", s]["train_s"] for s in seeds)
         p = statistics.mean(results["plain", s]["train_s"] for s in seeds)
         print(f"bucketing: epoch training time x{p / b:.2f} faster than plain batches")
+    by_precision = {results[c, seeds[0]]["precision"]: c for c in configs if c != "plain"}
+    if {"bf16", "fp32"} <= set(by_precision):
+        b = statistics.mean(results[by_precision["bf16"], s]["train_s"] for s in seeds)
+        f = statistics.mean(results[by_precision["fp32"], s]["train_s"] for s in seeds)
+        print(f"bf16: epoch training time x{f / b:.2f} the speed of fp32 (bucketed batches)")
     return 0
+
+
+def distinct(configs: list) -> list:
+    """Drop `fp32` or `bf16` where the default precision (auto) already is that one on this machine."""
+    import torch
+
+    import minbert
+    auto = minbert.resolve_precision("auto", "cuda" if torch.cuda.is_available() else "cpu")
+    if "bucketed" in configs and auto in configs:
+        print(f"note: --precision auto is {auto} on this machine: '{auto}' = 'bucketed', not run twice", flush=True)
+        configs = [c for c in configs if c != auto]
+    return configs
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ from .fileio import (append_jsonl, atomic_save_torch, atomic_write_bytes, atomic
                      safe_join)
 from .heads import sequences
 from .options import add_training_args
-from .trainer import Interrupted, RunInputs, fit, prepare
+from .trainer import Interrupted, RunInputs, fit, precision_note, prepare
 
 RESULTS, SUMMARY = "results.jsonl", "summary.csv"
 SHARD_RESULTS = re.compile(r"results\.shard-\d+-of-\d+\.jsonl")
@@ -507,12 +507,14 @@ def fingerprint(args, inputs: RunInputs) -> str:
 
     Every training option counts, the weights and data by their hashes (not
     their paths), so a rerun with other options starts afresh in the same folder.
-    Where it runs does not count (--device, the data's path): shards on other
-    machines, and --summarize on a machine without a GPU, must agree on it.
+    Where it runs does not count (--device, the data's path, what --precision auto
+    chose there): shards on other machines, and --summarize on a machine without a
+    GPU, must agree on it. Each results line records the precision its trial used.
     """
     options = vars(add_training_args(argparse.ArgumentParser()).parse_args([]))
     values = {k: getattr(args, k) for k in sorted(set(options) - {"seed", "data_fraction", "out", "checkpoint_every",
                                                                    "model", "data_dir", "device"})}
+    values["precision"] = getattr(args, "precision_requested", args.precision)  # auto: each machine's fast one
     values["tasks"] = ",".join(args.task_list)
     values["weights"] = inputs.encoder.source.weights_sha256 if inputs.encoder.source else args.model
     values["data"] = {task: {split: d and {k: v for k, v in d.items() if k != "path"} for split, d in splits.items()}
@@ -553,7 +555,7 @@ def attempt(sweep: Sweep, trial: Trial) -> dict:
     started = time.time()
     record = {"key": trial.key(sweep.fingerprint), "mode": trial.mode, "config": trial.config, "group": trial.group,
               "params": trial.params, "seed": trial.seed, "data_fraction": trial.fraction,
-              "fingerprint": sweep.fingerprint}
+              "fingerprint": sweep.fingerprint, "precision": sweep.args.precision, "device": str(sweep.inputs.device)}
     try:
         result = sweep.run_trial(trial)
     except (UserError, Interrupted):
@@ -625,7 +627,7 @@ def run(args) -> int:
     trials = MODES[args.mode].plan(args, sweep.shape)  # out-of-range layers/heads stop here, before any trial
     src = inputs.encoder.source
     print(f"model: {src.name} ({src.resolved_from}, {src.num_layers} layers x {sweep.shape.num_heads} heads); "
-          f"device {inputs.device}; sweep folder {args.out}", flush=True)
+          f"device {inputs.device}; {precision_note(args, inputs.device)}; sweep folder {args.out}", flush=True)
     if args.summarize:
         if not results_files(sweep.out):
             raise UserError(f"{sweep.out}: no results.jsonl or results.shard-*.jsonl to summarise (--out must be "

@@ -3,7 +3,7 @@ import argparse
 import os
 import sys
 
-from minbert import DEFAULT_MODEL, RunFailure, UserError
+from minbert import DEFAULT_MODEL, PRECISIONS, RunFailure, UserError
 
 from .data import DATA_DIR_ENV, TASKS
 from .samplers import SAMPLERS
@@ -70,8 +70,10 @@ def add_training_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
                        help="minbert: the from-scratch AdamW; torch: torch.optim.AdamW (fused, "
                             "faster) (default: %(default)s)")
     train.add_argument("--max-grad-norm", type=float, default=1.0, help="(default: %(default)s)")
-    train.add_argument("--precision", choices=("bf16", "fp32"), default="bf16",
-                       help="bf16 autocast (CPU and CUDA) or full fp32 (default: %(default)s)")
+    train.add_argument("--precision", choices=PRECISIONS, default="auto",
+                       help="bf16 autocast (CPU and CUDA) or full fp32; auto = bf16 where the device "
+                            "computes bf16 natively (CUDA from Ampere on, CPUs with AMX or AVX512-BF16), "
+                            "else fp32, since emulated bf16 trains 2-3x slower (default: %(default)s)")
     train.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ... (default: auto)")
     train.add_argument("--dropout", type=float, default=None, metavar="P",
                        help="every dropout probability (encoder and heads); 0 makes a run deterministic "

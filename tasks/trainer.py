@@ -96,8 +96,26 @@ def prepare(args, warn: Optional[Callable] = None, world: World = SINGLE) -> Run
         record[task] = {s: (d.describe() if d is not None else None) for s, d in splits.items()}
         data[task] = {s: (encode_split(d, tokenizer, args.pair_mode) if d is not None else None)
                       for s, d in splits.items()}
-    return RunInputs(encoder, tokenizer, data, record, device_for(world, resolve_device(args.device)),
-                     tuple(args.task_list), world=world)
+    device = device_for(world, resolve_device(args.device))
+    resolve_run_precision(args, device)
+    return RunInputs(encoder, tokenizer, data, record, device, tuple(args.task_list), world=world)
+
+
+def resolve_run_precision(args, device: torch.device) -> None:
+    """`--precision auto` becomes the precision this device runs fast; config.json keeps both."""
+    args.precision_requested = getattr(args, "precision_requested", args.precision)
+    args.precision = minbert.resolve_precision(args.precision, device)
+
+
+def precision_note(args, device: torch.device) -> str:
+    """How the precision was chosen, for the run's first line."""
+    native = minbert.native_bf16(device)
+    if args.precision_requested == "auto":
+        why = "native bf16" if native else "no native bf16 on this device: emulated bf16 trains 2-3x slower"
+        return f"precision {args.precision} (auto: {why})"
+    if args.precision == "bf16" and not native:
+        return "precision bf16 (emulated on this device: 2-3x slower than --precision fp32)"
+    return f"precision {args.precision}"
 
 
 def _silent(message: str) -> None:
@@ -197,6 +215,8 @@ def run_record(args, inputs: RunInputs, extra: Optional[dict] = None) -> dict:
     return {"command": sys.argv, "arguments": arguments, "seed": args.seed,
             "model": inputs.encoder.source.to_dict() if inputs.encoder.source else None,
             "data": inputs.data_record, "device": str(inputs.device), "versions": versions(),
+            "precision": {"requested": getattr(args, "precision_requested", args.precision), "used": args.precision,
+                          "native_bf16": minbert.native_bf16(inputs.device)},
             **(extra or {})}
 
 
