@@ -34,6 +34,7 @@ def test_reinit_sweep_writes_results_summary_plots_and_tensorboard(small_data_di
     assert sorted((r["config"], r["seed"]) for r in records) == [("from=5", 0), ("from=5", 1),
                                                                  ("from=6", 0), ("from=6", 1)]
     assert all(r["status"] == "ok" and r["steps"] == 2 and 0 <= r["dev"]["sst"] <= 1 for r in records)
+    assert all(r["precision"] == "fp32" and r["device"] == "cpu" for r in records)
     summary = (out / "summary.csv").read_text().splitlines()
     assert summary[0] == "mode,config,data_fraction,metric,n,mean,std,ci95_low,ci95_high"
     row = next(line.split(",") for line in summary if line.startswith("reinit,from=5,1.0,dev/sst,"))
@@ -167,6 +168,14 @@ def test_plans_do_not_repeat_trials_and_fingerprints_ignore_where_a_sweep_runs()
 
     assert fingerprint("/a/sst.csv", "x", "auto") == fingerprint("/nfs/sst.csv", "x", "cuda:1")
     assert fingerprint("/a/sst.csv", "x", "auto") != fingerprint("/a/sst.csv", "y", "auto")
+    # --precision auto: what it chose on each machine (bf16 on a GPU, fp32 on an old CPU) does not count
+    args.precision_requested = "auto"
+    args.precision = "bf16"
+    on_gpu = fingerprint("/a/sst.csv", "x", "cuda")
+    args.precision = "fp32"
+    assert fingerprint("/a/sst.csv", "x", "cpu") == on_gpu
+    del args.precision_requested
+    assert fingerprint("/a/sst.csv", "x", "cpu") != on_gpu  # an explicit fp32 is another sweep than auto
 
 
 def _summary(path):
