@@ -2,7 +2,7 @@
 
 bf16 autocast halves memory traffic and, on hardware with bf16 units (CUDA GPUs from
 Ampere on, x86 CPUs with AMX-BF16 or AVX512-BF16, Arm CPUs with BF16), multiplies the
-matmul rate: 6x fp32 on a Sapphire Rapids core. Without those units torch emulates
+matmul rate: 6x fp32 on a Xeon core with AMX. Without those units torch emulates
 bf16 matmuls through fp32 conversions: on a Cascade Lake Xeon (AVX-512, no BF16) a bf16
 matmul runs at a fifth of the fp32 rate, and a minBERT training step in bf16 takes
 2.2-2.9x as long as in fp32 (README, Speed). `auto` picks whichever is fast here.
