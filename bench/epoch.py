@@ -143,10 +143,9 @@ def main(argv=None) -> int:
 
 def distinct(configs: list) -> list:
     """Drop `fp32` or `bf16` where the default precision (auto) already is that one on this machine."""
-    import torch
-
     import minbert
-    auto = minbert.resolve_precision("auto", "cuda" if torch.cuda.is_available() else "cpu")
+    from tasks.trainer import resolve_device
+    auto = minbert.resolve_precision("auto", resolve_device("auto"))
     if "bucketed" in configs and auto in configs:
         print(f"note: --precision auto is {auto} on this machine: '{auto}' = 'bucketed', not run twice", flush=True)
         configs = [c for c in configs if c != auto]
