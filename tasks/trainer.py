@@ -364,7 +364,8 @@ def make_optimizer(args, model):
             (no_decay if p.ndim < 2 else decay).append(p)
     groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     if args.optimizer == "minbert":
-        return minbert.AdamW(groups, lr=args.lr)
+        # the torch path's eps (torch.optim.AdamW's default), not the class's course default 1e-6
+        return minbert.AdamW(groups, lr=args.lr, eps=1e-8)
     return torch.optim.AdamW(groups, lr=args.lr, fused=True)
 
 
