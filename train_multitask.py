@@ -18,7 +18,7 @@ from pathlib import Path
 from minbert import RunFailure, UserError
 from tasks.distributed import SINGLE, barrier, broadcast_from_main, init_world, shutdown
 from tasks.options import add_training_args, exit_status, validate
-from tasks.predictions import make_submission
+from tasks.submission import SUBMISSION_ZIP, make_submission, publish_predictions
 from tasks.trainer import CHECKPOINT, Interrupted, fit, no_checkpoint_error, precision_note, prepare
 
 REPO = Path(__file__).resolve().parent
@@ -32,8 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="continue a killed or interrupted run from its last checkpoint, with the "
                           "arguments it was started with")
     run.add_argument("--submission", action="store_true",
-                     help="also zip the code and the prediction files as the course's submission "
-                          "(RUN_DIR/submission.zip)")
+                     help="also zip the code and the course-level prediction folder as the course's "
+                          "submission (as prepare_submit.py does)")
     return parser
 
 
@@ -105,9 +105,15 @@ def _report(args, result) -> None:
     best = result["best"]
     print(f"best dev (epoch {result['best_epoch']}): " +
           " ".join(f"{k}={v:.4f}" for k, v in best.items() if v is not None))
-    print(f"predictions in {Path(args.out) / 'predictions'}")
+    run_predictions = Path(args.out) / "predictions"
+    print(f"predictions in {run_predictions}")
+    if args.predictions_dir:
+        copied = publish_predictions(run_predictions.glob("*.csv"), args.predictions_dir, args.out, sys.argv)
+        print(f"copied {len(copied)} prediction files to {args.predictions_dir}/ (prepare_submit.py zips them)")
     if args.submission:
-        zip_path = make_submission(Path(args.out) / "submission.zip", REPO, Path(args.out) / "predictions")
+        zip_path, _, lines = make_submission(Path(args.out) / SUBMISSION_ZIP, REPO, args.predictions_dir or run_predictions)
+        for line in lines:
+            print(line, file=sys.stderr)
         print(f"submission: {zip_path}")
 
 

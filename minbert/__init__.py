@@ -10,12 +10,12 @@ from .errors import CheckpointError, DataError, RunFailure, UserError
 from .loading import DEFAULT_MODEL, EMBEDDED_NAMES, ModelSource, from_pretrained, resolve
 from .model import BertModel, EncoderOutput
 from .precision import PRECISIONS, native_bf16, resolve_precision
-from .surgery import (freeze_until, permute_layers, reinit_embeddings, reinit_heads, reinit_layers,
+from .surgery import (freeze_encoder, freeze_until, permute_layers, reinit_embeddings, reinit_heads, reinit_layers,
                       reinit_layers_from, set_dropout, truncate_layers)
 from .tokenizer import Tokenizer
 
 __all__ = ["AdamW", "BertConfig", "BertModel", "EncoderOutput", "CheckpointError", "DataError",
            "UserError", "RunFailure", "DEFAULT_MODEL", "EMBEDDED_NAMES", "ModelSource", "from_pretrained", "resolve",
-           "freeze_until", "permute_layers", "reinit_embeddings", "reinit_heads", "reinit_layers",
+           "freeze_encoder", "freeze_until", "permute_layers", "reinit_embeddings", "reinit_heads", "reinit_layers",
            "reinit_layers_from", "set_dropout", "truncate_layers", "Tokenizer", "PRECISIONS", "native_bf16",
            "resolve_precision"]

@@ -42,6 +42,13 @@ def freeze_until(model: BertModel, k: int) -> int:
     return min(k, model.num_layers)
 
 
+def freeze_encoder(model: BertModel) -> int:
+    """Freeze every parameter, pooler included (the course's `pretrain` mode); return the layer count."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model.num_layers
+
+
 def _init_linear(linear: nn.Linear, std: float, generator=None):
     with torch.no_grad():
         linear.weight.copy_(trunc_normal_like(linear.weight, std, generator))

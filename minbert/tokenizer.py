@@ -56,16 +56,19 @@ class Tokenizer:
     def __len__(self):
         return self.backend.get_vocab_size()
 
-    def encode(self, texts: Sequence[str], pairs: Optional[Sequence[str]] = None) -> list:
-        """`[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, truncated to max_length, unpadded."""
+    def encode(self, texts: Sequence[str], pairs: Optional[Sequence[str]] = None,
+               max_length: Optional[int] = None) -> list:
+        """`[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, truncated to `max_length` (at most the
+        tokenizer's own), unpadded."""
+        limit = min(max_length or self.max_length, self.max_length)
         first = [e.ids for e in self.backend.encode_batch(list(texts), add_special_tokens=False)]
         if pairs is None:
-            return [Encoding([self.cls_id] + a[: self.max_length - 2] + [self.sep_id], [0] * (min(len(a), self.max_length - 2) + 2))
+            return [Encoding([self.cls_id] + a[: limit - 2] + [self.sep_id], [0] * (min(len(a), limit - 2) + 2))
                     for a in first]
         second = [e.ids for e in self.backend.encode_batch(list(pairs), add_special_tokens=False)]
         out = []
         for a, b in zip(first, second, strict=True):
-            n_a, n_b = _longest_first(len(a), len(b), self.max_length - 3)
+            n_a, n_b = _longest_first(len(a), len(b), limit - 3)
             out.append(Encoding([self.cls_id] + a[:n_a] + [self.sep_id] + b[:n_b] + [self.sep_id],
                                 [0] * (n_a + 2) + [1] * (n_b + 1)))
         return out

@@ -1,12 +1,14 @@
-"""Readers for the CS224N default-project files (SST-5, Quora, STS-B).
+"""Readers for the CS224N default-project files of every registered task.
 
 The files are tab-separated with a header row: an unnamed index column, then
-`id` and the task's columns. They are parsed like the course parses them
-(`csv` module, tab delimiter, default quote character), so rows with
-unbalanced quotes come out the same way they do for the course's code: a
-quoted field swallows the following tabs and the row usually ends with an
-empty label. Such rows are skipped, counted and reported in one warning line
-per file; a file with many of them is treated as the wrong file.
+`id` and the task's columns (`tasks/registry.py` names them). They are parsed
+like the course parses them (`csv` module, tab delimiter, default quote
+character), so rows with unbalanced quotes come out the same way they do for
+the course's code: a quoted field swallows the following tabs and the row
+usually ends with an empty label. In train and dev files such rows are
+skipped, counted and reported in one warning line per file (a file with many
+of them is treated as the wrong file). A test row is an id that must get a
+prediction: one that cannot be parsed stops the run, naming its line.
 
 Every problem is reported as a `DataError` whose message is one line that
 starts with the file name.
@@ -28,32 +30,15 @@ from typing import Callable, Iterable
 
 from minbert.errors import DataError
 
-TASKS = ("sst", "quora", "sts")
-SPLITS = ("train", "dev", "test")  # "test" is the course's test-student file
+from .registry import MULTITASK_TASKS, REGISTRY, SPLITS, TaskConfig
+
+TASKS = MULTITASK_TASKS  # the default task set of train_multitask.py
 DATA_DIR_ENV = "MINBERT_DATA_DIR"
 
 # Used when neither a data folder nor MINBERT_DATA_DIR is given.
 DEFAULT_DATA_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
 
-_FILE_SUFFIX = {"train": "train", "dev": "dev", "test": "test-student"}
 _MAX_REPORTED_LINES = 5
-
-
-@dataclass(frozen=True)
-class _TaskSpec:
-    prefix: str                 # file name prefix, e.g. "ids-sst"
-    sentences: tuple[str, ...]  # one or two sentence columns
-    label: str                  # label column (absent from test files)
-    kind: str                   # "int" or "float"
-    low: float
-    high: float
-
-
-_SPECS = {
-    "sst": _TaskSpec("ids-sst", ("sentence",), "sentiment", "int", 0, 4),
-    "quora": _TaskSpec("quora", ("sentence1", "sentence2"), "is_duplicate", "int", 0, 1),
-    "sts": _TaskSpec("sts", ("sentence1", "sentence2"), "similarity", "float", 0.0, 5.0),
-}
 
 
 @dataclass
@@ -94,10 +79,10 @@ class Dataset:
 # names and paths
 
 
-def _check_task(task) -> _TaskSpec:
-    if task not in _SPECS:
-        raise DataError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
-    return _SPECS[task]
+def _check_task(task) -> TaskConfig:
+    if task not in REGISTRY:
+        raise DataError(f"unknown task {task!r}; expected one of {', '.join(REGISTRY)}")
+    return REGISTRY[task]
 
 
 def _check_split(split) -> None:
@@ -119,7 +104,7 @@ def split_path(data_dir, task, split) -> pathlib.Path:
     """Where the course keeps `task`/`split`: e.g. sst/test -> ids-sst-test-student.csv."""
     spec = _check_task(task)
     _check_split(split)
-    return resolve_data_dir(data_dir) / f"{spec.prefix}-{_FILE_SUFFIX[split]}.csv"
+    return resolve_data_dir(data_dir) / spec.files[split]
 
 
 # --------------------------------------------------------------------------
@@ -166,7 +151,7 @@ def _decode(name: str, raw: bytes) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _parse_label(raw: str | None, spec: _TaskSpec):
+def _parse_label(raw: str | None, spec: TaskConfig):
     """Returns (label, None) or (None, reason)."""
     if raw is None:
         return None, "too few fields"
@@ -181,11 +166,12 @@ def _parse_label(raw: str | None, spec: _TaskSpec):
         return None, "non-numeric label"
     if not math.isfinite(value):
         return None, "non-finite label"
-    if spec.kind == "int":
+    if spec.integer_labels:
         if value != int(value):
             return None, "non-integer label"
         value = int(value)
-    if not spec.low <= value <= spec.high:
+    low, high = spec.label_range
+    if not low <= value <= high:
         return None, "label out of range"
     return value, None
 
@@ -261,19 +247,22 @@ def read_split(data_dir, task, split, strict=False, warn=None) -> Dataset | None
             header = [h.strip() for h in row]
             # Same lookup as csv.DictReader: a repeated name maps to its last column.
             columns = {h: i for i, h in enumerate(header)}
-            wanted = ["id", *spec.sentences] + ([spec.label] if need_label else [])
+            wanted = [spec.id_column, *spec.text_columns] + ([spec.label_column] if need_label else [])
             missing = [c for c in wanted if c not in columns]
             if missing:
                 raise _header_error(name, task, header, missing)
             continue
 
         n_rows += 1
-        problem, example = _parse_row(row, columns, spec, need_label, start, seen_ids)
+        problem, example = _parse_row(row, columns, spec, split, start, seen_ids)
         if problem is None:
             examples.append(example)
             seen_ids.add(example.id)
             continue
         reason, detail = problem
+        if split == "test" and reason != "duplicate id":
+            raise DataError(f"{name}: line {start}: {detail}; every test row needs a prediction, "
+                            f"so this row cannot be skipped: fix the file")
         if strict:
             raise DataError(f"{name}: line {start}: {detail} (strict mode)")
         skipped[reason] += 1
@@ -309,33 +298,41 @@ def read_split(data_dir, task, split, strict=False, warn=None) -> Dataset | None
     )
 
 
-def _parse_row(row, columns, spec: _TaskSpec, need_label: bool, line: int, seen_ids):
-    """Returns (None, Example) or ((reason, detail), None)."""
+def _parse_row(row, columns, spec: TaskConfig, split: str, line: int, seen_ids):
+    """Returns (None, Example) or ((reason, detail), None).
+
+    Training rows must be complete. A dev or test row is an id the grader
+    expects a prediction for, so an empty sentence there is kept (and encoded
+    as an empty sentence); a repeated id keeps its first row, which already
+    gets the id's one prediction.
+    """
 
     def get(col):
         i = columns[col]
         return row[i] if i < len(row) else None
 
-    wanted = ["id", *spec.sentences] + ([spec.label] if need_label else [])
+    need_label = split != "test"
+    wanted = [spec.id_column, *spec.text_columns] + ([spec.label_column] if need_label else [])
     absent = [c for c in wanted if get(c) is None]
     if absent:
         return ("too few fields", f"too few fields ({len(row)}; no {', '.join(absent)})"), None
 
     label = None
     if need_label:
-        raw = get(spec.label)
+        raw = get(spec.label_column)
         label, reason = _parse_label(raw, spec)
         if reason is not None:
-            return (reason, f"{reason} {spec.label}={_show(raw)}"), None
+            return (reason, f"{reason} {spec.label_column}={_show(raw)}"), None
 
-    ident = get("id").strip()
+    # Lower-cased as the course's readers do, so prediction files carry the ids its grader keys on.
+    ident = get(spec.id_column).strip().lower()
     if not ident:
         return ("empty id", "empty id"), None
 
     sentences = []
-    for col in spec.sentences:
+    for col in spec.text_columns:
         value = get(col).strip()
-        if not value:
+        if not value and split == "train":
             return ("empty sentence", f"empty sentence ({col})"), None
         sentences.append(value)
 

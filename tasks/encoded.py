@@ -11,7 +11,7 @@ import torch
 from minbert import Tokenizer
 
 from .data import Dataset
-from .heads import PAIR_TASKS
+from .registry import get_task
 
 
 @dataclass
@@ -26,19 +26,23 @@ class EncodedSplit:
         return len(self.ids)
 
 
-def encode_split(dataset: Dataset, tokenizer: Tokenizer, pair_mode: str) -> EncodedSplit:
+def encode_split(dataset: Dataset, tokenizer: Tokenizer, pair_mode: str,
+                 max_length: Optional[int] = None) -> EncodedSplit:
+    """Token ids of every example, truncated to `max_length` tokens (default: the tokenizer's)."""
+    cfg = get_task(dataset.task)
     examples = dataset.examples
     a = [e.a for e in examples]
-    if dataset.task in PAIR_TASKS and pair_mode == "siamese":
-        encodings = list(zip(tokenizer.encode(a), tokenizer.encode([e.b for e in examples])))
-    elif dataset.task in PAIR_TASKS:
-        encodings = [(e,) for e in tokenizer.encode(a, [e.b for e in examples])]
+    if cfg.is_pair and pair_mode == "siamese":
+        encodings = list(zip(tokenizer.encode(a, max_length=max_length),
+                             tokenizer.encode([e.b for e in examples], max_length=max_length)))
+    elif cfg.is_pair:
+        encodings = [(e,) for e in tokenizer.encode(a, [e.b for e in examples], max_length=max_length)]
     else:
-        encodings = [(e,) for e in tokenizer.encode(a)]
+        encodings = [(e,) for e in tokenizer.encode(a, max_length=max_length)]
     labels = None
     if examples and examples[0].label is not None:
         labels = torch.tensor([e.label for e in examples],
-                              dtype=torch.float32 if dataset.task != "sst" else torch.long)
+                              dtype=torch.long if cfg.head == "classify" else torch.float32)
     return EncodedSplit(dataset.task, [e.id for e in examples], encodings, labels,
                         [max(len(x.ids) for x in enc) for enc in encodings])
 

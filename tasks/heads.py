@@ -2,8 +2,9 @@
 
 A batch for a task is a dict of tensors: in `cross` pair mode (and for SST) one
 sequence (`input_ids`, `token_type_ids`, `attention_mask`); in `siamese` mode
-two sequences, prefixed `a_` and `b_`. Heads return raw outputs; `TASK_SPECS`
-turns them into losses, predictions and the divergences SMART needs.
+two sequences, prefixed `a_` and `b_`. Each task's head is the kind its
+registry record names (`tasks/registry.py`); heads return raw outputs, and
+`task_spec` turns them into losses, predictions and the divergences SMART needs.
 """
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -14,8 +15,9 @@ from torch import nn
 
 from minbert import BertModel
 
+from .registry import MULTITASK_TASKS, TaskConfig, get_task
+
 SEQ_KEYS = ("input_ids", "token_type_ids", "attention_mask")
-PAIR_TASKS = ("quora", "sts")
 
 
 def sequences(batch: dict) -> list[dict]:
@@ -31,7 +33,7 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 class MultitaskModel(nn.Module):
-    def __init__(self, encoder: BertModel, tasks=("sst", "quora", "sts"), pair_mode: str = "cross",
+    def __init__(self, encoder: BertModel, tasks=MULTITASK_TASKS, pair_mode: str = "cross",
                  pooling: str = "cls", dropout: float = 0.1):
         super().__init__()
         if pair_mode not in ("cross", "siamese"):
@@ -43,12 +45,10 @@ class MultitaskModel(nn.Module):
         self.dropout = nn.Dropout(dropout)
         h = encoder.config.hidden_size
         heads = {}
-        if "sst" in self.tasks:
-            heads["sst"] = nn.Linear(h, 5)
-        if "quora" in self.tasks:
-            heads["quora"] = nn.Linear(4 * h if pair_mode == "siamese" else h, 1)
-        if "sts" in self.tasks and pair_mode == "cross":
-            heads["sts"] = nn.Linear(h, 1)  # siamese STS is the cosine itself: no parameters
+        for task in self.tasks:
+            head = _make_head(get_task(task), h, pair_mode)
+            if head is not None:
+                heads[task] = head
         self.heads = nn.ModuleDict(heads)
         for head in self.heads.values():
             nn.init.normal_(head.weight, std=encoder.config.initializer_range)
@@ -80,9 +80,18 @@ class MultitaskModel(nn.Module):
                                        attention_mask=s["attention_mask"],
                                        token_type_ids=s["token_type_ids"], inputs_embeds=e).last_hidden_state,
                           s["attention_mask"]) for s, e in zip(seqs, embeds))
-        if task == "sts":
+        if get_task(task).head == "regress":
             return F.cosine_similarity(u, v, dim=-1)
         return self.heads[task](self.dropout(torch.cat([u, v, (u - v).abs(), u * v], -1))).squeeze(-1)
+
+
+def _make_head(cfg: TaskConfig, hidden: int, pair_mode: str) -> Optional[nn.Linear]:
+    """A linear layer on the sentence vector; siamese pairs see Sentence-BERT's [u, v, |u-v|, u*v]."""
+    siamese_pair = cfg.is_pair and pair_mode == "siamese"
+    if cfg.head == "regress" and siamese_pair:
+        return None  # the score is the cosine itself: no parameters
+    width = 4 * hidden if siamese_pair else hidden
+    return nn.Linear(width, cfg.num_classes if cfg.head == "classify" else 1)
 
 
 def _sym_kl(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tensor:
@@ -100,28 +109,26 @@ class TaskSpec:
     loss: Callable          # (outputs, labels) -> scalar
     predict: Callable       # outputs -> values written to prediction files
     divergence: Callable    # (outputs, other outputs) -> scalar, for SMART
-    metric: str             # "accuracy" or "pearson"
 
 
-def _sts_score(out: torch.Tensor, siamese: bool) -> torch.Tensor:
-    """Cross mode: 5 * sigmoid(logit). Siamese mode: the cosine scaled to 0..5, as Sentence-BERT does."""
-    return (out.clamp(min=0.0) * 5.0) if siamese else torch.sigmoid(out.float()) * 5.0
+def _score(out: torch.Tensor, cfg: TaskConfig, siamese: bool) -> torch.Tensor:
+    """Cross mode: high * sigmoid(logit). Siamese mode: the cosine scaled to 0..high, as Sentence-BERT does."""
+    high = float(cfg.label_range[1])
+    return (out.clamp(min=0.0) * high) if siamese else torch.sigmoid(out.float()) * high
 
 
 def task_spec(task: str, pair_mode: str = "cross") -> TaskSpec:
-    siamese = pair_mode == "siamese"
-    if task == "sst":
-        return TaskSpec("sst", lambda o, y: F.cross_entropy(o.float(), y.long()),
-                        lambda o: o.argmax(-1), _sym_kl, "accuracy")
-    if task == "quora":
-        return TaskSpec("quora", lambda o, y: F.binary_cross_entropy_with_logits(o.float(), y.float()),
-                        lambda o: (o > 0).long(),
-                        lambda a, b: _sym_kl(_binary_logits(a), _binary_logits(b)), "accuracy")
-    if task == "sts":
-        if siamese:  # regress the cosine onto similarity / 5 (Sentence-BERT)
-            loss = lambda o, y: F.mse_loss(o.float(), y.float() / 5.0)
-        else:
-            loss = lambda o, y: F.mse_loss(_sts_score(o, False), y.float())
-        return TaskSpec("sts", loss, lambda o: _sts_score(o, siamese),
-                        lambda a, b: F.mse_loss(a.float(), b.float()), "pearson")
-    raise ValueError(f"unknown task {task!r}")
+    """Loss, prediction and SMART divergence of the task's head kind."""
+    cfg = get_task(task)
+    if cfg.head == "classify":
+        return TaskSpec(task, lambda o, y: F.cross_entropy(o.float(), y.long()), lambda o: o.argmax(-1), _sym_kl)
+    if cfg.head == "binary":
+        return TaskSpec(task, lambda o, y: F.binary_cross_entropy_with_logits(o.float(), y.float()),
+                        lambda o: (o > 0).long(), lambda a, b: _sym_kl(_binary_logits(a), _binary_logits(b)))
+    siamese = cfg.is_pair and pair_mode == "siamese"
+    high = float(cfg.label_range[1])
+    if siamese:  # regress the cosine onto score / high (Sentence-BERT)
+        loss = lambda o, y: F.mse_loss(o.float(), y.float() / high)
+    else:
+        loss = lambda o, y: F.mse_loss(_score(o, cfg, False), y.float())
+    return TaskSpec(task, loss, lambda o: _score(o, cfg, siamese), lambda a, b: F.mse_loss(a.float(), b.float()))

@@ -8,12 +8,11 @@ the write or silently never win.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
-TASK_METRIC = {"sst": "accuracy", "quora": "accuracy", "sts": "pearson"}
-
+from .registry import get_task
 
 def _pair(pred: Sequence, gold: Sequence) -> tuple[np.ndarray, np.ndarray]:
     pred, gold = np.asarray(pred).reshape(-1), np.asarray(gold).reshape(-1)
@@ -47,13 +46,25 @@ def pearson(pred: Sequence, gold: Sequence) -> float:
     return float(np.clip(float(x @ y) / denominator, -1.0, 1.0))
 
 
-def overall_score(sst_acc: float | None, quora_acc: float | None, sts_pearson: float | None) -> float | None:
-    """The course's overall score: mean of the accuracies and (pearson + 1) / 2.
+METRICS = {"accuracy": accuracy, "pearson": pearson}
 
-    Mapping Pearson to [0, 1] puts it on the accuracies' scale.  Tasks not
-    evaluated (None) are left out of the mean; with none at all there is no
-    score (None).
+
+def score(metric: str, pred: Sequence, gold: Sequence) -> float:
+    """The registry's metric by name."""
+    return METRICS[metric](pred, gold)
+
+
+def unit_scale(metric: str, value: float) -> float:
+    """A metric on [0, 1]: accuracies as they are, a correlation r as (r + 1) / 2."""
+    return (value + 1.0) / 2.0 if metric == "pearson" else value
+
+
+def overall_score(metrics: Mapping[str, float | None]) -> float | None:
+    """The course's overall score: the mean of the tasks' metrics on [0, 1] (`unit_scale`).
+
+    For SST, Quora and STS this is (acc_sst + acc_quora + (r_sts + 1) / 2) / 3.
+    Tasks not evaluated (None) are left out of the mean; with none at all
+    there is no score (None).
     """
-    parts = [sst_acc, quora_acc, None if sts_pearson is None else (sts_pearson + 1.0) / 2.0]
-    present = [float(p) for p in parts if p is not None]
+    present = [unit_scale(get_task(t).metric, float(v)) for t, v in metrics.items() if v is not None]
     return sum(present) / len(present) if present else None

@@ -6,8 +6,10 @@ import sys
 from minbert import DEFAULT_MODEL, PRECISIONS, RunFailure, UserError
 
 from .data import DATA_DIR_ENV, TASKS
+from .registry import REGISTRY
 from .samplers import SAMPLERS
 from .smart import SmartConfig
+from .submission import PREDICTIONS_DIR_ENV
 
 SAMPLER_HELP = """how tasks share the steps:
   round-robin   tasks take turns, one batch each; an epoch is one pass over the
@@ -33,17 +35,21 @@ def add_training_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     model.add_argument("--pooling", choices=("cls", "mean", "first"), default="mean",
                        help="sentence vector for the heads: cls = the tanh pooler over [CLS], mean = the "
                             "mean of the token states, first = the raw [CLS] state (default: %(default)s)")
-    model.add_argument("--max-length", type=int, default=128,
-                       help="tokens per sequence; longer inputs are truncated (default: %(default)s)")
-    model.add_argument("--freeze-until", type=int, default=0, metavar="K",
+    model.add_argument("--max-length", type=int, default=None,
+                       help="tokens per sequence; longer inputs are truncated (default: each task's own, "
+                            + ", ".join(f"{t.name} {t.max_length}" for t in REGISTRY.values()) + ")")
+    model.add_argument("--freeze-until", type=freeze_value, default=0, metavar="K",
                        help="freeze the embeddings and layers 0..K-1; negative K counts from the top "
-                            "(-3 = all but the last three) (default: %(default)s, nothing frozen)")
+                            "(-3 = all but the last three); 'all' freezes the whole encoder, pooler "
+                            "included, so only the heads train (default: %(default)s, nothing frozen)")
+    model.add_argument("--head-dropout", type=float, default=0.1,
+                       help="dropout on the sentence vector before each head (default: %(default)s)")
 
     data = parser.add_argument_group("data")
     data.add_argument("--data-dir", default=None,
                       help=f"folder with the course's csv files (default: ${DATA_DIR_ENV}, else data/)")
     data.add_argument("--tasks", default=",".join(TASKS),
-                      help="comma-separated subset of sst,quora,sts (default: %(default)s)")
+                      help=f"comma-separated tasks out of {','.join(REGISTRY)} (default: %(default)s)")
     data.add_argument("--data-fraction", type=float, default=1.0,
                       help="train on this seeded fraction of each training set, in (0, 1] (default: 1)")
     data.add_argument("--strict-data", action="store_true",
@@ -97,15 +103,32 @@ def add_training_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     out.add_argument("--checkpoint-every", type=int, default=500,
                      help="also checkpoint every N steps (default: %(default)s; 0 = only per epoch)")
     out.add_argument("--eval-batch-size", type=int, default=128, help="(default: %(default)s)")
+    out.add_argument("--predictions-dir", default=None, metavar="DIR",
+                     help=f"after a successful run, copy its prediction files into this course-level folder, "
+                          f"which prepare_submit.py zips ('' = do not copy) (default: ${PREDICTIONS_DIR_ENV}, "
+                          f"else predictions/)")
+    parser.set_defaults(prediction_mode=None)  # Part 2 file names; classifier.py sets its Part-1 mode
     return parser
+
+
+def freeze_value(text: str):
+    """An integer K, or 'all'."""
+    if text == "all":
+        return "all"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'all', got {text!r}") from None
 
 
 def parse_tasks(text: str) -> tuple:
     tasks = tuple(t.strip() for t in text.split(",") if t.strip())
-    unknown = [t for t in tasks if t not in TASKS]
+    unknown = [t for t in tasks if t not in REGISTRY]
     if unknown or not tasks:
-        raise UserError(f"--tasks: unknown task {unknown[0]!r}; choose from {', '.join(TASKS)}"
+        raise UserError(f"--tasks: unknown task {unknown[0]!r}; choose from {', '.join(REGISTRY)}"
                         if unknown else "--tasks: no task given")
+    if len(set(tasks)) != len(tasks):
+        raise UserError(f"--tasks: a task is named twice in {text!r}")
     return tasks
 
 
@@ -124,7 +147,8 @@ def validate(args) -> None:
         (args.max_grad_norm > 0, f"--max-grad-norm must be > 0, got {args.max_grad_norm}"),
         (args.dropout is None or 0 <= args.dropout < 1, f"--dropout must be in [0, 1), got {args.dropout}"),
         (args.seed >= 0, f"--seed must be >= 0, got {args.seed}"),
-        (args.max_length >= 8, f"--max-length must be >= 8, got {args.max_length}"),
+        (args.max_length is None or args.max_length >= 8, f"--max-length must be >= 8, got {args.max_length}"),
+        (0 <= args.head_dropout < 1, f"--head-dropout must be in [0, 1), got {args.head_dropout}"),
         (args.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {args.checkpoint_every}"),
         (args.smart_eps >= 0 and args.smart_sigma >= 0 and args.smart_eta >= 0 and args.smart_steps >= 0
          and args.smart_lambda_s >= 0 and args.smart_mu >= 0 and 0 <= args.smart_beta <= 1,
@@ -136,6 +160,8 @@ def validate(args) -> None:
             raise UserError(message)
     if args.data_dir is None and os.environ.get(DATA_DIR_ENV):
         args.data_dir = os.environ[DATA_DIR_ENV]
+    if args.predictions_dir is None:
+        args.predictions_dir = os.environ.get(PREDICTIONS_DIR_ENV) or "predictions"
 
 
 def exit_status(error: Exception) -> int:

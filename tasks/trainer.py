@@ -40,8 +40,9 @@ from .encoded import EncodedSplit, encode_split, make_batch
 from .fileio import atomic_save_torch, atomic_write_json, remove_stale_temp_files
 from .gradient_surgery import assign_flat_grad, dominant, flatten_grads, pcgrad
 from .heads import MultitaskModel, task_spec
-from .metrics import accuracy, overall_score, pearson
+from .metrics import overall_score, score
 from .predictions import write_predictions
+from .registry import get_task
 from .samplers import build_sampler
 from .smart import Smart, SmartConfig
 
@@ -60,6 +61,7 @@ class RunInputs:
     data_record: dict             # task -> split -> describe() of the file read
     device: torch.device
     tasks: tuple = ()
+    max_lengths: dict = field(default_factory=dict)  # task -> tokens per sequence
     extra: dict = field(default_factory=dict)
     world: World = SINGLE         # the processes torchrun started (tasks.distributed)
 
@@ -85,20 +87,22 @@ def prepare(args, warn: Optional[Callable] = None, world: World = SINGLE) -> Run
     if not world.main:
         warn = _silent  # rank 0 reports the data problems, once
     encoder = load_encoder(args)
-    resolve_freeze_until(encoder, args.freeze_until)  # a bad K fails before any data work
+    if args.freeze_until != "all":
+        resolve_freeze_until(encoder, args.freeze_until)  # a bad K fails before any data work
     # Never more tokens than the model has positions, whatever its tokenizer_config.json claims.
-    max_length = min(args.max_length, encoder.config.max_position_embeddings)
-    tokenizer = minbert.Tokenizer.from_folder(encoder.source.folder, max_length=max_length)
+    positions = encoder.config.max_position_embeddings
+    tokenizer = minbert.Tokenizer.from_folder(encoder.source.folder, max_length=positions)
     data_dir = ensure_data_dir(args.data_dir)
-    data, record = {}, {}
+    data, record, lengths = {}, {}, {}
     for task in args.task_list:
+        lengths[task] = min(args.max_length or get_task(task).max_length, tokenizer.max_length)
         splits = data_mod.read_task(data_dir, task, strict=args.strict_data, warn=warn)
         record[task] = {s: (d.describe() if d is not None else None) for s, d in splits.items()}
-        data[task] = {s: (encode_split(d, tokenizer, args.pair_mode) if d is not None else None)
+        data[task] = {s: (encode_split(d, tokenizer, args.pair_mode, lengths[task]) if d is not None else None)
                       for s, d in splits.items()}
     device = device_for(world, resolve_device(args.device))
     resolve_run_precision(args, device)
-    return RunInputs(encoder, tokenizer, data, record, device, tuple(args.task_list), world=world)
+    return RunInputs(encoder, tokenizer, data, record, device, tuple(args.task_list), lengths, world=world)
 
 
 def resolve_run_precision(args, device: torch.device) -> None:
@@ -181,9 +185,8 @@ def evaluate(model, inputs: RunInputs, precision: str, batch_size: int, split: s
     for task in inputs.tasks:
         part = inputs.data[task][split]
         preds = predict(model, part, inputs.tokenizer, inputs.device, batch_size, precision, inputs.world)
-        gold = part.labels.tolist()
-        metrics[task] = accuracy(preds, gold) if task != "sts" else pearson(preds, gold)
-    metrics["overall"] = overall_score(metrics.get("sst"), metrics.get("quora"), metrics.get("sts"))
+        metrics[task] = score(get_task(task).metric, preds, part.labels.tolist())
+    metrics["overall"] = overall_score(metrics)
     return metrics
 
 
@@ -214,7 +217,8 @@ def run_record(args, inputs: RunInputs, extra: Optional[dict] = None) -> dict:
     arguments = {k: v for k, v in vars(args).items() if not k.startswith("_")}
     return {"command": sys.argv, "arguments": arguments, "seed": args.seed,
             "model": inputs.encoder.source.to_dict() if inputs.encoder.source else None,
-            "data": inputs.data_record, "device": str(inputs.device), "versions": versions(),
+            "data": inputs.data_record, "max_length": inputs.max_lengths, "device": str(inputs.device),
+            "versions": versions(),
             "precision": {"requested": getattr(args, "precision_requested", args.precision), "used": args.precision,
                           "native_bf16": minbert.native_bf16(inputs.device)},
             **(extra or {})}
@@ -346,11 +350,15 @@ class Interrupted(Exception):
 
 def build_model(args, inputs: RunInputs, encoder: Optional[minbert.BertModel] = None) -> MultitaskModel:
     encoder = copy.deepcopy(inputs.encoder if encoder is None else encoder)
-    frozen = minbert.freeze_until(encoder, args.freeze_until)
-    if args.freeze_until > encoder.num_layers:
-        print(f"note: --freeze-until {args.freeze_until} is beyond the model's {encoder.num_layers} layers: "
-              f"the whole encoder is frozen (only the pooler and heads train)", file=sys.stderr)
-    model = MultitaskModel(encoder, inputs.tasks, args.pair_mode, args.pooling)
+    if args.freeze_until == "all":
+        frozen = minbert.freeze_encoder(encoder)
+    else:
+        frozen = minbert.freeze_until(encoder, args.freeze_until)
+        if args.freeze_until > encoder.num_layers:
+            print(f"note: --freeze-until {args.freeze_until} is beyond the model's {encoder.num_layers} layers: "
+                  f"the embeddings and layers are frozen (the pooler and heads train; 'all' freezes the "
+                  f"pooler too)", file=sys.stderr)
+    model = MultitaskModel(encoder, inputs.tasks, args.pair_mode, args.pooling, dropout=args.head_dropout)
     if args.dropout is not None:
         minbert.set_dropout(model, args.dropout)
     model.frozen_layers = frozen
@@ -693,6 +701,8 @@ def _nonfinite(args, optimizer, what: str, global_step: int, task: str) -> None:
 
 
 def write_all_predictions(model, inputs: RunInputs, folder: Path, args):
+    """Dev and test predictions of every task, under the course's names (Part 1's when
+    `args.prediction_mode` names a Part-1 mode)."""
     for task in inputs.tasks:
         for split in ("dev", "test"):
             part = inputs.data[task][split]
@@ -700,7 +710,5 @@ def write_all_predictions(model, inputs: RunInputs, folder: Path, args):
                 continue  # the reader already said, in one line, that the file is missing
             values = predict(model, part, inputs.tokenizer, inputs.device, args.eval_batch_size,
                              args.precision, inputs.world)
-            if task == "sts":
-                values = [round(float(v), 4) for v in values]
             if inputs.world.main:
-                write_predictions(folder, task, split, part.ids, values)
+                write_predictions(folder, task, split, part.ids, values, args.prediction_mode)

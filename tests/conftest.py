@@ -42,6 +42,12 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _course_predictions(tmp_path, monkeypatch):
+    """Runs copy their predictions into the course-level folder: a test's own, never the checkout's."""
+    monkeypatch.setenv("MINBERT_PREDICTIONS_DIR", str(tmp_path / "course-predictions"))
+
+
 @pytest.fixture(scope="session")
 def small_data_dir(data_dir, tmp_path_factory):
     """The course's files cut to their first rows: real format, seconds to train on."""

@@ -1,19 +1,13 @@
 import math
-import zipfile
 
 import numpy as np
 import pytest
 import torch
 
 from minbert.errors import DataError, UserError
-from tasks.metrics import TASK_METRIC, accuracy, overall_score, pearson
-from tasks.predictions import (
-    HEADERS,
-    PREDICTION_FILES,
-    make_submission,
-    read_predictions,
-    write_predictions,
-)
+from tasks.metrics import accuracy, overall_score, pearson
+from tasks.predictions import read_predictions, write_predictions
+from tasks.registry import REGISTRY
 
 
 def test_accuracy():
@@ -36,10 +30,12 @@ def test_pearson():
 
 
 def test_overall_score():
-    assert overall_score(0.5, 0.8, 0.6) == pytest.approx((0.5 + 0.8 + 0.8) / 3)
-    assert overall_score(0.5, None, -1.0) == pytest.approx(0.25)
-    assert overall_score(None, None, None) is None
-    assert TASK_METRIC == {"sst": "accuracy", "quora": "accuracy", "sts": "pearson"}
+    assert overall_score({"sst": 0.5, "quora": 0.8, "sts": 0.6}) == pytest.approx((0.5 + 0.8 + 0.8) / 3)
+    assert overall_score({"sst": 0.5, "quora": None, "sts": -1.0}) == pytest.approx(0.25)
+    assert overall_score({"sst": None}) is None
+    assert overall_score({"sst": 0.4, "cfimdb": 0.9}) == pytest.approx(0.65)
+    assert {t: REGISTRY[t].metric for t in ("sst", "quora", "sts", "cfimdb")} == \
+        {"sst": "accuracy", "quora": "accuracy", "sts": "pearson", "cfimdb": "accuracy"}
 
 
 def test_prediction_files_round_trip_with_exact_format(tmp_path):
@@ -49,12 +45,14 @@ def test_prediction_files_round_trip_with_exact_format(tmp_path):
     sts = write_predictions(tmp_path, "sts", "dev", ids, [3.25, 0.0, np.float32(4.5)])
     assert sst.name == "sst-dev-output.csv" and quora.name == "para-test-output.csv"
     assert sst.read_text() == "id \t Predicted_Sentiment \nc3a1 , 4 \n0b7f , 0 \n9e22 , 2 \n"
-    assert quora.read_text().splitlines()[0] == "id \t Predicted_Is_Paraphrase "
+    assert quora.read_text() == "id \t Predicted_Is_Paraphrase \nc3a1 , 1.0 \n0b7f , 0.0 \n9e22 , 1.0 \n"
     assert sts.read_text().splitlines()[0] == "id \t Predicted_Similiary "
     assert read_predictions(sst) == [("c3a1", "4"), ("0b7f", "0"), ("9e22", "2")]
-    assert read_predictions(quora) == [("c3a1", "1"), ("0b7f", "0"), ("9e22", "1")]
+    assert read_predictions(quora) == [("c3a1", "1.0"), ("0b7f", "0.0"), ("9e22", "1.0")]
     assert [float(v) for _, v in read_predictions(sts)] == [3.25, 0.0, 4.5]
-    assert len(PREDICTION_FILES) == 6 and set(HEADERS) == {"sst", "quora", "sts"}
+    part1 = write_predictions(tmp_path, "cfimdb", "test", ids, [1, 0, 1], mode="finetune")
+    assert part1.name == "finetune-cfimdb-test-out.csv"
+    assert part1.read_text() == "id \t Predicted_Sentiment \nc3a1 , 1 \n0b7f , 0 \n9e22 , 1 \n"
 
 
 def test_bad_predictions_are_refused(tmp_path):
@@ -62,6 +60,8 @@ def test_bad_predictions_are_refused(tmp_path):
         write_predictions(tmp_path, "quora", "dev", ["a"], [0.7])
     with pytest.raises(ValueError):
         write_predictions(tmp_path, "sst", "dev", ["a"], [5])
+    with pytest.raises(ValueError):
+        write_predictions(tmp_path, "cfimdb", "dev", ["a"], [2], mode="pretrain")
     with pytest.raises(ValueError):
         write_predictions(tmp_path, "sts", "dev", ["a"], [math.nan])
     with pytest.raises(ValueError):
@@ -73,45 +73,3 @@ def test_bad_predictions_are_refused(tmp_path):
     bad.write_text("sentence,label\n")
     with pytest.raises(DataError):
         read_predictions(bad)
-
-
-def test_submission_zip_holds_code_and_predictions_only(tmp_path):
-    code = tmp_path / "project"
-    for name, text in {
-        "multitask.py": "print(1)\n",
-        "minbert/model.py": "x = 1\n",
-        "README.md": "# readme\n",
-        "requirements.txt": "torch\n",
-        "data/ids-sst-train.csv": "id,sentence\n",
-        "data/prepare.py": "pass\n",
-        "runs/exp1/notes.py": "pass\n",
-        "minbert/__pycache__/model.cpython-312.pyc": "",
-        ".venv/lib/site.py": "pass\n",
-        "myenv/pyvenv.cfg": "home = /usr\n",
-        "myenv/lib/thing.py": "pass\n",
-    }.items():
-        path = code / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    predictions = code / "predictions"
-    write_predictions(predictions, "sst", "dev", ["a"], [1])
-    write_predictions(predictions, "sts", "test", ["a"], [2.0])
-    zip_path = make_submission(tmp_path / "submission.zip", code, predictions)
-    with zipfile.ZipFile(zip_path) as archive:
-        names = sorted(archive.namelist())
-        assert archive.read("predictions/sst-dev-output.csv").startswith(b"id \t Predicted_Sentiment")
-    assert names == [
-        "README.md",
-        "data/prepare.py",
-        "minbert/model.py",
-        "multitask.py",
-        "predictions/sst-dev-output.csv",
-        "predictions/sts-test-output.csv",
-        "requirements.txt",
-    ]
-
-
-def test_submission_without_predictions_is_refused(tmp_path):
-    (tmp_path / "a.py").write_text("")
-    with pytest.raises(UserError):
-        make_submission(tmp_path / "s.zip", tmp_path, tmp_path / "predictions")

@@ -32,7 +32,10 @@ def test_short_run_writes_everything(small_data_dir, tmp_path):
     assert {p.name for p in preds.iterdir()} == expected
     dev_ids = [line.split("\t")[1] for line in (small_data_dir / "ids-sst-dev.csv").read_text().splitlines()[1:]]
     assert [i for i, _ in read_predictions(preds / "sst-dev-output.csv")] == dev_ids
-    assert (out / "submission.zip").exists()
+    course = tmp_path / "course-predictions"  # MINBERT_PREDICTIONS_DIR (conftest)
+    assert {p.name for p in course.glob("*.csv")} == expected
+    assert (course / "sst-dev-output.csv").read_bytes() == (preds / "sst-dev-output.csv").read_bytes()
+    assert (out / "cs224n_default_final_project_submission.zip").exists()
 
 
 def test_training_moves_the_dev_metric(small_data_dir, tmp_path):

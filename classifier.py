@@ -1,0 +1,206 @@
+"""The course's Part 1: sentiment classification on SST (5 classes) and CFIMDB (2 classes).
+
+    python classifier.py --option pretrain      # BERT frozen, pooler included: only the classifier trains
+    python classifier.py --option finetune      # every parameter trains
+    python classifier.py --fine-tune-mode full-model   # the newer spelling; its value is the file prefix
+
+As the course's classifier.py, each task gets its own model (the pooled [CLS]
+vector, dropout, a linear layer) trained on its training file, the best epoch
+on dev kept, and predictions written as `{mode}-sst-dev-out.csv`,
+`{mode}-sst-test-out.csv`, `{mode}-cfimdb-dev-out.csv`, `{mode}-cfimdb-test-out.csv`.
+Training is the same trainer as train_multitask.py (checkpoints, TensorBoard,
+resume, bad-input policy): each task is a run in RUN_DIR/<task>/. The files go
+to RUN_DIR/predictions/ and, on success, into the course-level predictions/
+folder that Part 2 also writes into and prepare_submit.py zips.
+"""
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP threads yield the core
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from minbert import DEFAULT_MODEL, PRECISIONS, RunFailure, UserError  # noqa: E402
+from tasks.data import DATA_DIR_ENV  # noqa: E402
+from tasks.fileio import atomic_write_json  # noqa: E402
+from tasks.options import add_training_args, exit_status, parse_tasks, validate  # noqa: E402
+from tasks.registry import CLASSIFIER_TASKS, REGISTRY  # noqa: E402
+from tasks.submission import PART1_MODES, PREDICTIONS_DIR_ENV, publish_predictions  # noqa: E402
+from tasks.trainer import CHECKPOINT, Interrupted, fit, precision_note, prepare  # noqa: E402
+
+# Per-mode defaults, chosen so that both modes finish within their CPU budgets with the embedded
+# model (bench/README.md): a frozen encoder only runs forward, so `pretrain` affords more epochs.
+MODE_DEFAULTS = {"pretrain": {"epochs": 3, "lr": 1e-3}, "finetune": {"epochs": 2, "lr": 5e-5}}
+RESULTS = "classifier.json"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    course = parser.add_argument_group("the course's options")
+    which = course.add_mutually_exclusive_group()
+    which.add_argument("--option", choices=tuple(PART1_MODES), default=None,
+                       help="pretrain: the whole BERT is frozen, pooler included, only the classifier "
+                            "trains; finetune: every parameter trains (default: pretrain)")
+    which.add_argument("--fine-tune-mode", choices=tuple(PART1_MODES.values()), default=None,
+                       help="the newer spelling: last-linear-layer = pretrain, full-model = finetune; "
+                            "the value becomes the prediction files' prefix")
+    course.add_argument("--epochs", type=int, default=None,
+                        help=f"(default: {MODE_DEFAULTS['pretrain']['epochs']} for pretrain, "
+                             f"{MODE_DEFAULTS['finetune']['epochs']} for finetune)")
+    course.add_argument("--lr", type=float, default=None,
+                        help=f"peak learning rate (default: {MODE_DEFAULTS['pretrain']['lr']} for pretrain, "
+                             f"{MODE_DEFAULTS['finetune']['lr']} for finetune)")
+    course.add_argument("--batch_size", "--batch-size", dest="batch_size", type=int, default=8,
+                        help="(default: %(default)s)")
+    course.add_argument("--hidden_dropout_prob", "--hidden-dropout-prob", dest="hidden_dropout_prob",
+                        type=float, default=0.3, help="dropout before the classifier (default: %(default)s)")
+    course.add_argument("--seed", type=int, default=11711, help="(default: %(default)s)")
+    course.add_argument("--use_gpu", "--use-gpu", dest="use_gpu", action="store_true",
+                        help="train on CUDA (the same as --device cuda)")
+
+    ours = parser.add_argument_group("this project's options")
+    ours.add_argument("--model", default=DEFAULT_MODEL,
+                      help="checkpoint folder, Hugging Face name, or 'minilm' (default: %(default)s, falling "
+                           "back to the embedded all-MiniLM-L6-v2 when it cannot be had)")
+    ours.add_argument("--data-dir", default=None,
+                      help=f"folder with the course's csv files (default: ${DATA_DIR_ENV}, else data/)")
+    ours.add_argument("--tasks", default=",".join(CLASSIFIER_TASKS),
+                      help=f"comma-separated, out of {','.join(REGISTRY)} (default: %(default)s)")
+    ours.add_argument("--out", default=None, help="run folder (default: runs/part1-<mode>-<date-time>)")
+    ours.add_argument("--precision", choices=PRECISIONS, default="auto",
+                      help="bf16 autocast or fp32; auto = bf16 where the device computes it natively "
+                           "(default: %(default)s)")
+    ours.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:1 ... (default: auto)")
+    ours.add_argument("--max-length", type=int, default=None,
+                      help="tokens per text (default: each task's own: " +
+                           ", ".join(f"{REGISTRY[t].name} {REGISTRY[t].max_length}" for t in CLASSIFIER_TASKS) + ")")
+    ours.add_argument("--max-steps", type=int, default=None, help="stop each task after this many steps")
+    ours.add_argument("--data-fraction", type=float, default=1.0,
+                      help="train on this seeded fraction of each training set (default: 1)")
+    ours.add_argument("--eval-batch-size", type=int, default=64, help="(default: %(default)s)")
+    ours.add_argument("--predictions-dir", default=None, metavar="DIR",
+                      help=f"course-level folder the prediction files are copied into on success ('' = do "
+                           f"not copy) (default: ${PREDICTIONS_DIR_ENV}, else predictions/)")
+    ours.add_argument("--resume", metavar="RUN_DIR", default=None,
+                      help="continue an interrupted Part-1 run: finished tasks are kept, a task with a "
+                           "checkpoint resumes from it")
+    return parser
+
+
+def parse_args(argv):
+    args = build_parser().parse_args(argv)
+    if args.resume:
+        saved_path = Path(args.resume) / RESULTS
+        try:
+            saved = json.loads(saved_path.read_text(encoding="utf-8"))["arguments"]
+        except (OSError, ValueError, KeyError) as e:
+            raise UserError(f"{saved_path}: cannot read the run's arguments ({e})") from None
+        resume = args.resume
+        args = build_parser().parse_args([])
+        vars(args).update({k: v for k, v in saved.items() if k in vars(args)})
+        args.resume, args.out = resume, resume
+    if args.fine_tune_mode is not None:
+        args.mode = next(k for k, v in PART1_MODES.items() if v == args.fine_tune_mode)
+        args.prefix = args.fine_tune_mode
+    else:
+        args.mode = args.option or "pretrain"
+        args.prefix = args.mode
+    defaults = MODE_DEFAULTS[args.mode]
+    args.epochs = defaults["epochs"] if args.epochs is None else args.epochs
+    args.lr = defaults["lr"] if args.lr is None else args.lr
+    if args.use_gpu and args.device not in (None, "cuda"):
+        raise UserError(f"--use_gpu and --device {args.device} disagree")
+    args.device = "cuda" if args.use_gpu else (args.device or "auto")
+    args.task_list = parse_tasks(args.tasks)
+    if args.out is None:
+        args.out = str(Path("runs") / f"part1-{args.prefix}-{time.strftime('%Y%m%d-%H%M%S')}")
+    elif not args.resume and (Path(args.out) / RESULTS).exists():
+        raise UserError(f"--out {args.out} already holds a Part-1 run: continue it with --resume {args.out} "
+                        f"or choose another folder")
+    return args
+
+
+def task_args(args, task: str):
+    """The trainer's options for one task's run: train_multitask.py's defaults, set as Part 1 needs."""
+    parser = add_training_args(argparse.ArgumentParser())
+    targs = parser.parse_args([])
+    vars(targs).update(
+        model=args.model, data_dir=args.data_dir, tasks=task, epochs=args.epochs, lr=args.lr,
+        batch_size=args.batch_size, head_dropout=args.hidden_dropout_prob, seed=args.seed, device=args.device,
+        precision=args.precision, max_length=args.max_length, max_steps=args.max_steps,
+        data_fraction=args.data_fraction, eval_batch_size=args.eval_batch_size,
+        predictions_dir=args.predictions_dir, prediction_mode=args.prefix, pair_mode="cross",
+        pooling="cls",  # the course's classifier reads BERT's pooler output
+        freeze_until="all" if args.mode == "pretrain" else 0,
+        weight_decay=0.0,  # the course's AdamW runs without weight decay
+        checkpoint_every=0)
+    validate(targs)
+    return targs
+
+
+def run_task(args, task: str) -> dict:
+    out = Path(args.out) / task
+    if (out / "metrics.json").exists():  # finished before an interruption: keep it
+        result = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+        print(f"{task}: already finished in {out}", flush=True)
+        return result
+    targs = task_args(args, task)
+    resume = (out / CHECKPOINT).exists()
+    inputs = prepare(targs)
+    src = inputs.encoder.source
+    print(f"{task} ({args.prefix}): model {src.name} ({src.num_layers} layers x {src.hidden_size}); device "
+          f"{inputs.device}; {precision_note(targs, inputs.device)}; run folder {out}"
+          + ("; resuming" if resume else ""), flush=True)
+    result = fit(targs, inputs, out, resume=resume)
+    result.pop("model", None)
+    return result
+
+
+def main(argv=None) -> int:
+    args = None
+    try:
+        args = parse_args(argv)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        record = {"command": sys.argv, "arguments": {k: v for k, v in vars(args).items() if k != "task_list"},
+                  "tasks": {}}
+        atomic_write_json(out / RESULTS, record)
+        for task in args.task_list:
+            result = run_task(args, task)
+            record["tasks"][task] = {"dev_accuracy": result["best"][task], "best_epoch": result["best_epoch"],
+                                     "final_dev_accuracy": result["final"][task], "run": str(out / task)}
+            atomic_write_json(out / RESULTS, record)
+        predictions = [p for task in args.task_list for p in sorted((out / task / "predictions").glob("*.csv"))]
+        for line in _summary(args, record, predictions):
+            print(line)
+        return 0
+    except (UserError, RunFailure, Interrupted) as e:
+        return exit_status(e)
+    except KeyboardInterrupt:
+        resumable = args is not None and Path(args.out, RESULTS).exists()
+        print("interrupted" + (f"; resume with --resume {args.out}" if resumable else ""), file=sys.stderr)
+        return 130
+
+
+def _summary(args, record, predictions) -> list:
+    """Dev accuracy per task, and where the prediction files went."""
+    lines = [f"dev acc {task} ({args.prefix}) :: {r['dev_accuracy']:.3f} (epoch {r['best_epoch']})"
+             for task, r in record["tasks"].items()]
+    folder = Path(args.out) / "predictions"
+    folder.mkdir(exist_ok=True)
+    for path in predictions:
+        (folder / path.name).write_bytes(path.read_bytes())
+    lines.append(f"predictions in {folder}")
+    course_dir = args.predictions_dir if args.predictions_dir is not None else \
+        (os.environ.get(PREDICTIONS_DIR_ENV) or "predictions")
+    if course_dir:
+        copied = publish_predictions(predictions, course_dir, args.out, sys.argv)
+        lines.append(f"copied {len(copied)} prediction files to {course_dir}/ (prepare_submit.py zips them)")
+    return lines
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""One declarative record per task: the single place a task is defined.
+
+Readers (`tasks/data.py`), heads and losses (`tasks/heads.py`), tokenisation
+(`tasks/encoded.py`), metrics (`tasks/metrics.py`), prediction files
+(`tasks/predictions.py`) and the command lines read these records; nothing
+else branches on a task's name. Adding a task is adding a `TaskConfig` here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from minbert.errors import UserError
+
+SPLITS = ("train", "dev", "test")  # "test" is the course's test-student file
+HEADS = ("classify", "binary", "regress")
+METRIC_NAMES = ("accuracy", "pearson")
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """What a task is, from its files on disk to the lines of its prediction files.
+
+    head: "classify" is a softmax over `num_classes` labels (cross-entropy);
+    "binary" is one logit, labels 0/1 (BCE); "regress" is a score in
+    `label_range` (MSE). `prediction_format` is how the course's own code
+    prints a prediction: "label" an integer class, "float_label" the float of
+    a rounded sigmoid (`0.0`), "float32" a numpy float32 in full.
+    `outputs` maps a command ("multitask" = Part 2, "classifier" = Part 1) to
+    a file name template with `{split}` and, for Part 1, `{mode}`.
+    """
+    name: str
+    files: Mapping[str, str]                 # split -> file name in the data folder
+    text_columns: tuple                      # one or two sentence columns
+    label_column: str                        # absent from test files
+    head: str
+    metric: str
+    label_range: tuple                       # inclusive (low, high)
+    num_classes: Optional[int]               # classes of a "classify" head, else None
+    prediction_header: str
+    prediction_format: str
+    outputs: Mapping[str, str]
+    max_length: int = 128                    # default tokens per sequence
+    id_column: str = "id"
+    description: str = ""
+
+    @property
+    def is_pair(self) -> bool:
+        return len(self.text_columns) == 2
+
+    @property
+    def integer_labels(self) -> bool:
+        return self.head in ("classify", "binary")
+
+    @property
+    def loss(self) -> str:
+        return {"classify": "cross_entropy", "binary": "bce_with_logits", "regress": "mse"}[self.head]
+
+    def prediction_file(self, split: str, mode: Optional[str] = None) -> str:
+        """The course's file name for this task's `split` predictions (Part 1 when `mode` is given)."""
+        if split not in ("dev", "test"):
+            raise UserError(f"no prediction file for split {split!r} (only dev and test)")
+        command = "classifier" if mode is not None else "multitask"
+        template = self.outputs.get(command)
+        if template is None:  # a task the course has no such file for: the same pattern, its own name
+            template = "{mode}-%s-{split}-out.csv" % self.name if mode else "%s-{split}-output.csv" % self.name
+        return template.format(split=split, mode=mode)
+
+    def __post_init__(self):
+        assert self.head in HEADS and self.metric in METRIC_NAMES and 1 <= len(self.text_columns) <= 2
+        assert (self.num_classes is not None) == (self.head == "classify")
+
+
+def _course_files(prefix: str) -> dict:
+    return {"train": f"{prefix}-train.csv", "dev": f"{prefix}-dev.csv", "test": f"{prefix}-test-student.csv"}
+
+
+REGISTRY: dict = {t.name: t for t in (
+    TaskConfig(
+        name="sst", files=_course_files("ids-sst"), text_columns=("sentence",), label_column="sentiment",
+        head="classify", num_classes=5, metric="accuracy", label_range=(0, 4),
+        prediction_header="Predicted_Sentiment", prediction_format="label",
+        outputs={"multitask": "sst-{split}-output.csv", "classifier": "{mode}-sst-{split}-out.csv"},
+        description="Stanford Sentiment Treebank, 5 classes (Part 1 and Part 2)"),
+    TaskConfig(
+        name="quora", files=_course_files("quora"), text_columns=("sentence1", "sentence2"),
+        label_column="is_duplicate", head="binary", num_classes=None, metric="accuracy", label_range=(0, 1),
+        prediction_header="Predicted_Is_Paraphrase", prediction_format="float_label",
+        outputs={"multitask": "para-{split}-output.csv"},
+        description="Quora question pairs, paraphrase or not (Part 2)"),
+    TaskConfig(
+        name="sts", files=_course_files("sts"), text_columns=("sentence1", "sentence2"),
+        label_column="similarity", head="regress", num_classes=None, metric="pearson", label_range=(0.0, 5.0),
+        prediction_header="Predicted_Similiary",  # sic: the course's spelling, which its grader reads
+        prediction_format="float32", outputs={"multitask": "sts-{split}-output.csv"},
+        description="SemEval STS benchmark, similarity 0..5 (Part 2)"),
+    TaskConfig(
+        name="cfimdb", files=_course_files("ids-cfimdb"), text_columns=("sentence",), label_column="sentiment",
+        head="classify", num_classes=2, metric="accuracy", label_range=(0, 1),
+        prediction_header="Predicted_Sentiment", prediction_format="label",
+        outputs={"classifier": "{mode}-cfimdb-{split}-out.csv"},
+        max_length=512,  # movie reviews: most are longer than 128 tokens
+        description="CFIMDB movie reviews, positive or negative (Part 1)"),
+)}
+
+MULTITASK_TASKS = ("sst", "quora", "sts")  # the course's Part 2, train_multitask.py's default
+CLASSIFIER_TASKS = ("sst", "cfimdb")       # the course's Part 1, classifier.py's default
+
+
+def get_task(name: str) -> TaskConfig:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise UserError(f"unknown task {name!r}; expected one of {', '.join(REGISTRY)}") from None
+
+
+def task_names() -> tuple:
+    return tuple(REGISTRY)
