@@ -4,7 +4,8 @@ The grader parses what the course's `classifier.py` (Part 1) and
 `multitask_classifier.py` (Part 2) write: a header `id \\t <Header> \\n` and
 rows `<id> , <value> \\n`, the value printed as Python prints the course's
 numpy value: an integer class (`3`), the float of a rounded sigmoid for
-paraphrase (`1.0`), the full float32 of a similarity (`3.4812355`). File
+paraphrase (`1.0`), a similarity's float32 with every digit of its double
+value (`3.4812355041503906`). File
 names, headers (with the course's spelling "Similiary") and formats come from
 the task registry.
 """
@@ -29,7 +30,8 @@ def format_value(cfg: TaskConfig, value) -> str:
     if cfg.prediction_format == "float32":
         if not math.isfinite(number):
             raise ValueError(f"{cfg.name} prediction {value!r} is not a finite number")
-        return str(np.float32(number))
+        # f"{s}" of a numpy float32 formats it as a Python float: every digit of its double value.
+        return repr(float(np.float32(number)))
     if not number.is_integer():
         raise ValueError(f"{cfg.name} prediction {value!r} is not a class label")
     label = int(number)

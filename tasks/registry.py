@@ -25,7 +25,7 @@ class TaskConfig:
     "binary" is one logit, labels 0/1 (BCE); "regress" is a score in
     `label_range` (MSE). `prediction_format` is how the course's own code
     prints a prediction: "label" an integer class, "float_label" the float of
-    a rounded sigmoid (`0.0`), "float32" a numpy float32 in full.
+    a rounded sigmoid (`0.0`), "float32" a numpy float32 formatted as a Python float.
     `outputs` maps a command ("multitask" = Part 2, "classifier" = Part 1) to
     a file name template with `{split}` and, for Part 1, `{mode}`.
     """
