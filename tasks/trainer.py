@@ -492,6 +492,7 @@ def fit(args, inputs: RunInputs, out_dir, encoder: Optional[minbert.BertModel] =
     show_bars = sys.stdout.isatty() and not quiet and world.main
     best_weights = None
     started = time.time()
+    progress = _ProgressLines(total, state["global_step"]) if not show_bars and not quiet and world.main else None
     try:
         with _Stop() as stop:
             while state["global_step"] < total or not evaluated():
@@ -513,6 +514,8 @@ def fit(args, inputs: RunInputs, out_dir, encoder: Optional[minbert.BertModel] =
                     state["global_step"] += 1
                     if bar is not None:
                         bar.update(1)
+                    if progress is not None:
+                        progress.step(state["global_step"], sum(len(ix) for ix in step.values()), losses)
                     if writer is not None and losses is not None:
                         for name, value in losses.items():
                             writer.add_scalar(name, value, state["global_step"])
@@ -576,6 +579,28 @@ def fit(args, inputs: RunInputs, out_dir, encoder: Optional[minbert.BertModel] =
             writer.close()
     result["model"] = model
     return result
+
+
+class _ProgressLines:
+    """Without a terminal (`nohup ... > log`), one line every `every` seconds instead of a bar."""
+
+    def __init__(self, total: int, done: int, every: float = 30.0):
+        self.total, self.every = total, every
+        self.start_step, self.examples = done, 0
+        self.started = self.last = time.time()
+
+    def step(self, global_step: int, examples: int, losses: Optional[dict]):
+        self.examples += examples
+        now = time.time()
+        if now - self.last < self.every:
+            return
+        self.last = now
+        rate = (global_step - self.start_step) / (now - self.started)
+        left = (self.total - global_step) / rate if rate > 0 else float("inf")
+        shown = " ".join(f"{k.rsplit('/', 1)[-1]}={v:.4f}" for k, v in (losses or {}).items()
+                         if k.startswith("train/loss/"))
+        print(f"step {global_step}/{self.total} {shown} {self.examples / (now - self.started):.1f} ex/s, "
+              f"{left / 60:.1f} min left in training", flush=True)
 
 
 def _bar(show: bool, total: int, initial: int, desc: str):

@@ -276,3 +276,19 @@ def test_prepare_submit_command(tmp_path, monkeypatch):
     assert "  predictions/full-model-cfimdb-test-out.csv" in out and "  classifier.py" in out
     code, _, err = run_cli(prepare_submit.main, ["--predictions-dir", str(tmp_path / "none")])
     assert code == 2 and "no prediction files" in err
+
+
+def test_part1_resume_keeps_finished_tasks(part1_data, tmp_path, tiny_model):
+    out = tmp_path / "part1"
+    argv = ["--option", "finetune", "--model", str(tiny_model), "--data-dir", str(part1_data), "--epochs", "1",
+            "--max-steps", "2", "--batch_size", "4", "--precision", "fp32", "--out", str(out)]
+    code, _, err = run_cli(classifier.main, argv)
+    assert code == 0, err
+    first = {p.name: p.read_bytes() for p in (out / "predictions").iterdir()}
+    (out / "cfimdb" / "metrics.json").unlink()  # as if stopped after cfimdb's final checkpoint
+    code, stdout, err = run_cli(classifier.main, ["--resume", str(out)])
+    assert code == 0, err
+    assert "sst: already finished" in stdout
+    assert {p.name: p.read_bytes() for p in (out / "predictions").iterdir()} == first
+    code, _, err = run_cli(classifier.main, argv)
+    assert code == 2 and "--resume" in err
