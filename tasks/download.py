@@ -1,6 +1,6 @@
 """Fetch the CS224N default-project data files from the course's public starter repository.
 
-    python data/download.py [--dest data/] [--cfimdb] [--force] [--timeout 10]
+    python data/download.py [--dest data/] [--force] [--timeout 10]
 
 Each file is written to a temporary file in the destination folder and moved
 into place with `os.replace`, so an interrupted download never leaves a
@@ -21,27 +21,12 @@ import urllib.parse
 import urllib.request
 
 from minbert.errors import DataError, UserError
+from tasks.registry import REGISTRY
 
 BASE_URL = "https://raw.githubusercontent.com/gpoesia/minbert-default-final-project/main/data/"
 
-# The files the multitask model uses (sst, quora, sts; train/dev/test-student).
-COURSE_FILES = (
-    "ids-sst-train.csv",
-    "ids-sst-dev.csv",
-    "ids-sst-test-student.csv",
-    "quora-train.csv",
-    "quora-dev.csv",
-    "quora-test-student.csv",
-    "sts-train.csv",
-    "sts-dev.csv",
-    "sts-test-student.csv",
-)
-# The course's part-1 movie-review set; only fetched on request.
-OPTIONAL_COURSE_FILES = (
-    "ids-cfimdb-train.csv",
-    "ids-cfimdb-dev.csv",
-    "ids-cfimdb-test-student.csv",
-)
+# Every registered task's train, dev and test-student files (Part 1's CFIMDB included).
+COURSE_FILES = tuple(name for task in REGISTRY.values() for name in task.files.values())
 
 DEFAULT_DEST = pathlib.Path(__file__).resolve().parents[1] / "data"
 _CHUNK = 1 << 16
@@ -126,7 +111,6 @@ def download_course_data(
     timeout: float = 10,
     base_url: str = BASE_URL,
     files=None,
-    include_optional: bool = False,
     force: bool = False,
     log=None,
 ) -> list[pathlib.Path]:
@@ -138,7 +122,7 @@ def download_course_data(
     log = (lambda msg: print(msg, file=sys.stderr)) if log is None else log
     dest = pathlib.Path(dest).expanduser()
     if files is None:
-        files = COURSE_FILES + (OPTIONAL_COURSE_FILES if include_optional else ())
+        files = COURSE_FILES
     if not base_url.endswith("/"):
         base_url += "/"
     try:
@@ -172,13 +156,12 @@ def download_course_data(
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="data/download.py",
-        description="Download the CS224N default-project data files (SST, Quora, STS) "
+        description="Download the CS224N default-project data files (SST, Quora, STS, CFIMDB) "
         "from the course's public starter repository.",
     )
     parser.add_argument("--dest", default=str(DEFAULT_DEST), help="folder to write to (default: data/)")
     parser.add_argument("--timeout", type=float, default=10, help="network timeout in seconds (default: 10)")
     parser.add_argument("--base-url", default=BASE_URL, help="where the files live (default: the course repo)")
-    parser.add_argument("--cfimdb", action="store_true", help="also fetch the CFIMDB files of the course's part 1")
     parser.add_argument("--force", action="store_true", help="download files that are already present again")
     args = parser.parse_args(argv)
     if not args.timeout > 0:
@@ -188,7 +171,6 @@ def main(argv=None) -> int:
             args.dest,
             timeout=args.timeout,
             base_url=args.base_url,
-            include_optional=args.cfimdb,
             force=args.force,
         )
     except UserError as exc:

@@ -17,6 +17,7 @@ if str(REPO) not in sys.path:
 from minbert.errors import DataError  # noqa: E402
 from tasks import data  # noqa: E402
 from tasks import download  # noqa: E402
+from tasks.registry import REGISTRY  # noqa: E402
 
 # Row counts of the shared copy (see /work/shared/data/README.md and data/README.md).
 EXPECTED_ROWS = {
@@ -225,11 +226,10 @@ def test_subsample_bad_fraction(fraction):
 
 
 def test_course_files_names():
-    assert len(download.COURSE_FILES) == 9
-    for task in data.TASKS:
+    assert len(download.COURSE_FILES) == 12
+    for task in REGISTRY:
         for split in data.SPLITS:
             assert data.split_path(".", task, split).name in download.COURSE_FILES
-    assert all("cfimdb" in f for f in download.OPTIONAL_COURSE_FILES)
     assert download.BASE_URL == (
         "https://raw.githubusercontent.com/gpoesia/minbert-default-final-project/main/data/"
     )

@@ -402,7 +402,7 @@ def test_unknown_task_or_split(tmp_path, task, split):
 
 def test_unknown_task_in_read_task(tmp_path):
     with pytest.raises(DataError):
-        data.read_task(tmp_path, "cfimdb")
+        data.read_task(tmp_path, "imdb")
 
 
 # ---------------------------------------------------------------- random mutations
