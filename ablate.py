@@ -28,21 +28,21 @@ import sys
 from pathlib import Path
 
 from minbert import RunFailure, UserError
-from tasks import ablation
+from tasks.ablation import arguments, sweep
+from tasks.ablation.studies import STUDIES
 from tasks.data import TASKS
 from tasks.distributed import launched_world_size
 from tasks.options import add_training_args, exit_status, validate
 from tasks.trainer import Interrupted
 
 SWEEP_EPOCHS = 1
-# Options that mean something in one mode only: given with another mode, they are a mistake.
-MODE_OPTIONS = {"reinit": ("from_layer", "block", "heads", "reinit_embeddings"),
-                "permute": ("trials", "order", "permutation_seed"),
-                "probe": ("layers",),
-                "dynamics": ("dynamics_examples",)}
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.mode_options = {}  # mode -> its study's own options: given with another mode, they are a mistake
+
     def error(self, message):
         """A bad flag is bad input like any other: one line, exit status 2 (argparse would print usage)."""
         raise UserError(message)
@@ -50,59 +50,31 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sweep = parser.add_argument_group("sweep")
-    sweep.add_argument("--mode", required=True, choices=tuple(ablation.MODES),
-                       help="reinit: re-draw layers or heads; permute: shuffle the layer order; probe: linear "
-                            "probes on frozen layers; transfer: intermediate-task fine-tuning; dynamics: how "
-                            "fine-tuning changes each layer")
-    sweep.add_argument("--task", choices=TASKS + ("all",), default=None,
+    group = parser.add_argument_group("sweep")
+    group.add_argument("--mode", required=True, choices=tuple(STUDIES),
+                       help="; ".join(f"{mode}: {study.summary}" for mode, study in STUDIES.items()))
+    group.add_argument("--task", choices=TASKS + ("all",), default=None,
                        help="shorthand for --tasks: one task, or all = multitask fine-tuning on the three "
                             "(default: --tasks)")
-    sweep.add_argument("--seeds", type=ablation.int_list, default=None, metavar="S,...",
+    group.add_argument("--seeds", type=arguments.int_list, default=None, metavar="S,...",
                        help="fine-tuning seeds; every configuration runs at each (default: --seed)")
-    sweep.add_argument("--data-fractions", type=ablation.fraction_list, default=None, metavar="F,...",
+    group.add_argument("--data-fractions", type=arguments.fraction_list, default=None, metavar="F,...",
                        help="seeded fractions of the training sets, each in (0, 1] (default: --data-fraction)")
-    sweep.add_argument("--shard", type=ablation.shard, default=None, metavar="I/N",
+    group.add_argument("--shard", type=arguments.shard, default=None, metavar="I/N",
                        help="run only shard I of N (1-based) of the trials: a trial's shard is a hash of its name, "
                             "so it stays put when seeds or fractions are added, and shards on several GPUs or "
                             "machines sharing --out never run or write the same trial; each appends to "
                             "results.shard-I-of-N.jsonl, skips trials finished in any results file there, and "
                             "writes the summary if it finishes the sweep (default: every trial, results.jsonl)")
-    sweep.add_argument("--summarize", action="store_true",
+    group.add_argument("--summarize", action="store_true",
                        help="train nothing: merge every results file in --out (results.jsonl, "
                             "results.shard-*.jsonl), say how many trials are finished, missing and failed, and "
                             "write summary.csv, the plots and the summary TensorBoard run from the finished ones "
                             "(give the same sweep options as the runs)")
-
-    reinit = parser.add_argument_group("reinit (BERT's init: N(0, initializer_range) cut at 2 std, "
-                                       "biases 0, LayerNorms 1/0; seeded by the trial's seed)")
-    reinit.add_argument("--from-layer", type=ablation.from_layer_list, default=None, metavar="K,...",
-                        help="reinitialise layers >= K, for each K; 'none' = the layer count, 'all' = 0 "
-                             "(default, with no --block/--heads: every K from none to all)")
-    reinit.add_argument("--block", type=ablation.block_list, default=None, metavar="START:SIZE,...",
-                        help="reinitialise SIZE consecutive layers from START, and also the complement "
-                             "(every layer but the block)")
-    reinit.add_argument("--heads", type=ablation.head_list, default=None, metavar="L:H,...",
-                        help="reinitialise one attention head per trial (its Q/K/V rows and output columns); "
-                             "L:* = every head of layer L")
-    reinit.add_argument("--reinit-embeddings", action="store_true",
-                        help="also reinitialise the embeddings (by default they keep their pretrained values)")
-
-    permute = parser.add_argument_group("permute")
-    permute.add_argument("--trials", type=int, default=5,
-                         help="distinct random layer orders, beside the original (default: %(default)s)")
-    permute.add_argument("--order", type=ablation.permutation, default=None, metavar="I,...",
-                         help="also this order: position i runs the pretrained layer I")
-    permute.add_argument("--permutation-seed", type=int, default=0,
-                         help="seed of the random orders (default: %(default)s)")
-
-    probe = parser.add_argument_group("probe (frozen encoder, only a linear head trains; pooling first and mean)")
-    probe.add_argument("--layers", type=ablation.int_list, default=None, metavar="K,...",
-                       help="probe on layer K (K = 0: the embeddings) (default: every layer)")
-
-    dynamics = parser.add_argument_group("dynamics")
-    dynamics.add_argument("--dynamics-examples", type=int, default=128, metavar="N",
-                          help="dev examples per task the models are compared on (default: %(default)s)")
+    for mode, study in STUDIES.items():
+        group = parser.add_argument_group(study.title)
+        study.add_arguments(group)
+        parser.mode_options[mode] = tuple(action.dest for action in group._group_actions)
 
     add_training_args(parser)
     parser.set_defaults(epochs=SWEEP_EPOCHS)
@@ -115,12 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv=None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
-    for mode, names in MODE_OPTIONS.items():
+    for mode, names in parser.mode_options.items():
         for name in names:
             if args.mode != mode and getattr(args, name) != parser.get_default(name):
                 raise UserError(f"--{name.replace('_', '-')} applies to --mode {mode} only")
-    if args.trials < 0 or args.dynamics_examples < 1:
-        raise UserError("--trials must be >= 0 and --dynamics-examples >= 1")
     if args.summarize and args.shard is not None:
         raise UserError("--summarize merges every shard's results: give it without --shard")
     if args.task is not None:
@@ -137,7 +107,8 @@ def main(argv=None) -> int:
         if launched_world_size() > 1:
             raise UserError("ablate.py runs one process per shard: start one per GPU with --shard I/N "
                             "(see README), not under torchrun")
-        return ablation.run(parse_args(argv))
+        args = parse_args(argv)
+        return sweep.run(args, STUDIES[args.mode])
     except (UserError, RunFailure, Interrupted) as e:
         return exit_status(e)
     except KeyboardInterrupt:

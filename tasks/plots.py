@@ -241,15 +241,3 @@ def dynamics_curves(rows, num_layers: int):
     fig.suptitle("How fine-tuning changes each layer", fontsize=10)
     return fig
 
-
-def figures(mode: str, records, rows, metric: str, num_layers: int, num_heads: int, tasks) -> dict:
-    """Every plot a mode has data for, by file name (without .png)."""
-    made = {
-        "reinit": lambda: {"reinit_layers": reinit_curve(rows, metric, num_layers),
-                           "reinit_heads": heads_heatmap(rows, metric, num_layers, num_heads)},
-        "probe": lambda: {"probe": probe_curve(rows, metric, num_layers)},
-        "permute": lambda: {"permute": permutation_strip(records, metric)},
-        "transfer": lambda: {"transfer": transfer_matrix(rows, tasks)},
-        "dynamics": lambda: {"dynamics": dynamics_curves(rows, num_layers)},
-    }[mode]()
-    return {name: fig for name, fig in made.items() if fig is not None}

@@ -10,7 +10,8 @@ import torch
 import ablate
 from conftest import run_cli
 from minbert import UserError
-from tasks import ablation
+from tasks.ablation import arguments, sweep
+from tasks.ablation.studies import STUDIES, dynamics, permute, probe
 from tasks.trainer import prepare
 
 BASE = ["--model", "minilm", "--batch-size", "8", "--max-steps", "2", "--precision", "fp32",
@@ -49,20 +50,20 @@ def test_reinit_sweep_writes_results_summary_plots_and_tensorboard(small_data_di
 def test_killed_sweep_resumes_and_failed_trials_are_retried(small_data_dir, tmp_path, monkeypatch):
     out = tmp_path / "resume"
     argv = _argv(small_data_dir, out, "--mode", "reinit", "--task", "sst", "--from-layer", "5,6")
-    real_fit = ablation.fit
+    real_fit = sweep.fit
 
     def flaky_fit(args, inputs, out_dir, encoder=None, **kwargs):
         if "from=5" in str(out_dir):
             raise RuntimeError("simulated crash")
         return real_fit(args, inputs, out_dir, encoder=encoder, **kwargs)
 
-    monkeypatch.setattr(ablation, "fit", flaky_fit)
+    monkeypatch.setattr(sweep, "fit", flaky_fit)
     code, _, err = run_cli(ablate.main, argv)
     assert code == 1 and "1 of 2 trials failed" in err
     failed = [r for r in _lines(out / "results.jsonl") if r["status"] == "failed"]
     assert [r["config"] for r in failed] == ["from=5"] and "simulated crash" in failed[0]["error"]
 
-    monkeypatch.setattr(ablation, "fit", real_fit)
+    monkeypatch.setattr(sweep, "fit", real_fit)
     code, stdout, err = run_cli(ablate.main, argv)  # retries the failed trial only
     assert code == 0, err
     assert "2 trials, 1 already" in stdout
@@ -90,15 +91,15 @@ def test_killed_sweep_resumes_and_failed_trials_are_retried(small_data_dir, tmp_
 
 def _sweep(small_data_dir, tmp_path, *extra):
     args = ablate.parse_args(_argv(small_data_dir, tmp_path / "sweep", *extra))
-    return ablation.Sweep(args, prepare(args), args.out)
+    return sweep.Sweep(args, prepare(args), args.out, STUDIES[args.mode])
 
 
 def test_probe_trains_only_the_head_and_leaves_the_encoder_bit_identical(small_data_dir, tmp_path, pretrained):
-    sweep = _sweep(small_data_dir, tmp_path, "--mode", "probe", "--task", "sst", "--layers", "3")
-    trials = ablation.plan_probe(sweep.args, sweep.shape)
+    probing = _sweep(small_data_dir, tmp_path, "--mode", "probe", "--task", "sst", "--layers", "3")
+    trials = probe.plan(probing.args, probing.shape)
     assert [t.config for t in trials] == ["layer=3,pooling=first", "layer=3,pooling=mean",
                                           "layer=6,pooling=first,random", "layer=6,pooling=mean,random"]
-    result = sweep.run_trial(trials[0])
+    result = probing.run_trial(trials[0])
     model = result["model"]
     assert model.encoder.num_layers == 3 and model.pooling == "first" and result["steps"] == 2
     before = pretrained.state_dict()
@@ -111,7 +112,7 @@ def test_probe_trains_only_the_head_and_leaves_the_encoder_bit_identical(small_d
 def test_dynamics_of_a_model_with_itself_is_zero(pretrained, tokenizer):
     batch = tokenizer.collate(tokenizer.encode(["a short sentence .", "the film is long , slow and dull",
                                                 "what a lovely , warm and funny surprise that was !"] * 8))
-    curves = ablation.compare_encoders(pretrained, pretrained, [batch])
+    curves = dynamics.compare_encoders(pretrained, pretrained, [batch])
     n = pretrained.num_layers
     assert curves["weight_l2"] == [0.0] * n
     assert curves["attention_js"] == pytest.approx([0.0] * n, abs=1e-9)
@@ -133,7 +134,7 @@ def test_transfer_fills_the_ordered_pair_matrix(small_data_dir, tmp_path):
 
 def _plan(*argv):
     args = ablate.parse_args([*argv, *BASE])
-    return ablation.MODES[args.mode].plan(args, ablation.Shape(num_layers=6, num_heads=12))
+    return STUDIES[args.mode].plan(args, sweep.Shape(num_layers=6, num_heads=12))
 
 
 @pytest.mark.parametrize("mode", [["--mode", "reinit", "--heads", "2:*"], ["--mode", "transfer", "--task", "all"]])
@@ -141,11 +142,11 @@ def test_shards_partition_the_trials_and_keep_them_when_seeds_are_added(mode):
     trials = _plan(*mode, "--seeds", "0,1", "--data-fractions", "0.1,1")
     names = [t.name for t in trials]
     assert len(set(names)) == len(names)  # one folder per trial: owned by exactly one shard
-    shards = [[t.name for t in ablation.shard_trials(trials, (i, 4))] for i in range(1, 5)]
+    shards = [[t.name for t in sweep.shard_trials(trials, (i, 4))] for i in range(1, 5)]
     assert sorted(sum(shards, [])) == sorted(names) and all(shards)
     owner = {name: i for i, shard in enumerate(shards, 1) for name in shard}
     bigger = _plan(*mode, "--seeds", "0,1,2,3", "--data-fractions", "0.1,0.5,1")
-    assert {t.name: ablation.shard_of(t, 4) for t in bigger if t.name in owner} == owner
+    assert {t.name: sweep.shard_of(t, 4) for t in bigger if t.name in owner} == owner
     if mode[1] == "transfer":  # trials that share an intermediate model share its shard, which trains it once
         via = {}
         for t in trials:
@@ -155,16 +156,17 @@ def test_shards_partition_the_trials_and_keep_them_when_seeds_are_added(mode):
 
 
 def test_plans_do_not_repeat_trials_and_fingerprints_ignore_where_a_sweep_runs():
-    assert ablation.int_list("1,01,2") == [1, 2] and ablation.fraction_list("0.1,0.10") == [0.1]
+    assert arguments.int_list("1,01,2") == [1, 2] and arguments.fraction_list("0.1,0.10") == [0.1]
     args = ablate.parse_args(["--mode", "permute", "--trials", "5", "--order", "0,1", *BASE])
-    orders = [t.config for t in ablation.plan_permute(args, ablation.Shape(num_layers=2, num_heads=1))]
+    orders = [t.config for t in permute.plan(args, sweep.Shape(num_layers=2, num_heads=1))]
     assert orders == ["order=0-1", "order=1-0"]  # the original given again does not use up the only other order
     args = ablate.parse_args(["--mode", "reinit", *BASE])
 
     def fingerprint(path, sha, device):
         args.device = device
         record = {"sst": {"train": {"path": path, "sha256": sha, "n_rows": 40}, "test": None}}
-        return ablation.fingerprint(args, SimpleNamespace(encoder=SimpleNamespace(source=None), data_record=record))
+        inputs = SimpleNamespace(encoder=SimpleNamespace(source=None), data_record=record)
+        return sweep.fingerprint(args, inputs, STUDIES["reinit"])
 
     assert fingerprint("/a/sst.csv", "x", "auto") == fingerprint("/nfs/sst.csv", "x", "cuda:1")
     assert fingerprint("/a/sst.csv", "x", "auto") != fingerprint("/a/sst.csv", "y", "auto")
@@ -184,17 +186,17 @@ def _summary(path):
 
 
 def test_two_shards_then_summarize_equal_one_unsharded_sweep(small_data_dir, tmp_path):
-    sweep = ["--mode", "reinit", "--task", "sst", "--from-layer", "5", "--seeds", "0,1"]  # shard 1: 3, shard 2: 1
+    options = ["--mode", "reinit", "--task", "sst", "--from-layer", "5", "--seeds", "0,1"]  # shard 1: 3, shard 2: 1
     whole, sharded = tmp_path / "whole", tmp_path / "sharded"
-    code, _, err = run_cli(ablate.main, _argv(small_data_dir, whole, *sweep))
+    code, _, err = run_cli(ablate.main, _argv(small_data_dir, whole, *options))
     assert code == 0, err
-    code, stdout, err = run_cli(ablate.main, _argv(small_data_dir, sharded, *sweep, "--shard", "1/2"))
+    code, stdout, err = run_cli(ablate.main, _argv(small_data_dir, sharded, *options, "--shard", "1/2"))
     assert code == 0 and "shard 1/2: 3 of 4 trials" in stdout and "1 missing" in stdout, err
     assert not (sharded / "summary.csv").exists()  # the sweep is not complete yet
-    code, stdout, err = run_cli(ablate.main, _argv(small_data_dir, sharded, *sweep, "--shard", "2/2"))
+    code, stdout, err = run_cli(ablate.main, _argv(small_data_dir, sharded, *options, "--shard", "2/2"))
     assert code == 0 and "4 finished, 0 missing" in stdout, err  # the last shard writes the merged summary
-    assert [p.name for p in ablation.results_files(sharded)] == ["results.shard-1-of-2.jsonl",
-                                                                 "results.shard-2-of-2.jsonl"]
+    assert [p.name for p in sweep.results_files(sharded)] == ["results.shard-1-of-2.jsonl",
+                                                              "results.shard-2-of-2.jsonl"]
     assert _summary(sharded / "summary.csv") == _summary(whole / "summary.csv")
 
     # The same trial in two files (a rerun elsewhere) counts once; a failure of a finished trial is not "failed".
@@ -202,7 +204,7 @@ def test_two_shards_then_summarize_equal_one_unsharded_sweep(small_data_dir, tmp
     failed = {**line, "status": "failed", "error": "RuntimeError: earlier crash", "finished_at": "2000-01-01T00:00:00"}
     (sharded / "results.jsonl").write_text(json.dumps(failed) + "\n" + json.dumps(line) + "\n")
     (sharded / "summary.csv").unlink()
-    code, stdout, err = run_cli(ablate.main, _argv(small_data_dir, sharded, *sweep, "--summarize"))
+    code, stdout, err = run_cli(ablate.main, _argv(small_data_dir, sharded, *options, "--summarize"))
     assert code == 0 and "4 trials: 4 finished, 0 missing, 0 failed" in stdout, err
     assert _summary(sharded / "summary.csv") == _summary(whole / "summary.csv")
     assert (sharded / "plots" / "reinit_layers.png").exists()

@@ -1,0 +1,58 @@
+"""Option syntax shared by the sweep's options and the studies': argparse `type=` converters.
+
+A malformed value is rejected before anything is loaded. Whether a layer or head
+exists depends on the model and is checked when the sweep is planned.
+"""
+import argparse
+
+
+def items(text: str) -> list:
+    """The comma-separated items, blanks dropped and each kept once, in order."""
+    out = [t.strip() for t in text.split(",") if t.strip()]
+    if not out:
+        raise argparse.ArgumentTypeError("empty list")
+    return list(dict.fromkeys(out))
+
+
+def integer(text: str, minimum: int = 0) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{value} must be >= {minimum}")
+    return value
+
+
+def positive(text: str) -> int:
+    return integer(text, minimum=1)
+
+
+def int_list(text: str) -> list:
+    return list(dict.fromkeys(integer(t) for t in items(text)))
+
+
+def fraction_list(text: str) -> list:
+    out = []
+    for t in items(text):
+        try:
+            value = float(t)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{t!r} is not a number") from None
+        if not 0 < value <= 1:
+            raise argparse.ArgumentTypeError(f"{t} is not in (0, 1]")
+        out.append(value)
+    return list(dict.fromkeys(out))  # "0.1,0.10" is one fraction, not two runs of each trial
+
+
+def shard(text: str):
+    """I/N: shard I (1-based) of N, as (I, N); 1/1 is the whole sweep (None)."""
+    index, sep, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i = n = 0
+    if not sep or not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(f"{text!r} is not I/N with 1 <= I <= N (e.g. 2/4: the second of four "
+                                         f"shards)")
+    return None if n == 1 else (i, n)

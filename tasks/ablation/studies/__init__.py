@@ -1,0 +1,15 @@
+"""The studies `ablate.py --mode` runs: one module each, named after its mode.
+
+A study module reads top to bottom: a docstring naming its paper and protocol,
+`add_arguments(group)` (its own options, refused with any other mode), `plan(args,
+shape)` (its trials; layers or heads the model lacks are a UserError there, before
+any trial runs), `run(sweep, trial)` (change a copy of the encoder, `sweep.fit`
+it), `figures(...)` (its plots, drawn by tasks/plots.py), and last `STUDY`,
+a `sweep.Study` that names them. Adding a study: a new module here, and its
+name in NAMES.
+"""
+import importlib
+
+NAMES = ("reinit", "permute", "probe", "transfer", "dynamics")  # --mode's choices, in --help's order
+
+STUDIES = {name: importlib.import_module(f"{__name__}.{name}").STUDY for name in NAMES}

@@ -1,0 +1,145 @@
+"""dynamics: how far fine-tuning moves each layer of the pretrained model.
+
+After Hao et al. (2020), "Investigating Learning Dynamics of BERT Fine-Tuning":
+per layer, the L2 distance of the weights, the Jensen-Shannon divergence of the
+attention (padding excluded) and the SVCCA distance (Raghu et al., 2017) of the
+token representations (`minbert/analysis.py`), on the first --dynamics-examples
+dev examples of each task. Protocol, per data fraction: one fine-tuning per seed,
+compared with the pretrained model, and every pair of those seeds compared with
+each other (how much of the change is seed noise). Each fine-tuned encoder is kept
+in models/ for the seed-vs-seed trials.
+"""
+import copy
+import itertools
+from typing import Optional
+
+import minbert
+import numpy as np
+import torch
+from minbert.analysis import layer_weight_distances, layerwise_attention_js, layerwise_svcca
+
+from ...encoded import make_batch
+from ...fileio import atomic_save_torch, safe_join
+from ...heads import sequences
+from ...trainer import RunInputs
+from ..arguments import positive
+from ..sweep import Shape, Study, Trial
+
+
+def add_arguments(group):
+    group.add_argument("--dynamics-examples", type=positive, default=128, metavar="N",
+                       help="dev examples per task the models are compared on (default: %(default)s)")
+
+
+def note(args):
+    if len(args.seed_list) < 2:
+        return "one seed, so no seed-vs-seed comparison (pass --seeds 0,1 for one)"
+    return None
+
+
+def plan(args, shape: Shape) -> list:
+    """Per fraction: one fine-tuning per seed, then every pair of those seeds compared."""
+    trials = []
+    for fraction in args.fraction_list:
+        trials += [Trial("dynamics", "finetune", {"kind": "finetune"}, s, fraction) for s in args.seed_list]
+        trials += [Trial("dynamics", f"seeds={a}-{b}", {"kind": "seeds", "seeds": [a, b]}, a, fraction,
+                         group="seed-vs-seed") for a, b in itertools.combinations(args.seed_list, 2)]
+    return trials
+
+
+def run(sweep, trial: Trial) -> dict:
+    if trial.params["kind"] == "seeds":
+        a, b = (fine_tuned(sweep, trial, s) for s in trial.params["seeds"])
+        return {"curves": compare(sweep, a, b)}
+    result = fine_tune_and_save(sweep, trial)
+    result["curves"] = compare(sweep, sweep.inputs.encoder, result["model"].encoder)
+    return result
+
+
+def fine_tune_and_save(sweep, trial: Trial, name: Optional[str] = None) -> dict:
+    """Fine-tune and keep the encoder in models/, for the seed-vs-seed comparisons."""
+    result = sweep.fit(trial, sweep.inputs.encoder, name=name)
+    atomic_save_torch(model_path(sweep, trial), result["model"].encoder.state_dict())
+    return result
+
+
+def model_path(sweep, trial: Trial):
+    return safe_join(sweep.out, "models", trial.name + ".pt")
+
+
+def fine_tuned(sweep, trial: Trial, seed: int) -> minbert.BertModel:
+    """The fine-tuning of `seed` (saved by its trial; redone if the file is not there yet).
+
+    Under --shard that trial may belong to another shard, still running:
+    the redone fine-tuning logs under a name of this shard's own (the
+    model file is written atomically, so either copy is whole).
+    """
+    finetune = Trial("dynamics", "finetune", {"kind": "finetune"}, seed, trial.fraction)
+    path, shard = model_path(sweep, finetune), sweep.args.shard
+    if not path.exists():
+        name = finetune.name + (f"-redone-shard-{shard[0]}-of-{shard[1]}" if shard else "")
+        fine_tune_and_save(sweep, finetune, name)
+    encoder = sweep.pretrained_copy()
+    encoder.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    return encoder
+
+
+def compare(sweep, a: minbert.BertModel, b: minbert.BertModel) -> dict:
+    """`compare_encoders` on the analysis batches' device (the pretrained and reloaded models are on the CPU)."""
+    if "analysis_batches" not in sweep.cache:
+        sweep.cache["analysis_batches"] = analysis_batches(sweep.inputs, sweep.args.dynamics_examples)
+    device = sweep.inputs.device  # "cuda" names cuda:0, so the kinds are compared, not the devices
+    a, b = (m if next(m.parameters()).device.type == device.type else copy.deepcopy(m).to(device) for m in (a, b))
+    return compare_encoders(a, b, sweep.cache["analysis_batches"])
+
+
+def analysis_batches(inputs: RunInputs, per_task: int, batch_size: int = 32) -> list:
+    """Encoder inputs (one dict per sequence batch) of the first `per_task` dev examples of each task."""
+    batches = []
+    for task in inputs.tasks:
+        split = inputs.data[task]["dev"]
+        order = sorted(range(min(per_task, len(split))), key=split.lengths.__getitem__)
+        for start in range(0, len(order), batch_size):
+            batch = make_batch(split, order[start:start + batch_size], inputs.tokenizer, inputs.device)
+            batches.extend(sequences(batch))
+    return batches
+
+
+@torch.no_grad()
+def compare_encoders(a: minbert.BertModel, b: minbert.BertModel, batches: list, seed: int = 0) -> dict:
+    """Per layer: L2 distance of the weights, JS divergence of the attention, SVCCA distance of the tokens.
+
+    Padding is left out of both: attention JS is averaged over real query tokens
+    (weighted across batches by their count) and SVCCA sees only real tokens.
+    The SVCCA list starts with the embeddings' output (index 0).
+    """
+    modes = a.training, b.training
+    a.eval(), b.eval()
+    try:
+        js_sum, real = np.zeros(a.num_layers), 0
+        hidden_a, hidden_b = [[] for _ in range(a.num_layers + 1)], [[] for _ in range(b.num_layers + 1)]
+        for seq in batches:
+            out_a = a(**seq, output_hidden_states=True, output_attentions=True)
+            out_b = b(**seq, output_hidden_states=True, output_attentions=True)
+            mask = seq["attention_mask"].bool()
+            tokens = int(mask.sum())
+            js_sum += tokens * np.array(layerwise_attention_js(out_a.attentions, out_b.attentions, mask))
+            real += tokens
+            for i, (ha, hb) in enumerate(zip(out_a.hidden_states, out_b.hidden_states)):
+                hidden_a[i].append(ha[mask].float().cpu())
+                hidden_b[i].append(hb[mask].float().cpu())
+        svcca = layerwise_svcca([torch.cat(h)[None] for h in hidden_a], [torch.cat(h)[None] for h in hidden_b],
+                                None, seed=seed)
+    finally:
+        a.train(modes[0]), b.train(modes[1])
+    return {"weight_l2": layer_weight_distances(a.state_dict(), b.state_dict(), a.num_layers),
+            "attention_js": (js_sum / max(real, 1)).tolist(), "svcca": svcca}
+
+
+def figures(sweep, records, rows, metric) -> dict:
+    from ... import plots  # matplotlib loads only when a summary is drawn
+    return {"dynamics": plots.dynamics_curves(rows, sweep.shape.num_layers)}
+
+
+STUDY = Study(summary="how fine-tuning changes each layer", title="dynamics", add_arguments=add_arguments,
+              note=note, plan=plan, run=run, figures=figures, fingerprint=("dynamics_examples",))

@@ -1,0 +1,124 @@
+"""reinit: re-draw chosen layers or attention heads with BERT's initialisation, then fine-tune.
+
+After Zhang et al. (2021), "Revisiting Few-sample BERT Fine-tuning", which
+re-initialises the top layers before fine-tuning. Schemes, each seeded by the
+trial's seed and compared with the unmodified model (from=N) as reference:
+`--from-layer K` re-draws layers K..N-1 for each K (default: every K from none
+to all), `--block START:SIZE` a block of layers and, as its complement, every
+layer but the block, `--heads L:H` one attention head per trial (its Q/K/V rows
+and output columns). `--reinit-embeddings` also re-draws the embeddings.
+"""
+import argparse
+
+import minbert
+import torch
+from minbert import UserError
+
+from ..arguments import integer, items
+from ..sweep import Shape, Study, grid
+
+
+def from_layer_list(text: str) -> list:
+    """k values of "layers >= k reinitialised"; 'all' is 0 and 'none' (None) the layer count."""
+    return [None if t == "none" else 0 if t == "all" else integer(t) for t in items(text)]
+
+
+def block_list(text: str) -> list:
+    """START:SIZE blocks of consecutive layers."""
+    return _pairs(text, "START:SIZE (e.g. 2:2)", lambda size: integer(size, minimum=1))
+
+
+def head_list(text: str) -> list:
+    """LAYER:HEAD pairs; LAYER:* (HEAD None) stands for every head of the layer."""
+    return _pairs(text, "LAYER:HEAD or LAYER:* (e.g. 3:5)", lambda head: None if head.strip() == "*" else integer(head))
+
+
+def _pairs(text: str, form: str, second) -> list:
+    """A:B items as (integer A, second(B)); `form` says what an item without its colon should have been."""
+    out = []
+    for t in items(text):
+        first, sep, rest = t.partition(":")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"{t!r} is not {form}")
+        out.append((integer(first), second(rest)))
+    return out
+
+
+def add_arguments(group):
+    group.add_argument("--from-layer", type=from_layer_list, default=None, metavar="K,...",
+                       help="reinitialise layers >= K, for each K; 'none' = the layer count, 'all' = 0 "
+                            "(default, with no --block/--heads: every K from none to all)")
+    group.add_argument("--block", type=block_list, default=None, metavar="START:SIZE,...",
+                       help="reinitialise SIZE consecutive layers from START, and also the complement "
+                            "(every layer but the block)")
+    group.add_argument("--heads", type=head_list, default=None, metavar="L:H,...",
+                       help="reinitialise one attention head per trial (its Q/K/V rows and output columns); "
+                            "L:* = every head of layer L")
+    group.add_argument("--reinit-embeddings", action="store_true",
+                       help="also reinitialise the embeddings (by default they keep their pretrained values)")
+
+
+def plan(args, shape: Shape) -> list:
+    """`--from-layer`, `--block` and `--heads` schemes, plus the unmodified model as reference."""
+    n, emb = shape.num_layers, args.reinit_embeddings
+    suffix = ",emb" if emb else ""
+
+    def layers(label, scheme, chosen, **extra):
+        return label + suffix, {"scheme": scheme, "layers": sorted(chosen), "embeddings": emb, **extra}
+
+    configs = [(f"from={n}", {"scheme": "from", "layers": [], "embeddings": False, "from": n})]
+    froms = args.from_layer or ([] if args.block or args.heads else list(range(n, -1, -1)))
+    for k in froms:
+        k = n if k is None else k
+        if k > n:
+            raise UserError(f"--from-layer {k}: the model has {n} layers (k in 0..{n}; {n} = none)")
+        configs.append(layers(f"from={k}", "from", range(k, n), **{"from": k}))
+    for start, size in args.block or ():
+        if start + size > n:
+            raise UserError(f"--block {start}:{size}: layers {start}..{start + size - 1} are past the model's "
+                            f"{n} layers (0..{n - 1})")
+        block = set(range(start, start + size))
+        configs.append(layers(f"block={start}:{size}", "block", block, start=start, size=size))
+        configs.append(layers(f"keep={start}:{size}", "keep", set(range(n)) - block, start=start, size=size))
+    configs += head_configs(args.heads or (), shape, suffix, emb)
+    return grid("reinit", configs, args.seed_list, args.fraction_list)
+
+
+def head_configs(heads, shape: Shape, suffix: str, emb: bool) -> list:
+    """One configuration per --heads head, LAYER:* spelled out."""
+    n, configs = shape.num_layers, []
+    for layer, head in heads:
+        if layer >= n:
+            raise UserError(f"--heads {layer}:{'*' if head is None else head}: the model has layers 0..{n - 1}")
+        if head is not None and head >= shape.num_heads:
+            raise UserError(f"--heads {layer}:{head}: head {head} is past the model's {shape.num_heads} heads "
+                            f"(0..{shape.num_heads - 1})")
+        for h in range(shape.num_heads) if head is None else (head,):
+            configs.append((f"head={layer}:{h}{suffix}",
+                            {"scheme": "head", "layer": layer, "head": h, "embeddings": emb}))
+    return configs
+
+
+def run(sweep, trial) -> dict:
+    p = trial.params
+    encoder = sweep.pretrained_copy()
+    generator = torch.Generator().manual_seed(trial.seed)
+    if p["scheme"] == "head":
+        minbert.reinit_heads(encoder, [(p["layer"], p["head"])], generator)
+    else:
+        minbert.reinit_layers(encoder, p["layers"], generator)
+    if p["embeddings"]:
+        minbert.reinit_embeddings(encoder, generator)
+    return sweep.fit(trial, encoder)
+
+
+def figures(sweep, records, rows, metric) -> dict:
+    from ... import plots  # matplotlib loads only when a summary is drawn
+    return {"reinit_layers": plots.reinit_curve(rows, metric, sweep.shape.num_layers),
+            "reinit_heads": plots.heads_heatmap(rows, metric, sweep.shape.num_layers, sweep.shape.num_heads)}
+
+
+STUDY = Study(summary="re-draw layers or heads",
+              title="reinit (BERT's init: N(0, initializer_range) cut at 2 std, biases 0, LayerNorms 1/0; seeded "
+                    "by the trial's seed)",
+              add_arguments=add_arguments, plan=plan, run=run, figures=figures)

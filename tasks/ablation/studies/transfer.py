@@ -1,0 +1,70 @@
+"""transfer: fine-tune on an intermediate task, then on the final one.
+
+Intermediate-task transfer (Pruksachatkun et al. (2020), "Intermediate-Task
+Transfer Learning with Pretrained Models for Natural Language Understanding:
+When and Why Does It Work?"; Exp. 1 of "BERT Goes to College"). Protocol: for
+the tasks of --task/--tasks (at least two), direct fine-tuning on each, and every
+ordered (intermediate, final) pair: the pretrained model fine-tuned on the
+intermediate task (its TensorBoard run: transfer-intermediate=TASK-...), then on
+the final task alone, both at the trial's seed and data fraction. The matrix
+plot shows each pair's final-task metric and its change from direct fine-tuning.
+"""
+import dataclasses
+
+from minbert import UserError
+
+from ..sweep import Shape, Study, Trial, grid
+
+
+def plan(args, shape: Shape) -> list:
+    """Direct fine-tuning on each task, then every ordered (intermediate, final) pair.
+
+    Trials that start from the same intermediate model share its shard, which
+    trains that model once and alone writes its folder.
+    """
+    tasks = args.task_list
+    if len(tasks) < 2:
+        raise UserError("--mode transfer needs at least two tasks (--task all, or --tasks sst,sts)")
+    configs = [(f"via=none,final={b}", {"via": None, "final": b}) for b in tasks]
+    configs += [(f"via={a},final={b}", {"via": a, "final": b}) for a in tasks for b in tasks if a != b]
+    trials = grid("transfer", configs, args.seed_list, args.fraction_list)
+    for trial in trials:
+        if trial.params["via"]:
+            trial.shard_unit = intermediate_stage(trial, trial.params["via"]).name
+    return trials
+
+
+def intermediate_stage(trial: Trial, task: str) -> Trial:
+    """The intermediate fine-tuning on `task` a transfer trial starts from; its name is its TensorBoard run."""
+    return dataclasses.replace(trial, config=f"intermediate={task}", params={"via": task}, group="", shard_unit="")
+
+
+def run(sweep, trial) -> dict:
+    via, final = trial.params["via"], trial.params["final"]
+    if via is None:
+        return sweep.fit(trial, sweep.inputs.encoder, tasks=(final,))
+    encoder, intermediate_dev = intermediate(sweep, via, trial)
+    result = sweep.fit(trial, encoder, tasks=(final,))
+    result["info"] = {"intermediate_dev": intermediate_dev}
+    return result
+
+
+def intermediate(sweep, task: str, trial: Trial):
+    """The encoder fine-tuned on `task` (trial's seed and fraction) and its dev metrics; consecutive trials with
+    the same intermediate stage (the plan puts them next to each other) train it once."""
+    key = (task, trial.seed, trial.fraction)
+    cached = sweep.cache.get("intermediate")
+    if cached is None or cached[0] != key:
+        sweep.cache.pop("intermediate", None)  # let the previous model go before training the next
+        stage = intermediate_stage(trial, task)
+        result = sweep.fit(stage, sweep.inputs.encoder, name=stage.name, tasks=(task,))
+        sweep.cache["intermediate"] = (key, (result["model"].encoder, result["best"]))
+    return sweep.cache["intermediate"][1]
+
+
+def figures(sweep, records, rows, metric) -> dict:
+    from ... import plots  # matplotlib loads only when a summary is drawn
+    return {"transfer": plots.transfer_matrix(rows, sweep.inputs.tasks)}
+
+
+STUDY = Study(summary="intermediate-task fine-tuning", title="transfer", plan=plan, run=run, figures=figures)

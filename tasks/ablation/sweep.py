@@ -1,0 +1,349 @@
+"""Plan, shard, run and resume one sweep: what every study shares.
+
+A sweep is a list of trials, one per configuration x seed x data fraction,
+planned by its study (studies/). The checkpoint and the tokenised data are
+loaded once (`trainer.prepare`); each trial changes a copy of the encoder and
+hands it to `trainer.fit`, so the training is the trainer's own. Each finished
+trial is appended to results.jsonl at once: rerunning the same command skips the
+trials already there (so a killed sweep resumes), and a trial that crashed is
+recorded as "failed" and retried next time rather than silently dropped.
+
+A sweep can be split into shards (`--shard I/N`) run at once on several GPUs
+or machines sharing the folder: a trial's shard is a hash of its name, each
+shard appends to its own results.shard-I-of-N.jsonl, and every results file
+in the folder counts as done and is merged for the summary (`--summarize`).
+"""
+import argparse
+import copy
+import dataclasses
+import hashlib
+import json
+import re
+import shutil
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import minbert
+from minbert import UserError
+
+from ..fileio import append_jsonl, atomic_write_text, read_jsonl, safe_join
+from ..options import add_training_args
+from ..trainer import Interrupted, RunInputs, fit, precision_note, prepare
+from .summary import finished, report
+
+RESULTS = "results.jsonl"
+SHARD_RESULTS = re.compile(r"results\.shard-\d+-of-\d+\.jsonl")
+
+
+# ---------------------------------------------------------------------------- studies and trials
+
+
+@dataclass(frozen=True)
+class Study:
+    """One --mode, as a module in studies/ declares it."""
+    summary: str                  # its part of --mode's help
+    title: str                    # the title of its option group in --help
+    plan: Callable                # (args, Shape) -> [Trial]; a layer or head the model lacks: UserError, here
+    run: Callable                 # (Sweep, Trial) -> fit's result, plus "curves" and "info" where it has them
+    figures: Callable             # (Sweep, ok records, summary rows, metric) -> {plot name: Figure or None}
+    add_arguments: Callable = lambda group: None  # its own options (an error with any other --mode)
+    fingerprint: tuple = ()       # its options that change every trial without being in the trials' configs
+    note: Callable = lambda args: None  # a line worth printing before its trials run, or None
+
+
+@dataclass
+class Trial:
+    mode: str
+    config: str          # the configuration's label: "from=3", "head=2:5", "layer=4,pooling=mean", ...
+    params: dict         # the same as values, for the trial itself and for the plots
+    seed: int
+    fraction: float
+    group: str = ""      # what the summary pools over seeds; the configuration unless set
+    shard_unit: str = ""  # what its shard is a hash of: trials that must run in one shard share it; its name if unset
+
+    def __post_init__(self):
+        self.group = self.group or self.config
+
+    @property
+    def name(self) -> str:
+        """The trial's TensorBoard run name: folder-safe, and one per trial (the fraction in full where :g would
+        round it, or two fractions would share a folder and, for dynamics, a saved model)."""
+        fraction = f"{self.fraction:g}" if float(f"{self.fraction:g}") == self.fraction else repr(self.fraction)
+        return re.sub(r"[^A-Za-z0-9._=-]+", "_", f"{self.mode}-{self.config}-seed{self.seed}-frac{fraction}")
+
+    def key(self, fingerprint: str) -> str:
+        return f"{self.mode}|{self.config}|seed={self.seed}|fraction={self.fraction!r}|{fingerprint}"
+
+
+@dataclass(frozen=True)
+class Shape:
+    num_layers: int
+    num_heads: int
+
+
+def grid(mode: str, configs: list, seeds, fractions) -> list:
+    """Every configuration at every seed and fraction: a whole curve at the first seed comes first."""
+    configs = list(dict(configs).items())  # drop repeated labels, keep the order
+    return [Trial(mode, label, params, seed, fraction)
+            for seed in seeds for fraction in fractions for label, params in configs]
+
+
+def shard_of(trial: Trial, count: int) -> int:
+    """The shard (1..count) that runs `trial`: a hash of its name (or shard unit), never of its place in the plan.
+
+    So adding seeds, fractions or layers never moves a trial already assigned,
+    and two shards never write the same trial's folder.
+    """
+    unit = trial.shard_unit or trial.name
+    return int.from_bytes(hashlib.sha256(unit.encode()).digest()[:8], "big") % count + 1
+
+
+def shard_trials(trials: list, shard) -> list:
+    """The trials of shard (I, N), in plan order; all of them for None."""
+    return trials if shard is None else [t for t in trials if shard_of(t, shard[1]) == shard[0]]
+
+
+# ---------------------------------------------------------------------------- running one trial
+
+
+class Sweep:
+    """What the trials of one sweep share: the arguments, the study, the inputs loaded once, the output folder."""
+
+    def __init__(self, args, inputs: RunInputs, out_dir, study: Study):
+        self.args, self.inputs, self.out, self.study = args, inputs, Path(out_dir), study
+        self.shape = Shape(inputs.encoder.num_layers, inputs.encoder.config.num_attention_heads)
+        self.fingerprint = fingerprint(args, inputs, study)
+        self.cache = {}  # what a study keeps from one trial for the next (transfer: the last intermediate model)
+
+    def pretrained_copy(self) -> minbert.BertModel:
+        return copy.deepcopy(self.inputs.encoder)
+
+    def run_trial(self, trial: Trial) -> dict:
+        """The trial's fit result ("best", "final", "model", ...), plus "curves"/"info" where it has them."""
+        return self.study.run(self, trial)
+
+    def fit(self, trial: Trial, encoder, name: Optional[str] = None, tasks=None, **changes) -> dict:
+        """Fine-tune `encoder` exactly as train_multitask.py would, logging to tensorboard/<name>.
+
+        Nothing else is written: a trial is cheap to rerun, and a checkpoint per trial
+        would take gigabytes over a sweep.
+        """
+        args = copy.copy(self.args)
+        tasks = tuple(tasks or self.inputs.tasks)
+        args.seed, args.data_fraction, args.tasks, args.task_list = trial.seed, trial.fraction, ",".join(tasks), tasks
+        vars(args).update(changes)
+        folder = self.fresh_dir("tensorboard", name or trial.name)
+        from torch.utils.tensorboard import SummaryWriter
+        writer = SummaryWriter(str(folder))
+        try:
+            result = fit(args, dataclasses.replace(self.inputs, tasks=tasks), folder, encoder=encoder, quiet=True,
+                         writer=writer, write_outputs=False, save_predictions=False)
+            writer.add_hparams({"mode": trial.mode, "config": trial.config, "seed": trial.seed,
+                                "data_fraction": trial.fraction, "tasks": args.tasks, "stage": name or "trial"},
+                               {f"hparam/{k}": v for k, v in result["best"].items() if v is not None},
+                               run_name="hparams")
+        finally:
+            writer.close()
+        return result
+
+    def fresh_dir(self, *parts) -> Path:
+        """An empty folder below the output folder: a retried trial's curves replace, not join, the old ones."""
+        folder = safe_join(self.out, *parts)
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        return folder
+
+
+def attempt(sweep: Sweep, trial: Trial) -> dict:
+    """Run one trial and return its results line; a crash becomes a "failed" line, retried on the next run."""
+    started = time.time()
+    record = {"key": trial.key(sweep.fingerprint), "mode": trial.mode, "config": trial.config, "group": trial.group,
+              "params": trial.params, "seed": trial.seed, "data_fraction": trial.fraction,
+              "fingerprint": sweep.fingerprint, "precision": sweep.args.precision, "device": str(sweep.inputs.device)}
+    try:
+        result = sweep.run_trial(trial)
+    except (UserError, Interrupted):
+        raise
+    except Exception as e:
+        return {**record, "status": "failed", "error": f"{type(e).__name__}: {e}",
+                "traceback": traceback.format_exc(limit=-8), "wall_time_s": round(time.time() - started, 1),
+                "finished_at": _utc_now()}
+    found = {"dev": result.get("best"), "dev_final": result.get("final"), "best_epoch": result.get("best_epoch"),
+             "steps": result.get("steps"), "curves": result.get("curves"), "info": result.get("info")}
+    return {**record, "status": "ok", **{k: v for k, v in found.items() if v is not None},
+            "wall_time_s": round(time.time() - started, 1), "finished_at": _utc_now()}
+
+
+def _utc_now() -> str:
+    """UTC, so that shards on machines in other time zones agree on which record of a trial is the latest."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# ---------------------------------------------------------------------------- results files
+
+
+def fingerprint(args, inputs: RunInputs, study: Study) -> str:
+    """Hash of everything a trial's result depends on besides its own seed, fraction and configuration.
+
+    Every training option counts, the weights and data by their hashes (not
+    their paths), so a rerun with other options starts afresh in the same folder.
+    Where it runs does not count (--device, the data's path, what --precision auto
+    chose there): shards on other machines, and --summarize on a machine without a
+    GPU, must agree on it. Each results line records the precision its trial used.
+    """
+    options = vars(add_training_args(argparse.ArgumentParser()).parse_args([]))
+    values = {k: getattr(args, k) for k in sorted(set(options) - {"seed", "data_fraction", "out", "checkpoint_every",
+                                                                   "model", "data_dir", "device"})}
+    values["precision"] = getattr(args, "precision_requested", args.precision)  # auto: each machine's fast one
+    values["tasks"] = ",".join(args.task_list)
+    values["weights"] = inputs.encoder.source.weights_sha256 if inputs.encoder.source else args.model
+    values["data"] = {task: {split: d and {k: v for k, v in d.items() if k != "path"} for split, d in splits.items()}
+                      for task, splits in inputs.data_record.items()}
+    values.update({name: getattr(args, name) for name in study.fingerprint})
+    return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def results_name(shard) -> str:
+    return RESULTS if shard is None else f"results.shard-{shard[0]}-of-{shard[1]}.jsonl"
+
+
+def results_files(folder: Path) -> list:
+    """results.jsonl and every shard's file, whatever shard count they were run with."""
+    return sorted(p for p in folder.glob("results*.jsonl") if p.name == RESULTS or SHARD_RESULTS.fullmatch(p.name))
+
+
+def load_results(path: Path) -> list:
+    """The trials recorded in this process's own results file; a torn last line (a killed write) is dropped from
+    the file too."""
+    records = read_jsonl(path)
+    if path.exists():
+        data = path.read_bytes()
+        if data and (not data.endswith(b"\n") or len([l for l in data.split(b"\n") if l.strip()]) != len(records)):
+            atomic_write_text(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in records))
+    return records
+
+
+def merged_results(folder: Path, own: Optional[Path] = None) -> list:
+    """Every record of every results file in the folder. Only `own` is repaired: the other files are other
+    shards', possibly being appended to right now, and rewriting one could drop the line being appended."""
+    return [r for path in results_files(folder) for r in (load_results(path) if path == own else read_jsonl(path))]
+
+
+def note_other_options(sweep: Sweep, records: list):
+    others = sum(r.get("mode") == sweep.args.mode and r.get("fingerprint") != sweep.fingerprint for r in records)
+    if others:
+        print(f"note: {others} lines of the results in {sweep.out} were run with other training options, model or "
+              f"data; they are left out of this sweep's summary", flush=True)
+
+
+# ---------------------------------------------------------------------------- the sweep
+
+
+def run(args, study: Study) -> int:
+    """Plan, run (skipping finished trials), summarise and plot one sweep, or one shard of it; 1 if a trial
+    failed. With --summarize, only merge the results files and write the summary."""
+    if args.summarize:
+        args.device = "cpu"  # nothing trains; the fingerprint does not depend on it
+    inputs = prepare(args)
+    sweep = Sweep(args, inputs, args.out, study)
+    trials = study.plan(args, sweep.shape)  # out-of-range layers/heads stop here, before any trial
+    src = inputs.encoder.source
+    print(f"model: {src.name} ({src.resolved_from}, {src.num_layers} layers x {sweep.shape.num_heads} heads); "
+          f"device {inputs.device}; {precision_note(args, inputs.device)}; sweep folder {args.out}", flush=True)
+    return summarize(sweep, trials) if args.summarize else run_shard(sweep, trials)
+
+
+def summarize(sweep: Sweep, trials: list) -> int:
+    """--summarize: merge every results file in the folder and write the summary from the finished trials."""
+    if not results_files(sweep.out):
+        raise UserError(f"{sweep.out}: no results.jsonl or results.shard-*.jsonl to summarise (--out must be "
+                        f"the sweep's folder)")
+    records = merged_results(sweep.out)
+    note_other_options(sweep, records)
+    report(sweep, trials, records)
+    return 0
+
+
+def run_shard(sweep: Sweep, trials: list) -> int:
+    """Run this shard's unfinished trials (all of them without --shard), then report on the whole sweep."""
+    args = sweep.args
+    note = sweep.study.note(args)
+    if note:
+        print(f"note: {note}", flush=True)
+    path = sweep.out / results_name(args.shard)
+    previous = merged_results(sweep.out, own=path)
+    done = {r["key"] for r in finished(previous, args.mode, sweep.fingerprint)}
+    mine = shard_trials(trials, args.shard)
+    pending = [t for t in mine if t.key(sweep.fingerprint) not in done]
+    share = f"shard {args.shard[0]}/{args.shard[1]}: {len(mine)} of {len(trials)}" if args.shard else len(trials)
+    print(f"{args.mode}: {share} trials, {len(mine) - len(pending)} already finished in {sweep.out}; results go to "
+          f"{path.name}", flush=True)
+    note_other_options(sweep, previous)
+    failed = run_trials(sweep, pending, len(mine), path)
+    if not report(sweep, trials, merged_results(sweep.out, own=path), write=args.shard is None):
+        print(f"summary: written by the shard that finishes the sweep, or now by the same command with "
+              f"--summarize in place of --shard", flush=True)
+    if failed:
+        print(f"error: {failed} of {len(pending)} trials failed (recorded in {path}); rerun the same command to "
+              f"retry them", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_trials(sweep: Sweep, pending: list, total: int, path: Path) -> int:
+    """Run and record each trial as it finishes; the number that failed."""
+    progress = Progress(total, total - len(pending))
+    failed = 0
+    try:
+        for trial in pending:
+            record = attempt(sweep, trial)
+            append_jsonl(path, record)
+            failed += record["status"] != "ok"
+            progress.update(trial, record)
+    except Interrupted as e:
+        raise Interrupted(e.exit_code - 128, f"stopped by a signal; finished trials are in {path}; rerun the same "
+                                             f"command to resume") from None
+    finally:
+        progress.close()
+    return failed
+
+
+class Progress:
+    """A tqdm bar over the whole sweep on a terminal; otherwise one line per trial with the time left."""
+
+    def __init__(self, total: int, done: int):
+        self.total, self.done = total, done
+        self.started, self.ran = time.time(), 0
+        self.bar = None
+        if sys.stdout.isatty():
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, initial=done, unit="trial", dynamic_ncols=True, desc="sweep")
+
+    def update(self, trial: Trial, record: dict):
+        self.done += 1
+        self.ran += 1
+        if record["status"] == "ok":
+            dev = record.get("dev") or {}
+            outcome = " ".join(f"{k}={v:.4f}" for k, v in dev.items() if v is not None) or "ok"
+        else:
+            outcome = f"FAILED ({record['error'][:120]})"
+        line = f"[{self.done}/{self.total}] {trial.mode} {trial.config} seed={trial.seed} " \
+               f"fraction={trial.fraction:g}: {outcome} ({record['wall_time_s']:.0f}s)"
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.write(line)
+            return
+        left = (time.time() - self.started) / self.ran * (self.total - self.done)
+        print(line + (f", about {_duration(left)} left" if self.done < self.total else ""), flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
