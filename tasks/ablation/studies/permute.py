@@ -1,8 +1,8 @@
 """permute: run the pretrained layers in another order, then fine-tune.
 
-Does fine-tuning recover what a shuffled layer order loses? Sun et al. (2024),
-"Transformer Layers as Painters", run a frozen model's middle layers reversed or
-shuffled; here the whole order is permuted and the model fine-tuned. Protocol:
+Does fine-tuning recover what a shuffled layer order loses? Layer permutation as in
+Tamkin et al. (2020), "Investigating Transferability in Pretrained Language Models":
+the whole order is permuted and the model fine-tuned. Protocol:
 the original order, `--order` if given, and `--trials` distinct random orders
 drawn with `--permutation-seed`, each fine-tuned at every seed; the strip plot
 shows every trial against the original order's trials.

@@ -1,9 +1,9 @@
 """probe: freeze layers 0..k-1 of the pretrained model and train only a linear head on layer k.
 
-Linear probing of each layer's representations, as in Liu et al. (2019),
-"Linguistic Knowledge and Transferability of Contextual Representations":
-the encoder is truncated after layer k and frozen whole, and the task's own
-linear head is trained on layer k's raw [CLS] state ("first") or its mean-pooled
+Linear probing of each layer's representations, the probing curve of Tamkin et al.
+(2020), "Investigating Transferability in Pretrained Language Models": the encoder
+is truncated after layer k and frozen whole, and the task's own linear head is
+trained on layer k's raw [CLS] state ("first") or its mean-pooled
 tokens ("mean"). Control: the full-depth model with every layer re-drawn at
 BERT's initialisation, probed the same way (what the architecture alone gives).
 """

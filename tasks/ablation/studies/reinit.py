@@ -1,7 +1,8 @@
 """reinit: re-draw chosen layers or attention heads with BERT's initialisation, then fine-tune.
 
-After Zhang et al. (2021), "Revisiting Few-sample BERT Fine-tuning", which
-re-initialises the top layers before fine-tuning. Schemes, each seeded by the
+Partial reinitialisation as in Tamkin et al. (2020), "Investigating Transferability
+in Pretrained Language Models" (layers >= k re-drawn, block reinitialisation), and
+single-head reinitialisation as in "BERT Goes to College". Schemes, each seeded by the
 trial's seed and compared with the unmodified model (from=N) as reference:
 `--from-layer K` re-draws layers K..N-1 for each K (default: every K from none
 to all), `--block START:SIZE` a block of layers and, as its complement, every

@@ -1,8 +1,6 @@
 """transfer: fine-tune on an intermediate task, then on the final one.
 
-Intermediate-task transfer (Pruksachatkun et al. (2020), "Intermediate-Task
-Transfer Learning with Pretrained Models for Natural Language Understanding:
-When and Why Does It Work?"; Exp. 1 of "BERT Goes to College"). Protocol: for
+Sequential (intermediate-task) transfer, as in "BERT Goes to College". Protocol: for
 the tasks of --task/--tasks (at least two), direct fine-tuning on each, and every
 ordered (intermediate, final) pair: the pretrained model fine-tuned on the
 intermediate task (its TensorBoard run: transfer-intermediate=TASK-...), then on
