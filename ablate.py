@@ -30,7 +30,7 @@ from pathlib import Path
 from minbert import RunFailure, UserError
 from tasks.ablation import arguments, sweep
 from tasks.ablation.studies import STUDIES
-from tasks.data import TASKS
+from tasks.registry import MULTITASK_TASKS, REGISTRY
 from tasks.distributed import launched_world_size
 from tasks.options import add_training_args, exit_status, validate
 from tasks.trainer import Interrupted
@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     group = parser.add_argument_group("sweep")
     group.add_argument("--mode", required=True, choices=tuple(STUDIES),
                        help="; ".join(f"{mode}: {study.summary}" for mode, study in STUDIES.items()))
-    group.add_argument("--task", choices=TASKS + ("all",), default=None,
+    group.add_argument("--task", choices=tuple(REGISTRY) + ("all",), default=None,
                        help="shorthand for --tasks: one task, or all = multitask fine-tuning on the three "
                             "(default: --tasks)")
     group.add_argument("--seeds", type=arguments.int_list, default=None, metavar="S,...",
@@ -94,7 +94,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.summarize and args.shard is not None:
         raise UserError("--summarize merges every shard's results: give it without --shard")
     if args.task is not None:
-        args.tasks = ",".join(TASKS) if args.task == "all" else args.task
+        args.tasks = ",".join(MULTITASK_TASKS) if args.task == "all" else args.task
     validate(args)
     args.seed_list = args.seeds or [args.seed]
     args.fraction_list = args.data_fractions or [args.data_fraction]
