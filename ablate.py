@@ -24,15 +24,19 @@ several GPUs or machines can share one folder; --summarize then merges every
 results file there and writes the summary.
 """
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from minbert import RunFailure, UserError
-from tasks import ablation
-from tasks.data import TASKS
-from tasks.distributed import launched_world_size
-from tasks.options import add_training_args, exit_status, validate
-from tasks.trainer import Interrupted
+# Before torch loads OpenMP: threads spinning for a core another job holds are 3-25x slower (README: Speed).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from minbert import RunFailure, UserError  # noqa: E402
+from tasks import ablation  # noqa: E402
+from tasks.data import TASKS  # noqa: E402
+from tasks.distributed import launched_world_size  # noqa: E402
+from tasks.options import add_training_args, exit_status, validate  # noqa: E402
+from tasks.trainer import Interrupted  # noqa: E402
 
 SWEEP_EPOCHS = 1
 # Options that mean something in one mode only: given with another mode, they are a mistake.
