@@ -24,16 +24,20 @@ several GPUs or machines can share one folder; --summarize then merges every
 results file there and writes the summary.
 """
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from minbert import RunFailure, UserError
-from tasks.ablation import arguments, sweep
-from tasks.ablation.studies import STUDIES
-from tasks.registry import MULTITASK_TASKS, REGISTRY
-from tasks.distributed import launched_world_size
-from tasks.options import add_training_args, exit_status, validate
-from tasks.trainer import Interrupted
+# Before torch loads OpenMP: threads spinning for a core another job holds are 3-25x slower (README: Speed).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from minbert import RunFailure, UserError  # noqa: E402
+from tasks.ablation import arguments, sweep  # noqa: E402
+from tasks.ablation.studies import STUDIES  # noqa: E402
+from tasks.distributed import launched_world_size  # noqa: E402
+from tasks.options import add_training_args, exit_status, validate  # noqa: E402
+from tasks.registry import MULTITASK_TASKS, REGISTRY  # noqa: E402
+from tasks.trainer import Interrupted  # noqa: E402
 
 SWEEP_EPOCHS = 1
 

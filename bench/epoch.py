@@ -17,12 +17,16 @@ emulated bf16 (no AVX512-BF16 or AMX) takes 2-3 times as long.
 """
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+# Before torch loads OpenMP: threads spinning for a core another job holds are 3-25x slower (README: Speed).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = {

@@ -26,6 +26,9 @@ class BertConfig:
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
+    # How the forward pass runs, with the same modules and parameters: "fast" (fast.py: padding
+    # skipped, cheaper dropout, cast-once evaluation weights) or "reference" (model.py: plain padded BERT).
+    implementation: str = "fast"
 
     def __post_init__(self):
         if self.hidden_size % self.num_attention_heads:
@@ -35,6 +38,9 @@ class BertConfig:
         if self.hidden_act not in ACTIVATIONS:
             raise CheckpointError(f"config: unsupported hidden_act {self.hidden_act!r} "
                                   f"(supported: {', '.join(ACTIVATIONS)})")
+        if self.implementation not in IMPLEMENTATIONS:
+            raise CheckpointError(f"config: unknown implementation {self.implementation!r} "
+                                  f"(known: {', '.join(IMPLEMENTATIONS)})")
 
     @property
     def head_size(self) -> int:
@@ -65,3 +71,4 @@ class BertConfig:
 
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
+IMPLEMENTATIONS = ("fast", "reference")

@@ -11,7 +11,7 @@ import os
 import re
 import socket
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -156,10 +156,14 @@ def load_into(model: BertModel, state: dict, origin: str) -> list[str]:
     return ignored
 
 
-def from_pretrained(name_or_path: str = "minilm", fallback_to_embedded: bool = False) -> BertModel:
-    """Load a BERT checkpoint; the returned model's `.source` records what was loaded."""
+def from_pretrained(name_or_path: str = "minilm", fallback_to_embedded: bool = False,
+                    implementation: str = "fast") -> BertModel:
+    """Load a BERT checkpoint; the returned model's `.source` records what was loaded.
+
+    `implementation`: "fast" (fast.py) or "reference" (model.py), see `BertConfig`.
+    """
     folder, how = resolve(str(name_or_path), fallback_to_embedded)
-    config = BertConfig.from_json(folder / "config.json")
+    config = replace(BertConfig.from_json(folder / "config.json"), implementation=implementation)
     weights = next((folder / f for f in WEIGHT_FILES if (folder / f).exists()), None)
     if weights is None:
         raise CheckpointError(f"{folder}: no weights file ({' or '.join(WEIGHT_FILES)})")

@@ -1,266 +1,39 @@
-"""BERT written out module by module.
+"""BERT (Devlin et al., 2019), the reference implementation: plain padded tensors, every step in sight.
 
-Module and parameter names mirror Hugging Face's checkpoint keys
-(`encoder.layer.3.attention.self.query.weight`, ...), so loading a checkpoint
-is a near-identity mapping (see `loading.py`).
+    embed    word + position + segment embeddings, LayerNorm, dropout   BertEmbeddings
+    encode   num_hidden_layers x BertLayer:
+               multi-head self-attention, add & norm                    BertAttention
+               feed-forward (dense, GELU, dense), add & norm            BertIntermediate, BertOutput
+    pool     tanh(W h_[CLS] + b)                                        BertPooler
+
+By default models run the fast path of `fast.py` (`BertConfig.implementation`): these modules and
+parameters with faster forwards, tested against this file (tests/test_fast_path.py). Names mirror
+Hugging Face's checkpoint keys (`encoder.layer.3.attention.self.query.weight`), so loading is a
+near-identity mapping (`loading.py`). Shapes: B batch, T tokens, hidden = heads * head_size.
 """
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from .config import BertConfig
 
 
-def activation(name: str):
-    if name == "gelu":
-        return lambda x: F.gelu(x)  # the exact (erf) GELU of the original BERT
-    if name in ("gelu_new", "gelu_pytorch_tanh"):
-        return lambda x: F.gelu(x, approximate="tanh")
-    return F.relu
-
-
-ROW_MULTIPLE = 64       # real-token rows are padded to a multiple of this (see TokenLayout._round_rows)
-BLOCK_OVERHEAD = 4096   # cost of one more attention block, in (sequences x length**2) units
-
-
-def _keep_mask(shape, p: float, dtype, device) -> tuple:
-    """(mask, kept): 1 where an element is kept and 0 where dropped, in `dtype`; and P(keep).
-
-    torch's CPU bernoulli_ draws one Mersenne-Twister number per element and
-    was ~40% of a training forward; one 64-bit draw here gives four 16-bit
-    uniforms (so P(drop) = round(p * 2**16) / 2**16), from the same seeded
-    default generator. The mask is made with vectorised int16 arithmetic
-    because bool tensors go through scalar loops on CPU, several times slower.
-    """
-    n = math.prod(shape)
-    threshold = round(p * 65536) - 32768   # dropped where the int16 draw < threshold
-    bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-2 ** 63, None)
-    bits = bits.view(torch.int16)[:n].view(shape)
-    keep = bits.clamp_(threshold - 1, threshold).sub_(threshold - 1).to(dtype)
-    return keep, 1.0 - (threshold + 32768) / 65536
-
-
-# ---------------------------------------------------------------------------- evaluation weights
-
-_optimizer_steps = [0]  # bumped after every torch optimizer step: fused AdamW leaves version counters alone
-
-
-def _count_step(optimizer, args, kwargs):
-    _optimizer_steps[0] += 1
-
-
-register_optimizer_step_post_hook(_count_step)
-
-
-def _eval_cast_dtype(x: torch.Tensor, module: nn.Module):
-    """The autocast dtype when `module` evaluates (eval mode, no grad) under autocast; else None."""
-    if module.training or torch.is_grad_enabled() or not torch.is_autocast_enabled(x.device.type):
-        return None
-    return torch.get_autocast_dtype(x.device.type)
-
-
-def _cast_once(module: nn.Module, tensors: tuple, make):
-    """`make()` (low-precision weights), reused until a tensor changes, an optimizer steps or the
-    module leaves eval mode.
-
-    Autocast casts every weight on every call and keeps its cache for one autocast block only,
-    so evaluation batch after batch re-cast all weights: a fifth of a bf16 evaluation. The
-    result is the same tensors autocast would make, so the outputs are bitwise the same.
-    """
-    stamp = (_optimizer_steps[0],) + tuple((t._version, t.data_ptr()) for t in tensors)
-    cached = module.__dict__.get("_eval_weights")
-    if cached is None or cached[0] != stamp:
-        cached = module.__dict__["_eval_weights"] = (stamp, make())
-    return cached[1]
-
-
-def _drop_eval_weights_on_train(self, mode: bool = True):
-    self.__dict__.pop("_eval_weights", None)  # the copies live only while evaluating
-    return nn.Module.train(self, mode)
-
-
-class Linear(nn.Linear):
-    """nn.Linear whose low-precision weights are cast once per evaluation, not once per batch."""
-
-    def forward(self, x):
-        dtype = _eval_cast_dtype(x, self)
-        if dtype is None or self.weight.dtype == dtype:
-            return super().forward(x)
-        w, b = _cast_once(self, (self.weight, self.bias), lambda: (self.weight.to(dtype), self.bias.to(dtype)))
-        return F.linear(x, w, b)
-
-    train = _drop_eval_weights_on_train
-
-
-class _Dropout(torch.autograd.Function):
-    """Inverted dropout that saves only its mask for backward."""
-
-    @staticmethod
-    def forward(ctx, x, p):
-        keep, kept = _keep_mask(x.shape, p, x.dtype, x.device)
-        if x.dtype == torch.float32:
-            ctx.scale = None
-            keep.mul_(1.0 / kept)  # a scaled mask: one multiply fewer each way
-        else:
-            ctx.scale = 1.0 / kept  # bf16 would round 1/0.9 0.16% low: scale in float, per element
-        ctx.save_for_backward(keep)
-        out = x * keep
-        return out if ctx.scale is None else out.mul_(ctx.scale)
-
-    @staticmethod
-    def backward(ctx, grad):
-        (keep,) = ctx.saved_tensors
-        grad = grad * keep
-        return (grad if ctx.scale is None else grad.mul_(ctx.scale)), None
-
-
-def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    if not training or p <= 0:
-        return x
-    if x.device.type != "cpu" or not 0 < round(p * 65536) < 65536:  # p beyond 16-bit resolution
-        return F.dropout(x, p, training)
-    return _Dropout.apply(x, p)
-
-
-class FastDropout(nn.Dropout):
-    """nn.Dropout with the cheaper CPU mask (same module tree, same state dict)."""
-
-    def forward(self, x):
-        return dropout(x, self.p, self.training)
-
-
-def _partition(lengths: list, overhead: int) -> list:
-    """Cut ascending lengths into runs minimising sum(overhead + count * longest**2).
-
-    A block's attention work grows with its padded length squared; each extra
-    block costs a fixed number of kernel launches (`overhead`, in the same units).
-    """
-    n = len(lengths)
-    best, cut = [0] + [None] * n, [0] * (n + 1)
-    for end in range(1, n + 1):
-        top = lengths[end - 1] ** 2
-        best[end], cut[end] = min((best[start] + overhead + (end - start) * top, start)
-                                  for start in range(end))
-    runs, end = [], n
-    while end:
-        runs.append((cut[end], end))
-        end = cut[end]
-    return runs[::-1]
-
-
-class TokenLayout:
-    """Where a batch's real tokens sit, so that no layer works on padding.
-
-    Between attentions the residual stream is a (rows, hidden) matrix of the
-    real tokens only; a shuffled batch can be half padding. For attention the
-    rows are gathered into padded blocks of sequences of similar length
-    (`regroup`), or into the batch's own (batch, seq) layout when the
-    probabilities are returned. Block slots past a sequence's end repeat one
-    of its tokens and are masked out as keys, so they get exactly zero gradient.
-    """
-
-    def __init__(self, batch: int, seq: int, attention_mask: Optional[torch.Tensor],
-                 regroup: bool = True):
-        self.batch, self.seq = batch, seq
-        self.rows = None      # flat (batch * seq) position of each row; None = no padding, no gather
-        self.real = batch * seq
-        self.gather = None    # row filling each attention block slot; None = identity
-        self.scatter = None   # block slot of each row; None = identity
-        self.blocks = [(batch, seq, None)]  # (sequences, length, (sequences, length) bool valid or None)
-        self._masks = {}
-        # A batch without any real token is garbage in, garbage out: treated as unpadded.
-        if attention_mask is None or bool(attention_mask.all()) or not bool(attention_mask.any()):
-            return
-        device = attention_mask.device
-        mask = attention_mask.bool()
-        flat = mask.reshape(-1)
-        self.rows = flat.nonzero().squeeze(1)
-        self.real = len(self.rows)
-        if not regroup:
-            self.gather = (flat.cumsum(0) - 1).clamp_(min=0)
-            self.scatter = self.rows
-            self.blocks = [(batch, seq, mask)]
-        else:
-            lengths = mask.sum(1)
-            starts = lengths.cumsum(0) - lengths   # each sequence's first row
-            counts = lengths.tolist()
-            order = [b for b in sorted(range(batch), key=counts.__getitem__) if counts[b] > 0]
-            sorted_counts = [counts[b] for b in order]
-            gather, scatter, self.blocks, base = [], torch.empty_like(self.rows), [], 0
-            for lo, hi in _partition(sorted_counts, BLOCK_OVERHEAD):
-                seqs, width = torch.tensor(order[lo:hi], device=device), sorted_counts[hi - 1]
-                n, start = lengths[seqs][:, None], starts[seqs][:, None]
-                t = torch.arange(width, device=device)[None]
-                valid = t < n
-                gather.append((start + torch.minimum(t, n - 1)).reshape(-1))
-                scatter[(start + t)[valid]] = base + torch.arange(len(seqs) * width, device=device)[valid.reshape(-1)]
-                self.blocks.append((len(seqs), width, None if bool(valid.all()) else valid))
-                base += len(seqs) * width
-            self.gather, self.scatter = torch.cat(gather), scatter
-        self._round_rows()
-
-    def _round_rows(self):
-        """Pad the row count to a multiple of ROW_MULTIPLE with copies of the first token.
-
-        oneDNN JIT-compiles a bf16 matmul kernel for every new shape (~4 ms
-        each), and caches only so many: with exact token counts almost every
-        batch is a new shape, a dozen times per step. The spare rows never
-        reach a real row or the loss, so they change nothing and get zero gradient.
-        """
-        spare = -self.real % ROW_MULTIPLE
-        if spare:
-            self.rows = torch.cat([self.rows, self.rows[:1].expand(spare)])
-            self.scatter = torch.cat([self.scatter, self.scatter[:1].expand(spare)])
-
-    def flatten(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, seq, ...) -> (rows, width)."""
-        x = x.reshape(self.batch * self.seq, -1)
-        return x if self.rows is None else x.index_select(0, self.rows)
-
-    def pad(self, x: torch.Tensor) -> torch.Tensor:
-        """(rows, width) -> (batch, seq, width), zeros at padding."""
-        if self.rows is not None:
-            x = x.new_zeros(self.batch * self.seq, x.shape[-1]).index_copy(
-                0, self.rows[:self.real], x[:self.real])
-        return x.view(self.batch, self.seq, x.shape[-1])
-
-    def to_blocks(self, x: torch.Tensor) -> list:
-        """(rows, width) -> one (sequences, length, width) tensor per attention block."""
-        if self.gather is not None:
-            x = x.index_select(0, self.gather)
-        sizes = [b * t for b, t, _ in self.blocks]
-        return [part.view(b, t, -1) for part, (b, t, _) in zip(x.split(sizes), self.blocks)]
-
-    def from_blocks(self, parts: list) -> torch.Tensor:
-        """Inverse of `to_blocks`: back to (rows, width), the padding slots dropped."""
-        parts = [p.reshape(p.shape[0] * p.shape[1], -1) for p in parts]
-        x = parts[0] if len(parts) == 1 else torch.cat(parts)
-        return x if self.scatter is None else x.index_select(0, self.scatter)
-
-    def key_mask(self, block: int, dtype=None):
-        """A block's keys as SDPA's bool mask (dtype None) or an additive bias; None if unpadded."""
-        valid = self.blocks[block][2]
-        if valid is None:
-            return None
-        if (block, dtype) not in self._masks:
-            m = valid[:, None, None, :]
-            if dtype is not None:
-                m = torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill_(~m, torch.finfo(dtype).min)
-            self._masks[block, dtype] = m
-        return self._masks[block, dtype]
+# "gelu" is the exact (erf) GELU of the original BERT.
+ACT2FN = {"gelu": F.gelu, "gelu_new": partial(F.gelu, approximate="tanh"),
+          "gelu_pytorch_tanh": partial(F.gelu, approximate="tanh"), "relu": F.relu}
 
 
 @dataclass
 class EncoderOutput:
-    last_hidden_state: torch.Tensor            # (batch, seq, hidden)
-    pooler_output: torch.Tensor                # (batch, hidden): tanh(W h_[CLS] + b)
-    hidden_states: Optional[tuple] = None      # embeddings output, then every layer's output
-    attentions: Optional[tuple] = None         # every layer's (batch, heads, query, key) probabilities
+    last_hidden_state: torch.Tensor            # (B, T, hidden)
+    pooler_output: torch.Tensor                # (B, hidden): tanh(W h_[CLS] + b)
+    hidden_states: Optional[tuple] = None      # the embeddings' output, then every layer's: each (B, T, hidden)
+    attentions: Optional[tuple] = None         # every layer's probabilities: each (B, heads, T query, T key)
 
 
 class BertEmbeddings(nn.Module):
@@ -271,98 +44,64 @@ class BertEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = FastDropout(config.hidden_dropout_prob)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, input_ids=None, token_type_ids=None, inputs_embeds=None,
-                layout: Optional[TokenLayout] = None):
-        """`inputs_embeds` replaces the word-embedding lookup (SMART perturbs it).
-
-        With a `layout`, returns only the real tokens' rows (LayerNorm and dropout skip padding).
-        """
+    def sum_embeddings(self, input_ids=None, token_type_ids=None, inputs_embeds=None):
+        """What each token is, where, in which segment: (B, T, hidden). `inputs_embeds` (B, T, hidden)
+        replaces the word-embedding lookup (SMART perturbs it)."""
         if inputs_embeds is None:
-            inputs_embeds = self.word_embeddings(input_ids)
-        seq_len = inputs_embeds.shape[1]
-        positions = torch.arange(seq_len, device=inputs_embeds.device)
-        x = inputs_embeds + self.position_embeddings(positions)[None]
-        if token_type_ids is None:
-            x = x + self.token_type_embeddings.weight[0]
-        else:
-            x = x + self.token_type_embeddings(token_type_ids)
-        if layout is not None:
-            x = layout.flatten(x)
-        return self.dropout(self.LayerNorm(x))
+            inputs_embeds = self.word_embeddings(input_ids)                     # (B, T, hidden)
+        positions = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)
+        x = inputs_embeds + self.position_embeddings(positions)[None]           # (1, T, hidden) broadcast
+        if token_type_ids is None:  # one segment: every token is in segment 0
+            return x + self.token_type_embeddings.weight[0]
+        return x + self.token_type_embeddings(token_type_ids)
 
-
-def attend(q, k, v, bias: Optional[torch.Tensor], dropout_p: float, training: bool):
-    """Softmax attention written out, in float32 whatever the autocast; returns (output, probabilities).
-
-    Used for the probabilities and in training: SDPA's CPU kernels cannot apply
-    dropout, so it falls back to an unfused math path with the slow bernoulli_.
-    At these sizes (head size 32, tens of tokens) float32 batched matmuls are no
-    slower than bf16 ones, and the softmax wants float32 anyway.
-    """
-    with torch.autocast(q.device.type, enabled=False):
-        q, k, v = q.float(), k.float(), v.float()
-        scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-2, -1)
-        if bias is not None:
-            scores = scores + bias
-        probs = scores.softmax(dim=-1)
-        return dropout(probs, dropout_p, training) @ v, probs
+    def forward(self, input_ids=None, token_type_ids=None, inputs_embeds=None):
+        return self.dropout(self.LayerNorm(self.sum_embeddings(input_ids, token_type_ids, inputs_embeds)))
 
 
 class BertSelfAttention(nn.Module):
-    """Multi-head scaled dot-product attention over the unpadded keys."""
-
-    train = _drop_eval_weights_on_train  # its fused Q/K/V copy
+    """Multi-head scaled dot-product attention over the real (non-padding) tokens: each head weighs
+    the tokens' values by the softmax of its query's scores against their keys."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.head_size = config.head_size
-        self.query = Linear(config.hidden_size, config.hidden_size)
-        self.key = Linear(config.hidden_size, config.hidden_size)
-        self.value = Linear(config.hidden_size, config.hidden_size)
-        self.dropout_p = config.attention_probs_dropout_prob
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
 
-    def fused_qkv(self):
-        """One (3 * hidden, hidden) projection: a single matmul for Q, K and V.
+    def split_heads(self, x):
+        B, T, _ = x.shape
+        return x.view(B, T, self.num_heads, self.head_size).transpose(1, 2)     # (B, heads, T, head_size)
 
-        Concatenated on every call: caching it across calls would go stale, since
-        fused AdamW updates parameters without bumping their version counters.
-        """
-        return (torch.cat([self.query.weight, self.key.weight, self.value.weight]),
-                torch.cat([self.query.bias, self.key.bias, self.value.bias]))
-
-    def forward(self, x, layout: TokenLayout, output_attentions: bool = False):
-        """x: (real tokens, hidden) rows; returns the same rows and, if asked, the probabilities."""
-        H, D = self.num_heads, self.head_size
-        dtype = _eval_cast_dtype(x, self)
-        if dtype is None or self.query.weight.dtype == dtype:
-            weight, bias = self.fused_qkv()
-        else:
-            params = (self.query.weight, self.key.weight, self.value.weight,
-                      self.query.bias, self.key.bias, self.value.bias)
-            weight, bias = _cast_once(self, params, lambda: tuple(t.to(dtype) for t in self.fused_qkv()))
-        dropout_p = self.dropout_p if self.training else 0.0
-        outputs, probs = [], None
-        for i, qkv in enumerate(layout.to_blocks(F.linear(x, weight, bias))):
-            B, T = qkv.shape[:2]
-            q, k, v = qkv.view(B, T, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)  # each (B, heads, T, D)
-            if not output_attentions and dropout_p == 0.0:
-                y = F.scaled_dot_product_attention(q, k, v, attn_mask=layout.key_mask(i))
-            else:
-                y, p = attend(q, k, v, layout.key_mask(i, torch.float32), dropout_p, self.training)
-                probs = p if output_attentions else None
-            outputs.append(y.to(qkv.dtype).transpose(1, 2))
-        return layout.from_blocks(outputs), probs
+    def forward(self, x, attention_mask, output_attentions: bool = False):
+        """x: (B, T, hidden); attention_mask: (B, T), 1 at real tokens, 0 at padding.
+        Returns (B, T, hidden) and, if asked, the (B, heads, T, T) probabilities (else None)."""
+        B, T, hidden = x.shape
+        q = self.split_heads(self.query(x))                                     # (B, heads, T, head_size)
+        k = self.split_heads(self.key(x))                                       # (B, heads, T, head_size)
+        v = self.split_heads(self.value(x))                                     # (B, heads, T, head_size)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_size)            # (B, heads, T query, T key)
+        padding = (attention_mask == 0)[:, None, None, :]                       # (B, 1, 1, T key)
+        scores = scores.masked_fill(padding, torch.finfo(scores.dtype).min)     # no query looks at padding
+        probs = scores.softmax(dim=-1)                                          # each query's row sums to 1
+        y = self.dropout(probs) @ v                                             # (B, heads, T, head_size)
+        y = y.transpose(1, 2).reshape(B, T, hidden)                             # (B, T, hidden), heads concatenated
+        return y, (probs if output_attentions else None)
 
 
 class BertSelfOutput(nn.Module):
+    """Add & norm after attention: mix the heads, dropout, add the residual, LayerNorm."""
+
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.dense = Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = FastDropout(config.hidden_dropout_prob)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, y, residual):
         return self.LayerNorm(self.dropout(self.dense(y)) + residual)
@@ -374,27 +113,31 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertSelfOutput(config)
 
-    def forward(self, x, layout, output_attentions=False):
-        y, probs = self.self(x, layout, output_attentions)
+    def forward(self, x, attention_mask, output_attentions: bool = False):
+        y, probs = self.self(x, attention_mask, output_attentions)
         return self.output(y, x), probs
 
 
 class BertIntermediate(nn.Module):
+    """The feed-forward network's widening half: dense to intermediate_size, then the activation."""
+
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.dense = Linear(config.hidden_size, config.intermediate_size)
-        self.act = activation(config.hidden_act)
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.act = ACT2FN[config.hidden_act]
 
     def forward(self, x):
         return self.act(self.dense(x))
 
 
 class BertOutput(nn.Module):
+    """Add & norm after the feed-forward network: dense back to hidden, dropout, residual, LayerNorm."""
+
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.dense = Linear(config.intermediate_size, config.hidden_size)
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = FastDropout(config.hidden_dropout_prob)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, h, residual):
         return self.LayerNorm(self.dropout(self.dense(h)) + residual)
@@ -409,8 +152,8 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
-    def forward(self, x, layout, output_attentions=False):
-        x, probs = self.attention(x, layout, output_attentions)
+    def forward(self, x, attention_mask, output_attentions: bool = False):
+        x, probs = self.attention(x, attention_mask, output_attentions)
         return self.output(self.intermediate(x), x), probs
 
 
@@ -419,24 +162,24 @@ class BertEncoder(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
 
-    def forward(self, x, layout, output_hidden_states=False, output_attentions=False):
-        """x: the real tokens' rows; the hidden states come back padded to (batch, seq, hidden)."""
+    def forward(self, x, attention_mask, output_hidden_states: bool = False, output_attentions: bool = False):
+        """Returns the last layer's output, and if asked every layer's output and probabilities."""
         hidden, attentions = [x], []
-        for block in self.layer:
-            x, probs = block(x, layout, output_attentions)
+        for layer in self.layer:
+            x, probs = layer(x, attention_mask, output_attentions)
             hidden.append(x)
             attentions.append(probs)
-        return x, (tuple(layout.pad(h) for h in hidden) if output_hidden_states else None), \
+        return x, (tuple(hidden) if output_hidden_states else None), \
             (tuple(attentions) if output_attentions else None)
 
 
 class BertPooler(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.dense = Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
 
     def forward(self, hidden):
-        return torch.tanh(self.dense(hidden[:, 0]))
+        return torch.tanh(self.dense(hidden[:, 0]))                             # (B, hidden), from [CLS]
 
 
 class BertModel(nn.Module):
@@ -448,6 +191,9 @@ class BertModel(nn.Module):
         self.pooler = BertPooler(config)
         self.source = None  # set by from_pretrained: what was loaded, for run records
         self.apply(self._init_weights)
+        if config.implementation == "fast":
+            from .fast import use_fast_path  # the same modules and parameters, faster forwards
+            use_fast_path(self)
 
     def _init_weights(self, module):
         """BERT's initialisation: N(0, initializer_range) truncated at 2 std, zero biases, unit LayerNorms."""
@@ -466,12 +212,12 @@ class BertModel(nn.Module):
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None,
                 output_hidden_states=False, output_attentions=False) -> EncoderOutput:
-        """Padding positions of the returned states are zeros (no work is spent on them)."""
-        shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:2]
-        layout = TokenLayout(shape[0], shape[1], attention_mask, regroup=not output_attentions)
-        x = self.embeddings(input_ids, token_type_ids, inputs_embeds, layout)
-        last, hidden, attentions = self.encoder(x, layout, output_hidden_states, output_attentions)
-        last = layout.pad(last)
+        """input_ids, attention_mask (1 real, 0 padding), token_type_ids: (B, T). Outputs at padding
+        positions are computed like any other and mean nothing."""
+        x = self.embeddings(input_ids, token_type_ids, inputs_embeds)           # (B, T, hidden)
+        if attention_mask is None:
+            attention_mask = torch.ones(x.shape[:2], dtype=torch.long, device=x.device)
+        last, hidden, attentions = self.encoder(x, attention_mask, output_hidden_states, output_attentions)
         return EncoderOutput(last, self.pooler(last), hidden, attentions)
 
     def extra_repr(self) -> str:

@@ -141,6 +141,4 @@ def set_dropout(model: nn.Module, p: float) -> nn.Module:
     for module in model.modules():
         if isinstance(module, nn.Dropout):
             module.p = p
-        if hasattr(module, "dropout_p"):
-            module.dropout_p = p
     return model

@@ -10,20 +10,16 @@ target; logs are append-only JSON lines whose torn last line is ignored.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
 from minbert.errors import DataError, UserError
 
-# The permission bits a plain open() would give a new file.  mkstemp always
-# uses 0600, which would make checkpoints unreadable to the user's group.
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-_NEW_FILE_MODE = 0o666 & ~_UMASK
 _TEMP_SUFFIX = ".tmp"
 
 
@@ -43,6 +39,23 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def _create_temp(folder: Path, name: str) -> tuple[int, str]:
+    """Create and open a new temporary file in `folder` for writing `name`.
+
+    Created with mode 0666, so the umask (and any default ACL) gives it the permission
+    bits a plain open() would; mkstemp's 0600 would make checkpoints unreadable to the
+    user's group.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp_name = str(folder / f".{name}.{secrets.token_hex(4)}{_TEMP_SUFFIX}")
+        try:
+            return os.open(tmp_name, flags, 0o666), tmp_name
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temporary file name", str(folder / f".{name}.*{_TEMP_SUFFIX}"))
+
+
 def atomic_write_with(path: str | os.PathLike, fill: Callable[[BinaryIO], None]) -> Path:
     """Write `path` through `fill(binary_file)` so it is replaced all at once.
 
@@ -53,17 +66,16 @@ def atomic_write_with(path: str | os.PathLike, fill: Callable[[BinaryIO], None])
     path = Path(path)
     folder = path.parent
     folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=_TEMP_SUFFIX)
+    fd, tmp_name = _create_temp(folder, path.name)
     try:
         with os.fdopen(fd, "wb") as handle:
             fill(handle)
             handle.flush()
             os.fsync(handle.fileno())
         try:
-            mode = path.stat().st_mode & 0o7777
+            os.chmod(tmp_name, path.stat().st_mode & 0o7777)  # a replaced file keeps its permissions
         except FileNotFoundError:
-            mode = _NEW_FILE_MODE
-        os.chmod(tmp_name, mode)
+            pass
         os.replace(tmp_name, path)
     except BaseException:
         try:
@@ -151,7 +163,7 @@ def append_jsonl(path: str | os.PathLike, record: dict) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     created = not path.exists()
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, _NEW_FILE_MODE)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)  # the umask applies
     try:
         _repair_torn_tail(fd)
         view = memoryview(line)

@@ -414,6 +414,7 @@ def fit(args, inputs: RunInputs, out_dir, encoder: Optional[minbert.BertModel] =
     per_epoch = sampler.steps_per_epoch()
     total = per_epoch * args.epochs if args.max_steps is None else min(args.max_steps, per_epoch * args.epochs)
     optimizer = make_optimizer(args, model)
+    minbert.drop_cast_weights_on_step(optimizer, model)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(total, args.warmup))
     smart = Smart(model, _smart_config(args), args.pair_mode) if args.smart else None
     specs = {t: task_spec(t, args.pair_mode) for t in inputs.tasks}

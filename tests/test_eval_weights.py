@@ -31,14 +31,21 @@ def test_cast_weights_are_reused_and_follow_every_change(pretrained, tokenizer):
     cached = attention.__dict__["_eval_weights"][1][0]
     assert torch.equal(first, _hidden(model, batch)) and torch.equal(first, _uncached(model, batch))
     assert attention.__dict__["_eval_weights"][1][0] is cached  # reused, not re-cast
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True)  # leaves version counters alone
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True)  # does not bump version counters
     model.train()
     assert "_eval_weights" not in attention.__dict__  # dropped on leaving eval mode
     _train_and_step(model, batch, optimizer)
     model.eval()
     after_step = _hidden(model, batch)
     assert not torch.equal(after_step, first) and torch.equal(after_step, _uncached(model, batch))
-    _train_and_step(model, batch, optimizer)  # a step taken in eval mode
+    _train_and_step(model, batch, optimizer)  # a step taken in eval mode (its forward drops the cache)
+    assert torch.equal(_hidden(model, batch), _uncached(model, batch))
+    minbert.drop_cast_weights_on_step(optimizer, model)  # what the trainer registers on its optimizer
+    for p in model.parameters():  # a step with no forward of this model since the last evaluation
+        p.grad = torch.full_like(p, 1e-3)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    assert "_eval_weights" not in attention.__dict__
     assert torch.equal(_hidden(model, batch), _uncached(model, batch))
     with torch.no_grad():
         model.encoder.layer[1].output.dense.weight.mul_(0.5)  # surgery-style in-place edit

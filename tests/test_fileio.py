@@ -36,9 +36,17 @@ def test_atomic_writes_round_trip(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.bin", "sub", "t.txt", "w.pt"]
 
 
-def test_new_files_are_not_private_to_mkstemp(tmp_path):
-    path = atomic_write_text(tmp_path / "x", "1")
-    assert path.stat().st_mode & 0o777 == fileio._NEW_FILE_MODE
+def test_new_files_get_the_mode_of_a_plain_open_and_replaced_files_keep_theirs(tmp_path):
+    previous = os.umask(0o027)  # group-readable: distinct from a private (0600) temporary file
+    try:
+        path = atomic_write_text(tmp_path / "x", "1")
+        (tmp_path / "plain").write_text("1")
+    finally:
+        os.umask(previous)
+    assert path.stat().st_mode & 0o777 == (tmp_path / "plain").stat().st_mode & 0o777 == 0o640
+    os.chmod(path, 0o604)
+    atomic_write_text(path, "2")
+    assert path.stat().st_mode & 0o777 == 0o604 and path.read_text() == "2"
 
 
 def test_failed_replace_keeps_old_content_and_no_temp_file(tmp_path, monkeypatch):

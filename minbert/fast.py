@@ -1,0 +1,367 @@
+"""The fast path: the modules of `model.py` with faster forwards, the default implementation.
+
+`use_fast_path` gives some of a model's modules a subclass that only overrides methods, so the
+parameters, the state dict and the loading code are those of the reference. What changes:
+
+- Padding is never computed. Between attentions the residual stream is a (rows, hidden) matrix
+  of the batch's real tokens (`TokenLayout`), so dense layers, LayerNorm and dropout skip the
+  padding, which is up to half of a shuffled batch. The reference `BertAttention`, `BertLayer`,
+  `BertEncoder`, `BertSelfOutput`, `BertIntermediate` and `BertOutput` run unchanged on those rows:
+  where the reference passes the attention mask, this path passes the layout.
+- Attention regroups the rows into padded blocks of sequences of similar length, computes Q, K and
+  V with one matmul, and uses SDPA unless dropout or the probabilities are wanted (`attend`).
+- Dropout draws its CPU mask four elements per 64-bit random number (`FastDropout`).
+- In evaluation under autocast, weights are cast to the low precision once, not per batch
+  (`CastOnceLinear`).
+
+tests/test_fast_path.py holds this path to the reference: outputs, gradients, probabilities, and
+the dropout mask's statistics.
+"""
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .model import BertEmbeddings, BertModel, BertSelfAttention, EncoderOutput
+
+ROW_MULTIPLE = 64       # real-token rows are padded to a multiple of this (see TokenLayout._round_rows)
+BLOCK_OVERHEAD = 4096   # cost of one more attention block, in (sequences x length**2) units
+
+
+# ----------------------------------------------------------------------------------------- dropout
+
+def _keep_mask(shape, p: float, dtype, device) -> tuple:
+    """(mask, kept): 1 where an element is kept and 0 where dropped, in `dtype`; and P(keep).
+
+    torch's CPU bernoulli_ draws one Mersenne-Twister number per element, a large share of a
+    training forward; one 64-bit draw here gives four 16-bit uniforms (so P(drop) =
+    round(p * 2**16) / 2**16), from the same seeded default generator. The mask is made with
+    vectorised int16 arithmetic because bool tensors go through scalar loops on CPU.
+    """
+    n = math.prod(shape)
+    threshold = round(p * 65536) - 32768   # dropped where the int16 draw < threshold
+    bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-2 ** 63, None)
+    bits = bits.view(torch.int16)[:n].view(shape)
+    keep = bits.clamp_(threshold - 1, threshold).sub_(threshold - 1).to(dtype)
+    return keep, 1.0 - (threshold + 32768) / 65536
+
+
+class _Dropout(torch.autograd.Function):
+    """Inverted dropout that saves only its mask for backward."""
+
+    @staticmethod
+    def forward(ctx, x, p):
+        keep, kept = _keep_mask(x.shape, p, x.dtype, x.device)
+        if x.dtype == torch.float32:
+            ctx.scale = None
+            keep.mul_(1.0 / kept)  # a scaled mask: one multiply fewer each way
+        else:
+            ctx.scale = 1.0 / kept  # bf16 would round 1/0.9 0.16% low: scale in float, per element
+        ctx.save_for_backward(keep)
+        out = x * keep
+        return out if ctx.scale is None else out.mul_(ctx.scale)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (keep,) = ctx.saved_tensors
+        grad = grad * keep
+        return (grad if ctx.scale is None else grad.mul_(ctx.scale)), None
+
+
+def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    if not training or p <= 0:
+        return x
+    if x.device.type != "cpu" or not 0 < round(p * 65536) < 65536:  # p beyond 16-bit resolution
+        return F.dropout(x, p, training)
+    return _Dropout.apply(x, p)
+
+
+class FastDropout(nn.Dropout):
+    """nn.Dropout with the cheaper CPU mask."""
+
+    def forward(self, x):
+        return dropout(x, self.p, self.training)
+
+
+# ------------------------------------------------------------------------------ evaluation weights
+
+def _eval_cast_dtype(x: torch.Tensor, module: nn.Module):
+    """The autocast dtype when `module` evaluates (eval mode, no grad) under autocast; else None."""
+    if module.training:
+        return None
+    if torch.is_grad_enabled():  # a training step in eval mode: the weights are about to change
+        module.__dict__.pop("_eval_weights", None)
+        return None
+    if not torch.is_autocast_enabled(x.device.type):
+        return None
+    return torch.get_autocast_dtype(x.device.type)
+
+
+def _cast_once(module: nn.Module, tensors: tuple, make):
+    """`make()` (low-precision weights), reused until one of `tensors` changes or the cache is dropped.
+
+    Autocast casts every weight on every call and keeps its cache for one autocast block only,
+    so evaluation batch after batch would re-cast all weights. The result is the same tensors
+    autocast would make, so the outputs are bitwise the same. A change is seen through the
+    tensors' version counters (in-place edits, load_state_dict) and storage; an optimizer step
+    needs `drop_cast_weights_on_step`, since fused AdamW does not bump version counters.
+    """
+    stamp = tuple((t._version, t.data_ptr()) for t in tensors)
+    cached = module.__dict__.get("_eval_weights")
+    if cached is None or cached[0] != stamp:
+        cached = module.__dict__["_eval_weights"] = (stamp, make())
+    return cached[1]
+
+
+def _drop_eval_weights_on_train(self, mode: bool = True):
+    self.__dict__.pop("_eval_weights", None)  # the copies live only while evaluating
+    return nn.Module.train(self, mode)
+
+
+def drop_cast_weights(model: nn.Module) -> None:
+    """Forget the cast evaluation weights of every module of `model`; they are made again when used."""
+    for module in model.modules():
+        module.__dict__.pop("_eval_weights", None)
+
+
+def drop_cast_weights_on_step(optimizer: torch.optim.Optimizer, model: nn.Module):
+    """Drop `model`'s cast evaluation weights after every step of `optimizer`; returns the hook handle.
+
+    Needed when a model is evaluated under autocast, stepped by an optimizer that does not bump
+    version counters (fused AdamW) without leaving eval mode and without a forward in between
+    that builds a graph (either drops the cache), then evaluated again.
+    """
+    return optimizer.register_step_post_hook(lambda optimizer, args, kwargs: drop_cast_weights(model))
+
+
+class CastOnceLinear(nn.Linear):
+    """nn.Linear whose low-precision weights are cast once per evaluation, not once per batch."""
+
+    train = _drop_eval_weights_on_train
+
+    def forward(self, x):
+        dtype = _eval_cast_dtype(x, self)
+        if dtype is None or self.weight.dtype == dtype:
+            return super().forward(x)
+        w, b = _cast_once(self, (self.weight, self.bias), lambda: (self.weight.to(dtype), self.bias.to(dtype)))
+        return F.linear(x, w, b)
+
+
+# ---------------------------------------------------------------------------------- token layout
+
+def _partition(lengths: list, overhead: int) -> list:
+    """Cut ascending lengths into runs minimising sum(overhead + count * longest**2).
+
+    A block's attention work grows with its padded length squared; each extra
+    block costs a fixed number of kernel launches (`overhead`, in the same units).
+    """
+    n = len(lengths)
+    best, cut = [0] + [None] * n, [0] * (n + 1)
+    for end in range(1, n + 1):
+        top = lengths[end - 1] ** 2
+        best[end], cut[end] = min((best[start] + overhead + (end - start) * top, start)
+                                  for start in range(end))
+    runs, end = [], n
+    while end:
+        runs.append((cut[end], end))
+        end = cut[end]
+    return runs[::-1]
+
+
+class TokenLayout:
+    """Where a batch's real tokens sit, so that no layer works on padding.
+
+    Between attentions the residual stream is a (rows, hidden) matrix of the
+    real tokens only. For attention the rows are gathered into padded blocks of
+    sequences of similar length (`regroup`), or into the batch's own (batch, seq)
+    layout when the probabilities are returned. Block slots past a sequence's end
+    repeat one of its tokens and are masked out as keys, so they get exactly zero gradient.
+    """
+
+    def __init__(self, batch: int, seq: int, attention_mask: Optional[torch.Tensor],
+                 regroup: bool = True):
+        self.batch, self.seq = batch, seq
+        self.rows = None      # flat (batch * seq) position of each row; None = no padding, no gather
+        self.real = batch * seq
+        self.gather = None    # row filling each attention block slot; None = identity
+        self.scatter = None   # block slot of each row; None = identity
+        self.blocks = [(batch, seq, None)]  # (sequences, length, (sequences, length) bool valid or None)
+        self._masks = {}
+        # A batch without any real token is garbage in, garbage out: treated as unpadded.
+        if attention_mask is None or bool(attention_mask.all()) or not bool(attention_mask.any()):
+            return
+        device = attention_mask.device
+        mask = attention_mask.bool()
+        flat = mask.reshape(-1)
+        self.rows = flat.nonzero().squeeze(1)
+        self.real = len(self.rows)
+        if not regroup:
+            self.gather = (flat.cumsum(0) - 1).clamp_(min=0)
+            self.scatter = self.rows
+            self.blocks = [(batch, seq, mask)]
+        else:
+            lengths = mask.sum(1)
+            starts = lengths.cumsum(0) - lengths   # each sequence's first row
+            counts = lengths.tolist()
+            order = [b for b in sorted(range(batch), key=counts.__getitem__) if counts[b] > 0]
+            sorted_counts = [counts[b] for b in order]
+            gather, scatter, self.blocks, base = [], torch.empty_like(self.rows), [], 0
+            for lo, hi in _partition(sorted_counts, BLOCK_OVERHEAD):
+                seqs, width = torch.tensor(order[lo:hi], device=device), sorted_counts[hi - 1]
+                n, start = lengths[seqs][:, None], starts[seqs][:, None]
+                t = torch.arange(width, device=device)[None]
+                valid = t < n
+                gather.append((start + torch.minimum(t, n - 1)).reshape(-1))
+                scatter[(start + t)[valid]] = base + torch.arange(len(seqs) * width, device=device)[valid.reshape(-1)]
+                self.blocks.append((len(seqs), width, None if bool(valid.all()) else valid))
+                base += len(seqs) * width
+            self.gather, self.scatter = torch.cat(gather), scatter
+        self._round_rows()
+
+    def _round_rows(self):
+        """Pad the row count to a multiple of ROW_MULTIPLE with copies of the first token.
+
+        oneDNN JIT-compiles a bf16 matmul kernel for every new shape (~4 ms
+        each), and caches only so many: with exact token counts almost every
+        batch is a new shape, a dozen times per step. The spare rows never
+        reach a real row or the loss, so they change nothing and get zero gradient.
+        """
+        spare = -self.real % ROW_MULTIPLE
+        if spare:
+            self.rows = torch.cat([self.rows, self.rows[:1].expand(spare)])
+            self.scatter = torch.cat([self.scatter, self.scatter[:1].expand(spare)])
+
+    def flatten(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, seq, ...) -> (rows, width)."""
+        x = x.reshape(self.batch * self.seq, -1)
+        return x if self.rows is None else x.index_select(0, self.rows)
+
+    def pad(self, x: torch.Tensor) -> torch.Tensor:
+        """(rows, width) -> (batch, seq, width), zeros at padding."""
+        if self.rows is not None:
+            x = x.new_zeros(self.batch * self.seq, x.shape[-1]).index_copy(
+                0, self.rows[:self.real], x[:self.real])
+        return x.view(self.batch, self.seq, x.shape[-1])
+
+    def to_blocks(self, x: torch.Tensor) -> list:
+        """(rows, width) -> one (sequences, length, width) tensor per attention block."""
+        if self.gather is not None:
+            x = x.index_select(0, self.gather)
+        sizes = [b * t for b, t, _ in self.blocks]
+        return [part.view(b, t, -1) for part, (b, t, _) in zip(x.split(sizes), self.blocks)]
+
+    def from_blocks(self, parts: list) -> torch.Tensor:
+        """Inverse of `to_blocks`: back to (rows, width), the padding slots dropped."""
+        parts = [p.reshape(p.shape[0] * p.shape[1], -1) for p in parts]
+        x = parts[0] if len(parts) == 1 else torch.cat(parts)
+        return x if self.scatter is None else x.index_select(0, self.scatter)
+
+    def key_mask(self, block: int, dtype=None):
+        """A block's keys as SDPA's bool mask (dtype None) or an additive bias; None if unpadded."""
+        valid = self.blocks[block][2]
+        if valid is None:
+            return None
+        if (block, dtype) not in self._masks:
+            m = valid[:, None, None, :]
+            if dtype is not None:
+                m = torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill_(~m, torch.finfo(dtype).min)
+            self._masks[block, dtype] = m
+        return self._masks[block, dtype]
+
+
+# ------------------------------------------------------------------------------------------ modules
+
+def attend(q, k, v, bias: Optional[torch.Tensor], dropout_p: float, training: bool):
+    """Softmax attention written out, in float32 whatever the autocast; returns (output, probabilities).
+
+    Used for the probabilities and in training: SDPA's CPU kernels cannot apply
+    dropout, so they would fall back to an unfused math path with the slow bernoulli_.
+    At these sizes (head size 32, tens of tokens) float32 batched matmuls are no
+    slower than bf16 ones, and the softmax wants float32 anyway.
+    """
+    with torch.autocast(q.device.type, enabled=False):
+        q, k, v = q.float(), k.float(), v.float()
+        scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-2, -1)
+        if bias is not None:
+            scores = scores + bias
+        probs = scores.softmax(dim=-1)
+        return dropout(probs, dropout_p, training) @ v, probs
+
+
+class FastBertEmbeddings(BertEmbeddings):
+    def forward(self, input_ids=None, token_type_ids=None, inputs_embeds=None,
+                layout: Optional[TokenLayout] = None):
+        """With a `layout`, returns only the real tokens' rows (LayerNorm and dropout skip padding)."""
+        x = self.sum_embeddings(input_ids, token_type_ids, inputs_embeds)
+        if layout is not None:
+            x = layout.flatten(x)
+        return self.dropout(self.LayerNorm(x))
+
+
+class FastBertSelfAttention(BertSelfAttention):
+    """Attention over a layout's blocks, Q, K and V from one matmul."""
+
+    train = _drop_eval_weights_on_train  # its cast fused Q/K/V copy
+
+    def fused_qkv(self):
+        """One (3 * hidden, hidden) projection: a single matmul for Q, K and V.
+
+        Concatenated on every call: a copy kept across training steps would go stale, since
+        fused AdamW updates parameters without bumping their version counters.
+        """
+        return (torch.cat([self.query.weight, self.key.weight, self.value.weight]),
+                torch.cat([self.query.bias, self.key.bias, self.value.bias]))
+
+    def forward(self, x, layout: TokenLayout, output_attentions: bool = False):
+        """x: (real tokens, hidden) rows; returns the same rows and, if asked, the probabilities."""
+        H, D = self.num_heads, self.head_size
+        dtype = _eval_cast_dtype(x, self)
+        if dtype is None or self.query.weight.dtype == dtype:
+            weight, bias = self.fused_qkv()
+        else:
+            params = (self.query.weight, self.key.weight, self.value.weight,
+                      self.query.bias, self.key.bias, self.value.bias)
+            weight, bias = _cast_once(self, params, lambda: tuple(t.to(dtype) for t in self.fused_qkv()))
+        dropout_p = self.dropout.p if self.training else 0.0
+        outputs, probs = [], None
+        for i, qkv in enumerate(layout.to_blocks(F.linear(x, weight, bias))):
+            B, T = qkv.shape[:2]
+            q, k, v = qkv.view(B, T, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)  # each (B, heads, T, D)
+            if not output_attentions and dropout_p == 0.0:
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=layout.key_mask(i))
+            else:
+                y, p = attend(q, k, v, layout.key_mask(i, torch.float32), dropout_p, self.training)
+                probs = p if output_attentions else None
+            outputs.append(y.to(qkv.dtype).transpose(1, 2))
+        return layout.from_blocks(outputs), probs
+
+
+class FastBertModel(BertModel):
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None,
+                output_hidden_states=False, output_attentions=False) -> EncoderOutput:
+        """As `BertModel.forward`, but padding positions of the returned states are zeros (never computed)."""
+        shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:2]
+        layout = TokenLayout(shape[0], shape[1], attention_mask, regroup=not output_attentions)
+        x = self.embeddings(input_ids, token_type_ids, inputs_embeds, layout)
+        last, hidden, attentions = self.encoder(x, layout, output_hidden_states, output_attentions)
+        if hidden is not None:
+            hidden = tuple(layout.pad(h) for h in hidden)
+        last = layout.pad(last)
+        return EncoderOutput(last, self.pooler(last), hidden, attentions)
+
+
+FAST_CLASSES = {nn.Linear: CastOnceLinear, nn.Dropout: FastDropout, BertEmbeddings: FastBertEmbeddings,
+                BertSelfAttention: FastBertSelfAttention, BertModel: FastBertModel}
+
+
+def use_fast_path(model: BertModel) -> BertModel:
+    """Give `model`'s modules their fast forwards, in place; parameters and buffers are untouched.
+
+    Each fast class subclasses its reference class and adds methods only, no state, so the
+    class of an existing module can simply be replaced (as torch.nn.utils.parametrize does).
+    """
+    for module in model.modules():
+        module.__class__ = FAST_CLASSES.get(type(module), type(module))
+    return model

@@ -1,0 +1,255 @@
+"""The fast path (minbert/fast.py) held to the reference BERT (minbert/model.py).
+
+Small random models with the same weights in both implementations, batches with varied
+padding: outputs, every parameter's gradient and the attention probabilities must agree
+within float32 rounding; the dropout kernel must drop at rate p and scale kept values by
+1 / (1 - p). Also: importing the library changes nothing process-wide.
+"""
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import minbert
+from minbert import fast
+from minbert.fast import FastBertModel, TokenLayout
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+              max_position_embeddings=128, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+              initializer_range=0.2)
+FP32_TOL = 1e-5
+BF16_TOL = 0.06  # bf16 keeps 8 significant bits; both paths round differently (SDPA vs written out, fused QKV)
+LENGTHS = {
+    "mixed": ([13, 1, 7, 12, 3, 9], 13),
+    "several-blocks": ([100, 90, 5, 3, 7, 60, 1, 2, 40, 100], 100),  # regrouped into blocks by length
+    "no-padding": ([9, 9, 9], 9),
+    "padding-past-the-longest": ([5, 3], 8),
+}
+
+
+def models(**overrides):
+    """A reference and a fast model with the same random weights (non-zero biases, uneven LayerNorms)."""
+    config = minbert.BertConfig(**{**CONFIG, **overrides})
+    torch.manual_seed(0)
+    reference = minbert.BertModel(minbert.BertConfig(**{**CONFIG, **overrides, "implementation": "reference"}))
+    with torch.no_grad():
+        for p in reference.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    fast_model = minbert.BertModel(config)
+    fast_model.load_state_dict(reference.state_dict())
+    assert type(reference) is minbert.BertModel and type(fast_model) is FastBertModel
+    return reference, fast_model
+
+
+def make_batch(lengths, seq):
+    g = torch.Generator().manual_seed(1)
+    n = torch.tensor(lengths)[:, None]
+    mask = (torch.arange(seq)[None] < n).long()
+    ids = torch.randint(1, CONFIG["vocab_size"], (len(lengths), seq), generator=g) * mask
+    types = ((torch.arange(seq)[None] >= n // 2) & mask.bool()).long()  # a second segment
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+def max_diff_on_tokens(a, b, mask):
+    """Outputs at padding positions mean nothing (zeros on the fast path, computed on the reference)."""
+    return ((a - b).abs() * mask[..., None]).max().item()
+
+
+def loss_of(out, mask):
+    g = torch.Generator().manual_seed(2)
+    w = torch.randn(out.last_hidden_state.shape, generator=g)
+    return (out.last_hidden_state * w * mask[..., None]).sum() / mask.sum() + out.pooler_output.pow(2).mean()
+
+
+@pytest.mark.parametrize("case", LENGTHS)
+@pytest.mark.parametrize("attentions", [False, True], ids=["sdpa", "written-out"])
+def test_outputs_and_every_gradient_match_the_reference(case, attentions):
+    reference, fast_model = models()
+    batch = make_batch(*LENGTHS[case])
+    mask = batch["attention_mask"]
+    grads, outs = [], []
+    for model in (reference, fast_model):
+        model.train()
+        out = model(**batch, output_hidden_states=True, output_attentions=attentions)
+        loss_of(out, mask).backward()
+        outs.append(out)
+        grads.append({name: p.grad for name, p in model.named_parameters()})
+    ref, got = outs
+    assert max_diff_on_tokens(ref.last_hidden_state, got.last_hidden_state, mask) <= FP32_TOL
+    assert (ref.pooler_output - got.pooler_output).abs().max().item() <= FP32_TOL
+    for a, b in zip(ref.hidden_states, got.hidden_states, strict=True):
+        assert max_diff_on_tokens(a, b, mask) <= FP32_TOL
+    assert grads[0].keys() == grads[1].keys()
+    for name, g in grads[0].items():
+        assert (g - grads[1][name]).abs().max().item() <= FP32_TOL, name
+
+
+def test_several_blocks_case_really_regroups():
+    lengths, seq = LENGTHS["several-blocks"]
+    layout = TokenLayout(len(lengths), seq, make_batch(lengths, seq)["attention_mask"])
+    assert len(layout.blocks) > 1
+
+
+def test_one_block_per_length_and_inputs_embeds(monkeypatch):
+    """BLOCK_OVERHEAD 0: every distinct length its own block; SMART's inputs_embeds instead of ids."""
+    monkeypatch.setattr(fast, "BLOCK_OVERHEAD", 0)
+    reference, fast_model = models()
+    batch = make_batch(*LENGTHS["mixed"])
+    embeds = reference.embeddings.word_embeddings(batch.pop("input_ids")).detach()
+    mask = batch["attention_mask"]
+    assert len(TokenLayout(*mask.shape, mask).blocks) == len(set(LENGTHS["mixed"][0]))
+    ref, got = (m.train()(inputs_embeds=embeds, **batch) for m in (reference, fast_model))
+    assert max_diff_on_tokens(ref.last_hidden_state, got.last_hidden_state, mask) <= FP32_TOL
+
+
+def test_written_out_attention_in_training_matches(monkeypatch):
+    """Attention dropout makes the fast path write attention out on its blocks; p = 1e-9 rounds to no
+    dropping at all in float32 (1 / (1 - 1e-9) == 1), so both implementations must agree."""
+    reference, fast_model = models(attention_probs_dropout_prob=1e-9)
+    batch = make_batch(*LENGTHS["several-blocks"])
+    mask = batch["attention_mask"]
+    calls = []
+    monkeypatch.setattr(fast, "attend", lambda *a, real=fast.attend: calls.append(1) or real(*a))
+    grads = []
+    for model in (reference, fast_model):
+        loss_of(model.train()(**batch), mask).backward()
+        grads.append({name: p.grad for name, p in model.named_parameters()})
+    assert calls, "the written-out attention was not used"
+    for name, g in grads[0].items():
+        assert (g - grads[1][name]).abs().max().item() <= FP32_TOL, name
+
+
+@pytest.mark.parametrize("case", ["mixed", "several-blocks"])
+def test_attention_probabilities_match_the_reference(case):
+    reference, fast_model = models()
+    batch = make_batch(*LENGTHS[case])
+    mask = batch["attention_mask"]
+    with torch.no_grad():
+        ref, got = (m.eval()(**batch, output_attentions=True) for m in (reference, fast_model))
+    real_queries = mask[:, None, :, None].bool()
+    for a, b in zip(ref.attentions, got.attentions, strict=True):
+        assert a.shape == b.shape == (mask.shape[0], CONFIG["num_attention_heads"], mask.shape[1], mask.shape[1])
+        assert ((a - b).abs() * real_queries).max().item() <= FP32_TOL
+        assert b.masked_select(~mask[:, None, None, :].bool()).abs().max().item() == 0.0  # no weight on padding
+
+
+def test_without_attention_mask_both_see_every_token():
+    reference, fast_model = models()
+    ids = make_batch(*LENGTHS["no-padding"])["input_ids"]
+    with torch.no_grad():
+        ref, got = (m.eval()(ids) for m in (reference, fast_model))
+    assert (ref.last_hidden_state - got.last_hidden_state).abs().max().item() <= FP32_TOL
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["eval-cast-weights", "train"])
+def test_bf16_autocast_outputs_are_close(train):
+    reference, fast_model = models()
+    batch = make_batch(*LENGTHS["several-blocks"])
+    mask = batch["attention_mask"]
+    with torch.set_grad_enabled(train), torch.autocast("cpu", dtype=torch.bfloat16):
+        ref, got = (m.train(train)(**batch) for m in (reference, fast_model))
+    assert max_diff_on_tokens(ref.last_hidden_state.float(), got.last_hidden_state.float(), mask) <= BF16_TOL
+    assert (ref.pooler_output.float() - got.pooler_output.float()).abs().max().item() <= BF16_TOL
+
+
+# ------------------------------------------------------------------------------------ dropout kernel
+
+@pytest.mark.parametrize("p", [0.02, 0.1, 0.5])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_dropout_drops_at_rate_p_and_scales_kept_values(p, dtype):
+    n = 1 << 20
+    torch.manual_seed(0)
+    x = torch.ones(n, dtype=dtype, requires_grad=True)
+    out = fast.dropout(x, p, training=True)
+    out.float().sum().backward()
+    dropped = out == 0
+    # Five binomial standard deviations: a correct kernel fails this once in ~3.5 million seeds.
+    tol = 5 * math.sqrt(p * (1 - p) / n)
+    assert abs(dropped.float().mean().item() - p) <= tol
+    for lane in range(4):  # each 16-bit quarter of a 64-bit draw is a uniform of its own
+        assert abs(dropped[lane::4].float().mean().item() - p) <= 2 * tol
+    scale = torch.tensor(1 / (1 - p)).to(dtype)  # dtype rounding only: P(drop) is p to 2**-17
+    assert torch.allclose(out[~dropped], scale, rtol=1e-5, atol=0)
+    assert torch.equal(x.grad, out.detach())  # backward: the same mask and scale (x is ones)
+
+
+def test_dropout_is_identity_when_off_and_seeded():
+    x = torch.randn(1000)
+    assert fast.dropout(x, 0.1, training=False) is x and fast.dropout(x, 0.0, training=True) is x
+    torch.manual_seed(3)
+    a = fast.dropout(x, 0.1, training=True)
+    torch.manual_seed(3)
+    assert torch.equal(a, fast.dropout(x, 0.1, training=True))
+
+
+# ------------------------------------------------------------------------------------ selection
+
+def test_implementation_is_chosen_by_config_and_from_pretrained():
+    assert minbert.BertConfig().implementation == "fast"
+    with pytest.raises(minbert.CheckpointError, match="implementation"):
+        minbert.BertConfig(implementation="turbo")
+    reference = minbert.from_pretrained("minilm", implementation="reference")
+    assert type(reference) is minbert.BertModel and reference.config.implementation == "reference"
+    assert type(minbert.from_pretrained("minilm")) is FastBertModel
+
+
+def test_pretrained_reference_matches_the_fast_path(pretrained, tokenizer):
+    reference = minbert.from_pretrained("minilm", implementation="reference")
+    batch = tokenizer(["a short one", "a somewhat longer sentence with more tokens in it", "hi"])
+    with torch.no_grad():
+        ref, got = reference(**batch), pretrained(**batch)
+    assert max_diff_on_tokens(ref.last_hidden_state, got.last_hidden_state, batch["attention_mask"]) <= FP32_TOL
+
+
+# ------------------------------------------------------------------------------ process-wide effects
+
+IMPORT_CHECK = r"""
+import glob, os, sys
+umask_calls = []
+real_umask = os.umask
+os.umask = lambda mask: umask_calls.append(mask) or real_umask(mask)
+import torch
+from torch.optim import optimizer
+env = dict(os.environ)
+hooks = (dict(optimizer._global_optimizer_pre_hooks), dict(optimizer._global_optimizer_post_hooks))
+import minbert, minbert.analysis, minbert.fast
+for path in sorted(glob.glob("tasks/*.py")):
+    __import__("tasks." + os.path.basename(path)[:-3])
+model = minbert.BertModel(minbert.BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2))
+assert dict(os.environ) == env, set(os.environ.items()) ^ set(env.items())
+assert (dict(optimizer._global_optimizer_pre_hooks), dict(optimizer._global_optimizer_post_hooks)) == hooks
+assert umask_calls == [], umask_calls
+"""
+
+ENTRY_POINT_CHECK = r"""
+import os, sys
+seen = []
+class Spy:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" and not seen:
+            seen.append(os.environ.get("OMP_WAIT_POLICY"))
+sys.meta_path.insert(0, Spy())
+import {module}
+assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+assert seen in ([], ["PASSIVE"]), seen
+"""
+
+
+def _python(code):
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_importing_the_library_sets_no_environment_hook_or_umask():
+    _python(IMPORT_CHECK)
+
+
+@pytest.mark.parametrize("module", ["train_multitask", "ablate", "bench.throughput", "bench.epoch"])
+def test_entry_points_set_the_openmp_wait_policy_before_torch_loads(module):
+    _python(ENTRY_POINT_CHECK.replace("{module}", module))
