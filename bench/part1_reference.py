@@ -27,7 +27,6 @@ import contextlib
 import csv
 import hashlib
 import json
-import os
 import platform
 import random
 import sys
@@ -39,7 +38,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.common import DATA_DIR_HELP, data_dir
+
 TASKS = ("sst", "cfimdb")
 # Placeholders until our classifier.py settles its own per-option defaults; this file must then match them.
 DEFAULT_LR = {"pretrain": 1e-3, "finetune": 2e-5}
@@ -69,9 +69,7 @@ def parse_args(argv=None):
                    help="linear: torch.nn.Linear's own initialisation, as a head built with nn.Linear gets; "
                         "bert: transformers' normal(0, 0.02) with zero bias (default: %(default)s)")
     p.add_argument("--seed", type=int, default=11711, help="(default: %(default)s, the course's)")
-    p.add_argument("--data-dir", default=None,
-                   help="the course's csv files (default: $MINBERT_DATA_DIR, else ../shared/data/cs224n "
-                        "beside the repository)")
+    p.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
     p.add_argument("--model", default="minilm",
                    help="checkpoint folder or name, resolved as minBERT resolves it (default: %(default)s, "
                         "the embedded all-MiniLM-L6-v2)")
@@ -104,14 +102,6 @@ def parse_args(argv=None):
     if not 0 <= args.hidden_dropout_prob < 1:
         p.error("--hidden-dropout-prob must be in [0, 1)")
     return args
-
-
-def find_data_dir(args) -> Path:
-    if args.data_dir:
-        return Path(args.data_dir)
-    if os.environ.get("MINBERT_DATA_DIR"):
-        return Path(os.environ["MINBERT_DATA_DIR"])
-    return REPO.parent / "shared" / "data" / "cs224n"
 
 
 def read_split(path: Path) -> list:
@@ -220,7 +210,7 @@ def evaluate(model, encoded: list, labels: list, args, autocast) -> tuple:
 
 
 def run_task(task: str, folder: Path, tokenizer, args) -> dict:
-    data = find_data_dir(args)
+    data = data_dir(args.data_dir)
     train = read_split(data / f"ids-{task}-train.csv")
     dev = read_split(data / f"ids-{task}-dev.csv")
     # The course counts the distinct labels of the whole training file, before any smoke-run subset.
@@ -340,7 +330,7 @@ def main(argv=None) -> int:
 
     if args.json:
         settings = {k: v for k, v in vars(args).items() if k not in ("json", "pad_id")}
-        settings["data_dir"] = str(find_data_dir(args))
+        settings["data_dir"] = str(data_dir(args.data_dir))
         report = {
             "reference": "transformers.BertForSequenceClassification, course classifier.py protocol",
             "settings": settings,
