@@ -22,27 +22,32 @@ It follows the protocol of the course's classifier.py:
   reach the highest dev accuracy (the course keeps a checkpoint on `>`).
 Sentences are read as the course reads them: lower-cased and stripped.
 """
-import argparse
-import contextlib
-import csv
-import hashlib
-import json
 import os
-import platform
-import random
-import sys
-import time
-from pathlib import Path
 
-import minbert  # first: sets OpenMP's passive wait policy before torch starts (bench/README.md)
-import numpy as np
-import torch
-import torch.nn.functional as F
+# Before torch loads OpenMP: threads spinning for a core another job holds are 3-25x slower (README: Speed).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-REPO = Path(__file__).resolve().parents[1]
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import csv  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import random  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import minbert  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from bench.common import DATA_DIR_HELP, data_dir  # noqa: E402
+
 TASKS = ("sst", "cfimdb")
-# Placeholders until our classifier.py settles its own per-option defaults; this file must then match them.
-DEFAULT_LR = {"pretrain": 1e-3, "finetune": 2e-5}
+# classifier.py's per-mode epochs and learning rates: by default the reference runs on the same budget.
+from classifier import MODE_DEFAULTS  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -51,10 +56,12 @@ def parse_args(argv=None):
                    help="pretrain: the BERT (pooler included) is frozen, only the classifier trains; "
                         "finetune: everything trains")
     p.add_argument("--tasks", default="sst,cfimdb", help="comma-separated, from sst and cfimdb (default: %(default)s)")
-    p.add_argument("--epochs", type=int, default=3, help="(default: %(default)s)")
+    p.add_argument("--epochs", type=int, default=None,
+                   help=f"(default: classifier.py's, {MODE_DEFAULTS['pretrain']['epochs']} for pretrain, "
+                        f"{MODE_DEFAULTS['finetune']['epochs']} for finetune)")
     p.add_argument("--lr", type=float, default=None,
-                   help=f"constant learning rate (default: {DEFAULT_LR['pretrain']} for pretrain, "
-                        f"{DEFAULT_LR['finetune']} for finetune)")
+                   help=f"constant learning rate (default: classifier.py's peak rate, "
+                        f"{MODE_DEFAULTS['pretrain']['lr']} for pretrain, {MODE_DEFAULTS['finetune']['lr']} for finetune)")
     p.add_argument("--batch-size", type=int, default=8, help="training batch size (default: %(default)s)")
     p.add_argument("--eval-batch-size", type=int, default=32,
                    help="dev batches, length-sorted; changes speed, not accuracy (default: %(default)s)")
@@ -69,9 +76,7 @@ def parse_args(argv=None):
                    help="linear: torch.nn.Linear's own initialisation, as a head built with nn.Linear gets; "
                         "bert: transformers' normal(0, 0.02) with zero bias (default: %(default)s)")
     p.add_argument("--seed", type=int, default=11711, help="(default: %(default)s, the course's)")
-    p.add_argument("--data-dir", default=None,
-                   help="the course's csv files (default: $MINBERT_DATA_DIR, else ../shared/data/cs224n "
-                        "beside the repository)")
+    p.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
     p.add_argument("--model", default="minilm",
                    help="checkpoint folder or name, resolved as minBERT resolves it (default: %(default)s, "
                         "the embedded all-MiniLM-L6-v2)")
@@ -94,7 +99,9 @@ def parse_args(argv=None):
         if task not in TASKS:
             p.error(f"--tasks: unknown task {task!r} (choose from {', '.join(TASKS)})")
     if args.lr is None:
-        args.lr = DEFAULT_LR[args.option]
+        args.lr = MODE_DEFAULTS[args.option]["lr"]
+    if args.epochs is None:
+        args.epochs = MODE_DEFAULTS[args.option]["epochs"]
     for name in ("epochs", "batch_size", "eval_batch_size", "max_length"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -104,14 +111,6 @@ def parse_args(argv=None):
     if not 0 <= args.hidden_dropout_prob < 1:
         p.error("--hidden-dropout-prob must be in [0, 1)")
     return args
-
-
-def find_data_dir(args) -> Path:
-    if args.data_dir:
-        return Path(args.data_dir)
-    if os.environ.get("MINBERT_DATA_DIR"):
-        return Path(os.environ["MINBERT_DATA_DIR"])
-    return REPO.parent / "shared" / "data" / "cs224n"
 
 
 def read_split(path: Path) -> list:
@@ -220,7 +219,7 @@ def evaluate(model, encoded: list, labels: list, args, autocast) -> tuple:
 
 
 def run_task(task: str, folder: Path, tokenizer, args) -> dict:
-    data = find_data_dir(args)
+    data = data_dir(args.data_dir)
     train = read_split(data / f"ids-{task}-train.csv")
     dev = read_split(data / f"ids-{task}-dev.csv")
     # The course counts the distinct labels of the whole training file, before any smoke-run subset.
@@ -340,7 +339,7 @@ def main(argv=None) -> int:
 
     if args.json:
         settings = {k: v for k, v in vars(args).items() if k not in ("json", "pad_id")}
-        settings["data_dir"] = str(find_data_dir(args))
+        settings["data_dir"] = str(data_dir(args.data_dir))
         report = {
             "reference": "transformers.BertForSequenceClassification, course classifier.py protocol",
             "settings": settings,

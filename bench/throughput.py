@@ -3,8 +3,8 @@
     python -m bench.throughput [--model minilm] [--precision bf16|fp32] [--batch-size 32]
                                [--steps N] [--warmup N] [--task sst|quora|both]
 
-Each model runs in its own worker process, so each peak RSS is its own. The
-parent gives both workers the same pre-tokenised batches and alternates them
+Each model runs in its own worker process, so each peak RSS is its own. Both
+workers build the same batches (the parent checks their digests), and it alternates them
 round by round (A B, B A, A B, ...): this 2-core machine is shared with other
 jobs whose load changes within seconds, so only interleaved, paired timings
 give a ratio that means something. Throughputs are totals over all rounds;
@@ -18,7 +18,7 @@ where P_enc are the encoder's matrix parameters (embedding tables excluded),
 L the layers, H the hidden size and len_i each example's real length.
 """
 import argparse
-import csv
+import dataclasses
 import hashlib
 import json
 import os
@@ -33,7 +33,12 @@ from pathlib import Path
 # Before torch loads OpenMP: threads spinning for a core another job holds are 3-25x slower (README: Speed).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-TASKS = {"sst": ("ids-sst-train.csv", 5), "quora": ("quora-train.csv", 2)}
+from bench.common import DATA_DIR_HELP, data_dir  # noqa: E402
+from tasks.data import read_split, split_path  # noqa: E402
+from tasks.encoded import encode_split, make_batch  # noqa: E402
+from tasks.registry import get_task  # noqa: E402
+from tasks.samplers import build_sampler  # noqa: E402
+
 WORKERS = ("minbert", "transformers")
 
 
@@ -55,15 +60,15 @@ def parse_args(argv=None):
                    "alternating rounds (default: %(default)s)")
     p.add_argument("--task", choices=("sst", "quora", "both"), default="both")
     p.add_argument("--order", choices=("shuffled", "bucketed"), default="shuffled",
-                   help="shuffled batches, or length-bucketed ones as the trainer makes (less padding)")
+                   help="shuffled batches, or the trainer's own length-bucketed batches for the task "
+                        "(its default sampler, epoch 0: less padding)")
     p.add_argument("--optimizer", choices=("fused", "foreach"), default="fused",
                    help="torch.optim.AdamW implementation, the same for both (default: %(default)s)")
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
     p.add_argument("--omp-wait", choices=("passive", "active", "inherit"), default="passive",
                    help="OMP_WAIT_POLICY of the workers; passive keeps a shared machine from stalling "
                         "(default: %(default)s)")
-    p.add_argument("--data-dir", default=None, help="cs224n csv folder (default: $MINBERT_DATA_DIR or "
-                   "../shared/data/cs224n)")
+    p.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write every figure to this file")
     p.add_argument("--worker", choices=WORKERS, help=argparse.SUPPRESS)
@@ -74,12 +79,48 @@ def parse_args(argv=None):
     return args
 
 
-def data_dir(args) -> Path:
-    here = Path(__file__).resolve().parents[1]
-    for candidate in (args.data_dir, os.environ.get("MINBERT_DATA_DIR"), here.parent / "shared" / "data" / "cs224n"):
-        if candidate and (Path(candidate) / "ids-sst-train.csv").exists():
-            return Path(candidate)
-    sys.exit("bench: course data not found (pass --data-dir or set MINBERT_DATA_DIR)")
+def head_classes(task: str) -> int:
+    """Outputs of the linear head timed for `task`.
+
+    The trainer's "binary" head is one logit under BCE; it is timed as two logits
+    under cross-entropy, the same model (sigmoid(x) = softmax([0, x])[1]), so
+    every task runs the same loss.
+    """
+    cfg = get_task(task)
+    return cfg.num_classes if cfg.head == "classify" else 2
+
+
+def trainer_sampler() -> str:
+    """The trainer's default --sampler: with one task it decides the order of the epoch's batches."""
+    from tasks.options import add_training_args
+    return add_training_args(argparse.ArgumentParser()).get_default("sampler")
+
+
+def build_batches(args, task: str, tokenizer, warn=None) -> list:
+    """The warm-up then the timed batches of `task`: the same in every process that builds them.
+
+    Training rows are read and tokenised as the trainer does (`tasks.data`,
+    `tasks.encoded`, cross-encoded pairs, the task's max length). `shuffled`:
+    a seeded shuffle cut into full batches, tokenising only those rows;
+    `bucketed`: the first batches of the trainer's own plan for this task alone.
+    """
+    dataset = read_split(data_dir(args.data_dir), task, "train", warn=warn)
+    count = args.warmup + args.steps
+    max_length = min(get_task(task).max_length, tokenizer.max_length)
+    if args.order == "bucketed":  # the sampler bucketing needs every example's length
+        split = encode_split(dataset, tokenizer, "cross", max_length)
+        sampler = build_sampler(trainer_sampler(), {task: split.lengths}, args.batch_size, args.seed)
+        plan = [step[task] for step in sampler.plan(0)[:count]]
+    else:
+        order = list(range(len(dataset)))
+        random.Random(args.seed).shuffle(order)
+        chosen = [dataset.examples[i] for i in order[:count * args.batch_size]]
+        split = encode_split(dataclasses.replace(dataset, examples=chosen), tokenizer, "cross", max_length)
+        plan = [range(i, i + args.batch_size) for i in range(0, len(split) - args.batch_size + 1, args.batch_size)]
+    batches = [make_batch(split, indices, tokenizer, "cpu") for indices in plan]
+    for batch in batches:  # class indices for cross-entropy, whatever the trainer's label dtype
+        batch["labels"] = batch["labels"].long()
+    return batches
 
 
 def memory_mib() -> dict:
@@ -120,47 +161,14 @@ class Worker:
             self.model.to(torch.bfloat16)
         self.batches, self.task = {}, None
 
-    # -- data: identical in both workers (same seed, same tokenizer, same order)
-
-    def make_batches(self, task: str) -> list:
-        import torch
-        args = self.args
-        filename, _ = TASKS[task]
-        with open(data_dir(args) / filename, encoding="utf-8", newline="") as f:
-            rows = list(csv.DictReader(f, delimiter="\t"))
-        if task == "sst":
-            rows = [(r["sentence"].strip(), None, int(r["sentiment"])) for r in rows if r.get("sentiment")]
-        else:
-            rows = [(r["sentence1"], r["sentence2"], int(float(r["is_duplicate"]))) for r in rows
-                    if r.get("sentence1") and r.get("sentence2") and r.get("is_duplicate")]
-        random.Random(args.seed).shuffle(rows)
-        n = args.warmup + args.steps
-        rows = rows[: n * args.batch_size]
-        firsts = [a for a, _, _ in rows]
-        seconds = None if task == "sst" else [b for _, b, _ in rows]
-        encodings = self.tokenizer.encode(firsts, seconds)
-        items = list(zip(encodings, [y for _, _, y in rows]))
-        if args.order == "bucketed":  # the trainer's scheme: sort pools of 8 batches by length
-            pool = 8 * args.batch_size
-            items = [x for i in range(0, len(items), pool)
-                     for x in sorted(items[i:i + pool], key=lambda e: len(e[0].ids))]
-        batches = []
-        for i in range(0, len(items) - args.batch_size + 1, args.batch_size):
-            chunk = items[i:i + args.batch_size]
-            batch = self.tokenizer.collate([e for e, _ in chunk])
-            batch["labels"] = torch.tensor([y for _, y in chunk])
-            batches.append(batch)
-        if args.order == "bucketed":
-            random.Random(args.seed + 1).shuffle(batches)
-        return batches
-
     def prepare(self, task: str) -> dict:
         """Batches, a fresh head and optimiser for this task, and the warm-up steps."""
         torch, args = self.torch, self.args
-        self.batches = self.make_batches(task)
+        # Skipped rows are reported once, by the parent, which builds the same batches.
+        self.batches = build_batches(args, task, self.tokenizer, warn=lambda message: None)
         self.task = task
         torch.manual_seed(args.seed)
-        self.head = torch.nn.Linear(self.config.hidden_size, TASKS[task][1])
+        self.head = torch.nn.Linear(self.config.hidden_size, head_classes(task))
         if self.bf16_weights:
             self.head.to(torch.bfloat16)
         self.params = [p for p in list(self.model.parameters()) + list(self.head.parameters())]
@@ -349,9 +357,7 @@ def batch_stats(args, task: str) -> dict:
     """Token counts of the timed batches, rebuilt here exactly as the workers build them."""
     import minbert
     folder, _ = minbert.resolve(args.model)
-    fake = Worker.__new__(Worker)
-    fake.args, fake.tokenizer = args, minbert.Tokenizer.from_folder(folder)
-    batches = fake.make_batches(task)[args.warmup:args.warmup + args.steps]
+    batches = build_batches(args, task, minbert.Tokenizer.from_folder(folder))[args.warmup:args.warmup + args.steps]
     lengths = [int(n) for b in batches for n in b["attention_mask"].sum(1)]
     return {"examples": len(lengths), "tokens": sum(lengths), "padded": sum(b["input_ids"].numel() for b in batches),
             "sum_len_sq": sum(n * n for n in lengths), "mean_len": sum(lengths) / len(lengths),
@@ -383,7 +389,11 @@ def main(argv=None):
     if args.worker:
         Worker(args).serve()
         return 0
-    data_dir(args)
+    tasks = ["sst", "quora"] if args.task == "both" else [args.task]
+    for task in tasks:  # before any worker starts: a wrong folder is one line, not a dead worker
+        path = split_path(data_dir(args.data_dir), task, "train")
+        if not path.exists():
+            sys.exit(f"bench: {path} not found (pass --data-dir or set MINBERT_DATA_DIR)")
     env = dict(os.environ, HF_HUB_DISABLE_PROGRESS_BARS="1", TOKENIZERS_PARALLELISM="false")
     if args.omp_wait != "inherit":
         env["OMP_WAIT_POLICY"] = args.omp_wait.upper()
@@ -392,7 +402,6 @@ def main(argv=None):
     workers = {name: Remote(name, passthrough, env) for name in WORKERS}
     info = {name: w.receive() for name, w in workers.items()}
     peaks = [workers["minbert"].ask(op="matmul")["gflops"]]
-    tasks = ["sst", "quora"] if args.task == "both" else [args.task]
     results = {}
     for task in tasks:
         for w in workers.values():  # both warm up at once: nothing is timed yet
@@ -432,7 +441,7 @@ def report(args, info, results, peak, memory, loads, wall):
         s = res["stats"]
         print(f"\n[{task}] {args.steps} timed steps x {args.batch_size} = {s['examples']} examples, "
               f"{s['tokens']} real tokens (mean length {s['mean_len']:.1f}, padded to {s['mean_padded_len']:.1f})")
-        flops = step_flops(mine, s, TASKS[task][1])
+        flops = step_flops(mine, s, head_classes(task))
         rows, ratios, figures = [], [], {}
         for phase in ("train", "eval"):
             sec = res[phase]["seconds"]
