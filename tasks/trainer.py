@@ -31,7 +31,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 import minbert
 from minbert import CheckpointError, RunFailure, UserError
-from minbert.surgery import resolve_freeze_until
+from minbert.edits import resolve_freeze_until
 
 from . import data as data_mod
 from .distributed import (SINGLE, World, agreed_signal, all_reduce_mean_, barrier, device_for, gather_objects,

@@ -1,4 +1,4 @@
-"""Model surgery: exactly the named tensors change, the way the studies define it."""
+"""Model edits: exactly the named tensors change, the way the studies define it."""
 import copy
 
 import pytest

@@ -1,4 +1,4 @@
-"""Model surgery for the layer-level studies: freeze, reinitialise, permute, truncate.
+"""Model edits for the layer-level studies: freeze, reinitialise, permute, truncate.
 
 Each function changes the model in place and returns it, and leaves every
 tensor it does not name bit-identical.
