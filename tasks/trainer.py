@@ -356,8 +356,8 @@ def build_model(args, inputs: RunInputs, encoder: Optional[minbert.BertModel] = 
         frozen = minbert.freeze_until(encoder, args.freeze_until)
         if args.freeze_until > encoder.num_layers:
             print(f"note: --freeze-until {args.freeze_until} is beyond the model's {encoder.num_layers} layers: "
-                  f"the embeddings and layers are frozen (the pooler and heads train; 'all' freezes the "
-                  f"pooler too)", file=sys.stderr)
+                  f"the whole encoder is frozen (only the pooler and heads train; --freeze-until all freezes "
+                  f"the pooler too)", file=sys.stderr)
     model = MultitaskModel(encoder, inputs.tasks, args.pair_mode, args.pooling, dropout=args.head_dropout)
     if args.dropout is not None:
         minbert.set_dropout(model, args.dropout)
