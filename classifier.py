@@ -37,6 +37,11 @@ MODE_DEFAULTS = {"pretrain": {"epochs": 3, "lr": 1e-3}, "finetune": {"epochs": 2
 RESULTS = "classifier.json"
 
 
+def mode_defaults_text(key: str) -> str:
+    """e.g. '3 for pretrain, 2 for finetune', for --help."""
+    return ", ".join(f"{d[key]} for {mode}" for mode, d in MODE_DEFAULTS.items())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     course = parser.add_argument_group("the course's options")
@@ -47,12 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--fine-tune-mode", choices=tuple(PART1_MODES.values()), default=None,
                        help="the newer spelling: last-linear-layer = pretrain, full-model = finetune; "
                             "the value becomes the prediction files' prefix")
-    course.add_argument("--epochs", type=int, default=None,
-                        help=f"(default: {MODE_DEFAULTS['pretrain']['epochs']} for pretrain, "
-                             f"{MODE_DEFAULTS['finetune']['epochs']} for finetune)")
+    course.add_argument("--epochs", type=int, default=None, help=f"(default: {mode_defaults_text('epochs')})")
     course.add_argument("--lr", type=float, default=None,
-                        help=f"peak learning rate (default: {MODE_DEFAULTS['pretrain']['lr']} for pretrain, "
-                             f"{MODE_DEFAULTS['finetune']['lr']} for finetune)")
+                        help=f"peak learning rate (default: {mode_defaults_text('lr')})")
     course.add_argument("--batch_size", "--batch-size", dest="batch_size", type=int, default=8,
                         help="(default: %(default)s)")
     course.add_argument("--hidden_dropout_prob", "--hidden-dropout-prob", dest="hidden_dropout_prob",

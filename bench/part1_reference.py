@@ -47,7 +47,7 @@ from bench.common import DATA_DIR_HELP, data_dir  # noqa: E402
 
 TASKS = ("sst", "cfimdb")
 # classifier.py's per-mode epochs and learning rates: by default the reference runs on the same budget.
-from classifier import MODE_DEFAULTS  # noqa: E402
+from classifier import MODE_DEFAULTS, mode_defaults_text  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -57,11 +57,9 @@ def parse_args(argv=None):
                         "finetune: everything trains")
     p.add_argument("--tasks", default="sst,cfimdb", help="comma-separated, from sst and cfimdb (default: %(default)s)")
     p.add_argument("--epochs", type=int, default=None,
-                   help=f"(default: classifier.py's, {MODE_DEFAULTS['pretrain']['epochs']} for pretrain, "
-                        f"{MODE_DEFAULTS['finetune']['epochs']} for finetune)")
+                   help=f"(default: classifier.py's, {mode_defaults_text('epochs')})")
     p.add_argument("--lr", type=float, default=None,
-                   help=f"constant learning rate (default: classifier.py's peak rate, "
-                        f"{MODE_DEFAULTS['pretrain']['lr']} for pretrain, {MODE_DEFAULTS['finetune']['lr']} for finetune)")
+                   help=f"constant learning rate (default: classifier.py's peak rate, {mode_defaults_text('lr')})")
     p.add_argument("--batch-size", type=int, default=8, help="training batch size (default: %(default)s)")
     p.add_argument("--eval-batch-size", type=int, default=32,
                    help="dev batches, length-sorted; changes speed, not accuracy (default: %(default)s)")
