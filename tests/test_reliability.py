@@ -471,7 +471,7 @@ def test_freeze_until_beyond_the_layers_freezes_the_encoder_with_a_note(base, tm
                                                          "--out", str(out)])
     assert code == 0, err
     notes = [line for line in err.splitlines() if line.startswith("note:")]
-    assert len(notes) == 1 and "whole encoder is frozen" in notes[0]
+    assert len(notes) == 1 and "the embeddings and layers are frozen" in notes[0]
     assert json.loads((out / "config.json").read_text())["frozen_layers"] == 2
 
 
