@@ -24,6 +24,7 @@ several GPUs or machines can share one folder; --summarize then merges every
 results file there and writes the summary.
 """
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -34,8 +35,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from minbert import RunFailure, UserError  # noqa: E402
 from tasks.ablation import arguments, sweep  # noqa: E402
 from tasks.ablation.studies import STUDIES  # noqa: E402
+from tasks.config import TrainConfig, validate  # noqa: E402
 from tasks.distributed import launched_world_size  # noqa: E402
-from tasks.options import add_training_args, exit_status, validate  # noqa: E402
+from tasks.options import add_training_args, exit_status  # noqa: E402
 from tasks.registry import MULTITASK_TASKS, REGISTRY  # noqa: E402
 from tasks.trainer import Interrupted  # noqa: E402
 
@@ -89,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
+    """The sweep's own options, with the training options as one TrainConfig in `config`."""
     parser = build_parser()
     args = parser.parse_args(argv)
     for mode, names in parser.mode_options.items():
@@ -97,13 +100,14 @@ def parse_args(argv=None) -> argparse.Namespace:
                 raise UserError(f"--{name.replace('_', '-')} applies to --mode {mode} only")
     if args.summarize and args.shard is not None:
         raise UserError("--summarize merges every shard's results: give it without --shard")
+    config = TrainConfig.from_args(args)
     if args.task is not None:
-        args.tasks = ",".join(MULTITASK_TASKS) if args.task == "all" else args.task
-    validate(args)
-    args.seed_list = args.seeds or [args.seed]
-    args.fraction_list = args.data_fractions or [args.data_fraction]
-    args.out = args.out or str(Path("runs") / f"ablate-{args.mode}")
-    return args
+        config = dataclasses.replace(config, tasks=",".join(MULTITASK_TASKS) if args.task == "all" else args.task)
+    validate(config)
+    sweep_options = {k: v for k, v in vars(args).items() if k not in TrainConfig.names()}
+    return argparse.Namespace(**sweep_options, config=config, seed_list=args.seeds or [config.seed],
+                              fraction_list=args.data_fractions or [config.data_fraction],
+                              out=config.out or str(Path("runs") / f"ablate-{args.mode}"))
 
 
 def main(argv=None) -> int:

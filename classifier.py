@@ -18,6 +18,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP threads yield the core
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -26,7 +27,8 @@ from pathlib import Path  # noqa: E402
 from minbert import DEFAULT_MODEL, PRECISIONS, RunFailure, UserError  # noqa: E402
 from tasks.data import DATA_DIR_ENV  # noqa: E402
 from tasks.fileio import atomic_write_json  # noqa: E402
-from tasks.options import add_training_args, exit_status, parse_tasks, validate  # noqa: E402
+from tasks.config import TrainConfig, parse_tasks, validate, with_environment  # noqa: E402
+from tasks.options import exit_status  # noqa: E402
 from tasks.registry import CLASSIFIER_TASKS, REGISTRY  # noqa: E402
 from tasks.submission import PART1_MODES, PREDICTIONS_DIR_ENV, publish_predictions  # noqa: E402
 from tasks.trainer import CHECKPOINT, Interrupted, fit, precision_note, prepare  # noqa: E402
@@ -125,12 +127,10 @@ def parse_args(argv):
     return args
 
 
-def task_args(args, task: str):
+def task_config(args, task: str) -> TrainConfig:
     """The trainer's options for one task's run: train_multitask.py's defaults, set as Part 1 needs."""
-    parser = add_training_args(argparse.ArgumentParser())
-    targs = parser.parse_args([])
-    vars(targs).update(
-        model=args.model, data_dir=args.data_dir, tasks=task, epochs=args.epochs, lr=args.lr,
+    config = with_environment(dataclasses.replace(
+        TrainConfig(), model=args.model, data_dir=args.data_dir, tasks=task, epochs=args.epochs, lr=args.lr,
         batch_size=args.batch_size, head_dropout=args.hidden_dropout_prob, seed=args.seed, device=args.device,
         precision=args.precision, max_length=args.max_length, max_steps=args.max_steps,
         data_fraction=args.data_fraction, eval_batch_size=args.eval_batch_size,
@@ -138,9 +138,9 @@ def task_args(args, task: str):
         pooling="cls",  # the course's classifier reads BERT's pooler output
         freeze_until="all" if args.mode == "pretrain" else 0,
         weight_decay=0.0,  # the course's AdamW runs without weight decay
-        checkpoint_every=0)
-    validate(targs)
-    return targs
+        checkpoint_every=0))
+    validate(config)
+    return config
 
 
 def run_task(args, task: str) -> dict:
@@ -149,14 +149,14 @@ def run_task(args, task: str) -> dict:
         result = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
         print(f"{task}: already finished in {out}", flush=True)
         return result
-    targs = task_args(args, task)
+    config = task_config(args, task)
     resume = (out / CHECKPOINT).exists()
-    inputs = prepare(targs)
+    inputs = prepare(config)
     src = inputs.encoder.source
     print(f"{task} ({args.prefix}): model {src.name} ({src.num_layers} layers x {src.hidden_size}); device "
-          f"{inputs.device}; {precision_note(targs, inputs.device)}; run folder {out}"
+          f"{inputs.device}; {precision_note(inputs)}; run folder {out}"
           + ("; resuming" if resume else ""), flush=True)
-    result = fit(targs, inputs, out, resume=resume)
+    result = fit(config, inputs, out, resume=resume)
     result.pop("model", None)
     return result
 

@@ -10,20 +10,24 @@ checkpoint.pt (latest) and best.pt (best overall dev score), metrics.json and
 the course's prediction files (predictions/).
 """
 import argparse
+import dataclasses
 import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 # Before torch loads OpenMP: threads spinning for a core another job holds are 3-25x slower (README: Speed).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from minbert import RunFailure, UserError  # noqa: E402
+from tasks.config import TrainConfig, validate  # noqa: E402
 from tasks.distributed import SINGLE, barrier, broadcast_from_main, init_world, shutdown  # noqa: E402
-from tasks.options import add_training_args, exit_status, validate  # noqa: E402
+from tasks.options import add_training_args, exit_status  # noqa: E402
 from tasks.submission import SUBMISSION_ZIP, make_submission, publish_predictions  # noqa: E402
-from tasks.trainer import CHECKPOINT, Interrupted, fit, no_checkpoint_error, precision_note, prepare  # noqa: E402
+from tasks.trainer import CHECKPOINT, Interrupted, RunFolder, fit, no_checkpoint_error, precision_note, prepare  # noqa: E402
 
 REPO = Path(__file__).resolve().parent
 
@@ -41,47 +45,69 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv):
+@dataclass(frozen=True)
+class Command:
+    """The parsed command line: the training options and this command's own."""
+    config: TrainConfig
+    resume: Optional[str] = None   # the run folder to continue
+    submission: bool = False
+
+    def options(self) -> dict:
+        """This command's own options, recorded in config.json with the training options."""
+        return {"resume": self.resume, "submission": self.submission}
+
+
+def parse_args(argv) -> Command:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.resume:
-        run_dir = Path(args.resume)
-        config = run_dir / "config.json"
-        if not (run_dir / CHECKPOINT).exists():
-            raise no_checkpoint_error(run_dir / CHECKPOINT)
-        try:
-            saved = json.loads(config.read_text(encoding="utf-8"))["arguments"]
-        except (OSError, ValueError, KeyError) as e:
-            raise UserError(f"{config}: cannot read the run's arguments ({e})") from None
-        resume, submission = args.resume, args.submission
-        args = parser.parse_args([])
-        vars(args).update({k: v for k, v in saved.items() if k in vars(args)})
-        args.resume, args.submission, args.out = resume, submission, str(run_dir)
+        args = saved_arguments(parser, args)
     elif args.out is not None and (Path(args.out) / "config.json").exists():
         raise UserError(f"--out {args.out} already holds a run: continue it with --resume {args.out} "
                         f"or choose another folder")
+    config = TrainConfig.from_args(args)
     try:
-        validate(args)
+        validate(config)
     except TypeError:  # only a hand-edited config.json can hold one ("lr": "abc")
         raise UserError(f"{Path(args.resume) / 'config.json'}: an argument has the wrong type") from None
-    if args.out is None:
-        args.out = str(Path("runs") / time.strftime("%Y%m%d-%H%M%S"))
-    return args
+    if config.out is None:
+        config = dataclasses.replace(config, out=str(Path("runs") / time.strftime("%Y%m%d-%H%M%S")))
+    return Command(config, args.resume, args.submission)
 
 
-def main(argv=None) -> int:
-    args, world = None, SINGLE
+def saved_arguments(parser, args) -> argparse.Namespace:
+    """--resume: the arguments the run was started with; an option its config.json lacks (a run of an older
+    version) takes its default. Its folder is where it is now, whatever "out" says."""
+    run_dir = Path(args.resume)
+    config = run_dir / "config.json"
+    if not (run_dir / CHECKPOINT).exists():
+        raise no_checkpoint_error(run_dir / CHECKPOINT)
     try:
-        args = parse_args(argv)
-        world = init_world(args.device)
-        args.out = broadcast_from_main(args.out, world)  # a clock-named folder: rank 0's name
+        saved = json.loads(config.read_text(encoding="utf-8"))["arguments"]
+    except (OSError, ValueError, KeyError) as e:
+        raise UserError(f"{config}: cannot read the run's arguments ({e})") from None
+    defaults = vars(parser.parse_args([]))
+    return argparse.Namespace(**{**defaults, **{k: v for k, v in saved.items() if k in defaults},
+                                 "resume": args.resume, "submission": args.submission, "out": str(run_dir)})
+
+
+def main(argv=None, callbacks=()) -> int:
+    """`callbacks` watch the training (tasks.trainer.Callback): bench/epoch.py times it this way."""
+    out, world = None, SINGLE
+    try:
+        command = parse_args(argv)
+        out = command.config.out
+        world = init_world(command.config.device)
+        out = broadcast_from_main(out, world)  # a clock-named folder: rank 0's name
+        config = dataclasses.replace(command.config, out=out)
         barrier(world)  # every rank has checked --out before rank 0 writes into it
-        inputs = prepare(args, world=world)
+        inputs = prepare(config, world=world)
         if world.main:  # the other ranks train in step with it, silently
-            _announce(args, inputs)
-        result = fit(args, inputs, args.out, resume=bool(args.resume))
+            _announce(config, inputs)
+        result = fit(config, inputs, RunFolder(out, command.options()), resume=bool(command.resume),
+                     callbacks=callbacks)
         if world.main:
-            _report(args, result)
+            _report(command, config, result)
         barrier(world)  # no process leaves the group while another still uses it
         return 0
     except Interrupted as e:  # every rank stops at the same step
@@ -90,32 +116,33 @@ def main(argv=None) -> int:
     except (UserError, RunFailure) as e:
         return exit_status(e)
     except KeyboardInterrupt:  # before training started, or a second Ctrl-C
-        resumable = args is not None and (Path(args.out) / CHECKPOINT).exists()
-        print("interrupted" + (f"; resume with --resume {args.out}" if resumable else ""), file=sys.stderr)
+        resumable = out is not None and (Path(out) / CHECKPOINT).exists()
+        print("interrupted" + (f"; resume with --resume {out}" if resumable else ""), file=sys.stderr)
         return 130
     finally:
         shutdown(world)
 
 
-def _announce(args, inputs) -> None:
+def _announce(config: TrainConfig, inputs) -> None:
     src = inputs.encoder.source
     processes = f"; {inputs.world.size} processes ({inputs.world.backend})" if inputs.world.active else ""
     print(f"model: {src.name} ({src.resolved_from}, {src.num_layers} layers x {src.hidden_size}) "
-          f"from {src.folder}; device {inputs.device}{processes}; {precision_note(args, inputs.device)}; "
-          f"run folder {args.out}", flush=True)
+          f"from {src.folder}; device {inputs.device}{processes}; {precision_note(inputs)}; "
+          f"run folder {config.out}", flush=True)
 
 
-def _report(args, result) -> None:
+def _report(command: Command, config: TrainConfig, result) -> None:
     best = result["best"]
     print(f"best dev (epoch {result['best_epoch']}): " +
           " ".join(f"{k}={v:.4f}" for k, v in best.items() if v is not None))
-    run_predictions = Path(args.out) / "predictions"
+    run_predictions = Path(config.out) / "predictions"
     print(f"predictions in {run_predictions}")
-    if args.predictions_dir:
-        copied = publish_predictions(run_predictions.glob("*.csv"), args.predictions_dir, args.out, sys.argv)
-        print(f"copied {len(copied)} prediction files to {args.predictions_dir}/ (prepare_submit.py zips them)")
-    if args.submission:
-        zip_path, _, lines = make_submission(Path(args.out) / SUBMISSION_ZIP, REPO, args.predictions_dir or run_predictions)
+    if config.predictions_dir:
+        copied = publish_predictions(run_predictions.glob("*.csv"), config.predictions_dir, config.out, sys.argv)
+        print(f"copied {len(copied)} prediction files to {config.predictions_dir}/ (prepare_submit.py zips them)")
+    if command.submission:
+        zip_path, _, lines = make_submission(Path(config.out) / SUBMISSION_ZIP, REPO,
+                                             config.predictions_dir or run_predictions)
         for line in lines:
             print(line, file=sys.stderr)
         print(f"submission: {zip_path}")

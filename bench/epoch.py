@@ -22,7 +22,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 # Before torch loads OpenMP: threads spinning for a core another job holds are 3-25x slower (README: Speed).
@@ -51,29 +50,24 @@ def parse_args(argv=None):
 
 
 def worker(argv: list) -> None:
-    """Run train_multitask.main(argv) with timers around evaluation and a look at the epoch's plan."""
+    """Run train_multitask.main(argv) with a callback that times the evaluations and reads the epoch's plan."""
     import resource
 
     import train_multitask
-    from tasks import trainer
     from tasks.samplers import padding_fraction
+    from tasks.trainer import Callback
 
     seen = {}
-    real_build, real_eval = trainer.build_sampler, trainer.evaluate
 
-    def build_sampler(name, lengths, *args, **kwargs):
-        sampler = real_build(name, lengths, *args, **kwargs)
-        seen["padding"] = padding_fraction(sampler.plan(0), lengths)
-        return sampler
+    class Probe(Callback):
+        def on_plan(self, run, plan):
+            if "padding" not in seen:  # the first epoch's
+                seen["padding"] = padding_fraction(plan, {t: s.lengths for t, s in run.train.items()})
 
-    def evaluate(*args, **kwargs):
-        start = time.perf_counter()
-        out = real_eval(*args, **kwargs)
-        seen["eval_s"] = seen.get("eval_s", 0.0) + time.perf_counter() - start
-        return out
+        def on_evaluate(self, run, metrics, seconds):
+            seen["eval_s"] = seen.get("eval_s", 0.0) + seconds
 
-    trainer.build_sampler, trainer.evaluate = build_sampler, evaluate
-    code = train_multitask.main(argv)
+    code = train_multitask.main(argv, callbacks=[Probe()])
     if code != 0:
         sys.exit(code)
     out = Path(argv[argv.index("--out") + 1])

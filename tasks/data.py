@@ -26,7 +26,7 @@ import random
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from minbert.errors import DataError
 
@@ -198,8 +198,33 @@ def read_split(data_dir, task, split, strict=False, warn=None) -> Dataset | None
     _check_split(split)
     warn = _default_warn if warn is None else warn
     path = split_path(data_dir, task, split)
+    raw = _read_bytes(path, task, split, warn)
+    if raw is None:
+        return None
     name = path.name
+    text = _decode(name, raw)
+    if not text.strip():
+        raise DataError(f"{name}: empty file ({len(raw)} bytes); is this the right file?")
+    rows = _records(name, text)
+    columns = _columns(name, task, spec, split, next(rows, None), len(raw))
+    examples, skipped, skipped_lines, n_rows = _parse_rows(name, rows, columns, spec, split, strict)
+    if n_rows == 0:
+        raise DataError(f"{name}: has a header but no data rows")
+    return Dataset(
+        task=task,
+        split=split,
+        path=path,
+        examples=examples,
+        n_rows=n_rows,
+        skipped=_report_skipped(name, task, n_rows, skipped, skipped_lines, warn),
+        skipped_lines=skipped_lines,
+        sha256=hashlib.sha256(raw).hexdigest(),
+    )
 
+
+def _read_bytes(path: pathlib.Path, task: str, split: str, warn: Callable) -> bytes | None:
+    """The file's bytes; None (and one warning) for a missing test file, whose predictions are then skipped."""
+    name = path.name
     if not path.exists():
         where = path.parent
         if split == "test":
@@ -209,50 +234,56 @@ def read_split(data_dir, task, split, strict=False, warn=None) -> Dataset | None
             f"{name} not found in {where}; pass --data-dir or set {DATA_DIR_ENV}"
         )
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise DataError(f"{name}: cannot read {path}: {_one_line(exc.strerror or exc)}") from None
 
-    sha256 = hashlib.sha256(raw).hexdigest()
-    text = _decode(name, raw)
-    if not text.strip():
-        raise DataError(f"{name}: empty file ({len(raw)} bytes); is this the right file?")
 
+def _records(name: str, text: str) -> Iterator[tuple[int, list[str]]]:
+    """(line where it starts, fields) of every non-blank record, as the course's csv reading splits them."""
     reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t")
-    header: list[str] | None = None
-    examples: list[Example] = []
-    skipped: Counter[str] = Counter()
-    skipped_lines: list[int] = []
-    seen_ids: set[str] = set()
-    n_rows = 0
-    need_label = split != "test"
-    columns: dict[str, int] = {}
-
     line_before = 0
     while True:
         start = line_before + 1
         try:
             row = next(reader)
         except StopIteration:
-            break
+            return
         except csv.Error as exc:
             raise DataError(
                 f"{name}: line {start}: cannot parse as tab-separated CSV ({_one_line(exc)})"
             ) from None
         line_before = reader.line_num
-        if not row:  # blank line; csv.DictReader skips these too
-            continue
+        if row:  # a blank line; csv.DictReader skips these too
+            yield start, row
 
-        if header is None:
-            header = [h.strip() for h in row]
-            # Same lookup as csv.DictReader: a repeated name maps to its last column.
-            columns = {h: i for i, h in enumerate(header)}
-            wanted = [spec.id_column, *spec.text_columns] + ([spec.label_column] if need_label else [])
-            missing = [c for c in wanted if c not in columns]
-            if missing:
-                raise _header_error(name, task, header, missing)
-            continue
 
+def _wanted_columns(spec: TaskConfig, split: str) -> list[str]:
+    return [spec.id_column, *spec.text_columns] + ([spec.label_column] if split != "test" else [])
+
+
+def _columns(name: str, task: str, spec: TaskConfig, split: str, first, size: int) -> dict[str, int]:
+    """Column name -> index, from the header record (`first`); every column the split needs must be there."""
+    if first is None:  # only blank lines
+        raise DataError(f"{name}: empty file ({size} bytes); is this the right file?")
+    header = [h.strip() for h in first[1]]
+    # Same lookup as csv.DictReader: a repeated name maps to its last column.
+    columns = {h: i for i, h in enumerate(header)}
+    missing = [c for c in _wanted_columns(spec, split) if c not in columns]
+    if missing:
+        raise _header_error(name, task, header, missing)
+    return columns
+
+
+def _parse_rows(name: str, rows, columns: dict, spec: TaskConfig, split: str, strict: bool):
+    """(examples, skipped reason -> count, first skipped lines, data rows read). A test row that cannot be
+    parsed stops the read (it needs a prediction), and so does any unusable row when `strict`."""
+    examples: list[Example] = []
+    skipped: Counter[str] = Counter()
+    skipped_lines: list[int] = []
+    seen_ids: set[str] = set()
+    n_rows = 0
+    for start, row in rows:
         n_rows += 1
         problem, example = _parse_row(row, columns, spec, split, start, seen_ids)
         if problem is None:
@@ -268,12 +299,13 @@ def read_split(data_dir, task, split, strict=False, warn=None) -> Dataset | None
         skipped[reason] += 1
         if len(skipped_lines) < _MAX_REPORTED_LINES:
             skipped_lines.append(start)
+    return examples, skipped, skipped_lines, n_rows
 
-    if header is None:  # only blank lines
-        raise DataError(f"{name}: empty file ({len(raw)} bytes); is this the right file?")
-    if n_rows == 0:
-        raise DataError(f"{name}: has a header but no data rows")
 
+def _report_skipped(name: str, task: str, n_rows: int, skipped: Counter, skipped_lines: list[int],
+                    warn: Callable) -> dict[str, int]:
+    """The skipped rows' reasons, most frequent first, said in one warning; more than 1% of the rows means the
+    wrong file."""
     n_skipped = sum(skipped.values())
     ordered = dict(sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
     if n_skipped:
@@ -285,17 +317,7 @@ def read_split(data_dir, task, split, strict=False, warn=None) -> Dataset | None
                 f"{lines}; more than 1% is too many, is this the right {task} file?"
             )
         warn(f"{name}: skipped {n_skipped} of {n_rows} rows ({reasons}) at lines {lines}")
-
-    return Dataset(
-        task=task,
-        split=split,
-        path=path,
-        examples=examples,
-        n_rows=n_rows,
-        skipped=ordered,
-        skipped_lines=skipped_lines,
-        sha256=sha256,
-    )
+    return ordered
 
 
 def _parse_row(row, columns, spec: TaskConfig, split: str, line: int, seen_ids):
@@ -312,8 +334,7 @@ def _parse_row(row, columns, spec: TaskConfig, split: str, line: int, seen_ids):
         return row[i] if i < len(row) else None
 
     need_label = split != "test"
-    wanted = [spec.id_column, *spec.text_columns] + ([spec.label_column] if need_label else [])
-    absent = [c for c in wanted if get(c) is None]
+    absent = [c for c in _wanted_columns(spec, split) if get(c) is None]
     if absent:
         return ("too few fields", f"too few fields ({len(row)}; no {', '.join(absent)})"), None
 

@@ -1,16 +1,22 @@
-"""The multitask training loop, shared by `train_multitask.py` and `ablate.py`.
+"""The multitask training loop, shared by `train_multitask.py`, `classifier.py` and `ablate.py`.
 
-`prepare(args)` loads the checkpoint, the tokenizer and the tokenised data
-once; `fit(args, inputs, out_dir)` fine-tunes a copy of the encoder with the
-three heads and leaves in `out_dir` everything a run promises: config.json,
-TensorBoard events, checkpoints (latest and best), metrics.json and the
-course's prediction files. Every file is written atomically, and a killed
-run resumes from its last checkpoint with the same result as an unbroken one.
+`prepare(config)` loads the checkpoint, the tokenizer and the tokenised data
+once; `fit(config, inputs, outputs)` fine-tunes a copy of the encoder with the
+task heads. The loop is small named steps over one `Run` built once: `build`,
+`restore` (or `start`), `run_epoch` (`train_step` per step),
+`evaluate_and_keep_best`, `finish`. Where results go is one `Outputs`
+object: `RunFolder` leaves everything a run promises in its folder
+(config.json, TensorBoard events, checkpoints latest and best, metrics.json,
+the course's prediction files), `InMemory` (an ablation trial) writes nothing
+but TensorBoard curves and keeps the best weights in memory. `Callback`s
+watch a run (the console's progress, a benchmark's timers). Every file is
+written atomically, and a killed run resumes from its last checkpoint with
+the same result as an unbroken one.
 """
 import copy
+import dataclasses
 import io
 import json
-import math
 import os
 import pickle
 import platform
@@ -44,7 +50,9 @@ from .metrics import overall_score, score
 from .predictions import write_predictions
 from .registry import get_task
 from .samplers import build_sampler
-from .smart import Smart, SmartConfig
+from .config import TrainConfig
+from .samplers import Sampler
+from .smart import Smart
 
 CHECKPOINT = "checkpoint.pt"
 PREVIOUS_CHECKPOINT = "checkpoint.prev.pt"
@@ -64,6 +72,8 @@ class RunInputs:
     max_lengths: dict = field(default_factory=dict)  # task -> tokens per sequence
     extra: dict = field(default_factory=dict)
     world: World = SINGLE         # the processes torchrun started (tasks.distributed)
+    precision: str = "fp32"       # what the run computes in: --precision resolved for this device
+    precision_requested: str = "fp32"  # what --precision asked for (auto, bf16 or fp32)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -78,48 +88,45 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def load_encoder(args) -> minbert.BertModel:
+def load_encoder(config: TrainConfig) -> minbert.BertModel:
     """The default model falls back to the embedded one with a warning; a named one never does."""
-    return minbert.from_pretrained(args.model, fallback_to_embedded=args.model == minbert.DEFAULT_MODEL)
+    return minbert.from_pretrained(config.model, fallback_to_embedded=config.model == minbert.DEFAULT_MODEL)
 
 
-def prepare(args, warn: Optional[Callable] = None, world: World = SINGLE) -> RunInputs:
+def prepare(config: TrainConfig, warn: Optional[Callable] = None, world: World = SINGLE) -> RunInputs:
+    """The encoder, tokenizer and tokenised data of config's tasks, and where the run computes (device, precision)."""
     if not world.main:
         warn = _silent  # rank 0 reports the data problems, once
-    encoder = load_encoder(args)
-    if args.freeze_until != "all":
-        resolve_freeze_until(encoder, args.freeze_until)  # a bad K fails before any data work
+    encoder = load_encoder(config)
+    if config.freeze_until != "all":
+        resolve_freeze_until(encoder, config.freeze_until)  # a bad K fails before any data work
     # Never more tokens than the model has positions, whatever its tokenizer_config.json claims.
     positions = encoder.config.max_position_embeddings
     tokenizer = minbert.Tokenizer.from_folder(encoder.source.folder, max_length=positions)
-    data_dir = ensure_data_dir(args.data_dir)
+    data_dir = ensure_data_dir(config.data_dir)
     data, record, lengths = {}, {}, {}
-    for task in args.task_list:
-        lengths[task] = min(args.max_length or get_task(task).max_length, tokenizer.max_length)
-        splits = data_mod.read_task(data_dir, task, strict=args.strict_data, warn=warn)
+    for task in config.task_list:
+        lengths[task] = min(config.max_length or get_task(task).max_length, tokenizer.max_length)
+        splits = data_mod.read_task(data_dir, task, strict=config.strict_data, warn=warn)
         record[task] = {s: (d.describe() if d is not None else None) for s, d in splits.items()}
-        data[task] = {s: (encode_split(d, tokenizer, args.pair_mode, lengths[task]) if d is not None else None)
+        data[task] = {s: (encode_split(d, tokenizer, config.pair_mode, lengths[task]) if d is not None else None)
                       for s, d in splits.items()}
-    device = device_for(world, resolve_device(args.device))
-    resolve_run_precision(args, device)
-    return RunInputs(encoder, tokenizer, data, record, device, tuple(args.task_list), lengths, world=world)
+    device = device_for(world, resolve_device(config.device))
+    # `auto` becomes the precision this device runs fast; config.json keeps both.
+    return RunInputs(encoder, tokenizer, data, record, device, config.task_list, lengths, world=world,
+                     precision=minbert.resolve_precision(config.precision, device),
+                     precision_requested=config.precision)
 
 
-def resolve_run_precision(args, device: torch.device) -> None:
-    """`--precision auto` becomes the precision this device runs fast; config.json keeps both."""
-    args.precision_requested = getattr(args, "precision_requested", args.precision)
-    args.precision = minbert.resolve_precision(args.precision, device)
-
-
-def precision_note(args, device: torch.device) -> str:
+def precision_note(inputs: RunInputs) -> str:
     """How the precision was chosen, for the run's first line."""
-    native = minbert.native_bf16(device)
-    if args.precision_requested == "auto":
+    native = minbert.native_bf16(inputs.device)
+    if inputs.precision_requested == "auto":
         why = "native bf16" if native else "no native bf16 on this device: emulated bf16 trains 2-3x slower"
-        return f"precision {args.precision} (auto: {why})"
-    if args.precision == "bf16" and not native:
+        return f"precision {inputs.precision} (auto: {why})"
+    if inputs.precision == "bf16" and not native:
         return "precision bf16 (emulated on this device: 2-3x slower than --precision fp32)"
-    return f"precision {args.precision}"
+    return f"precision {inputs.precision}"
 
 
 def _silent(message: str) -> None:
@@ -180,11 +187,11 @@ def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch
     return out
 
 
-def evaluate(model, inputs: RunInputs, precision: str, batch_size: int, split: str = "dev") -> dict:
+def evaluate(model, inputs: RunInputs, batch_size: int, split: str = "dev") -> dict:
     metrics = {}
     for task in inputs.tasks:
         part = inputs.data[task][split]
-        preds = predict(model, part, inputs.tokenizer, inputs.device, batch_size, precision, inputs.world)
+        preds = predict(model, part, inputs.tokenizer, inputs.device, batch_size, inputs.precision, inputs.world)
         metrics[task] = score(get_task(task).metric, preds, part.labels.tolist())
     metrics["overall"] = overall_score(metrics)
     return metrics
@@ -213,15 +220,27 @@ def versions() -> dict:
     return out
 
 
-def run_record(args, inputs: RunInputs, extra: Optional[dict] = None) -> dict:
-    arguments = {k: v for k, v in vars(args).items() if not k.startswith("_")}
-    return {"command": sys.argv, "arguments": arguments, "seed": args.seed,
+def arguments_record(config: TrainConfig, inputs: RunInputs, command_options: Optional[dict] = None) -> dict:
+    """config.json's "arguments": every option, with the precision used (what --resume continues in), the
+    command's own options, the parsed task list and the precision asked for."""
+    options = config.to_dict()
+    mode = options.pop("prediction_mode")
+    return {**options, "precision": inputs.precision, **(command_options or {}), "prediction_mode": mode,
+            "task_list": list(config.task_list), "precision_requested": inputs.precision_requested}
+
+
+def run_record(run: "Run", command_options: Optional[dict] = None) -> dict:
+    """config.json: the options, model, data files, device, package versions and the run's shape."""
+    config, inputs, model = run.config, run.inputs, run.model
+    return {"command": sys.argv, "arguments": arguments_record(config, inputs, command_options), "seed": config.seed,
             "model": inputs.encoder.source.to_dict() if inputs.encoder.source else None,
             "data": inputs.data_record, "max_length": inputs.max_lengths, "device": str(inputs.device),
             "versions": versions(),
-            "precision": {"requested": getattr(args, "precision_requested", args.precision), "used": args.precision,
+            "precision": {"requested": inputs.precision_requested, "used": inputs.precision,
                           "native_bf16": minbert.native_bf16(inputs.device)},
-            **(extra or {})}
+            "steps_per_epoch": run.steps_per_epoch, "total_steps": run.total_steps,
+            "frozen_layers": model.frozen_layers, "sampler": run.sampler_name, **inputs.world.describe(),
+            "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
 
 
 # ---------------------------------------------------------------------------- checkpoints
@@ -348,33 +367,33 @@ class Interrupted(Exception):
         self.exit_code = 128 + signum
 
 
-def build_model(args, inputs: RunInputs, encoder: Optional[minbert.BertModel] = None) -> MultitaskModel:
+def build_model(config: TrainConfig, inputs: RunInputs, encoder: Optional[minbert.BertModel] = None) -> MultitaskModel:
     encoder = copy.deepcopy(inputs.encoder if encoder is None else encoder)
-    if args.freeze_until == "all":
+    if config.freeze_until == "all":
         frozen = minbert.freeze_encoder(encoder)
     else:
-        frozen = minbert.freeze_until(encoder, args.freeze_until)
-        if args.freeze_until > encoder.num_layers:
-            print(f"note: --freeze-until {args.freeze_until} is beyond the model's {encoder.num_layers} layers: "
+        frozen = minbert.freeze_until(encoder, config.freeze_until)
+        if config.freeze_until > encoder.num_layers:
+            print(f"note: --freeze-until {config.freeze_until} is beyond the model's {encoder.num_layers} layers: "
                   f"the whole encoder is frozen (only the pooler and heads train; --freeze-until all freezes "
                   f"the pooler too)", file=sys.stderr)
-    model = MultitaskModel(encoder, inputs.tasks, args.pair_mode, args.pooling, dropout=args.head_dropout)
-    if args.dropout is not None:
-        minbert.set_dropout(model, args.dropout)
+    model = MultitaskModel(encoder, inputs.tasks, config.pair_mode, config.pooling, dropout=config.head_dropout)
+    if config.dropout is not None:
+        minbert.set_dropout(model, config.dropout)
     model.frozen_layers = frozen
     return model.to(inputs.device)
 
 
-def make_optimizer(args, model):
+def make_optimizer(config: TrainConfig, model):
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if p.requires_grad:
             (no_decay if p.ndim < 2 else decay).append(p)
-    groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    if args.optimizer == "minbert":
+    groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if config.optimizer == "minbert":
         # the torch path's eps (torch.optim.AdamW's default), not the class's course default 1e-6
-        return minbert.AdamW(groups, lr=args.lr, eps=1e-8)
-    return torch.optim.AdamW(groups, lr=args.lr, fused=True)
+        return minbert.AdamW(groups, lr=config.lr, eps=1e-8)
+    return torch.optim.AdamW(groups, lr=config.lr, fused=True)
 
 
 def lr_lambda(total_steps: int, warmup: float):
@@ -387,199 +406,407 @@ def lr_lambda(total_steps: int, warmup: float):
     return f
 
 
-def fit(args, inputs: RunInputs, out_dir, encoder: Optional[minbert.BertModel] = None,
-        resume: bool = False, record_extra: Optional[dict] = None, quiet: bool = False,
-        write_outputs: bool = True, writer=None, save_predictions: bool = True) -> dict:
-    """Fine-tune and evaluate; returns the metrics also written to metrics.json.
+@dataclass
+class TrainState:
+    """Where a run is; every checkpoint keeps it as the JSON "progress"."""
+    epoch: int = 0
+    step_in_epoch: int = 0
+    global_step: int = 0
+    best: Optional[dict] = None                  # the history entry with the best overall dev score
+    history: list = field(default_factory=list)  # one entry per evaluation: epoch, step, dev, elapsed_s
+    nonfinite_skipped: int = 0
 
-    `encoder` replaces the pretrained one (an ablation's modified copy); `writer` is
-    a TensorBoard SummaryWriter to log into instead of the run's own; with
-    `write_outputs=False` nothing is written at all (no checkpoints, no resume).
-    `result["model"]` holds the best epoch's weights, as best.pt does.
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "TrainState":
+        return cls(**json.loads(text))
+
+    def evaluated(self) -> bool:
+        """The dev scores of the current step are in the history (a resumed finished run)."""
+        return bool(self.history) and self.history[-1]["step"] == self.global_step
+
+
+@dataclass
+class StepInfo:
+    batch: dict                 # task -> the step's example indices in its training split
+    losses: Optional[dict]      # the values logged; None for a skipped (non-finite) step
+
+    @property
+    def examples(self) -> int:
+        return sum(len(indices) for indices in self.batch.values())
+
+
+class Callback:
+    """Watches a run (`fit(..., callbacks=[...])`): each hook gets the `Run`; override those needed."""
+
+    def on_plan(self, run: "Run", plan: list) -> None:
+        """An epoch's plan (one {task: indices} per step) is made, before its first step."""
+
+    def on_step(self, run: "Run", info: StepInfo) -> None:
+        """An optimizer step is done or skipped; run.state counts it already."""
+
+    def on_epoch_end(self, run: "Run") -> None:
+        """The last step of the epoch, or of the run, is done; the evaluation follows."""
+
+    def on_evaluate(self, run: "Run", metrics: dict, seconds: float) -> None:
+        """Dev metrics, already in run.state.history; `seconds` is what the evaluation took."""
+
+
+class Outputs(Callback):
+    """Where a run's results go; as a callback it logs the run's curves to TensorBoard."""
+    prints = False   # the run reports its progress on stdout (a command's run, not an ablation trial)
+    writer = None    # TensorBoard SummaryWriter, when there is one
+
+    def begin(self, run: "Run", resume: bool) -> None:
+        """The run is built (and restored): open what the outputs need."""
+
+    def checkpoint_path(self) -> Path:
+        raise CheckpointError("nothing to resume from: this run keeps no checkpoints")
+
+    def save_checkpoint(self, run: "Run") -> None:
+        pass
+
+    def keep_best(self, run: "Run") -> None:
+        """The current weights have the best dev score so far."""
+
+    def restore_best(self, run: "Run") -> None:
+        """Put the kept best weights back into run.model."""
+
+    def finish(self, run: "Run", result: dict) -> None:
+        pass
+
+    def stopped_note(self) -> str:
+        return "nothing saved"
+
+    def on_step(self, run, info):
+        if self.writer is not None and info.losses is not None:
+            for name, value in info.losses.items():
+                self.writer.add_scalar(name, value, run.state.global_step)
+            self.writer.add_scalar("train/lr", run.scheduler.get_last_lr()[0], run.state.global_step)
+
+    def on_evaluate(self, run, metrics, seconds):
+        if self.writer is not None:
+            for name, value in metrics.items():
+                if value is not None:
+                    self.writer.add_scalar(f"dev/{name}", value, run.state.global_step)
+
+    def add_hparams(self, hparams: dict, result: dict) -> None:
+        self.writer.add_hparams(hparams, {f"hparam/{k}": v for k, v in result["best"].items() if v is not None},
+                                run_name="hparams")
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+class RunFolder(Outputs):
+    """A command's run: config.json, tensorboard/, checkpoint.pt, best.pt, metrics.json and predictions/.
+
+    Under torchrun every rank takes part in the collectives (RNG states, predictions); rank 0 alone writes.
+    `command_options`: the command's own options, recorded with the training options in config.json.
     """
-    out_dir = Path(out_dir)
-    world = inputs.world
-    writes = write_outputs and world.main  # under torchrun only rank 0 writes files
-    if writes:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    device, tok = inputs.device, inputs.tokenizer
-    torch.manual_seed(args.seed)
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    model = build_model(args, inputs, encoder)
-    train = {t: subsample_split(inputs.data[t]["train"], args.data_fraction, args.seed) for t in inputs.tasks}
-    sampler_name = "union" if args.surgery != "none" else args.sampler
-    sampler = build_sampler(sampler_name, {t: s.lengths for t, s in train.items()}, args.batch_size,
-                            args.seed, bucket=not args.no_bucketing, num_epochs=args.epochs)
-    per_epoch = sampler.steps_per_epoch()
-    total = per_epoch * args.epochs if args.max_steps is None else min(args.max_steps, per_epoch * args.epochs)
-    optimizer = make_optimizer(args, model)
-    minbert.drop_cast_weights_on_step(optimizer, model)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(total, args.warmup))
-    smart = Smart(model, _smart_config(args), args.pair_mode) if args.smart else None
-    specs = {t: task_spec(t, args.pair_mode) for t in inputs.tasks}
-    shared = [p for p in model.encoder.parameters() if p.requires_grad]
-    surgery_rng = np.random.default_rng(args.seed)
-    loss_fn = TaskLoss(model, specs, smart, args.precision)
+    prints = True
 
-    state = {"epoch": 0, "step_in_epoch": 0, "global_step": 0, "best": None, "history": [],
-             "nonfinite_skipped": 0}
-    if resume:
-        ckpt = load_checkpoint(out_dir / CHECKPOINT)
-        try:
-            model.load_state_dict(ckpt["model"])
-            optimizer.load_state_dict(ckpt["optimizer"])
-            scheduler.load_state_dict(ckpt["scheduler"])
-            if smart is not None:
-                smart.load_state_dict(ckpt["smart"])
-            surgery_rng.bit_generator.state = json.loads(ckpt["surgery_rng"])
-            state = json.loads(ckpt["progress"])
-            per_rank = ckpt.get("rng_ranks") or []
-            set_rng_state(per_rank[world.rank] if world.active and len(per_rank) == world.size
-                          else ckpt["rng"])
-        except (KeyError, TypeError, ValueError, RuntimeError) as e:  # another run's, or another version's
-            raise CheckpointError(f"{out_dir / CHECKPOINT}: does not fit this run ({_first_line(e)})") from None
-        if writes:
-            remove_stale_temp_files(out_dir)  # half-written files of the killed process
-    else:
-        if world.active:  # same weights on every rank, a different dropout stream on each
-            torch.manual_seed(int(np.random.SeedSequence([args.seed, world.rank]).generate_state(1)[0]))
-        if writes:
-            with _writing(out_dir / "config.json"):
-                atomic_write_json(out_dir / "config.json", run_record(args, inputs, {
-                    **(record_extra or {}), "steps_per_epoch": per_epoch, "total_steps": total,
-                    "frozen_layers": model.frozen_layers, "sampler": sampler_name, **world.describe(),
-                    "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}))
-    if world.active:
-        # Each forward uses one task's head only, so the other heads are unused parameters.
-        loss_fn = DistributedDataParallel(loss_fn, device_ids=[device.index] if device.type == "cuda" else None,
-                                          find_unused_parameters=True)
+    def __init__(self, folder, command_options: Optional[dict] = None):
+        self.folder = Path(folder)
+        self.command_options = command_options
+        self.writes = True
 
-    own_writer = writer is None and writes
-    if own_writer:
+    def begin(self, run, resume):
+        self.writes = run.inputs.world.main
+        if not self.writes:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if resume:
+            remove_stale_temp_files(self.folder)  # half-written files of the killed process
+        else:
+            with _writing(self.folder / "config.json"):
+                atomic_write_json(self.folder / "config.json", run_record(run, self.command_options))
         from torch.utils.tensorboard import SummaryWriter
         # Events after the checkpoint's step were logged by the killed process: TensorBoard drops them.
-        writer = SummaryWriter(str(out_dir / "tensorboard"),
-                               purge_step=state["global_step"] + 1 if resume else None)
+        self.writer = SummaryWriter(str(self.folder / "tensorboard"),
+                                    purge_step=run.state.global_step + 1 if resume else None)
 
-    def checkpoint():
-        if not write_outputs:
+    def checkpoint_path(self) -> Path:
+        return self.folder / CHECKPOINT
+
+    def save_checkpoint(self, run):
+        per_rank = rng_states(run.inputs.world)  # a collective: every rank takes part
+        if not self.writes:
             return
-        per_rank = rng_states(world)  # a collective: every rank takes part
-        if not writes:
-            return
-        if writer is not None:
-            writer.flush()  # every event up to this step is on disk before the step is
-        save_checkpoint(out_dir, {
-            "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(), "smart": smart.state_dict() if smart else None,
-            "surgery_rng": json.dumps(surgery_rng.bit_generator.state), "progress": json.dumps(state),
-            "rng": per_rank[0], "rng_ranks": per_rank if world.active else None})
+        self.writer.flush()  # every event up to this step is on disk before the step is
+        save_checkpoint(self.folder, {
+            "model": run.model.state_dict(), "optimizer": run.optimizer.state_dict(),
+            "scheduler": run.scheduler.state_dict(), "smart": run.smart.state_dict() if run.smart else None,
+            "surgery_rng": json.dumps(run.surgery_rng.bit_generator.state), "progress": run.state.to_json(),
+            "rng": per_rank[0], "rng_ranks": per_rank if run.inputs.world.active else None})
 
-    def stop_if_asked(signum):
-        if signum is not None:
-            name = signal.Signals(signum).name
-            raise Interrupted(signum, f"stopped by {name} at step {state['global_step']}; "
-                                      f"checkpoint saved; resume with --resume {out_dir}")
+    def keep_best(self, run):
+        if self.writes:
+            with _writing(self.folder / BEST):
+                atomic_save_torch(self.folder / BEST, {"model": run.model.state_dict(), "epoch": run.state.epoch + 1})
 
-    def evaluated() -> bool:
-        """The dev scores of the current step are in the history (a resumed finished run)."""
-        return bool(state["history"]) and state["history"][-1]["step"] == state["global_step"]
+    def restore_best(self, run):
+        barrier(run.inputs.world)  # rank 0 has written best.pt
+        best = torch.load(self.folder / BEST, map_location="cpu", weights_only=True)
+        run.model.load_state_dict(best["model"])
 
-    def log(text):
-        if not quiet and world.main:
-            print(text, flush=True)
+    def finish(self, run, result):
+        with _writing(self.folder / "predictions"):
+            write_all_predictions(run.model, run.inputs, self.folder / "predictions", run.config)
+        if self.writes:
+            with _writing(self.folder / "metrics.json"):
+                atomic_write_json(self.folder / "metrics.json", result)
+            self.add_hparams(_hparams(run), result)
 
-    show_bars = sys.stdout.isatty() and not quiet and world.main
-    best_weights = None
-    started = time.time()
-    progress = _ProgressLines(total, state["global_step"]) if not show_bars and not quiet and world.main else None
+    def stopped_note(self) -> str:
+        return f"checkpoint saved; resume with --resume {self.folder}"
+
+
+class InMemory(Outputs):
+    """An ablation trial's outputs: no files, no checkpoints (a trial is cheap to rerun); the best weights
+    are kept in memory. With `tensorboard`, the trial's curves go to that folder, and `hparams` with its
+    best dev scores at the end."""
+
+    def __init__(self, tensorboard=None, hparams: Optional[dict] = None):
+        self.tensorboard, self.hparams = tensorboard, hparams
+        self.best_weights = None
+
+    def __repr__(self) -> str:
+        return f"InMemory(tensorboard={str(self.tensorboard)!r})"
+
+    def begin(self, run, resume):
+        if self.tensorboard is not None:
+            from torch.utils.tensorboard import SummaryWriter
+            self.writer = SummaryWriter(str(self.tensorboard))
+
+    def keep_best(self, run):
+        self.best_weights = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
+
+    def restore_best(self, run):
+        run.model.load_state_dict(self.best_weights)
+
+    def finish(self, run, result):
+        if self.writer is not None and self.hparams is not None:
+            self.add_hparams(self.hparams, result)
+
+
+@dataclass
+class Run:
+    """One fine-tuning, built once by `build`; only `state` (and the weights) move."""
+    config: TrainConfig
+    inputs: RunInputs
+    model: MultitaskModel
+    train: dict                  # task -> its training split (the seeded fraction of it)
+    sampler: Sampler
+    sampler_name: str
+    steps_per_epoch: int
+    total_steps: int
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    smart: Optional[Smart]
+    shared: list                 # the encoder's trainable parameters: what gradient surgery combines
+    surgery_rng: np.random.Generator
+    loss_fn: nn.Module           # TaskLoss; under torchrun wrapped in DistributedDataParallel
+    outputs: Outputs
+    callbacks: list              # the outputs, the console's progress, the caller's
+    state: TrainState = field(default_factory=TrainState)
+    started: float = 0.0         # time.time() when this process began training: history's elapsed_s
+
+
+def fit(config: TrainConfig, inputs: RunInputs, outputs, encoder: Optional[minbert.BertModel] = None,
+        resume: bool = False, callbacks=()) -> dict:
+    """Fine-tune and evaluate; returns the metrics (metrics.json's) and, under "model", the best evaluation's model.
+
+    `outputs`: a run folder (a path or a RunFolder), or InMemory. `encoder` replaces the pretrained one
+    (an ablation's modified copy). `resume` continues from the folder's checkpoint. `callbacks` watch the
+    run (see Callback).
+    """
+    if not isinstance(outputs, Outputs):
+        outputs = RunFolder(outputs)
+    run = build(config, inputs, outputs, encoder, callbacks)
+    if resume:
+        restore(run)
+    else:
+        start(run)
+    distribute(run)
+    outputs.begin(run, resume)
     try:
         with _Stop() as stop:
-            while state["global_step"] < total or not evaluated():
-                epoch = state["epoch"]
-                plan = sampler.plan(epoch)
-                model.train()
-                bar = _bar(show_bars, per_epoch, state["step_in_epoch"], f"epoch {epoch + 1}/{args.epochs}")
-                while state["step_in_epoch"] < per_epoch and state["global_step"] < total:
-                    step = plan[state["step_in_epoch"]]
-                    losses = train_step(args, model, loss_fn, optimizer, step, train, tok, device, shared,
-                                        surgery_rng, world, state["global_step"])
-                    if losses is None:
-                        state["nonfinite_skipped"] += 1
-                    else:
-                        scheduler.step()
-                        if smart is not None:
-                            smart.update_ema()
-                    state["step_in_epoch"] += 1
-                    state["global_step"] += 1
-                    if bar is not None:
-                        bar.update(1)
-                    if progress is not None:
-                        progress.step(state["global_step"], sum(len(ix) for ix in step.values()), losses)
-                    if writer is not None and losses is not None:
-                        for name, value in losses.items():
-                            writer.add_scalar(name, value, state["global_step"])
-                        writer.add_scalar("train/lr", scheduler.get_last_lr()[0], state["global_step"])
-                    at_end = state["step_in_epoch"] >= per_epoch or state["global_step"] >= total
-                    due = args.checkpoint_every and state["global_step"] % args.checkpoint_every == 0
-                    signum = agreed_signal(stop.signal, world)  # all ranks stop at the same step
-                    # At an epoch's or the run's end the checkpoint after the evaluation follows.
-                    if signum is not None or (due and not at_end):
-                        checkpoint()
-                        stop_if_asked(signum)
-                if bar is not None:
-                    bar.close()
-                epoch_done = state["step_in_epoch"] >= per_epoch
-                metrics = evaluate(model, inputs, args.precision, args.eval_batch_size)
-                entry = {"epoch": epoch + 1, "step": state["global_step"], "dev": metrics,
-                         "elapsed_s": round(time.time() - started, 1)}
-                state["history"].append(entry)
-                if writer is not None:
-                    for name, value in metrics.items():
-                        if value is not None:
-                            writer.add_scalar(f"dev/{name}", value, state["global_step"])
-                log(f"epoch {epoch + 1} step {state['global_step']}: " +
-                    " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if v is not None) +
-                    f" ({entry['elapsed_s']:.0f}s)")
-                if state["best"] is None or (metrics["overall"] or 0) > state["best"]["dev"]["overall"]:
-                    state["best"] = entry
-                    if writes:
-                        with _writing(out_dir / BEST):
-                            atomic_save_torch(out_dir / BEST, {"model": model.state_dict(), "epoch": epoch + 1})
-                    elif not write_outputs:  # nowhere to save it: the caller still gets the best model
-                        best_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
-                if epoch_done:
-                    state["epoch"] += 1
-                    state["step_in_epoch"] = 0
-                checkpoint()
-                stop_if_asked(agreed_signal(stop.signal, world))  # a signal during the evaluation
-
-        best = state["best"]
-        result = {"final": state["history"][-1]["dev"], "best": best["dev"], "best_epoch": best["epoch"],
-                  "best_step": best["step"], "history": state["history"], "steps": state["global_step"],
-                  "nonfinite_skipped": state["nonfinite_skipped"]}
-        if not write_outputs and best["step"] != state["global_step"]:
-            model.load_state_dict(best_weights)
-        if write_outputs:
-            if best["step"] != state["global_step"]:
-                barrier(world)  # rank 0 has written best.pt
-                best_state = torch.load(out_dir / BEST, map_location="cpu", weights_only=True)
-                model.load_state_dict(best_state["model"])
-            if save_predictions:
-                with _writing(out_dir / "predictions"):
-                    write_all_predictions(model, inputs, out_dir / "predictions", args)
-            if writes:
-                with _writing(out_dir / "metrics.json"):
-                    atomic_write_json(out_dir / "metrics.json", result)
-            if own_writer:
-                writer.add_hparams(_hparams(args), {f"hparam/{k}": v for k, v in best["dev"].items()
-                                                    if v is not None}, run_name="hparams")
+            run.started = time.time()
+            while run.state.global_step < run.total_steps or not run.state.evaluated():
+                run_epoch(run, stop)
+                evaluate_and_keep_best(run)
+                if run.state.step_in_epoch >= run.steps_per_epoch:
+                    run.state.epoch += 1
+                    run.state.step_in_epoch = 0
+                outputs.save_checkpoint(run)
+                stop_if_asked(run, agreed_signal(stop.signal, inputs.world))  # a signal during the evaluation
+        result = finish(run)
     finally:
-        if own_writer:
-            writer.close()
-    result["model"] = model
+        outputs.close()
+    result["model"] = run.model
     return result
+
+
+def build(config: TrainConfig, inputs: RunInputs, outputs: Outputs, encoder: Optional[minbert.BertModel] = None,
+          callbacks=()) -> Run:
+    """A fresh run: model, data order, optimizer and schedule, seeded by config.seed."""
+    torch.manual_seed(config.seed)
+    random.seed(config.seed)
+    np.random.seed(config.seed)
+    model = build_model(config, inputs, encoder)
+    train = {t: subsample_split(inputs.data[t]["train"], config.data_fraction, config.seed) for t in inputs.tasks}
+    sampler_name = "union" if config.surgery != "none" else config.sampler
+    sampler = build_sampler(sampler_name, {t: s.lengths for t, s in train.items()}, config.batch_size,
+                            config.seed, bucket=not config.no_bucketing, num_epochs=config.epochs)
+    per_epoch = sampler.steps_per_epoch()
+    total = per_epoch * config.epochs if config.max_steps is None else min(config.max_steps, per_epoch * config.epochs)
+    optimizer = make_optimizer(config, model)
+    minbert.drop_cast_weights_on_step(optimizer, model)  # fused AdamW leaves no version bump to see
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(total, config.warmup))
+    smart = Smart(model, config.smart_config(), config.pair_mode) if config.smart else None
+    specs = {t: task_spec(t, config.pair_mode) for t in inputs.tasks}
+    console = [Console()] if outputs.prints and inputs.world.main else []
+    return Run(config, inputs, model, train, sampler, sampler_name, per_epoch, total, optimizer, scheduler, smart,
+               shared=[p for p in model.encoder.parameters() if p.requires_grad],
+               surgery_rng=np.random.default_rng(config.seed),
+               loss_fn=TaskLoss(model, specs, smart, inputs.precision),
+               outputs=outputs, callbacks=[outputs, *console, *callbacks])
+
+
+def start(run: Run) -> None:
+    """A fresh start: under torchrun the same weights on every rank, a different dropout stream on each."""
+    world = run.inputs.world
+    if world.active:
+        torch.manual_seed(int(np.random.SeedSequence([run.config.seed, world.rank]).generate_state(1)[0]))
+
+
+def restore(run: Run) -> None:
+    """Continue from the last checkpoint: weights, optimizer, schedule, SMART's EMA copy, every RNG, the position."""
+    path = run.outputs.checkpoint_path()
+    ckpt = load_checkpoint(path)
+    world = run.inputs.world
+    try:
+        run.model.load_state_dict(ckpt["model"])
+        run.optimizer.load_state_dict(ckpt["optimizer"])
+        run.scheduler.load_state_dict(ckpt["scheduler"])
+        if run.smart is not None:
+            run.smart.load_state_dict(ckpt["smart"])
+        run.surgery_rng.bit_generator.state = json.loads(ckpt["surgery_rng"])
+        run.state = TrainState.from_json(ckpt["progress"])
+        per_rank = ckpt.get("rng_ranks") or []
+        set_rng_state(per_rank[world.rank] if world.active and len(per_rank) == world.size else ckpt["rng"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as e:  # another run's, or another version's
+        raise CheckpointError(f"{path}: does not fit this run ({_first_line(e)})") from None
+
+
+def distribute(run: Run) -> None:
+    """Under torchrun, the loss is computed through DDP, which averages the gradients over the ranks."""
+    device = run.inputs.device
+    if run.inputs.world.active:
+        # Each forward uses one task's head only, so the other heads are unused parameters.
+        run.loss_fn = DistributedDataParallel(run.loss_fn, device_ids=[device.index] if device.type == "cuda" else None,
+                                              find_unused_parameters=True)
+
+
+def run_epoch(run: Run, stop: "_Stop") -> None:
+    """Train from the state's position to the end of its epoch, or of the run; checkpoint when due or stopped."""
+    state, every = run.state, run.config.checkpoint_every
+    plan = run.sampler.plan(state.epoch)
+    run.model.train()
+    _notify(run, "on_plan", plan)
+    while state.step_in_epoch < run.steps_per_epoch and state.global_step < run.total_steps:
+        step = plan[state.step_in_epoch]
+        losses = train_step(run, step)
+        if losses is None:
+            state.nonfinite_skipped += 1
+        else:
+            run.scheduler.step()
+            if run.smart is not None:
+                run.smart.update_ema()
+        state.step_in_epoch += 1
+        state.global_step += 1
+        _notify(run, "on_step", StepInfo(step, losses))
+        at_end = state.step_in_epoch >= run.steps_per_epoch or state.global_step >= run.total_steps
+        signum = agreed_signal(stop.signal, run.inputs.world)  # all ranks stop at the same step
+        # At an epoch's or the run's end the checkpoint after the evaluation follows.
+        if signum is not None or (every and state.global_step % every == 0 and not at_end):
+            run.outputs.save_checkpoint(run)
+            stop_if_asked(run, signum)
+    _notify(run, "on_epoch_end")
+
+
+def evaluate_and_keep_best(run: Run) -> dict:
+    """Dev metrics of the current weights into the history; the outputs keep them if they are the best yet."""
+    state = run.state
+    clock = time.perf_counter()
+    metrics = evaluate(run.model, run.inputs, run.config.eval_batch_size)
+    seconds = time.perf_counter() - clock
+    entry = {"epoch": state.epoch + 1, "step": state.global_step, "dev": metrics,
+             "elapsed_s": round(time.time() - run.started, 1)}
+    state.history.append(entry)
+    _notify(run, "on_evaluate", metrics, seconds)
+    if state.best is None or (metrics["overall"] or 0) > state.best["dev"]["overall"]:
+        state.best = entry
+        run.outputs.keep_best(run)
+    return metrics
+
+
+def finish(run: Run) -> dict:
+    """The result, with the best evaluation's weights back in the model; the outputs write their last files."""
+    state, best = run.state, run.state.best
+    result = {"final": state.history[-1]["dev"], "best": best["dev"], "best_epoch": best["epoch"],
+              "best_step": best["step"], "history": state.history, "steps": state.global_step,
+              "nonfinite_skipped": state.nonfinite_skipped}
+    if best["step"] != state.global_step:
+        run.outputs.restore_best(run)
+    run.outputs.finish(run, result)
+    return result
+
+
+def stop_if_asked(run: Run, signum: Optional[int]) -> None:
+    if signum is not None:
+        name = signal.Signals(signum).name
+        raise Interrupted(signum, f"stopped by {name} at step {run.state.global_step}; {run.outputs.stopped_note()}")
+
+
+def _notify(run: Run, hook: str, *args) -> None:
+    for callback in run.callbacks:
+        method = getattr(callback, hook, None)  # a callback need not define every hook
+        if method is not None:
+            method(run, *args)
+
+
+class Console(Callback):
+    """A command's progress on stdout: a bar per epoch on a terminal (else a line every 30 s), the dev scores."""
+
+    def __init__(self):
+        self.bar = self.lines = None
+
+    def on_plan(self, run, plan):
+        state, terminal = run.state, sys.stdout.isatty()
+        if self.lines is None and not terminal:
+            self.lines = _ProgressLines(run.total_steps, state.global_step)
+        self.bar = _bar(terminal, run.steps_per_epoch, state.step_in_epoch, f"epoch {state.epoch + 1}/{run.config.epochs}")
+
+    def on_step(self, run, info):
+        if self.bar is not None:
+            self.bar.update(1)
+        if self.lines is not None:
+            self.lines.step(run.state.global_step, info.examples, info.losses)
+
+    def on_epoch_end(self, run):
+        if self.bar is not None:
+            self.bar.close()
+
+    def on_evaluate(self, run, metrics, seconds):
+        entry = run.state.history[-1]
+        print(f"epoch {entry['epoch']} step {entry['step']}: " +
+              " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if v is not None) +
+              f" ({entry['elapsed_s']:.0f}s)", flush=True)
 
 
 class _ProgressLines:
@@ -611,16 +838,14 @@ def _bar(show: bool, total: int, initial: int, desc: str):
     return tqdm(total=total, initial=initial, desc=desc, dynamic_ncols=True, leave=False)
 
 
-def _hparams(args) -> dict:
-    keep = ("lr", "batch_size", "epochs", "sampler", "surgery", "smart", "freeze_until", "pair_mode",
+_HPARAMS = ("lr", "batch_size", "epochs", "sampler", "surgery", "smart", "freeze_until", "pair_mode",
             "pooling", "precision", "seed", "data_fraction", "model")
-    return {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
-            for k, v in vars(args).items() if k in keep}
 
 
-def _smart_config(args) -> SmartConfig:
-    return SmartConfig(lambda_s=args.smart_lambda_s, eps=args.smart_eps, sigma=args.smart_sigma,
-                       eta=args.smart_eta, steps=args.smart_steps, mu=args.smart_mu, beta=args.smart_beta)
+def _hparams(run: Run) -> dict:
+    """The options TensorBoard's hparams table shows, with the precision used."""
+    values = {**run.config.to_dict(), "precision": run.inputs.precision}
+    return {k: (v if isinstance(v, (int, float, str, bool)) else str(v)) for k, v in values.items() if k in _HPARAMS}
 
 
 class TaskLoss(nn.Module):
@@ -653,8 +878,7 @@ class TaskLoss(nn.Module):
         return loss, logs
 
 
-def train_step(args, model, loss_fn, optimizer, step: dict, train: dict, tok, device, shared,
-               surgery_rng, world: World, global_step) -> Optional[dict]:
+def train_step(run: Run, step: dict) -> Optional[dict]:
     """One optimizer step; returns the values to log, or None if the step was skipped (non-finite).
 
     Each task's batch runs forward and backward in turn (one graph in memory at a time). Under
@@ -664,48 +888,60 @@ def train_step(args, model, loss_fn, optimizer, step: dict, train: dict, tok, de
     ranks) on its own before the projection, so PCGrad sees the global per-task gradients;
     the heads' gradients are all-reduced once at the end.
     """
-    optimizer.zero_grad(set_to_none=True)
-    surgery = args.surgery != "none"
+    run.optimizer.zero_grad(set_to_none=True)
+    surgery = run.config.surgery != "none"
     logs, task_grads = {}, {}
-    tasks = list(step)
-    for n, task in enumerate(tasks):
-        indices, weight = local_batch_indices(step[task], world)
-        batch = make_batch(train[task], indices, tok, device)
-        accumulate = world.active and (surgery or n < len(tasks) - 1)
-        with loss_fn.no_sync() if accumulate else nullcontext():
-            loss, task_logs = loss_fn(task, batch, weight)
-            if surgery:
-                for p in shared:
-                    p.grad = None
-            loss.backward()  # even of a non-finite loss: DDP's all-reduce, once begun, must complete
-        task_logs = _mean_over_ranks(task_logs, world)  # so every rank sees the same non-finite loss
+    for n, task in enumerate(step):
+        task_logs = _task_backward(run, task, step[task], accumulate=surgery or n < len(step) - 1)
         bad = [v for v in task_logs.values() if not torch.isfinite(v)]
         if bad:
-            return _nonfinite(args, optimizer, f"loss ({bad[0].item()})", global_step, task)
+            return _nonfinite(run, f"loss ({bad[0].item()})", task)
         logs.update(task_logs)
         if surgery:
-            task_grads[task] = all_reduce_mean_(flatten_grads(shared), world)
+            task_grads[task] = all_reduce_mean_(flatten_grads(run.shared), run.inputs.world)
     if surgery:
-        if world.active:
-            in_shared = {id(p) for p in shared}
-            heads = [p for p in model.parameters() if p.grad is not None and id(p) not in in_shared]
-            assign_flat_grad(heads, all_reduce_mean_(flatten_grads(heads), world))
-        combine = pcgrad if args.surgery == "pcgrad" else (lambda g, rng: dominant(g))
-        if len(task_grads) > 1:
-            merged, stats = combine(task_grads, surgery_rng)
-            logs["surgery/conflicts"] = stats.conflicts
-            for (a, b), cos in stats.cosines.items():
-                logs[f"surgery/cos/{a}-{b}"] = cos
-        else:
-            merged = next(iter(task_grads.values()))
-        assign_flat_grad(shared, merged)
-    norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
-                                          args.max_grad_norm)
+        logs.update(_merge_task_gradients(run, task_grads))
+    norm = torch.nn.utils.clip_grad_norm_([p for p in run.model.parameters() if p.requires_grad],
+                                          run.config.max_grad_norm)
     if not torch.isfinite(norm):  # a finite loss can still overflow in the backward pass
-        return _nonfinite(args, optimizer, f"gradient norm ({norm.item()})", global_step, ",".join(step))
+        return _nonfinite(run, f"gradient norm ({norm.item()})", ",".join(step))
     logs["train/grad_norm"] = norm
-    optimizer.step()
+    run.optimizer.step()
     return {k: float(v) for k, v in logs.items()}
+
+
+def _task_backward(run: Run, task: str, indices: list, accumulate: bool) -> dict:
+    """One task's forward and backward on this rank's share of its batch; the values to log, averaged over ranks."""
+    world = run.inputs.world
+    local, weight = local_batch_indices(indices, world)
+    batch = make_batch(run.train[task], local, run.inputs.tokenizer, run.inputs.device)
+    with run.loss_fn.no_sync() if world.active and accumulate else nullcontext():
+        loss, logs = run.loss_fn(task, batch, weight)
+        if run.config.surgery != "none":
+            for p in run.shared:
+                p.grad = None
+        loss.backward()  # even of a non-finite loss: DDP's all-reduce, once begun, must complete
+    return _mean_over_ranks(logs, world)  # so every rank sees the same non-finite loss
+
+
+def _merge_task_gradients(run: Run, task_grads: dict) -> dict:
+    """Gradient surgery: the per-task encoder gradients combined into one (PCGrad or dominant), the heads'
+    averaged over ranks; returns the values to log."""
+    world, logs = run.inputs.world, {}
+    if world.active:
+        in_shared = {id(p) for p in run.shared}
+        heads = [p for p in run.model.parameters() if p.grad is not None and id(p) not in in_shared]
+        assign_flat_grad(heads, all_reduce_mean_(flatten_grads(heads), world))
+    combine = pcgrad if run.config.surgery == "pcgrad" else (lambda g, rng: dominant(g))
+    if len(task_grads) > 1:
+        merged, stats = combine(task_grads, run.surgery_rng)
+        logs["surgery/conflicts"] = stats.conflicts
+        for (a, b), cos in stats.cosines.items():
+            logs[f"surgery/cos/{a}-{b}"] = cos
+    else:
+        merged = next(iter(task_grads.values()))
+    assign_flat_grad(run.shared, merged)
+    return logs
 
 
 def _mean_over_ranks(logs: dict, world: World) -> dict:
@@ -716,25 +952,25 @@ def _mean_over_ranks(logs: dict, world: World) -> dict:
     return dict(zip(logs, values))
 
 
-def _nonfinite(args, optimizer, what: str, global_step: int, task: str) -> None:
+def _nonfinite(run: Run, what: str, task: str) -> None:
     """With --skip-nonfinite the step is dropped (None); otherwise the run stops, before any checkpoint
     could store the damage."""
-    if not args.skip_nonfinite:
-        raise RunFailure(f"non-finite {what} at step {global_step + 1} on task {task}; the last good "
+    if not run.config.skip_nonfinite:
+        raise RunFailure(f"non-finite {what} at step {run.state.global_step + 1} on task {task}; the last good "
                          f"checkpoint is kept (use --skip-nonfinite to skip such batches)")
-    optimizer.zero_grad(set_to_none=True)
+    run.optimizer.zero_grad(set_to_none=True)
     return None
 
 
-def write_all_predictions(model, inputs: RunInputs, folder: Path, args):
+def write_all_predictions(model, inputs: RunInputs, folder: Path, config: TrainConfig):
     """Dev and test predictions of every task, under the course's names (Part 1's when
-    `args.prediction_mode` names a Part-1 mode)."""
+    `config.prediction_mode` names a Part-1 mode)."""
     for task in inputs.tasks:
         for split in ("dev", "test"):
             part = inputs.data[task][split]
             if part is None:
                 continue  # the reader already said, in one line, that the file is missing
-            values = predict(model, part, inputs.tokenizer, inputs.device, args.eval_batch_size,
-                             args.precision, inputs.world)
+            values = predict(model, part, inputs.tokenizer, inputs.device, config.eval_batch_size,
+                             inputs.precision, inputs.world)
             if inputs.world.main:
-                write_predictions(folder, task, split, part.ids, values, args.prediction_mode)
+                write_predictions(folder, task, split, part.ids, values, config.prediction_mode)

@@ -2,6 +2,7 @@
 import csv
 import json
 import re
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -91,7 +92,7 @@ def test_killed_sweep_resumes_and_failed_trials_are_retried(small_data_dir, tmp_
 
 def _sweep(small_data_dir, tmp_path, *extra):
     args = ablate.parse_args(_argv(small_data_dir, tmp_path / "sweep", *extra))
-    return sweep.Sweep(args, prepare(args), args.out, STUDIES[args.mode])
+    return sweep.Sweep(args, prepare(args.config), args.out, STUDIES[args.mode])
 
 
 def test_probe_trains_only_the_head_and_leaves_the_encoder_bit_identical(small_data_dir, tmp_path, pretrained):
@@ -162,22 +163,20 @@ def test_plans_do_not_repeat_trials_and_fingerprints_ignore_where_a_sweep_runs()
     assert orders == ["order=0-1", "order=1-0"]  # the original given again does not use up the only other order
     args = ablate.parse_args(["--mode", "reinit", *BASE])
 
-    def fingerprint(path, sha, device):
-        args.device = device
+    def fingerprint(path, sha, device, requested="auto", used="fp32"):
+        options = SimpleNamespace(**{**vars(args), "config": replace(args.config, device=device, precision=requested)})
         record = {"sst": {"train": {"path": path, "sha256": sha, "n_rows": 40}, "test": None}}
-        inputs = SimpleNamespace(encoder=SimpleNamespace(source=None), data_record=record)
-        return sweep.fingerprint(args, inputs, STUDIES["reinit"])
+        inputs = SimpleNamespace(encoder=SimpleNamespace(source=None), data_record=record, device=device,
+                                 precision=used, precision_requested=requested)
+        return sweep.fingerprint(options, inputs, STUDIES["reinit"])
 
     assert fingerprint("/a/sst.csv", "x", "auto") == fingerprint("/nfs/sst.csv", "x", "cuda:1")
     assert fingerprint("/a/sst.csv", "x", "auto") != fingerprint("/a/sst.csv", "y", "auto")
     # --precision auto: what it chose on each machine (bf16 on a GPU, fp32 on an old CPU) does not count
-    args.precision_requested = "auto"
-    args.precision = "bf16"
-    on_gpu = fingerprint("/a/sst.csv", "x", "cuda")
-    args.precision = "fp32"
-    assert fingerprint("/a/sst.csv", "x", "cpu") == on_gpu
-    del args.precision_requested
-    assert fingerprint("/a/sst.csv", "x", "cpu") != on_gpu  # an explicit fp32 is another sweep than auto
+    on_gpu = fingerprint("/a/sst.csv", "x", "cuda", used="bf16")
+    assert fingerprint("/a/sst.csv", "x", "cpu", used="fp32") == on_gpu
+    explicit = fingerprint("/a/sst.csv", "x", "cpu", requested="fp32", used="fp32")
+    assert explicit != on_gpu  # an explicit fp32 is another sweep than auto
 
 
 def _summary(path):

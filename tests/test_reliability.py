@@ -66,6 +66,7 @@ import train_multitask
 
 mode, at, argv = sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 step_of = lambda state: json.loads(state["progress"])["global_step"]
+callbacks = []
 
 if mode == "kill-after-save":  # SIGKILL once the checkpoint of step AT is in place
     real_save = trainer.save_checkpoint
@@ -88,21 +89,17 @@ elif mode == "kill-during-save":  # SIGKILL with half of step AT's checkpoint wr
         return real_torch_save(path, obj)
     trainer.atomic_save_torch = atomic_save_torch
 elif mode == "sigterm-rank-1":  # under torchrun, only rank 1 is sent SIGTERM, after step AT
-    real_step = trainer.train_step
-    def train_step(*args):
-        out = real_step(*args)
-        if args[-1] + 1 == at and os.environ.get("RANK") == "1":
-            os.kill(os.getpid(), signal.SIGTERM)
-        return out
-    trainer.train_step = train_step
+    class SigtermRank1(trainer.Callback):
+        def on_step(self, run, info):
+            if run.state.global_step == at and os.environ.get("RANK") == "1":
+                os.kill(os.getpid(), signal.SIGTERM)
+    callbacks.append(SigtermRank1())
 elif mode == "announce":  # print each finished step, for the test to signal at
-    real_step = trainer.train_step
-    def train_step(*args):
-        out = real_step(*args)
-        print("trained step", args[-1] + 1, flush=True)
-        return out
-    trainer.train_step = train_step
-sys.exit(train_multitask.main(argv))
+    class Announce(trainer.Callback):
+        def on_step(self, run, info):
+            print("trained step", run.state.global_step, flush=True)
+    callbacks.append(Announce())
+sys.exit(train_multitask.main(argv, callbacks=callbacks))
 '''
 
 
@@ -243,10 +240,10 @@ def test_evaluation_after_training_sees_the_current_weights(base, tmp_path):
     epoch 1's QKV weights, and a resumed run (fresh cache) reported different dev metrics.
     """
     # 2 tasks x 3 batches: evaluated after step 6, trained two more steps, evaluated again
-    args = train_multitask.parse_args(base + ["--tasks", "sst,sts", "--batch-size", "16", "--max-steps", "8"])
-    inputs = trainer.prepare(args)
-    trained = trainer.fit(args, inputs, tmp_path, write_outputs=False, quiet=True)["model"]
-    fresh = trainer.build_model(args, inputs)
+    config = train_multitask.parse_args(base + ["--tasks", "sst,sts", "--batch-size", "16", "--max-steps", "8"]).config
+    inputs = trainer.prepare(config)
+    trained = trainer.fit(config, inputs, trainer.InMemory())["model"]
+    fresh = trainer.build_model(config, inputs)
     fresh.load_state_dict(trained.state_dict())
     dev = inputs.data["sts"]["dev"]
     assert [trainer.predict(m, dev, inputs.tokenizer, inputs.device, 64, "fp32") for m in (trained, fresh)] == \

@@ -13,7 +13,6 @@ or machines sharing the folder: a trial's shard is a hash of its name, each
 shard appends to its own results.shard-I-of-N.jsonl, and every results file
 in the folder counts as done and is merged for the summary (`--summarize`).
 """
-import argparse
 import copy
 import dataclasses
 import hashlib
@@ -31,8 +30,8 @@ import minbert
 from minbert import UserError
 
 from ..fileio import append_jsonl, atomic_write_text, read_jsonl, safe_join
-from ..options import add_training_args
-from ..trainer import Interrupted, RunInputs, fit, precision_note, prepare
+from ..config import TrainConfig
+from ..trainer import InMemory, Interrupted, RunInputs, fit, precision_note, prepare
 from .summary import finished, report
 
 RESULTS = "results.jsonl"
@@ -111,10 +110,14 @@ def shard_trials(trials: list, shard) -> list:
 
 
 class Sweep:
-    """What the trials of one sweep share: the arguments, the study, the inputs loaded once, the output folder."""
+    """What the trials of one sweep share: the arguments, the study, the inputs loaded once, the output folder.
+
+    `args` holds the sweep's own options, `args.config` the training options every trial derives its own from.
+    """
 
     def __init__(self, args, inputs: RunInputs, out_dir, study: Study):
         self.args, self.inputs, self.out, self.study = args, inputs, Path(out_dir), study
+        self.config: TrainConfig = args.config
         self.shape = Shape(inputs.encoder.num_layers, inputs.encoder.config.num_attention_heads)
         self.fingerprint = fingerprint(args, inputs, study)
         self.cache = {}  # what a study keeps from one trial for the next (transfer: the last intermediate model)
@@ -130,25 +133,16 @@ class Sweep:
         """Fine-tune `encoder` exactly as train_multitask.py would, logging to tensorboard/<name>.
 
         Nothing else is written: a trial is cheap to rerun, and a checkpoint per trial
-        would take gigabytes over a sweep.
+        would take gigabytes over a sweep. `changes` are training options (TrainConfig's
+        fields) the trial sets.
         """
-        args = copy.copy(self.args)
         tasks = tuple(tasks or self.inputs.tasks)
-        args.seed, args.data_fraction, args.tasks, args.task_list = trial.seed, trial.fraction, ",".join(tasks), tasks
-        vars(args).update(changes)
+        config = dataclasses.replace(self.config, seed=trial.seed, data_fraction=trial.fraction, tasks=",".join(tasks),
+                                     **changes)
         folder = self.fresh_dir("tensorboard", name or trial.name)
-        from torch.utils.tensorboard import SummaryWriter
-        writer = SummaryWriter(str(folder))
-        try:
-            result = fit(args, dataclasses.replace(self.inputs, tasks=tasks), folder, encoder=encoder, quiet=True,
-                         writer=writer, write_outputs=False, save_predictions=False)
-            writer.add_hparams({"mode": trial.mode, "config": trial.config, "seed": trial.seed,
-                                "data_fraction": trial.fraction, "tasks": args.tasks, "stage": name or "trial"},
-                               {f"hparam/{k}": v for k, v in result["best"].items() if v is not None},
-                               run_name="hparams")
-        finally:
-            writer.close()
-        return result
+        hparams = {"mode": trial.mode, "config": trial.config, "seed": trial.seed, "data_fraction": trial.fraction,
+                   "tasks": config.tasks, "stage": name or "trial"}
+        return fit(config, dataclasses.replace(self.inputs, tasks=tasks), InMemory(folder, hparams), encoder=encoder)
 
     def fresh_dir(self, *parts) -> Path:
         """An empty folder below the output folder: a retried trial's curves replace, not join, the old ones."""
@@ -163,7 +157,7 @@ def attempt(sweep: Sweep, trial: Trial) -> dict:
     started = time.time()
     record = {"key": trial.key(sweep.fingerprint), "mode": trial.mode, "config": trial.config, "group": trial.group,
               "params": trial.params, "seed": trial.seed, "data_fraction": trial.fraction,
-              "fingerprint": sweep.fingerprint, "precision": sweep.args.precision, "device": str(sweep.inputs.device)}
+              "fingerprint": sweep.fingerprint, "precision": sweep.inputs.precision, "device": str(sweep.inputs.device)}
     try:
         result = sweep.run_trial(trial)
     except (UserError, Interrupted):
@@ -195,12 +189,12 @@ def fingerprint(args, inputs: RunInputs, study: Study) -> str:
     chose there): shards on other machines, and --summarize on a machine without a
     GPU, must agree on it. Each results line records the precision its trial used.
     """
-    options = vars(add_training_args(argparse.ArgumentParser()).parse_args([]))
-    values = {k: getattr(args, k) for k in sorted(set(options) - {"seed", "data_fraction", "out", "checkpoint_every",
-                                                                   "model", "data_dir", "device"})}
-    values["precision"] = getattr(args, "precision_requested", args.precision)  # auto: each machine's fast one
-    values["tasks"] = ",".join(args.task_list)
-    values["weights"] = inputs.encoder.source.weights_sha256 if inputs.encoder.source else args.model
+    config = args.config
+    values = {k: getattr(config, k) for k in sorted(set(TrainConfig.names()) - {
+        "seed", "data_fraction", "out", "checkpoint_every", "model", "data_dir", "device"})}
+    # config.precision is the one asked for (auto: each machine's fast one), not the one it became here
+    values["tasks"] = ",".join(config.task_list)
+    values["weights"] = inputs.encoder.source.weights_sha256 if inputs.encoder.source else config.model
     values["data"] = {task: {split: d and {k: v for k, v in d.items() if k != "path"} for split, d in splits.items()}
                       for task, splits in inputs.data_record.items()}
     values.update({name: getattr(args, name) for name in study.fingerprint})
@@ -246,14 +240,13 @@ def note_other_options(sweep: Sweep, records: list):
 def run(args, study: Study) -> int:
     """Plan, run (skipping finished trials), summarise and plot one sweep, or one shard of it; 1 if a trial
     failed. With --summarize, only merge the results files and write the summary."""
-    if args.summarize:
-        args.device = "cpu"  # nothing trains; the fingerprint does not depend on it
-    inputs = prepare(args)
+    # --summarize trains nothing; the fingerprint does not depend on the device
+    inputs = prepare(dataclasses.replace(args.config, device="cpu") if args.summarize else args.config)
     sweep = Sweep(args, inputs, args.out, study)
     trials = study.plan(args, sweep.shape)  # out-of-range layers/heads stop here, before any trial
     src = inputs.encoder.source
     print(f"model: {src.name} ({src.resolved_from}, {src.num_layers} layers x {sweep.shape.num_heads} heads); "
-          f"device {inputs.device}; {precision_note(args, inputs.device)}; sweep folder {args.out}", flush=True)
+          f"device {inputs.device}; {precision_note(inputs)}; sweep folder {args.out}", flush=True)
     return summarize(sweep, trials) if args.summarize else run_shard(sweep, trials)
 
 

@@ -20,7 +20,7 @@ def plan(args, shape: Shape) -> list:
     Trials that start from the same intermediate model share its shard, which
     trains that model once and alone writes its folder.
     """
-    tasks = args.task_list
+    tasks = args.config.task_list
     if len(tasks) < 2:
         raise UserError("--mode transfer needs at least two tasks (--task all, or --tasks sst,sts)")
     configs = [(f"via=none,final={b}", {"via": None, "final": b}) for b in tasks]

@@ -1,0 +1,143 @@
+"""The training options as one frozen value, built once from the command line.
+
+`TrainConfig` holds every option `train_multitask.py`, `classifier.py` and
+`ablate.py` share, with its default: the argparse flags (`tasks/options.py`)
+take their defaults from here. A derived configuration (an ablation trial, one
+Part-1 task) is `dataclasses.replace(config, ...)`, so a misspelt option is an
+error rather than a new attribute. What a run resolves on its machine (the
+precision `auto` became, the device) belongs to the run's inputs
+(`trainer.RunInputs`), not to the options.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from minbert import DEFAULT_MODEL, UserError
+
+from .data import DATA_DIR_ENV, TASKS
+from .registry import REGISTRY
+from .smart import SmartConfig
+from .submission import PREDICTIONS_DIR_ENV
+
+_SMART = SmartConfig()
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    # model
+    model: str = DEFAULT_MODEL
+    pair_mode: str = "cross"
+    pooling: str = "mean"
+    max_length: Optional[int] = None          # None: each task's own
+    freeze_until: Union[int, str] = 0         # K, or "all"
+    head_dropout: float = 0.1
+    # data
+    data_dir: Optional[str] = None
+    tasks: str = ",".join(TASKS)
+    data_fraction: float = 1.0
+    strict_data: bool = False
+    # training
+    epochs: int = 3
+    max_steps: Optional[int] = None
+    lr: float = 1e-4
+    warmup: float = 0.06
+    weight_decay: float = 0.01
+    batch_size: int = 32
+    seed: int = 0
+    sampler: str = "proportional"
+    no_bucketing: bool = False
+    surgery: str = "none"
+    optimizer: str = "torch"
+    max_grad_norm: float = 1.0
+    precision: str = "auto"                   # as asked for; RunInputs.precision is the one used
+    device: str = "auto"
+    dropout: Optional[float] = None
+    skip_nonfinite: bool = False
+    # SMART
+    smart: bool = False
+    smart_lambda_s: float = _SMART.lambda_s
+    smart_eps: float = _SMART.eps
+    smart_sigma: float = _SMART.sigma
+    smart_eta: float = _SMART.eta
+    smart_steps: int = _SMART.steps
+    smart_mu: float = _SMART.mu
+    smart_beta: float = _SMART.beta
+    # output
+    out: Optional[str] = None
+    checkpoint_every: int = 500
+    eval_batch_size: int = 128
+    predictions_dir: Optional[str] = None
+    prediction_mode: Optional[str] = None     # Part 2's file names; classifier.py sets its Part-1 mode
+
+    @classmethod
+    def names(cls) -> tuple:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_args(cls, namespace) -> "TrainConfig":
+        """The options of a parsed command line (its other attributes are the command's own), with the
+        data and predictions folders taken from the environment where not given."""
+        return with_environment(cls(**{name: getattr(namespace, name) for name in cls.names()}))
+
+    @property
+    def task_list(self) -> tuple:
+        return parse_tasks(self.tasks)
+
+    def smart_config(self) -> SmartConfig:
+        return SmartConfig(lambda_s=self.smart_lambda_s, eps=self.smart_eps, sigma=self.smart_sigma,
+                           eta=self.smart_eta, steps=self.smart_steps, mu=self.smart_mu, beta=self.smart_beta)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def with_environment(config: TrainConfig) -> TrainConfig:
+    """--data-dir defaults to $MINBERT_DATA_DIR, --predictions-dir to $MINBERT_PREDICTIONS_DIR, else predictions/."""
+    changes = {}
+    if config.data_dir is None and os.environ.get(DATA_DIR_ENV):
+        changes["data_dir"] = os.environ[DATA_DIR_ENV]
+    if config.predictions_dir is None:
+        changes["predictions_dir"] = os.environ.get(PREDICTIONS_DIR_ENV) or "predictions"
+    return dataclasses.replace(config, **changes)
+
+
+def parse_tasks(text: str) -> tuple:
+    tasks = tuple(t.strip() for t in text.split(",") if t.strip())
+    unknown = [t for t in tasks if t not in REGISTRY]
+    if unknown or not tasks:
+        raise UserError(f"--tasks: unknown task {unknown[0]!r}; choose from {', '.join(REGISTRY)}"
+                        if unknown else "--tasks: no task given")
+    if len(set(tasks)) != len(tasks):
+        raise UserError(f"--tasks: a task is named twice in {text!r}")
+    return tasks
+
+
+def validate(c: TrainConfig) -> None:
+    """Reject out-of-range options before any work starts."""
+    tasks = parse_tasks(c.tasks)
+    checks = [
+        (c.lr > 0, f"--lr must be > 0, got {c.lr}"),
+        (0 < c.data_fraction <= 1, f"--data-fraction must be in (0, 1], got {c.data_fraction}"),
+        (c.epochs >= 1, f"--epochs must be >= 1, got {c.epochs}"),
+        (c.max_steps is None or c.max_steps >= 1, f"--max-steps must be >= 1, got {c.max_steps}"),
+        (c.batch_size >= 1, f"--batch-size must be >= 1, got {c.batch_size}"),
+        (c.eval_batch_size >= 1, f"--eval-batch-size must be >= 1, got {c.eval_batch_size}"),
+        (0 <= c.warmup < 1, f"--warmup must be in [0, 1), got {c.warmup}"),
+        (c.weight_decay >= 0, f"--weight-decay must be >= 0, got {c.weight_decay}"),
+        (c.max_grad_norm > 0, f"--max-grad-norm must be > 0, got {c.max_grad_norm}"),
+        (c.dropout is None or 0 <= c.dropout < 1, f"--dropout must be in [0, 1), got {c.dropout}"),
+        (c.seed >= 0, f"--seed must be >= 0, got {c.seed}"),
+        (c.max_length is None or c.max_length >= 8, f"--max-length must be >= 8, got {c.max_length}"),
+        (0 <= c.head_dropout < 1, f"--head-dropout must be in [0, 1), got {c.head_dropout}"),
+        (c.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {c.checkpoint_every}"),
+        (c.smart_eps >= 0 and c.smart_sigma >= 0 and c.smart_eta >= 0 and c.smart_steps >= 0
+         and c.smart_lambda_s >= 0 and c.smart_mu >= 0 and 0 <= c.smart_beta <= 1,
+         "--smart-*: constants must be >= 0 and --smart-beta in [0, 1]"),
+        (c.surgery == "none" or len(tasks) > 1, "--surgery needs at least two tasks"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise UserError(message)
