@@ -135,7 +135,7 @@ def task_config(args, task: str) -> TrainConfig:
         precision=args.precision, max_length=args.max_length, max_steps=args.max_steps,
         data_fraction=args.data_fraction, eval_batch_size=args.eval_batch_size,
         predictions_dir=args.predictions_dir, prediction_mode=args.prefix, pair_mode="cross",
-        pooling="cls",  # the course's classifier reads BERT's pooler output
+        pooling="pooler",  # the course's classifier reads BERT's pooler output
         freeze_until="all" if args.mode == "pretrain" else 0,
         weight_decay=0.0,  # the course's AdamW runs without weight decay
         checkpoint_every=0))

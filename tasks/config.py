@@ -17,6 +17,7 @@ from typing import Optional, Union
 
 from minbert import DEFAULT_MODEL, UserError
 
+from .heads import POOLING_ALIASES, canonical_pooling
 from .data import DATA_DIR_ENV, TASKS
 from .registry import REGISTRY
 from .smart import SmartConfig
@@ -101,6 +102,8 @@ def with_environment(config: TrainConfig) -> TrainConfig:
         changes["data_dir"] = os.environ[DATA_DIR_ENV]
     if config.predictions_dir is None:
         changes["predictions_dir"] = os.environ.get(PREDICTIONS_DIR_ENV) or "predictions"
+    if config.pooling in POOLING_ALIASES:  # an older name, e.g. from a resumed run's config.json
+        changes["pooling"] = canonical_pooling(config.pooling)
     return dataclasses.replace(config, **changes)
 
 

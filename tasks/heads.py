@@ -18,6 +18,17 @@ from minbert import BertModel
 from .registry import MULTITASK_TASKS, TaskConfig, get_task
 
 SEQ_KEYS = ("input_ids", "token_type_ids", "attention_mask")
+# The sentence vector of a single sequence: the mean of the token states, BERT's pooler (a tanh
+# layer over the [CLS] state, what the course's classifier reads), or the raw [CLS] state.
+POOLINGS = ("mean", "pooler", "cls-token")
+POOLING_ALIASES = {"cls": "pooler", "first": "cls-token"}  # the names earlier runs and sweeps recorded
+
+
+def canonical_pooling(name: str) -> str:
+    name = POOLING_ALIASES.get(name, name)
+    if name not in POOLINGS:
+        raise ValueError(f"unknown pooling {name!r}; expected one of {', '.join(POOLINGS)}")
+    return name
 
 
 def sequences(batch: dict) -> list[dict]:
@@ -34,14 +45,14 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 class MultitaskModel(nn.Module):
     def __init__(self, encoder: BertModel, tasks=MULTITASK_TASKS, pair_mode: str = "cross",
-                 pooling: str = "cls", dropout: float = 0.1):
+                 pooling: str = "mean", dropout: float = 0.1):
         super().__init__()
         if pair_mode not in ("cross", "siamese"):
             raise ValueError(f"unknown pair mode {pair_mode!r}")
         self.encoder = encoder
         self.tasks = tuple(tasks)
         self.pair_mode = pair_mode
-        self.pooling = pooling
+        self.pooling = canonical_pooling(pooling)
         self.dropout = nn.Dropout(dropout)
         h = encoder.config.hidden_size
         heads = {}
@@ -64,7 +75,7 @@ class MultitaskModel(nn.Module):
                            inputs_embeds=inputs_embeds)
         if self.pooling == "mean":
             return mean_pool(out.last_hidden_state, seq["attention_mask"])
-        if self.pooling == "first":  # the raw [CLS] state, without the pooler (probing)
+        if self.pooling == "cls-token":
             return out.last_hidden_state[:, 0]
         return out.pooler_output
 

@@ -6,6 +6,7 @@ from minbert import PRECISIONS, RunFailure, UserError
 
 from .config import TrainConfig
 from .data import DATA_DIR_ENV
+from .heads import POOLING_ALIASES, POOLINGS
 from .registry import REGISTRY
 from .samplers import SAMPLERS
 from .submission import PREDICTIONS_DIR_ENV
@@ -42,9 +43,11 @@ def _model_flags(parser, D: TrainConfig):
     model.add_argument("--pair-mode", choices=("cross", "siamese"), default=D.pair_mode,
                        help="cross: one sequence [CLS] a [SEP] b [SEP]; siamese: each sentence encoded "
                             "alone (Sentence-BERT) (default: %(default)s)")
-    model.add_argument("--pooling", choices=("cls", "mean", "first"), default=D.pooling,
-                       help="sentence vector for the heads: cls = the tanh pooler over [CLS], mean = the "
-                            "mean of the token states, first = the raw [CLS] state (default: %(default)s)")
+    model.add_argument("--pooling", choices=POOLINGS + tuple(POOLING_ALIASES), default=D.pooling,
+                       help="sentence vector for the heads: mean = the mean of the token states, pooler = "
+                            "BERT's pooler (a tanh layer over the [CLS] state, as the course's classifier), "
+                            "cls-token = the raw [CLS] state; cls and first are older names of pooler and "
+                            "cls-token (default: %(default)s)")
     model.add_argument("--max-length", type=int, default=D.max_length,
                        help="tokens per sequence; longer inputs are truncated (default: each task's own, "
                             + ", ".join(f"{t.name} {t.max_length}" for t in REGISTRY.values()) + ")")

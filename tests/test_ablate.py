@@ -102,7 +102,7 @@ def test_probe_trains_only_the_head_and_leaves_the_encoder_bit_identical(small_d
                                           "layer=6,pooling=first,random", "layer=6,pooling=mean,random"]
     result = probing.run_trial(trials[0])
     model = result["model"]
-    assert model.encoder.num_layers == 3 and model.pooling == "first" and result["steps"] == 2
+    assert model.encoder.num_layers == 3 and model.pooling == "cls-token" and result["steps"] == 2
     before = pretrained.state_dict()
     for name, tensor in model.encoder.state_dict().items():
         assert torch.equal(tensor, before[name]), name

@@ -292,3 +292,12 @@ def test_part1_resume_keeps_finished_tasks(part1_data, tmp_path, tiny_model):
     assert {p.name: p.read_bytes() for p in (out / "predictions").iterdir()} == first
     code, _, err = run_cli(classifier.main, argv)
     assert code == 2 and "--resume" in err
+
+
+def test_older_pooling_names_mean_what_they_meant():
+    from tasks.config import TrainConfig, with_environment
+    from tasks.heads import canonical_pooling
+    assert with_environment(TrainConfig(pooling="cls")).pooling == "pooler"  # a resumed older run
+    assert canonical_pooling("first") == "cls-token" and canonical_pooling("mean") == "mean"
+    with pytest.raises(ValueError):
+        canonical_pooling("max")
