@@ -11,7 +11,6 @@ target; logs are append-only JSON lines whose torn last line is ignored.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import secrets
@@ -201,14 +200,6 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
         elif i != last:
             raise DataError(f"{path}: line {i + 1} is not a JSON object; the log is damaged")
     return records
-
-
-def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(chunk_size):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def safe_join(root: str | os.PathLike, *parts: str) -> Path:

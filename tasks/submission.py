@@ -13,7 +13,6 @@ without saying so.
 from __future__ import annotations
 
 import datetime
-import hashlib
 import io
 import json
 import os
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from minbert.errors import UserError
+from minbert.loading import sha256_of
 from tasks.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
 from tasks.registry import CLASSIFIER_TASKS, MULTITASK_TASKS, get_task
 
@@ -31,10 +31,6 @@ SOURCES = "sources.json"          # provenance of the course-level folder's file
 MANIFEST = "submission_manifest.json"
 PART1_MODES = {"pretrain": "last-linear-layer", "finetune": "full-model"}  # the course's two spellings
 _PACKAGES = ("minbert", "tasks")
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _load_sources(folder: Path) -> dict:
@@ -55,7 +51,7 @@ def publish_predictions(files: Iterable[Path], folder: str | os.PathLike, run_di
     for path in sorted(Path(p) for p in files):
         target = atomic_write_text(folder / path.name, path.read_text(encoding="utf-8"))
         sources[path.name] = {"run": str(Path(run_dir).resolve()), "date": when, "command": list(command),
-                              "sha256": _sha256(target)}
+                              "sha256": sha256_of(target)}
         copied.append(target)
     atomic_write_json(folder / SOURCES, sources)
     return copied
@@ -108,7 +104,7 @@ def check_predictions(folder: Path) -> tuple:
     files = {}
     for name in sorted(names):
         record = sources.get(name)
-        if record is None or record.get("sha256") != _sha256(folder / name):
+        if record is None or record.get("sha256") != sha256_of(folder / name):
             lines.append(f"warning: predictions/{name} was not written by a run of this project or changed "
                          f"since: its origin is unknown")
             record = {"run": None, "date": None}

@@ -7,6 +7,7 @@ import torch
 
 from minbert.errors import DataError, UserError
 from tasks import fileio
+from minbert.loading import sha256_of
 from tasks.fileio import (
     append_jsonl,
     atomic_save_torch,
@@ -15,7 +16,6 @@ from tasks.fileio import (
     atomic_write_text,
     read_jsonl,
     safe_join,
-    sha256_file,
 )
 
 
@@ -123,10 +123,10 @@ def test_damage_in_the_middle_is_reported(tmp_path):
         read_jsonl(path)
 
 
-def test_sha256_file(tmp_path):
+def test_sha256_of(tmp_path):
     path = tmp_path / "x"
     path.write_bytes(b"abc")
-    assert sha256_file(path, chunk_size=2) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert sha256_of(path) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 
 
 @pytest.mark.parametrize("name", ["../x", "/etc/passwd", "a/../../b", "", "a\0b", ".."])
