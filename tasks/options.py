@@ -54,7 +54,7 @@ def _model_flags(parser, D: TrainConfig):
     model.add_argument("--freeze-until", type=freeze_value, default=D.freeze_until, metavar="K",
                        help="freeze the embeddings and layers 0..K-1; negative K counts from the top "
                             "(-3 = all but the last three); 'all' freezes the whole encoder, pooler "
-                            "included, so only the heads train (default: %(default)s, nothing frozen)")
+                            "included, and runs it without dropout, so only the heads train (default: %(default)s, nothing frozen)")
     model.add_argument("--head-dropout", type=float, default=D.head_dropout,
                        help="dropout on the sentence vector before each head (default: %(default)s)")
     return model

@@ -161,17 +161,22 @@ def subsample_split(split: EncodedSplit, fraction: float, seed: int) -> EncodedS
 
 @torch.no_grad()
 def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch_size: int,
-            precision: str, world: World = SINGLE) -> list:
+            precision: str, world: World = SINGLE, label: Optional[str] = None) -> list:
     """Predictions in the split's order; batches sorted by length so little is padding.
 
     Under torchrun the batches are dealt out to the ranks and the predictions gathered:
-    every rank returns the whole list, the same as one process would.
+    every rank returns the whole list, the same as one process would. With a `label`, a
+    terminal shows a bar (a CFIMDB evaluation at 512 tokens takes minutes on a CPU).
     """
     model.eval()
     spec = task_spec(split.task, model.pair_mode)
     order = sorted(range(len(split)), key=split.lengths.__getitem__)
+    starts = range(0, len(order), batch_size)
+    bar = _bar(label is not None and world.main and sys.stdout.isatty(), len(starts), 0, label or "")
     mine = {}
-    for b, start in enumerate(range(0, len(order), batch_size)):
+    for b, start in enumerate(starts):
+        if bar is not None:
+            bar.update(1)
         if b % world.size != world.rank:
             continue
         idx = order[start:start + batch_size]
@@ -180,6 +185,8 @@ def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch
         with autocast(device, precision):
             values = spec.predict(model(split.task, batch)).float().cpu().tolist()
         mine.update(zip(idx, values))
+    if bar is not None:
+        bar.close()
     out = [None] * len(split)
     for part in gather_objects(mine, world):
         for i, v in part.items():
@@ -187,11 +194,12 @@ def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch
     return out
 
 
-def evaluate(model, inputs: RunInputs, batch_size: int, split: str = "dev") -> dict:
+def evaluate(model, inputs: RunInputs, batch_size: int, split: str = "dev", show: bool = False) -> dict:
     metrics = {}
     for task in inputs.tasks:
         part = inputs.data[task][split]
-        preds = predict(model, part, inputs.tokenizer, inputs.device, batch_size, inputs.precision, inputs.world)
+        preds = predict(model, part, inputs.tokenizer, inputs.device, batch_size, inputs.precision, inputs.world,
+                        label=f"{split} {task}" if show else None)
         metrics[task] = score(get_task(task).metric, preds, part.labels.tolist())
     metrics["overall"] = overall_score(metrics)
     return metrics
@@ -555,7 +563,7 @@ class RunFolder(Outputs):
 
     def finish(self, run, result):
         with _writing(self.folder / "predictions"):
-            write_all_predictions(run.model, run.inputs, self.folder / "predictions", run.config)
+            write_all_predictions(run.model, run.inputs, self.folder / "predictions", run.config, show=True)
         if self.writes:
             with _writing(self.folder / "metrics.json"):
                 atomic_write_json(self.folder / "metrics.json", result)
@@ -717,6 +725,10 @@ def run_epoch(run: Run, stop: "_Stop") -> None:
     state, every = run.state, run.config.checkpoint_every
     plan = run.sampler.plan(state.epoch)
     run.model.train()
+    if run.config.freeze_until == "all":
+        # A wholly frozen encoder is a fixed feature extractor: no dropout inside it, and its
+        # forward takes the faster inference path (only the heads and their dropout train).
+        run.model.encoder.eval()
     _notify(run, "on_plan", plan)
     while state.step_in_epoch < run.steps_per_epoch and state.global_step < run.total_steps:
         step = plan[state.step_in_epoch]
@@ -743,7 +755,7 @@ def evaluate_and_keep_best(run: Run) -> dict:
     """Dev metrics of the current weights into the history; the outputs keep them if they are the best yet."""
     state = run.state
     clock = time.perf_counter()
-    metrics = evaluate(run.model, run.inputs, run.config.eval_batch_size)
+    metrics = evaluate(run.model, run.inputs, run.config.eval_batch_size, show=run.outputs.prints)
     seconds = time.perf_counter() - clock
     entry = {"epoch": state.epoch + 1, "step": state.global_step, "dev": metrics,
              "elapsed_s": round(time.time() - run.started, 1)}
@@ -962,7 +974,7 @@ def _nonfinite(run: Run, what: str, task: str) -> None:
     return None
 
 
-def write_all_predictions(model, inputs: RunInputs, folder: Path, config: TrainConfig):
+def write_all_predictions(model, inputs: RunInputs, folder: Path, config: TrainConfig, show: bool = False):
     """Dev and test predictions of every task, under the course's names (Part 1's when
     `config.prediction_mode` names a Part-1 mode)."""
     for task in inputs.tasks:
@@ -971,6 +983,6 @@ def write_all_predictions(model, inputs: RunInputs, folder: Path, config: TrainC
             if part is None:
                 continue  # the reader already said, in one line, that the file is missing
             values = predict(model, part, inputs.tokenizer, inputs.device, config.eval_batch_size,
-                             inputs.precision, inputs.world)
+                             inputs.precision, inputs.world, label=f"{split} predictions {task}" if show else None)
             if inputs.world.main:
                 write_predictions(folder, task, split, part.ids, values, config.prediction_mode)

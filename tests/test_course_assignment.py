@@ -301,3 +301,23 @@ def test_older_pooling_names_mean_what_they_meant():
     assert canonical_pooling("first") == "cls-token" and canonical_pooling("mean") == "mean"
     with pytest.raises(ValueError):
         canonical_pooling("max")
+
+
+def test_a_wholly_frozen_encoder_trains_its_heads_without_dropout_inside(part1_data, tiny_model):
+    """`--freeze-until all` (Part 1's pretrain): the encoder is a fixed feature extractor in eval mode,
+    the head's dropout still trains; `--freeze-until K` leaves the frozen layers' dropout on."""
+    import dataclasses
+    from tasks import trainer
+    from tasks.config import TrainConfig
+
+    seen = []
+
+    class Watch(trainer.Callback):
+        def on_step(self, run, info):
+            seen.append((run.model.encoder.training, run.model.dropout.training))
+
+    for freeze in ("all", 1):
+        config = dataclasses.replace(TrainConfig(), model=str(tiny_model), data_dir=str(part1_data), tasks="sst",
+                                     max_steps=2, precision="fp32", freeze_until=freeze, batch_size=4)
+        trainer.fit(config, trainer.prepare(config), trainer.InMemory(), callbacks=[Watch()])
+    assert seen == [(False, True)] * 2 + [(True, True)] * 2
