@@ -35,7 +35,7 @@ from tasks.trainer import CHECKPOINT, Interrupted, fit, precision_note, prepare 
 
 # Per-mode defaults, chosen so that both modes finish within their CPU budgets with the embedded
 # model (bench/README.md): a frozen encoder only runs forward, so `pretrain` affords more epochs.
-MODE_DEFAULTS = {"pretrain": {"epochs": 3, "lr": 1e-3}, "finetune": {"epochs": 2, "lr": 5e-5}}
+MODE_DEFAULTS = {"pretrain": {"epochs": 2, "lr": 1e-3}, "finetune": {"epochs": 2, "lr": 5e-5}}
 RESULTS = "classifier.json"
 
 

@@ -32,24 +32,6 @@ EXPECTED_ROWS = {
 }
 
 
-def _find_data_dir():
-    env = os.environ.get(data.DATA_DIR_ENV)
-    candidates = [pathlib.Path(env)] if env else []
-    candidates.append(pathlib.Path(__file__).resolve().parents[2] / "shared/data/cs224n")
-    for c in candidates:
-        if (c / "ids-sst-train.csv").is_file():
-            return c
-    return None
-
-
-@pytest.fixture(scope="module")
-def data_dir():
-    found = _find_data_dir()
-    if found is None:
-        pytest.skip("course data not found (set MINBERT_DATA_DIR)")
-    return found
-
-
 class Warnings(list):
     def __call__(self, message):
         assert isinstance(message, str)
