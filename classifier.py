@@ -138,6 +138,7 @@ def task_config(args, task: str) -> TrainConfig:
         pooling="pooler",  # the course's classifier reads BERT's pooler output
         freeze_until="all" if args.mode == "pretrain" else 0,
         weight_decay=0.0,  # the course's AdamW runs without weight decay
+        lr_schedule="constant",  # and at a constant learning rate
         checkpoint_every=0))
     validate(config)
     return config

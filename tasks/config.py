@@ -45,6 +45,7 @@ class TrainConfig:
     max_steps: Optional[int] = None
     lr: float = 1e-4
     warmup: float = 0.06
+    lr_schedule: str = "linear"
     weight_decay: float = 0.01
     batch_size: int = 32
     seed: int = 0
@@ -123,6 +124,7 @@ def validate(c: TrainConfig) -> None:
     tasks = parse_tasks(c.tasks)
     checks = [
         (c.lr > 0, f"--lr must be > 0, got {c.lr}"),
+        (c.lr_schedule in ("linear", "constant"), f"--lr-schedule must be linear or constant, got {c.lr_schedule!r}"),
         (0 < c.data_fraction <= 1, f"--data-fraction must be in (0, 1], got {c.data_fraction}"),
         (c.epochs >= 1, f"--epochs must be >= 1, got {c.epochs}"),
         (c.max_steps is None or c.max_steps >= 1, f"--max-steps must be >= 1, got {c.max_steps}"),

@@ -81,6 +81,9 @@ def _training_flags(parser, D: TrainConfig):
     train.add_argument("--lr", type=float, default=D.lr, help="peak learning rate (default: %(default)s)")
     train.add_argument("--warmup", type=float, default=D.warmup,
                        help="fraction of steps of linear warm-up before linear decay (default: %(default)s)")
+    train.add_argument("--lr-schedule", choices=("linear", "constant"), default=D.lr_schedule,
+                       help="linear: warm-up then linear decay to 0; constant: --lr throughout, no warm-up "
+                            "(the course's classifier.py) (default: %(default)s)")
     train.add_argument("--weight-decay", type=float, default=D.weight_decay, help="(default: %(default)s)")
     train.add_argument("--batch-size", type=int, default=D.batch_size, help="(default: %(default)s)")
     train.add_argument("--seed", type=int, default=D.seed, help="(default: %(default)s)")

@@ -404,7 +404,10 @@ def make_optimizer(config: TrainConfig, model):
     return torch.optim.AdamW(groups, lr=config.lr, fused=True)
 
 
-def lr_lambda(total_steps: int, warmup: float):
+def lr_lambda(total_steps: int, warmup: float, schedule: str = "linear"):
+    """Linear warm-up then linear decay to 0, or (the course's Part 1) a constant rate."""
+    if schedule == "constant":
+        return lambda step: 1.0
     warm = max(1, int(total_steps * warmup))
 
     def f(step):
@@ -674,7 +677,7 @@ def build(config: TrainConfig, inputs: RunInputs, outputs: Outputs, encoder: Opt
     total = per_epoch * config.epochs if config.max_steps is None else min(config.max_steps, per_epoch * config.epochs)
     optimizer = make_optimizer(config, model)
     minbert.drop_cast_weights_on_step(optimizer, model)  # fused AdamW leaves no version bump to see
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(total, config.warmup))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(total, config.warmup, config.lr_schedule))
     smart = Smart(model, config.smart_config(), config.pair_mode) if config.smart else None
     specs = {t: task_spec(t, config.pair_mode) for t in inputs.tasks}
     console = [Console()] if outputs.prints and inputs.world.main else []
