@@ -323,12 +323,14 @@ def test_a_wholly_frozen_encoder_trains_its_heads_without_dropout_inside(part1_d
     assert seen == [(False, True)] * 2 + [(True, True)] * 2
 
 
-def test_part1_trains_at_a_constant_learning_rate_as_the_course():
+def test_part1_learning_rate_schedules():
     import classifier
     from tasks.trainer import lr_lambda
-    args = classifier.parse_args(["--option", "finetune", "--out", "unused"])
+    args = classifier.parse_args(["--option", "pretrain", "--out", "unused"])
     config = classifier.task_config(args, "sst")
     assert config.lr_schedule == "constant" and config.weight_decay == 0.0 and config.pooling == "pooler"
+    args = classifier.parse_args(["--option", "finetune", "--out", "unused"])
+    assert classifier.task_config(args, "sst").lr_schedule == "linear"
     assert [lr_lambda(100, 0.06, "constant")(s) for s in (0, 50, 99)] == [1.0, 1.0, 1.0]
     linear = lr_lambda(100, 0.06, "linear")
     assert linear(0) < linear(5) == 1.0 > linear(50) > linear(99) > 0
