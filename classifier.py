@@ -26,11 +26,12 @@ from pathlib import Path  # noqa: E402
 
 from minbert import DEFAULT_MODEL, PRECISIONS, RunFailure, UserError  # noqa: E402
 from tasks.data import DATA_DIR_ENV  # noqa: E402
-from tasks.fileio import atomic_write_json  # noqa: E402
+from tasks.fileio import atomic_write_bytes, atomic_write_json  # noqa: E402
 from tasks.config import TrainConfig, parse_tasks, validate, with_environment  # noqa: E402
 from tasks.options import exit_status  # noqa: E402
 from tasks.registry import CLASSIFIER_TASKS, REGISTRY  # noqa: E402
-from tasks.submission import PART1_MODES, PREDICTIONS_DIR_ENV, publish_predictions  # noqa: E402
+from tasks.submission import (PART1_MODES, PREDICTIONS_DIR_ENV, course_predictions_dir,  # noqa: E402
+                              publish_predictions)
 from tasks.trainer import CHECKPOINT, Interrupted, fit, precision_note, prepare  # noqa: E402
 
 # Per-mode defaults, chosen so that both modes finish within their CPU budgets with the embedded
@@ -198,10 +199,9 @@ def _summary(args, record, predictions) -> list:
     folder = Path(args.out) / "predictions"
     folder.mkdir(exist_ok=True)
     for path in predictions:
-        (folder / path.name).write_bytes(path.read_bytes())
+        atomic_write_bytes(folder / path.name, path.read_bytes())
     lines.append(f"predictions in {folder}")
-    course_dir = args.predictions_dir if args.predictions_dir is not None else \
-        (os.environ.get(PREDICTIONS_DIR_ENV) or "predictions")
+    course_dir = course_predictions_dir(args.predictions_dir)
     if course_dir:
         copied = publish_predictions(predictions, course_dir, args.out, sys.argv)
         lines.append(f"copied {len(copied)} prediction files to {course_dir}/ (prepare_submit.py zips them)")

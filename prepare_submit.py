@@ -14,7 +14,7 @@ from pathlib import Path
 
 from minbert import UserError
 from tasks.options import exit_status
-from tasks.submission import PREDICTIONS_DIR_ENV, SUBMISSION_ZIP, make_submission
+from tasks.submission import PREDICTIONS_DIR_ENV, SUBMISSION_ZIP, course_predictions_dir, make_submission
 
 REPO = Path(__file__).resolve().parent
 
@@ -29,9 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    import os
     args = build_parser().parse_args(argv)
-    folder = args.predictions_dir or os.environ.get(PREDICTIONS_DIR_ENV) or "predictions"
+    folder = course_predictions_dir(args.predictions_dir or None)
     try:
         path, names, lines = make_submission(args.out, REPO, folder)
     except UserError as e:

@@ -21,7 +21,7 @@ from .heads import POOLING_ALIASES, canonical_pooling
 from .data import DATA_DIR_ENV, TASKS
 from .registry import REGISTRY
 from .smart import SmartConfig
-from .submission import PREDICTIONS_DIR_ENV
+from .submission import course_predictions_dir
 
 _SMART = SmartConfig()
 
@@ -102,7 +102,7 @@ def with_environment(config: TrainConfig) -> TrainConfig:
     if config.data_dir is None and os.environ.get(DATA_DIR_ENV):
         changes["data_dir"] = os.environ[DATA_DIR_ENV]
     if config.predictions_dir is None:
-        changes["predictions_dir"] = os.environ.get(PREDICTIONS_DIR_ENV) or "predictions"
+        changes["predictions_dir"] = course_predictions_dir()
     if config.pooling in POOLING_ALIASES:  # an older name, e.g. from a resumed run's config.json
         changes["pooling"] = canonical_pooling(config.pooling)
     return dataclasses.replace(config, **changes)

@@ -33,6 +33,13 @@ PART1_MODES = {"pretrain": "last-linear-layer", "finetune": "full-model"}  # the
 _PACKAGES = ("minbert", "tasks")
 
 
+def course_predictions_dir(value: Optional[str] = None) -> str:
+    """The course-level folder: `value` if given ('' = none), else $MINBERT_PREDICTIONS_DIR, else predictions/."""
+    if value is not None:
+        return value
+    return os.environ.get(PREDICTIONS_DIR_ENV) or "predictions"
+
+
 def _load_sources(folder: Path) -> dict:
     try:
         return json.loads((folder / SOURCES).read_text(encoding="utf-8"))
