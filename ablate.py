@@ -14,9 +14,13 @@ The sweep folder (--out, default runs/ablate-MODE) receives results.jsonl (one
 line per finished trial: rerunning the same command skips those and retries
 failed ones), summary.csv (mean, std, n and 95% confidence interval over
 seeds), plots/*.png and tensorboard/ (one run per trial, plots under
-'summary'); dynamics also keeps each fine-tuned encoder in models/. Sweeps
-default to --epochs 1 (train_multitask.py: 3) so that a sweep over every layer
-fits in minutes on a CPU; pass --epochs 3 for the full schedule.
+'summary'); dynamics also keeps each fine-tuned encoder in models/.
+
+Budget: every trial takes --trial-steps optimizer steps (default 300) whatever
+its data fraction, as many passes over its share of the data as that needs,
+evaluated on dev every --eval-every steps (default 50) and after the last; the
+trial's result is its last evaluation, the best one is kept beside it.
+--trial-steps 0 trains --epochs passes instead.
 
 --shard I/N runs the I-th of N disjoint shares of the trials (a trial's share
 is a hash of its name), appending to results.shard-I-of-N.jsonl, so shards on
@@ -41,7 +45,9 @@ from tasks.options import add_training_args, exit_status  # noqa: E402
 from tasks.registry import MULTITASK_TASKS, REGISTRY  # noqa: E402
 from tasks.trainer import Interrupted  # noqa: E402
 
-SWEEP_EPOCHS = 1
+TRIAL_STEPS = 300       # SST at fraction 0.01 / 0.1 / 1: ~100 / 11 / 1.1 passes over the data (README: budget)
+TRIAL_EVAL_EVERY = 50
+SWEEP_EPOCHS = 1        # with --trial-steps 0
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="fine-tuning seeds; every configuration runs at each (default: --seed)")
     group.add_argument("--data-fractions", type=arguments.fraction_list, default=None, metavar="F,...",
                        help="seeded fractions of the training sets, each in (0, 1] (default: --data-fraction)")
+    group.add_argument("--trial-steps", type=arguments.integer, default=TRIAL_STEPS, metavar="S",
+                       help="every trial takes S optimizer steps whatever its data fraction (as many passes over "
+                            "its share of the training data as that needs, the last cut short; the learning-rate "
+                            "schedule spans the S steps; --max-steps still caps it); 0 = train --epochs passes "
+                            "instead, so small fractions get few steps (default: %(default)s)")
     group.add_argument("--shard", type=arguments.shard, default=None, metavar="I/N",
                        help="run only shard I of N (1-based) of the trials: a trial's shard is a hash of its name, "
                             "so it stays put when seeds or fractions are added, and shards on several GPUs or "
@@ -83,10 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
         parser.mode_options[mode] = tuple(action.dest for action in group._group_actions)
 
     add_training_args(parser)
-    parser.set_defaults(epochs=SWEEP_EPOCHS)
-    for action in parser._actions:  # the shared --out help describes train_multitask.py's default
-        if action.dest == "out":
-            action.help = "sweep folder (default: runs/ablate-MODE)"
+    parser.set_defaults(epochs=None, eval_every=TRIAL_EVAL_EVERY)  # None: --epochs not given
+    sweep_help = {"out": "sweep folder (default: runs/ablate-MODE)",  # the shared help describes train_multitask.py's
+                  "epochs": f"passes over each trial's training data, with --trial-steps 0 only (default: "
+                            f"{SWEEP_EPOCHS})",
+                  "eval_every": "evaluate each trial on dev every N optimizer steps and after its last (0 = at "
+                                "every epoch's end); the result is the last evaluation, the best is kept beside "
+                                "it (default: %(default)s)"}
+    for action in parser._actions:
+        action.help = sweep_help.get(action.dest, action.help)
     return parser
 
 
@@ -100,6 +116,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                 raise UserError(f"--{name.replace('_', '-')} applies to --mode {mode} only")
     if args.summarize and args.shard is not None:
         raise UserError("--summarize merges every shard's results: give it without --shard")
+    if args.epochs is not None and args.trial_steps:
+        raise UserError(f"--epochs applies with --trial-steps 0 only: sweeps train every trial --trial-steps "
+                        f"steps (here {args.trial_steps}) whatever its data fraction")
+    args.epochs = SWEEP_EPOCHS if args.epochs is None else args.epochs
     config = TrainConfig.from_args(args)
     if args.task is not None:
         config = dataclasses.replace(config, tasks=",".join(MULTITASK_TASKS) if args.task == "all" else args.task)

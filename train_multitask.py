@@ -133,7 +133,7 @@ def _announce(config: TrainConfig, inputs) -> None:
 
 def _report(command: Command, config: TrainConfig, result) -> None:
     best = result["best"]
-    print(f"best dev (epoch {result['best_epoch']}): " +
+    print(f"best dev (epoch {result['best_epoch']}, step {result['best_step']}): " +
           " ".join(f"{k}={v:.4f}" for k, v in best.items() if v is not None))
     run_predictions = Path(config.out) / "predictions"
     print(f"predictions in {run_predictions}")

@@ -17,7 +17,7 @@ from typing import Optional, Union
 
 from minbert import DEFAULT_MODEL, UserError
 
-from .heads import POOLING_ALIASES, canonical_pooling
+from .heads import POOLING_ALIASES, TASK_HEADS, canonical_pooling, report_heads_problem
 from .data import DATA_DIR_ENV, TASKS
 from .registry import REGISTRY
 from .smart import SmartConfig
@@ -32,6 +32,7 @@ class TrainConfig:
     model: str = DEFAULT_MODEL
     pair_mode: str = "cross"
     pooling: str = "mean"
+    task_heads: str = "default"               # or "report": the heads of the CS224N report "Freeze Your Layers"
     max_length: Optional[int] = None          # None: each task's own
     freeze_until: Union[int, str] = 0         # K, or "all"
     head_dropout: float = 0.1
@@ -70,6 +71,7 @@ class TrainConfig:
     # output
     out: Optional[str] = None
     checkpoint_every: int = 500
+    eval_every: int = 0                       # 0: evaluate at every epoch's end
     eval_batch_size: int = 128
     predictions_dir: Optional[str] = None
     prediction_mode: Optional[str] = None     # Part 2's file names; classifier.py sets its Part-1 mode
@@ -138,6 +140,7 @@ def validate(c: TrainConfig) -> None:
         (c.max_length is None or c.max_length >= 8, f"--max-length must be >= 8, got {c.max_length}"),
         (0 <= c.head_dropout < 1, f"--head-dropout must be in [0, 1), got {c.head_dropout}"),
         (c.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {c.checkpoint_every}"),
+        (c.eval_every >= 0, f"--eval-every must be >= 0, got {c.eval_every}"),
         (c.smart_eps >= 0 and c.smart_sigma >= 0 and c.smart_eta >= 0 and c.smart_steps >= 0
          and c.smart_lambda_s >= 0 and c.smart_mu >= 0 and 0 <= c.smart_beta <= 1,
          "--smart-*: constants must be >= 0 and --smart-beta in [0, 1]"),
@@ -146,3 +149,8 @@ def validate(c: TrainConfig) -> None:
     for ok, message in checks:
         if not ok:
             raise UserError(message)
+    if c.task_heads not in TASK_HEADS:
+        raise UserError(f"--task-heads must be one of {', '.join(TASK_HEADS)}, got {c.task_heads!r}")
+    problem = report_heads_problem(tasks, c.pair_mode) if c.task_heads == "report" else None
+    if problem:
+        raise UserError(f"--task-heads report: {problem}")

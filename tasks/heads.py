@@ -3,8 +3,12 @@
 A batch for a task is a dict of tensors: in `cross` pair mode (and for SST) one
 sequence (`input_ids`, `token_type_ids`, `attention_mask`); in `siamese` mode
 two sequences, prefixed `a_` and `b_`. Each task's head is the kind its
-registry record names (`tasks/registry.py`); heads return raw outputs, and
-`task_spec` turns them into losses, predictions and the divergences SMART needs.
+registry record names (`tasks/registry.py`), in one of two designs
+(`TASK_HEADS`): this project's (`default`: linear layers) or those of the
+CS224N report "Freeze Your Layers" (`report`: an MLP for single sentences, a
+bilinear form and a projected cosine for siamese pairs). Heads return raw
+outputs, and `task_spec` turns them into losses, predictions and the
+divergences SMART needs.
 """
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -22,6 +26,7 @@ SEQ_KEYS = ("input_ids", "token_type_ids", "attention_mask")
 # layer over the [CLS] state, what the course's classifier reads), or the raw [CLS] state.
 POOLINGS = ("mean", "pooler", "cls-token")
 POOLING_ALIASES = {"cls": "pooler", "first": "cls-token"}  # the names earlier runs and sweeps recorded
+TASK_HEADS = ("default", "report")
 
 
 def canonical_pooling(name: str) -> str:
@@ -43,27 +48,47 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
 
+def report_heads_problem(tasks, pair_mode: str) -> Optional[str]:
+    """Why the report's heads cannot serve these tasks in this pair mode, or None."""
+    for task in tasks:
+        cfg = get_task(task)
+        if cfg.is_pair and cfg.head == "classify":
+            return f"the report has no head for {task}, a sentence-pair task with {cfg.num_classes} classes"
+        if cfg.is_pair and pair_mode != "siamese":
+            return (f"the report's head for {task} compares two sentence vectors: add --pair-mode siamese "
+                    f"(or leave {task} out of --tasks)")
+    return None
+
+
 class MultitaskModel(nn.Module):
     def __init__(self, encoder: BertModel, tasks=MULTITASK_TASKS, pair_mode: str = "cross",
-                 pooling: str = "mean", dropout: float = 0.1):
+                 pooling: str = "mean", dropout: float = 0.1, task_heads: str = "default"):
         super().__init__()
         if pair_mode not in ("cross", "siamese"):
             raise ValueError(f"unknown pair mode {pair_mode!r}")
+        if task_heads not in TASK_HEADS:
+            raise ValueError(f"unknown task heads {task_heads!r}; expected one of {', '.join(TASK_HEADS)}")
+        if task_heads == "report" and report_heads_problem(tasks, pair_mode):
+            raise ValueError(report_heads_problem(tasks, pair_mode))
         self.encoder = encoder
         self.tasks = tuple(tasks)
         self.pair_mode = pair_mode
         self.pooling = canonical_pooling(pooling)
+        self.task_heads = task_heads
         self.dropout = nn.Dropout(dropout)
         h = encoder.config.hidden_size
+        make = _make_report_head if task_heads == "report" else _make_head
         heads = {}
         for task in self.tasks:
-            head = _make_head(get_task(task), h, pair_mode)
+            head = make(get_task(task), h, pair_mode)
             if head is not None:
                 heads[task] = head
         self.heads = nn.ModuleDict(heads)
-        for head in self.heads.values():
-            nn.init.normal_(head.weight, std=encoder.config.initializer_range)
-            nn.init.zeros_(head.bias)
+        for module in self.heads.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, std=encoder.config.initializer_range)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
 
     def embed_inputs(self, batch: dict) -> list[torch.Tensor]:
         """Word embeddings of each sequence: what SMART perturbs."""
@@ -86,6 +111,9 @@ class MultitaskModel(nn.Module):
             return self.heads[task](self.dropout(self.sentence_vector(seqs[0], embeds[0]))).squeeze(-1)
         if self.pair_mode != "siamese":
             raise ValueError("a two-sequence batch needs pair_mode='siamese'")
+        if self.task_heads == "report":  # each sentence's vector as --pooling makes it (the report: pooled [CLS])
+            u, v = (self.sentence_vector(s, e) for s, e in zip(seqs, embeds))
+            return self.heads[task](self.dropout(u), self.dropout(v))
         # Siamese: Sentence-BERT's mean pooling, whatever the single-sentence pooling is.
         u, v = (mean_pool(self.encoder(input_ids=None if e is not None else s["input_ids"],
                                        attention_mask=s["attention_mask"],
@@ -103,6 +131,45 @@ def _make_head(cfg: TaskConfig, hidden: int, pair_mode: str) -> Optional[nn.Line
         return None  # the score is the cosine itself: no parameters
     width = 4 * hidden if siamese_pair else hidden
     return nn.Linear(width, cfg.num_classes if cfg.head == "classify" else 1)
+
+
+class MLPHead(nn.Sequential):
+    """The report's head on one sentence vector: a 2-layer MLP with a GELU, as wide as the encoder."""
+
+    def __init__(self, hidden: int, outputs: int):
+        super().__init__(nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, outputs))
+
+
+class BilinearPairHead(nn.Module):
+    """The report's paraphrase head: one logit (W1 u + b)^T (W2 v + b) from two sentence vectors; b is one bias
+    shared by both projections, as the report writes it."""
+
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.first, self.second = nn.Linear(hidden, hidden, bias=False), nn.Linear(hidden, hidden, bias=False)
+        self.bias = nn.Parameter(torch.zeros(hidden))
+
+    def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return ((self.first(u) + self.bias) * (self.second(v) + self.bias)).sum(-1)
+
+
+class ProjectedCosineHead(nn.Module):
+    """The report's similarity head: cos(W1 u, W2 v); the score is 5 * relu of it (`task_spec`)."""
+
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.first, self.second = nn.Linear(hidden, hidden, bias=False), nn.Linear(hidden, hidden, bias=False)
+
+    def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.cosine_similarity(self.first(u), self.second(v), dim=-1)
+
+
+def _make_report_head(cfg: TaskConfig, hidden: int, pair_mode: str) -> nn.Module:
+    """The report's heads: an MLP on one sentence vector; on two (siamese pairs) a bilinear logit, or for a
+    score the projected cosine. `report_heads_problem` has ruled out the pairs they cannot serve."""
+    if not cfg.is_pair:
+        return MLPHead(hidden, cfg.num_classes if cfg.head == "classify" else 1)
+    return ProjectedCosineHead(hidden) if cfg.head == "regress" else BilinearPairHead(hidden)
 
 
 def _sym_kl(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tensor:
@@ -128,7 +195,7 @@ def _score(out: torch.Tensor, cfg: TaskConfig, siamese: bool) -> torch.Tensor:
     return (out.clamp(min=0.0) * high) if siamese else torch.sigmoid(out.float()) * high
 
 
-def task_spec(task: str, pair_mode: str = "cross") -> TaskSpec:
+def task_spec(task: str, pair_mode: str = "cross", task_heads: str = "default") -> TaskSpec:
     """Loss, prediction and SMART divergence of the task's head kind."""
     cfg = get_task(task)
     if cfg.head == "classify":
@@ -138,7 +205,9 @@ def task_spec(task: str, pair_mode: str = "cross") -> TaskSpec:
                         lambda o: (o > 0).long(), lambda a, b: _sym_kl(_binary_logits(a), _binary_logits(b)))
     siamese = cfg.is_pair and pair_mode == "siamese"
     high = float(cfg.label_range[1])
-    if siamese:  # regress the cosine onto score / high (Sentence-BERT)
+    if siamese and task_heads == "report":  # the report's score, high * relu(cos), regressed onto the score
+        loss = lambda o, y: F.mse_loss(_score(o.float(), cfg, True), y.float())
+    elif siamese:  # regress the cosine onto score / high (Sentence-BERT)
         loss = lambda o, y: F.mse_loss(o.float(), y.float() / high)
     else:
         loss = lambda o, y: F.mse_loss(_score(o, cfg, False), y.float())

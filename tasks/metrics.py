@@ -68,3 +68,11 @@ def overall_score(metrics: Mapping[str, float | None]) -> float | None:
     """
     present = [unit_scale(get_task(t).metric, float(v)) for t, v in metrics.items() if v is not None]
     return sum(present) / len(present) if present else None
+
+
+def raw_mean_score(metrics: Mapping[str, float | None]) -> float | None:
+    """The overall score of the CS224N report "Freeze Your Layers": the plain mean of the tasks' metrics, a
+    correlation counted as r itself (the course's `overall_score` counts it as (r + 1) / 2). Printed beside the
+    course's so the report's table can be compared; runs keep choosing their best evaluation by the course's."""
+    present = [float(v) for v in metrics.values() if v is not None]
+    return sum(present) / len(present) if present else None

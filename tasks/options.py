@@ -6,7 +6,7 @@ from minbert import PRECISIONS, RunFailure, UserError
 
 from .config import TrainConfig
 from .data import DATA_DIR_ENV
-from .heads import POOLING_ALIASES, POOLINGS
+from .heads import POOLING_ALIASES, POOLINGS, TASK_HEADS
 from .registry import REGISTRY
 from .samplers import SAMPLERS
 from .submission import PREDICTIONS_DIR_ENV
@@ -48,6 +48,12 @@ def _model_flags(parser, D: TrainConfig):
                             "BERT's pooler (a tanh layer over the [CLS] state, as the course's classifier), "
                             "cls-token = the raw [CLS] state; cls and first are older names of pooler and "
                             "cls-token (default: %(default)s)")
+    model.add_argument("--task-heads", choices=TASK_HEADS, default=D.task_heads,
+                       help="default: a linear layer on the sentence vector (siamese pairs: [u, v, |u-v|, u*v], "
+                            "STS the cosine); report: the CS224N report 'Freeze Your Layers': single sentences a "
+                            "2-layer GELU MLP, paraphrase (W1 u + b)^T (W2 v + b), STS 5 * relu(cos(W1 u, W2 v)), "
+                            "u and v each sentence's --pooling vector (needs --pair-mode siamese for pairs; the "
+                            "report read the pooled [CLS]: --pooling pooler) (default: %(default)s)")
     model.add_argument("--max-length", type=int, default=D.max_length,
                        help="tokens per sequence; longer inputs are truncated (default: each task's own, "
                             + ", ".join(f"{t.name} {t.max_length}" for t in REGISTRY.values()) + ")")
@@ -129,6 +135,9 @@ def _output_flags(parser, D: TrainConfig):
     out.add_argument("--out", default=D.out, help="run folder (default: runs/<date-time>)")
     out.add_argument("--checkpoint-every", type=int, default=D.checkpoint_every,
                      help="also checkpoint every N steps (default: %(default)s; 0 = only per epoch)")
+    out.add_argument("--eval-every", type=int, default=D.eval_every, metavar="N",
+                     help="evaluate on dev every N optimizer steps and after the last one, instead of at every "
+                          "epoch's end; the best evaluation is kept as best (default: %(default)s = every epoch)")
     out.add_argument("--eval-batch-size", type=int, default=D.eval_batch_size, help="(default: %(default)s)")
     out.add_argument("--predictions-dir", default=D.predictions_dir, metavar="DIR",
                      help=f"after a successful run, copy its prediction files into this course-level folder, "

@@ -30,16 +30,34 @@ def _fractions(rows) -> list:
     return sorted({r["data_fraction"] for r in rows})
 
 
-def _half_width(row) -> float:
-    """Half the 95% interval; 0 for a single seed, which has no interval."""
-    lo, hi = row.get("ci95_low"), row.get("ci95_high")
+def _half_width(row, value: str = "mean") -> float:
+    """Half the 95% interval of `value` (mean, or change_mean: the paired change from the reference); 0 for a
+    single seed, which has no interval."""
+    prefix = value[:-len("mean")]
+    lo, hi = row.get(f"{prefix}ci95_low"), row.get(f"{prefix}ci95_high")
     return 0.0 if lo is None or hi is None else (hi - lo) / 2
 
 
-def _errorbar(ax, rows, x_of, **style):
+def _errorbar(ax, rows, x_of, value: str = "mean", **style):
     rows = sorted(rows, key=x_of)
-    ax.errorbar([x_of(r) for r in rows], [r["mean"] for r in rows], yerr=[_half_width(r) for r in rows],
+    ax.errorbar([x_of(r) for r in rows], [r[value] for r in rows], yerr=[_half_width(r, value) for r in rows],
                 capsize=3, **style)
+
+
+def _reference_line(ax, row, color, style, label, x_span=None):
+    """A reference configuration's mean as a line, its 95% interval as a band; over `x_span` (a fraction's
+    place on a categorical axis) or the whole axis."""
+    if row is None:
+        return
+    lo, hi = row.get("ci95_low"), row.get("ci95_high")
+    if x_span is None:
+        ax.axhline(row["mean"], color=color, linestyle=style, linewidth=1, alpha=0.8, label=label)
+        if lo is not None:
+            ax.axhspan(lo, hi, color=color, alpha=0.08)
+        return
+    ax.hlines(row["mean"], *x_span, color=color, linestyle=style, linewidth=1.2, label=label)
+    if lo is not None:
+        ax.fill_between(x_span, lo, hi, color=color, alpha=0.12)
 
 
 def _metric_axis(ax, metric: str):
@@ -72,9 +90,7 @@ def reinit_curve(rows, metric: str, num_layers: int):
                 (_find(mine, lambda p: p["from"] == num_layers and not p["embeddings"]), "--", "pretrained"),
                 (_find(mine, lambda p: p["from"] == 0 and p["embeddings"] == embeddings), "-.",
                  "all layers reinitialised")):
-            if row is not None:
-                ax.axhline(row["mean"], color=f"C{i}", linestyle=style, linewidth=1, alpha=0.8,
-                           label=f"{what} ({fraction:g})")
+            _reference_line(ax, row, f"C{i}", style, f"{what} ({fraction:g})")
     ax.set_xticks(range(num_layers + 1))
     ax.set_xlabel(f"k: layers k..{num_layers - 1} reinitialised (k = {num_layers}: none, 0: all)")
     _metric_axis(ax, metric)
@@ -85,6 +101,41 @@ def reinit_curve(rows, metric: str, num_layers: int):
 
 def _find(rows, test):
     return next((r for r in rows if test(r["params"])), None)
+
+
+def reinit_blocks(rows, metric: str, num_layers: int):
+    """Per block: the block re-drawn, and only the block pretrained; lines: the pretrained model and the model
+    with every layer re-drawn (only the embeddings pretrained), Tamkin et al.'s reference for blocks."""
+    rows = [r for r in rows if r["metric"] == metric]
+    blocks = [r for r in rows if r["params"].get("scheme") in ("block", "keep")]
+    if not blocks:
+        return None
+    fractions = _fractions(blocks)
+    fig = Figure(layout="constrained", figsize=(max(5.0, 1.1 * len({r["config"] for r in blocks}) + 3) * len(fractions),
+                                                4.4))
+    axes = fig.subplots(1, len(fractions), squeeze=False, sharey=True)[0]
+    for ax, fraction in zip(axes, fractions):
+        mine = [r for r in rows if r["data_fraction"] == fraction]
+        spans = sorted({(r["params"]["start"], r["params"]["size"]) for r in mine if "start" in r["params"]})
+        embeddings = any(r["params"]["embeddings"] for r in mine if "start" in r["params"])
+        for offset, (scheme, what, color) in zip((-0.08, 0.08), (("block", "the block re-drawn", "C3"),
+                                                                  ("keep", "only the block pretrained", "C0"))):
+            series = [r for r in mine if r["params"].get("scheme") == scheme]
+            _errorbar(ax, series, lambda r: spans.index((r["params"]["start"], r["params"]["size"])) + offset,
+                      color=color, marker="o", linestyle="none", label=what)
+        _reference_line(ax, _find(mine, lambda p: p.get("scheme") == "from" and p["from"] == num_layers
+                                  and not p["embeddings"]), "k", "--", "pretrained")
+        _reference_line(ax, _find(mine, lambda p: p.get("scheme") == "from" and p["from"] == 0
+                                  and p["embeddings"] == embeddings), "0.5", "-.",
+                        "every layer re-drawn" if embeddings else "every layer re-drawn (embeddings only)")
+        ax.set_xticks(range(len(spans)))
+        ax.set_xticklabels([f"{start}..{start + size - 1}" for start, size in spans])
+        ax.set_xlabel("block of layers")
+        ax.set_title(f"data fraction {fraction:g}", fontsize=9)
+        _metric_axis(ax, metric)
+        ax.legend(fontsize=7)
+    _title(fig, "Re-initialising a block of layers, or all but the block", blocks)
+    return fig
 
 
 def probe_curve(rows, metric: str, num_layers: int):
@@ -128,9 +179,9 @@ def _diverging(ax, matrix, label):
 
 
 def heads_heatmap(rows, metric: str, num_layers: int, num_heads: int):
-    """Change of the metric from the unmodified model when one head is reinitialised (layer x head)."""
-    rows = [r for r in rows if r["metric"] == metric]
-    heads = [r for r in rows if r["params"].get("scheme") == "head"]
+    """Change of the metric from the unmodified model (paired by seed) when one head is reinitialised (layer x
+    head); the metric itself where the unmodified model was not run."""
+    heads = [r for r in rows if r["metric"] == metric and r["params"].get("scheme") == "head"]
     if not heads:
         return None
     fractions = _fractions(heads)
@@ -138,14 +189,12 @@ def heads_heatmap(rows, metric: str, num_layers: int, num_heads: int):
                  figsize=(max(5.0, 0.45 * num_heads + 2.5) * len(fractions), 0.45 * num_layers + 2.5))
     axes = fig.subplots(1, len(fractions), squeeze=False)[0]
     for ax, fraction in zip(axes, fractions):
-        mine = [r for r in rows if r["data_fraction"] == fraction]
-        base = _find(mine, lambda p: p.get("scheme") == "from" and p["from"] == num_layers
-                     and not p["embeddings"])
+        mine = [r for r in heads if r["data_fraction"] == fraction]
+        paired = all(r.get("change_mean") is not None for r in mine)
         matrix = np.full((num_layers, num_heads), np.nan)
         for r in mine:
-            if r["params"].get("scheme") == "head":
-                matrix[r["params"]["layer"], r["params"]["head"]] = r["mean"] - (base["mean"] if base else 0.0)
-        _diverging(ax, matrix, "change from the unmodified model" if base else PRETTY.get(metric, metric))
+            matrix[r["params"]["layer"], r["params"]["head"]] = r["change_mean"] if paired else r["mean"]
+        _diverging(ax, matrix, "change from the unmodified model" if paired else PRETTY.get(metric, metric))
         ax.set_xticks(range(num_heads))
         ax.set_yticks(range(num_layers))
         ax.set_xlabel("head")
@@ -155,33 +204,73 @@ def heads_heatmap(rows, metric: str, num_layers: int, num_heads: int):
     return fig
 
 
-def permutation_strip(records, metric: str):
-    """Every permuted-order trial as a dot, against the original order's trials (red)."""
+def heads_by_layer(rows, metric: str, num_layers: int):
+    """Per layer, the change from the unmodified model when one of its heads is re-drawn: each head's mean over
+    seeds as a dot, the layer's mean over its heads with the 95% interval of its per-seed (paired) change."""
+    rows = [r for r in rows if r["metric"] == metric and r.get("change_mean") is not None]
+    heads = [r for r in rows if r["params"].get("scheme") == "head"]
+    layers = [r for r in rows if r["params"].get("scheme") == "head-layer"]
+    if not heads or not layers:
+        return None
+    fractions = _fractions(heads)
+    fig = Figure(layout="constrained", figsize=(max(5.0, 0.7 * num_layers + 2.5) * len(fractions), 4.4))
+    axes = fig.subplots(1, len(fractions), squeeze=False, sharey=True)[0]
+    jitter = np.random.default_rng(0)
+    for ax, fraction in zip(axes, fractions):
+        mine = [r for r in heads if r["data_fraction"] == fraction]
+        ax.scatter([r["params"]["layer"] + jitter.uniform(-0.15, 0.15) for r in mine],
+                   [r["change_mean"] for r in mine], s=14, color="C0", alpha=0.6, label="one head (mean over seeds)")
+        _errorbar(ax, [r for r in layers if r["data_fraction"] == fraction], lambda r: r["params"]["layer"],
+                  value="change_mean", color="k", marker="D", linestyle="none",
+                  label="mean over the layer's heads (95% CI, paired by seed)")
+        ax.axhline(0.0, color="0.5", linewidth=0.8)
+        ax.set_xticks(range(num_layers))
+        ax.set_xlabel("layer of the re-drawn head")
+        ax.set_ylabel(f"change in {PRETTY.get(metric, metric)} from the unmodified model")
+        ax.set_title(f"data fraction {fraction:g}", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle("Re-initialising one attention head, per layer", fontsize=10)
+    return fig
+
+
+def permutation_strip(records, rows, metric: str):
+    """As Tamkin et al.'s Fig. 4: the mean over random layer orders with its 95% interval (the order the unit),
+    between the original order and the model with every layer re-drawn (lines, with their intervals over seeds);
+    every trial as a dot."""
     key = metric.split("/", 1)[1]
     records = [r for r in records if (r.get("dev") or {}).get(key) is not None]
+    rows = [r for r in rows if r["metric"] == metric]
     if not records:
         return None
     fractions = _fractions(records)
     jitter = np.random.default_rng(0)
-    fig = Figure(layout="constrained", figsize=(max(4.0, 2.2 * len(fractions)), 4.4))
+    fig = Figure(layout="constrained", figsize=(max(4.4, 2.4 * len(fractions)), 4.6))
     ax = fig.add_subplot()
     for x, fraction in enumerate(fractions):
+        first = x == 0
         mine = [r for r in records if r["data_fraction"] == fraction]
-        shuffled = [r["dev"][key] for r in mine if not r["params"]["original"]]
-        original = [r["dev"][key] for r in mine if r["params"]["original"]]
-        ax.scatter(x + jitter.uniform(-0.15, 0.15, len(shuffled)), shuffled, s=18, color="C0", alpha=0.7,
-                   label="permuted order" if x == 0 else None)
-        if original:
-            ax.scatter([x] * len(original), original, s=40, marker="D", color="C3",
-                       label="original order" if x == 0 else None)
-            ax.hlines(np.mean(original), x - 0.3, x + 0.3, color="C3", linestyle="--", linewidth=1)
+        summary = [r for r in rows if r["data_fraction"] == fraction]
+        for kind, color, marker, what in (("random", "C0", "o", "one random order and seed"),
+                                          ("chosen", "C2", "s", "--order, one seed")):
+            dots = [r["dev"][key] for r in mine if not r["params"]["original"] and not r["params"].get("reinit")
+                    and bool(r["params"].get("random", True)) == (kind == "random")]
+            ax.scatter(x + jitter.uniform(-0.12, 0.12, len(dots)), dots, s=14, color=color, marker=marker,
+                       alpha=0.5, label=what if first and dots else None)
+        _reference_line(ax, _find(summary, lambda p: p.get("original")), "C3", "-",
+                        "original order" if first else None, (x - 0.35, x + 0.35))
+        _reference_line(ax, _find(summary, lambda p: p.get("reinit")), "0.4", "--",
+                        "every layer re-drawn" if first else None, (x - 0.35, x + 0.35))
+        pooled = _find(summary, lambda p: p.get("pooled"))
+        if pooled is not None:
+            _errorbar(ax, [pooled], lambda r: x, color="k", marker="D", markersize=7, linestyle="none",
+                      label=f"mean over random orders (n = {pooled['n']}, 95% CI)" if first else None)
     ax.set_xticks(range(len(fractions)))
     ax.set_xticklabels([f"{f:g}" for f in fractions])
     ax.set_xlim(-0.6, len(fractions) - 0.4)
     ax.set_xlabel("data fraction")
     _metric_axis(ax, metric)
     ax.legend(fontsize=7)
-    fig.suptitle("Fine-tuning with the layers in a random order\n(one dot per permutation and seed)",
+    fig.suptitle("Fine-tuning with the layers in a random order\n(lines: mean over seeds, bands: 95% CI)",
                  fontsize=10)
     return fig
 

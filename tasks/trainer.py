@@ -46,7 +46,7 @@ from .encoded import EncodedSplit, encode_split, make_batch
 from .fileio import atomic_save_torch, atomic_write_json, remove_stale_temp_files
 from .gradient_surgery import assign_flat_grad, dominant, flatten_grads, pcgrad
 from .heads import MultitaskModel, task_spec
-from .metrics import overall_score, score
+from .metrics import overall_score, raw_mean_score, score
 from .predictions import write_predictions
 from .registry import get_task
 from .samplers import build_sampler
@@ -169,7 +169,7 @@ def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch
     terminal shows a bar (a CFIMDB evaluation at 512 tokens takes minutes on a CPU).
     """
     model.eval()
-    spec = task_spec(split.task, model.pair_mode)
+    spec = task_spec(split.task, model.pair_mode, model.task_heads)
     order = sorted(range(len(split)), key=split.lengths.__getitem__)
     starts = range(0, len(order), batch_size)
     bar = _bar(label is not None and world.main and sys.stdout.isatty(), len(starts), 0, label or "")
@@ -201,7 +201,9 @@ def evaluate(model, inputs: RunInputs, batch_size: int, split: str = "dev", show
         preds = predict(model, part, inputs.tokenizer, inputs.device, batch_size, inputs.precision, inputs.world,
                         label=f"{split} {task}" if show else None)
         metrics[task] = score(get_task(task).metric, preds, part.labels.tolist())
-    metrics["overall"] = overall_score(metrics)
+    by_task = dict(metrics)
+    metrics["overall"] = overall_score(by_task)        # the course's, which picks the best evaluation
+    metrics["overall_raw"] = raw_mean_score(by_task)   # the report "Freeze Your Layers"'s, to compare with its table
     return metrics
 
 
@@ -385,7 +387,8 @@ def build_model(config: TrainConfig, inputs: RunInputs, encoder: Optional[minber
             print(f"note: --freeze-until {config.freeze_until} is beyond the model's {encoder.num_layers} layers: "
                   f"the whole encoder is frozen (only the pooler and heads train; --freeze-until all freezes "
                   f"the pooler too)", file=sys.stderr)
-    model = MultitaskModel(encoder, inputs.tasks, config.pair_mode, config.pooling, dropout=config.head_dropout)
+    model = MultitaskModel(encoder, inputs.tasks, config.pair_mode, config.pooling, dropout=config.head_dropout,
+                           task_heads=config.task_heads)
     if config.dropout is not None:
         minbert.set_dropout(model, config.dropout)
     model.frozen_layers = frozen
@@ -459,7 +462,8 @@ class Callback:
         """An optimizer step is done or skipped; run.state counts it already."""
 
     def on_epoch_end(self, run: "Run") -> None:
-        """The last step of the epoch, or of the run, is done; the evaluation follows."""
+        """The last step of the epoch, of the run, or before an --eval-every evaluation is done; the evaluation
+        (when due) follows."""
 
     def on_evaluate(self, run: "Run", metrics: dict, seconds: float) -> None:
         """Dev metrics, already in run.state.history; `seconds` is what the evaluation took."""
@@ -578,11 +582,12 @@ class RunFolder(Outputs):
 
 class InMemory(Outputs):
     """An ablation trial's outputs: no files, no checkpoints (a trial is cheap to rerun); the best weights
-    are kept in memory. With `tensorboard`, the trial's curves go to that folder, and `hparams` with its
+    are kept in memory, or with `final_weights` the model keeps its last ones (a sweep's trial reports its
+    final evaluation). With `tensorboard`, the trial's curves go to that folder, and `hparams` with its
     best dev scores at the end."""
 
-    def __init__(self, tensorboard=None, hparams: Optional[dict] = None):
-        self.tensorboard, self.hparams = tensorboard, hparams
+    def __init__(self, tensorboard=None, hparams: Optional[dict] = None, final_weights: bool = False):
+        self.tensorboard, self.hparams, self.final_weights = tensorboard, hparams, final_weights
         self.best_weights = None
 
     def __repr__(self) -> str:
@@ -594,10 +599,12 @@ class InMemory(Outputs):
             self.writer = SummaryWriter(str(self.tensorboard))
 
     def keep_best(self, run):
-        self.best_weights = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
+        if not self.final_weights:
+            self.best_weights = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
 
     def restore_best(self, run):
-        run.model.load_state_dict(self.best_weights)
+        if not self.final_weights:
+            run.model.load_state_dict(self.best_weights)
 
     def finish(self, run, result):
         if self.writer is not None and self.hparams is not None:
@@ -629,7 +636,8 @@ class Run:
 
 def fit(config: TrainConfig, inputs: RunInputs, outputs, encoder: Optional[minbert.BertModel] = None,
         resume: bool = False, callbacks=()) -> dict:
-    """Fine-tune and evaluate; returns the metrics (metrics.json's) and, under "model", the best evaluation's model.
+    """Fine-tune and evaluate; returns the metrics (metrics.json's) and, under "model", the best evaluation's model
+    (the final one for `InMemory(final_weights=True)`).
 
     `outputs`: a run folder (a path or a RunFolder), or InMemory. `encoder` replaces the pretrained one
     (an ablation's modified copy). `resume` continues from the folder's checkpoint. `callbacks` watch the
@@ -649,8 +657,9 @@ def fit(config: TrainConfig, inputs: RunInputs, outputs, encoder: Optional[minbe
             run.started = time.time()
             while run.state.global_step < run.total_steps or not run.state.evaluated():
                 run_epoch(run, stop)
-                evaluate_and_keep_best(run)
-                if run.state.step_in_epoch >= run.steps_per_epoch:
+                if evaluation_due(run) and not run.state.evaluated():
+                    evaluate_and_keep_best(run)
+                if epoch_done(run):
                     run.state.epoch += 1
                     run.state.step_in_epoch = 0
                 outputs.save_checkpoint(run)
@@ -662,6 +671,16 @@ def fit(config: TrainConfig, inputs: RunInputs, outputs, encoder: Optional[minbe
     return result
 
 
+def training_plan(config: TrainConfig, inputs: RunInputs) -> tuple:
+    """The training splits (config's seeded fraction of each task's), the sampler's name and the sampler:
+    what decides the steps of an epoch."""
+    train = {t: subsample_split(inputs.data[t]["train"], config.data_fraction, config.seed) for t in inputs.tasks}
+    sampler_name = "union" if config.surgery != "none" else config.sampler
+    sampler = build_sampler(sampler_name, {t: s.lengths for t, s in train.items()}, config.batch_size,
+                            config.seed, bucket=not config.no_bucketing, num_epochs=config.epochs)
+    return train, sampler_name, sampler
+
+
 def build(config: TrainConfig, inputs: RunInputs, outputs: Outputs, encoder: Optional[minbert.BertModel] = None,
           callbacks=()) -> Run:
     """A fresh run: model, data order, optimizer and schedule, seeded by config.seed."""
@@ -669,17 +688,14 @@ def build(config: TrainConfig, inputs: RunInputs, outputs: Outputs, encoder: Opt
     random.seed(config.seed)
     np.random.seed(config.seed)
     model = build_model(config, inputs, encoder)
-    train = {t: subsample_split(inputs.data[t]["train"], config.data_fraction, config.seed) for t in inputs.tasks}
-    sampler_name = "union" if config.surgery != "none" else config.sampler
-    sampler = build_sampler(sampler_name, {t: s.lengths for t, s in train.items()}, config.batch_size,
-                            config.seed, bucket=not config.no_bucketing, num_epochs=config.epochs)
+    train, sampler_name, sampler = training_plan(config, inputs)
     per_epoch = sampler.steps_per_epoch()
     total = per_epoch * config.epochs if config.max_steps is None else min(config.max_steps, per_epoch * config.epochs)
     optimizer = make_optimizer(config, model)
     minbert.drop_cast_weights_on_step(optimizer, model)  # fused AdamW leaves no version bump to see
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(total, config.warmup, config.lr_schedule))
     smart = Smart(model, config.smart_config(), config.pair_mode) if config.smart else None
-    specs = {t: task_spec(t, config.pair_mode) for t in inputs.tasks}
+    specs = {t: task_spec(t, config.pair_mode, config.task_heads) for t in inputs.tasks}
     console = [Console()] if outputs.prints and inputs.world.main else []
     return Run(config, inputs, model, train, sampler, sampler_name, per_epoch, total, optimizer, scheduler, smart,
                shared=[p for p in model.encoder.parameters() if p.requires_grad],
@@ -723,8 +739,26 @@ def distribute(run: Run) -> None:
                                               find_unused_parameters=True)
 
 
+def epoch_done(run: Run) -> bool:
+    return run.state.step_in_epoch >= run.steps_per_epoch
+
+
+def evaluation_due(run: Run) -> bool:
+    """After the last step; then every --eval-every steps if set, else at every epoch's end."""
+    state, every = run.state, run.config.eval_every
+    if state.global_step >= run.total_steps:
+        return True
+    return state.global_step % every == 0 if every else epoch_done(run)
+
+
+def pause_due(run: Run) -> bool:
+    """After a step: training returns to the loop in `fit` at an epoch's end and where an evaluation is due."""
+    return epoch_done(run) or evaluation_due(run)
+
+
 def run_epoch(run: Run, stop: "_Stop") -> None:
-    """Train from the state's position to the end of its epoch, or of the run; checkpoint when due or stopped."""
+    """Train from the state's position to the end of its epoch, of the run, or to the next evaluation;
+    checkpoint when due or stopped."""
     state, every = run.state, run.config.checkpoint_every
     plan = run.sampler.plan(state.epoch)
     run.model.train()
@@ -733,7 +767,7 @@ def run_epoch(run: Run, stop: "_Stop") -> None:
         # forward takes the faster inference path (only the heads and their dropout train).
         run.model.encoder.eval()
     _notify(run, "on_plan", plan)
-    while state.step_in_epoch < run.steps_per_epoch and state.global_step < run.total_steps:
+    while not epoch_done(run) and state.global_step < run.total_steps:
         step = plan[state.step_in_epoch]
         losses = train_step(run, step)
         if losses is None:
@@ -745,12 +779,14 @@ def run_epoch(run: Run, stop: "_Stop") -> None:
         state.step_in_epoch += 1
         state.global_step += 1
         _notify(run, "on_step", StepInfo(step, losses))
-        at_end = state.step_in_epoch >= run.steps_per_epoch or state.global_step >= run.total_steps
+        at_end = pause_due(run)
         signum = agreed_signal(stop.signal, run.inputs.world)  # all ranks stop at the same step
-        # At an epoch's or the run's end the checkpoint after the evaluation follows.
+        # At an epoch's or the run's end, or an evaluation, the checkpoint after it follows.
         if signum is not None or (every and state.global_step % every == 0 and not at_end):
             run.outputs.save_checkpoint(run)
             stop_if_asked(run, signum)
+        if at_end:
+            break
     _notify(run, "on_epoch_end")
 
 
@@ -854,7 +890,7 @@ def _bar(show: bool, total: int, initial: int, desc: str):
 
 
 _HPARAMS = ("lr", "batch_size", "epochs", "sampler", "surgery", "smart", "freeze_until", "pair_mode",
-            "pooling", "precision", "seed", "data_fraction", "model")
+            "pooling", "task_heads", "precision", "seed", "data_fraction", "model")
 
 
 def _hparams(run: Run) -> dict:

@@ -38,9 +38,17 @@ def test_reinit_sweep_writes_results_summary_plots_and_tensorboard(small_data_di
     assert all(r["status"] == "ok" and r["steps"] == 2 and 0 <= r["dev"]["sst"] <= 1 for r in records)
     assert all(r["precision"] == "fp32" and r["device"] == "cpu" for r in records)
     summary = (out / "summary.csv").read_text().splitlines()
-    assert summary[0] == "mode,config,data_fraction,metric,n,mean,std,ci95_low,ci95_high"
+    assert summary[0] == ("mode,config,data_fraction,metric,n,mean,std,ci95_low,ci95_high,best_mean,best_ci95_low,"
+                          "best_ci95_high,reference,change_n,change_mean,change_ci95_low,change_ci95_high")
     row = next(line.split(",") for line in summary if line.startswith("reinit,from=5,1.0,dev/sst,"))
     assert row[4] == "2" and float(row[7]) <= float(row[5]) <= float(row[8])
+    final = {r["seed"]: r["dev"]["sst"] for r in records if r["config"] == "from=5"}
+    best = {r["seed"]: r["dev_best"]["sst"] for r in records if r["config"] == "from=5"}
+    assert float(row[5]) == pytest.approx(sum(final.values()) / 2, abs=1e-6)  # the result: the final evaluation
+    assert float(row[9]) == pytest.approx(sum(best.values()) / 2, abs=1e-6)   # the best one beside it
+    unmodified = {r["seed"]: r["dev"]["sst"] for r in records if r["config"] == "from=6"}
+    assert row[12] == "from=6" and row[13] == "2"
+    assert float(row[14]) == pytest.approx(sum(final[s] - unmodified[s] for s in (0, 1)) / 2, abs=1e-6)
     assert (out / "plots" / "reinit_layers.png").read_bytes().startswith(b"\x89PNG")
     runs = {p.name for p in (out / "tensorboard").iterdir()}
     assert {"reinit-from=5-seed0-frac1", "reinit-from=6-seed1-frac1", "summary"} <= runs
@@ -127,8 +135,8 @@ def test_transfer_fills_the_ordered_pair_matrix(small_data_dir, tmp_path):
     assert code == 0, err
     records = {r["config"]: r for r in _lines(out / "results.jsonl")}
     assert set(records) == {"via=none,final=sst", "via=none,final=sts", "via=sst,final=sts", "via=sts,final=sst"}
-    assert set(records["via=sst,final=sts"]["dev"]) == {"sts", "overall"}
-    assert set(records["via=sst,final=sts"]["info"]["intermediate_dev"]) == {"sst", "overall"}
+    assert set(records["via=sst,final=sts"]["dev"]) == {"sts", "overall", "overall_raw"}
+    assert set(records["via=sst,final=sts"]["info"]["intermediate_dev"]) == {"sst", "overall", "overall_raw"}
     assert (out / "plots" / "transfer.png").exists()
     assert (out / "tensorboard" / "transfer-intermediate=sst-seed0-frac1").is_dir()
 
@@ -160,7 +168,8 @@ def test_plans_do_not_repeat_trials_and_fingerprints_ignore_where_a_sweep_runs()
     assert arguments.int_list("1,01,2") == [1, 2] and arguments.fraction_list("0.1,0.10") == [0.1]
     args = ablate.parse_args(["--mode", "permute", "--trials", "5", "--order", "0,1", *BASE])
     orders = [t.config for t in permute.plan(args, sweep.Shape(num_layers=2, num_heads=1))]
-    assert orders == ["order=0-1", "order=1-0"]  # the original given again does not use up the only other order
+    # the original given again does not use up the only other order; last, the fully re-drawn reference
+    assert orders == ["order=0-1", "order=1-0", "reinit=all"]
     args = ablate.parse_args(["--mode", "reinit", *BASE])
 
     def fingerprint(path, sha, device, requested="auto", used="fp32"):

@@ -23,7 +23,7 @@ def test_short_run_writes_everything(small_data_dir, tmp_path):
     assert config["data"]["quora"]["test"] is None
     assert config["arguments"]["max_steps"] == 6 and "torch" in config["versions"]
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["steps"] == 6 and set(metrics["best"]) == {"sst", "quora", "sts", "overall"}
+    assert metrics["steps"] == 6 and set(metrics["best"]) == {"sst", "quora", "sts", "overall", "overall_raw"}
     assert (out / "checkpoint.pt").exists() and (out / "best.pt").exists()
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     preds = out / "predictions"

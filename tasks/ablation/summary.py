@@ -1,19 +1,27 @@
 """What a sweep's finished trials add up to: intervals over seeds, summary.csv, the plots and their TensorBoard run.
 
 `sweep` here is a `sweep.Sweep`: its folder, mode, fingerprint, tasks and
-study (whose `figures` draws the plots).
+study (whose `reference` names the configuration each one is compared with,
+`pools` the means over configurations, and `figures` draws the plots).
+
+summary.csv has one row per configuration (or pool), data fraction and metric:
+the final evaluation's mean and 95% interval over seeds (`statistics.py` says
+which values are the units), the best evaluation's beside it (best_*), and the
+paired change from the study's reference configuration at the same seeds
+(change_*).
 """
 import csv
 import io
-import math
 from pathlib import Path
 
-import numpy as np
-
 from ..fileio import atomic_write_bytes, atomic_write_text, safe_join
+from .statistics import interval, pairwise_interval, pooled_interval, pooled_paired_interval
 
 SUMMARY = "summary.csv"
-SUMMARY_COLUMNS = ("mode", "config", "data_fraction", "metric", "n", "mean", "std", "ci95_low", "ci95_high")
+SUMMARY_COLUMNS = ("mode", "config", "data_fraction", "metric", "n", "mean", "std", "ci95_low", "ci95_high",
+                   "best_mean", "best_ci95_low", "best_ci95_high",
+                   "reference", "change_n", "change_mean", "change_ci95_low", "change_ci95_high")
+BEST = "dev_best/"  # a trial's best evaluation: summarised beside its final one (dev/), not as its own rows
 
 
 def finished(records: list, mode: str, fp: str) -> list:
@@ -40,7 +48,8 @@ def report(sweep, trials: list, records: list, write: bool = True) -> bool:
           f"failed", flush=True)
     if not write and n_ok < len(trials):
         return False
-    rows = summarise(ok)
+    study = sweep.study
+    rows = summarise(ok, lambda params: study.reference(sweep, params), lambda params: study.pools(sweep, params))
     write_summary(sweep.out / SUMMARY, rows)
     written = write_plots(sweep, ok, rows, headline_metric(sweep.inputs.tasks))
     print(f"summary: {sweep.out / SUMMARY}; plots: {', '.join(written) or 'none'}", flush=True)
@@ -53,39 +62,76 @@ def headline_metric(tasks) -> str:
 
 
 def trial_metrics(record: dict) -> dict:
-    """Every number a trial measured: dev metrics as dev/<task>, per-layer curves as <curve>/<layer>."""
+    """Every number a trial measured: final dev metrics as dev/<task>, best ones as dev_best/<task>, per-layer
+    curves as <curve>/<layer>."""
     out = {f"dev/{k}": v for k, v in (record.get("dev") or {}).items() if v is not None}
+    out.update({f"{BEST}{k}": v for k, v in (record.get("dev_best") or {}).items() if v is not None})
     for name, values in (record.get("curves") or {}).items():
         out.update({f"{name}/{i}": v for i, v in enumerate(values)})
     return out
 
 
-def interval(values) -> dict:
-    """Mean, sample std and 95% t-interval of the mean; no spread from a single value."""
-    from scipy import stats
-    x = np.asarray(values, dtype=np.float64)
-    n, mean = len(x), float(x.mean())
-    if n < 2:
-        return {"n": n, "mean": mean, "std": None, "ci95_low": None, "ci95_high": None}
-    std = float(x.std(ddof=1))
-    half = float(stats.t.ppf(0.975, n - 1)) * std / math.sqrt(n)
-    return {"n": n, "mean": mean, "std": std, "ci95_low": mean - half, "ci95_high": mean + half}
+def _by_unit(members: list) -> dict:
+    """metric -> {unit: value}: the unit is the trial's seed, or its pair of seeds for a seed-vs-seed trial."""
+    values = {}
+    for r in members:
+        unit = tuple(r["params"]["seeds"]) if "seeds" in r["params"] else r["seed"]
+        for name, value in trial_metrics(r).items():
+            values.setdefault(name, {})[unit] = value
+    return values
 
 
-def summarise(records: list) -> list:
-    """One row per configuration group, data fraction and metric, over the seeds."""
-    groups = {}
+def summarise(records: list, reference=lambda params: None, pools=lambda params: {}) -> list:
+    """One row per configuration group (and pool), data fraction and metric, over the seeds.
+
+    `reference(params)`: the group a configuration is compared with, or None. `pools({group: params})`:
+    {label: (params, [groups])}, the means over configurations to add.
+    """
+    sweeps = {}
     for r in records:
-        groups.setdefault((r["mode"], r["group"], r["data_fraction"]), []).append(r)
+        sweeps.setdefault((r["mode"], r["data_fraction"]), {}).setdefault(r["group"], []).append(r)
     rows = []
-    for (mode, group, fraction), members in groups.items():
-        values = {}
-        for r in members:
-            for name, value in trial_metrics(r).items():
-                values.setdefault(name, []).append(value)
-        rows += [{"mode": mode, "config": group, "data_fraction": fraction, "metric": name, **interval(v),
-                  "params": members[0]["params"]} for name, v in values.items()]
+    for (mode, fraction), groups in sweeps.items():
+        values = {group: _by_unit(members) for group, members in groups.items()}
+        params = {group: members[0]["params"] for group, members in groups.items()}
+        labelled = [(group, params[group], [group]) for group in groups]
+        labelled += [(label, p, members) for label, (p, members) in pools(params).items()]
+        for label, p, members in labelled:
+            ref = reference(p)
+            rows += _rows(dict(mode=mode, config=label, data_fraction=fraction), p, [values[m] for m in members],
+                          ref, values.get(ref))
     return rows
+
+
+def _rows(where: dict, params: dict, members: list, ref, ref_values) -> list:
+    """A configuration's (one member) or a pool's rows, one per metric."""
+    rows = []
+    for metric in members[0]:
+        if metric.startswith(BEST):
+            continue
+        values = [m[metric] for m in members if metric in m]
+        row = {**where, "metric": metric, **_interval(values), "params": params}
+        best_metric = BEST + metric.split("/", 1)[1] if metric.startswith("dev/") else None
+        best = [m[best_metric] for m in members if best_metric in m]
+        if best:
+            stats = _interval(best)
+            row.update(best_mean=stats["mean"], best_ci95_low=stats["ci95_low"], best_ci95_high=stats["ci95_high"])
+        change = pooled_paired_interval(values, ref_values[metric]) if metric in (ref_values or {}) else None
+        if change is not None:
+            row.update(reference=ref, change_n=change["n"], change_mean=change["mean"],
+                       change_ci95_low=change["ci95_low"], change_ci95_high=change["ci95_high"])
+        rows.append(row)
+    return rows
+
+
+def _interval(members: list) -> dict:
+    """One configuration's values over its seeds (or seed pairs), or a pool's over its configurations."""
+    if len(members) > 1:
+        return pooled_interval(members)
+    values = members[0]
+    if isinstance(next(iter(values)), tuple):
+        return pairwise_interval(values)
+    return interval(values.values())
 
 
 def write_summary(path: Path, rows: list):
@@ -93,8 +139,8 @@ def write_summary(path: Path, rows: list):
     out = csv.writer(buffer, lineterminator="\n")
     out.writerow(SUMMARY_COLUMNS)
     for row in rows:
-        out.writerow(["" if row[c] is None else round(row[c], 6) if isinstance(row[c], float) else row[c]
-                      for c in SUMMARY_COLUMNS])
+        cells = [row.get(c) for c in SUMMARY_COLUMNS]
+        out.writerow(["" if v is None else round(v, 6) if isinstance(v, float) else v for v in cells])
     atomic_write_text(path, buffer.getvalue())
 
 

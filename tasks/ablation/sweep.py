@@ -17,6 +17,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+import math
 import re
 import shutil
 import sys
@@ -31,7 +32,7 @@ from minbert import UserError
 
 from ..fileio import append_jsonl, atomic_write_text, read_jsonl, safe_join
 from ..config import TrainConfig
-from ..trainer import InMemory, Interrupted, RunInputs, fit, precision_note, prepare
+from ..trainer import InMemory, Interrupted, RunInputs, fit, precision_note, prepare, training_plan
 from .summary import finished, report
 
 RESULTS = "results.jsonl"
@@ -52,6 +53,8 @@ class Study:
     add_arguments: Callable = lambda group: None  # its own options (an error with any other --mode)
     fingerprint: tuple = ()       # its options that change every trial without being in the trials' configs
     note: Callable = lambda args: None  # a line worth printing before its trials run, or None
+    reference: Callable = lambda sweep, params: None  # the group a configuration's paired change is measured from
+    pools: Callable = lambda sweep, params: {}  # ({group: params}) -> {label: (params, [groups])}: means over configs
 
 
 @dataclass
@@ -130,19 +133,24 @@ class Sweep:
         return self.study.run(self, trial)
 
     def fit(self, trial: Trial, encoder, name: Optional[str] = None, tasks=None, **changes) -> dict:
-        """Fine-tune `encoder` exactly as train_multitask.py would, logging to tensorboard/<name>.
+        """Fine-tune `encoder` exactly as train_multitask.py would, for the sweep's budget (`budget`), logging to
+        tensorboard/<name>. The result's model has the final weights: the final evaluation is the trial's result.
 
         Nothing else is written: a trial is cheap to rerun, and a checkpoint per trial
         would take gigabytes over a sweep. `changes` are training options (TrainConfig's
         fields) the trial sets.
         """
         tasks = tuple(tasks or self.inputs.tasks)
+        inputs = dataclasses.replace(self.inputs, tasks=tasks)
         config = dataclasses.replace(self.config, seed=trial.seed, data_fraction=trial.fraction, tasks=",".join(tasks),
                                      **changes)
+        config, spent = budget(config, inputs, self.args.trial_steps)
         folder = self.fresh_dir("tensorboard", name or trial.name)
         hparams = {"mode": trial.mode, "config": trial.config, "seed": trial.seed, "data_fraction": trial.fraction,
                    "tasks": config.tasks, "stage": name or "trial"}
-        return fit(config, dataclasses.replace(self.inputs, tasks=tasks), InMemory(folder, hparams), encoder=encoder)
+        result = fit(config, inputs, InMemory(folder, hparams, final_weights=True), encoder=encoder)
+        result["budget"] = spent
+        return result
 
     def fresh_dir(self, *parts) -> Path:
         """An empty folder below the output folder: a retried trial's curves replace, not join, the old ones."""
@@ -150,6 +158,23 @@ class Sweep:
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         return folder
+
+
+def budget(config: TrainConfig, inputs: RunInputs, trial_steps: int) -> tuple:
+    """The sweep's budget rule, applied to one trial's training options: every trial takes `trial_steps` optimizer
+    steps whatever its data fraction (as many passes over its share of the training data as that needs, the last
+    one cut short, the learning-rate schedule spanning those steps); --max-steps still caps it. With trial_steps
+    0 it trains --epochs passes instead, so the steps scale with the fraction.
+
+    Returns the options and what the trial is to spend: steps, epochs, steps per epoch, evaluation interval.
+    """
+    per_epoch = training_plan(config, inputs)[2].steps_per_epoch()
+    if trial_steps:
+        steps = min(trial_steps, config.max_steps or trial_steps)
+        config = dataclasses.replace(config, epochs=math.ceil(steps / per_epoch), max_steps=steps)
+    steps = min(per_epoch * config.epochs, config.max_steps or per_epoch * config.epochs)
+    return config, {"steps": steps, "epochs": config.epochs, "steps_per_epoch": per_epoch,
+                    "eval_every": config.eval_every}
 
 
 def attempt(sweep: Sweep, trial: Trial) -> dict:
@@ -166,8 +191,10 @@ def attempt(sweep: Sweep, trial: Trial) -> dict:
         return {**record, "status": "failed", "error": f"{type(e).__name__}: {e}",
                 "traceback": traceback.format_exc(limit=-8), "wall_time_s": round(time.time() - started, 1),
                 "finished_at": _utc_now()}
-    found = {"dev": result.get("best"), "dev_final": result.get("final"), "best_epoch": result.get("best_epoch"),
-             "steps": result.get("steps"), "curves": result.get("curves"), "info": result.get("info")}
+    # The trial's result is its last evaluation; the best one is optimistic (chosen on the same dev set), kept beside.
+    found = {"dev": result.get("final"), "dev_best": result.get("best"), "best_step": result.get("best_step"),
+             "steps": result.get("steps"), "budget": result.get("budget"), "curves": result.get("curves"),
+             "info": result.get("info")}
     return {**record, "status": "ok", **{k: v for k, v in found.items() if v is not None},
             "wall_time_s": round(time.time() - started, 1), "finished_at": _utc_now()}
 
@@ -197,6 +224,7 @@ def fingerprint(args, inputs: RunInputs, study: Study) -> str:
     values["weights"] = inputs.encoder.source.weights_sha256 if inputs.encoder.source else config.model
     values["data"] = {task: {split: d and {k: v for k, v in d.items() if k != "path"} for split, d in splits.items()}
                       for task, splits in inputs.data_record.items()}
+    values["trial_steps"] = args.trial_steps
     values.update({name: getattr(args, name) for name in study.fingerprint})
     return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

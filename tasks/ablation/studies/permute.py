@@ -3,15 +3,20 @@
 Does fine-tuning recover what a shuffled layer order loses? Layer permutation as in
 Tamkin et al. (2020), "Investigating Transferability in Pretrained Language Models":
 the whole order is permuted and the model fine-tuned. Protocol:
-the original order, `--order` if given, and `--trials` distinct random orders
-drawn with `--permutation-seed`, each fine-tuned at every seed; the strip plot
-shows every trial against the original order's trials.
+the original order, `--order` if given, `--trials` distinct random orders
+drawn with `--permutation-seed`, and the model with every layer re-drawn
+(`reinit=all`, embeddings kept), each fine-tuned at every seed. As in their
+Fig. 4, the mean over the random orders (`order=*`, each order averaged over
+its seeds, the order the unit of its 95% interval) is drawn between the
+original order and the fully re-drawn model; its change from the original
+order is paired by seed.
 """
 import argparse
 import math
 import random
 
 import minbert
+import torch
 from minbert import UserError
 
 from ..arguments import integer
@@ -35,7 +40,8 @@ def add_arguments(group):
 
 
 def plan(args, shape: Shape) -> list:
-    """The original order, `--order`, and `--trials` distinct random orders (seeded by --permutation-seed)."""
+    """The original order, `--order`, `--trials` distinct random orders (seeded by --permutation-seed), and every
+    layer re-drawn."""
     n = shape.num_layers
     orders = [list(range(n))]
     if args.order is not None:
@@ -44,24 +50,45 @@ def plan(args, shape: Shape) -> list:
                             f"0..{n - 1})")
         if args.order not in orders:  # the original order given again would cost one of the --trials
             orders.append(args.order)
+    chosen = len(orders)
     rng = random.Random(args.permutation_seed)
     wanted = min(len(orders) + args.trials, math.factorial(n))
     while len(orders) < wanted:
         order = rng.sample(range(n), n)
         if order not in orders:
             orders.append(order)
-    configs = [("order=" + "-".join(map(str, o)), {"order": o, "original": o == orders[0]}) for o in orders]
+    configs = [(label(o), {"order": o, "original": i == 0, "random": i >= chosen}) for i, o in enumerate(orders)]
+    configs.append(("reinit=all", {"order": None, "original": False, "random": False, "reinit": True}))
     return grid("permute", configs, args.seed_list, args.fraction_list)
 
 
+def label(order) -> str:
+    return "order=" + "-".join(map(str, order))
+
+
 def run(sweep, trial) -> dict:
-    return sweep.fit(trial, minbert.permute_layers(sweep.pretrained_copy(), trial.params["order"]))
+    encoder = sweep.pretrained_copy()
+    if trial.params.get("reinit"):
+        return sweep.fit(trial, minbert.reinit_layers_from(encoder, 0, torch.Generator().manual_seed(trial.seed)))
+    return sweep.fit(trial, minbert.permute_layers(encoder, trial.params["order"]))
+
+
+def reference(sweep, params) -> str:
+    """The original order, which every other configuration is compared with."""
+    return None if params.get("original") else label(range(sweep.shape.num_layers))
+
+
+def pools(sweep, params) -> dict:
+    """order=*: the mean over the random orders."""
+    shuffled = [group for group, p in params.items() if p.get("random")]
+    return {"order=*": ({"order": None, "original": False, "random": True, "pooled": True}, shuffled)} if shuffled \
+        else {}
 
 
 def figures(sweep, records, rows, metric) -> dict:
     from ... import plots  # matplotlib loads only when a summary is drawn
-    return {"permute": plots.permutation_strip(records, metric)}
+    return {"permute": plots.permutation_strip(records, rows, metric)}
 
 
 STUDY = Study(summary="shuffle the layer order", title="permute", add_arguments=add_arguments, plan=plan, run=run,
-              figures=figures)
+              figures=figures, reference=reference, pools=pools)

@@ -6,8 +6,12 @@ single-head reinitialisation as in "BERT Goes to College". Schemes, each seeded 
 trial's seed and compared with the unmodified model (from=N) as reference:
 `--from-layer K` re-draws layers K..N-1 for each K (default: every K from none
 to all), `--block START:SIZE` a block of layers and, as its complement, every
-layer but the block, `--heads L:H` one attention head per trial (its Q/K/V rows
-and output columns). `--reinit-embeddings` also re-draws the embeddings.
+layer but the block, against the model with every layer re-drawn (only the
+embeddings pretrained: Tamkin et al.'s reference for blocks), `--heads L:H` one
+attention head per trial (its Q/K/V rows and output columns), summarised per
+layer (the mean over its heads, `head=L:*`). `--reinit-embeddings` also
+re-draws the embeddings. Every configuration's change is measured from the
+unmodified model at the same seeds.
 """
 import argparse
 
@@ -74,6 +78,8 @@ def plan(args, shape: Shape) -> list:
         if k > n:
             raise UserError(f"--from-layer {k}: the model has {n} layers (k in 0..{n}; {n} = none)")
         configs.append(layers(f"from={k}", "from", range(k, n), **{"from": k}))
+    if args.block:  # the blocks' reference: every layer re-drawn, the embeddings as the blocks' are
+        configs.append(layers("from=0", "from", range(n), **{"from": 0}))
     for start, size in args.block or ():
         if start + size > n:
             raise UserError(f"--block {start}:{size}: layers {start}..{start + size - 1} are past the model's "
@@ -113,13 +119,35 @@ def run(sweep, trial) -> dict:
     return sweep.fit(trial, encoder)
 
 
+def reference(sweep, params) -> str:
+    """The unmodified model (from=N), which every other configuration is compared with."""
+    unmodified = f"from={sweep.shape.num_layers}"
+    return None if params.get("scheme") == "from" and not params["layers"] and not params["embeddings"] \
+        else unmodified
+
+
+def pools(sweep, params) -> dict:
+    """head=L:*: the mean over the heads of layer L that were run (each head averaged over its seeds first)."""
+    heads = {}
+    for group, p in params.items():
+        if p.get("scheme") == "head":
+            key = (p["layer"], p["embeddings"])
+            heads.setdefault(key, []).append(group)
+    return {f"head={layer}:*" + (",emb" if emb else ""):
+            ({"scheme": "head-layer", "layer": layer, "embeddings": emb}, groups)
+            for (layer, emb), groups in sorted(heads.items())}
+
+
 def figures(sweep, records, rows, metric) -> dict:
     from ... import plots  # matplotlib loads only when a summary is drawn
-    return {"reinit_layers": plots.reinit_curve(rows, metric, sweep.shape.num_layers),
-            "reinit_heads": plots.heads_heatmap(rows, metric, sweep.shape.num_layers, sweep.shape.num_heads)}
+    n, heads = sweep.shape.num_layers, sweep.shape.num_heads
+    return {"reinit_layers": plots.reinit_curve(rows, metric, n),
+            "reinit_blocks": plots.reinit_blocks(rows, metric, n),
+            "reinit_heads": plots.heads_heatmap(rows, metric, n, heads),
+            "reinit_heads_by_layer": plots.heads_by_layer(rows, metric, n)}
 
 
 STUDY = Study(summary="re-draw layers or heads",
               title="reinit (BERT's init: N(0, initializer_range) cut at 2 std, biases 0, LayerNorms 1/0; seeded "
                     "by the trial's seed)",
-              add_arguments=add_arguments, plan=plan, run=run, figures=figures)
+              add_arguments=add_arguments, plan=plan, run=run, figures=figures, reference=reference, pools=pools)

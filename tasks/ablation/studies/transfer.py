@@ -56,7 +56,7 @@ def intermediate(sweep, task: str, trial: Trial):
         sweep.cache.pop("intermediate", None)  # let the previous model go before training the next
         stage = intermediate_stage(trial, task)
         result = sweep.fit(stage, sweep.inputs.encoder, name=stage.name, tasks=(task,))
-        sweep.cache["intermediate"] = (key, (result["model"].encoder, result["best"]))
+        sweep.cache["intermediate"] = (key, (result["model"].encoder, result["final"]))
     return sweep.cache["intermediate"][1]
 
 
