@@ -111,8 +111,8 @@ def reinit_blocks(rows, metric: str, num_layers: int):
     if not blocks:
         return None
     fractions = _fractions(blocks)
-    fig = Figure(layout="constrained", figsize=(max(5.0, 1.1 * len({r["config"] for r in blocks}) + 3) * len(fractions),
-                                                4.4))
+    count = len({(r["params"]["start"], r["params"]["size"]) for r in blocks})
+    fig = Figure(layout="constrained", figsize=(max(5.0, 1.2 * count + 3) * len(fractions), 4.4))
     axes = fig.subplots(1, len(fractions), squeeze=False, sharey=True)[0]
     for ax, fraction in zip(axes, fractions):
         mine = [r for r in rows if r["data_fraction"] == fraction]

@@ -14,6 +14,7 @@ from minbert import UserError
 from tasks.ablation import arguments, sweep
 from tasks.ablation.studies import STUDIES, dynamics, permute, probe
 from tasks.trainer import prepare
+from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 BASE = ["--model", "minilm", "--batch-size", "8", "--max-steps", "2", "--precision", "fp32",
         "--eval-batch-size", "64"]
@@ -253,3 +254,33 @@ def test_bad_arguments_exit_2_with_one_line_before_any_trial(small_data_dir, tmp
 def test_plans_reject_layers_and_heads_the_model_lacks(argv, needle):
     with pytest.raises(UserError, match=re.escape(needle)):
         _plan(*argv)
+
+
+def test_budget_rule_gives_every_data_fraction_the_same_number_of_steps(small_data_dir, data_dir, tmp_path):
+    """Every trial trains --trial-steps steps: as many passes over its fraction of the data as that needs."""
+    # The defaults on the course's SST (8,544 sentences, batch 32): 3 / 27 / 267 steps a pass at 0.01 / 0.1 / 1.
+    args = ablate.parse_args(["--mode", "reinit", "--task", "sst", "--data-dir", str(data_dir), "--model", "minilm"])
+    assert (args.trial_steps, args.config.eval_every) == (300, 50)
+    inputs = prepare(args.config)
+    for fraction, per_pass, passes in ((0.01, 3, 100), (0.1, 27, 12), (1.0, 267, 2)):
+        config, spent = sweep.budget(replace(args.config, data_fraction=fraction), inputs, args.trial_steps)
+        assert spent == {"steps": 300, "epochs": passes, "steps_per_epoch": per_pass, "eval_every": 50}
+        assert (config.max_steps, config.epochs) == (300, passes)
+        # --trial-steps 0: --epochs passes, so the steps shrink with the fraction (27 steps at 0.1)
+        assert sweep.budget(replace(config, epochs=1, max_steps=None), inputs, 0)[1]["steps"] == per_pass
+    assert sweep.budget(replace(args.config, max_steps=7), inputs, 300)[1]["steps"] == 7  # --max-steps caps it
+
+
+def test_a_budgeted_trial_trains_its_steps_and_reports_the_final_evaluation(small_data_dir, tmp_path, tiny_model):
+    out = tmp_path / "budget"  # 20 SST rows at fraction 0.5, batch 8: 3 steps a pass, 7 steps = 3 passes
+    argv = ["--data-dir", str(small_data_dir), "--out", str(out), "--model", str(tiny_model), "--batch-size", "8",
+            "--precision", "fp32", "--mode", "reinit", "--task", "sst", "--from-layer", "2",
+            "--data-fractions", "0.5", "--trial-steps", "7", "--eval-every", "3"]
+    code, _, err = run_cli(ablate.main, argv)
+    assert code == 0, err
+    [record] = _lines(out / "results.jsonl")
+    assert record["steps"] == 7 and record["budget"] == {"steps": 7, "epochs": 3, "steps_per_epoch": 3,
+                                                         "eval_every": 3}
+    assert record["best_step"] in (3, 6, 7) and record["dev_best"]["sst"] >= record["dev"]["sst"]
+    code, _, err = run_cli(ablate.main, argv + ["--epochs", "2"])
+    assert code == 2 and "--epochs applies with --trial-steps 0" in err

@@ -173,6 +173,7 @@ def assert_same_run(reference: Path, resumed: Path):
 
 ALL_TASKS = ["--batch-size", "16", "--max-steps", "12"]  # 3 tasks x 3 batches: 9 steps an epoch, 12 in all
 SMART = ["--tasks", "sst", "--smart", "--max-steps", "8"]  # 5 steps an epoch, 8 in all
+EVAL_EVERY = ALL_TASKS + ["--eval-every", "4"]  # evaluated at steps 4, 8 and 12, not at the epoch's end (9)
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +181,7 @@ def reference_runs(base, tmp_path_factory):
     """The unbroken runs each interrupted one must reproduce, bit for bit."""
     root = tmp_path_factory.mktemp("reference")
     runs = {}
-    for name, extra in (("all", ALL_TASKS), ("smart", SMART)):
+    for name, extra in (("all", ALL_TASKS), ("smart", SMART), ("eval", EVAL_EVERY)):
         code, _, err = run(root, "none", 0, base + extra + ["--out", str(root / name)])
         assert code == 0, err
         runs[name] = root / name
@@ -213,6 +214,18 @@ def test_sigkill_with_smart_resumes_the_ema_copy_bitwise(base, tmp_path, referen
     code, _, err = run(tmp_path, "none", 0, ["--resume", str(out)])
     assert code == 0, err
     assert_same_run(reference_runs["smart"], out)
+
+
+def test_killed_after_a_mid_epoch_evaluation_resumes_bitwise(base, tmp_path, reference_runs):
+    out = tmp_path / "run"
+    code, _, _ = run(tmp_path, "kill-after-save", 4, base + EVAL_EVERY + ["--out", str(out)])
+    assert code == -signal.SIGKILL
+    progress = json.loads(trainer.load_checkpoint(out / "checkpoint.pt")["progress"])
+    assert progress["global_step"] == 4 and [e["step"] for e in progress["history"]] == [4]
+    code, _, err = run(tmp_path, "none", 0, ["--resume", str(out)])
+    assert code == 0, err
+    assert_same_run(reference_runs["eval"], out)
+    assert [e["step"] for e in json.loads((out / "metrics.json").read_text())["history"]] == [4, 8, 12]
 
 
 def test_sigterm_checkpoints_exits_cleanly_and_resumes(base, tmp_path, reference_runs):

@@ -8,6 +8,7 @@ import torch
 import train_multitask
 from conftest import run_cli
 from tasks.predictions import read_predictions
+from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 BASE = ["--model", "minilm", "--batch-size", "8", "--eval-batch-size", "64", "--precision", "fp32"]
 
@@ -94,3 +95,17 @@ def test_wrong_file_exits_2_naming_it(small_data_dir, tmp_path):
     code, _, err = run_cli(train_multitask.main, BASE + ["--data-dir", str(bad), "--max-steps", "1",
                                                          "--out", str(tmp_path / "r")])
     assert code == 2 and "sts-train.csv" in err.strip().splitlines()[-1]
+
+
+def test_eval_every_evaluates_at_its_steps_and_the_last_and_in_memory_keeps_the_final_weights(small_data_dir,
+                                                                                               tiny_model):
+    from tasks import trainer
+    # SST alone, 40 rows at batch 8: 5 steps an epoch; 7 steps, evaluated at 3, 6 and 7 (not at the epoch's end)
+    config = train_multitask.parse_args(BASE + ["--model", str(tiny_model), "--data-dir", str(small_data_dir),
+                                                "--tasks", "sst", "--epochs", "2",
+                                                "--max-steps", "7", "--eval-every", "3"]).config
+    inputs = trainer.prepare(config)
+    result = trainer.fit(config, inputs, trainer.InMemory(final_weights=True))
+    assert [(e["epoch"], e["step"]) for e in result["history"]] == [(1, 3), (2, 6), (2, 7)]
+    assert result["final"] == result["history"][-1]["dev"] and result["steps"] == 7
+    assert trainer.evaluate(result["model"], inputs, 64) == result["final"]  # the final weights, not the best
