@@ -13,7 +13,8 @@ train_multitask.py would, and measure.
 The sweep folder (--out, default runs/ablate-MODE) receives results.jsonl (one
 line per finished trial: rerunning the same command skips those and retries
 failed ones), summary.csv (mean, std, n and 95% confidence interval over
-seeds), plots/*.png and tensorboard/ (one run per trial, plots under
+seeds of the final evaluation, the best one's beside it, and the change from
+the study's reference configuration paired by seed), plots/*.png and tensorboard/ (one run per trial, plots under
 'summary'); dynamics also keeps each fine-tuned encoder in models/.
 
 Budget: every trial takes --trial-steps optimizer steps (default 300) whatever
