@@ -380,8 +380,8 @@ def nan_loss_at(monkeypatch, step, kind="loss"):
     """The `step`-th loss computed is NaN ("loss"), or finite with a NaN gradient ("gradient")."""
     calls = []
 
-    def patched(task, pair_mode="cross"):
-        spec = task_spec(task, pair_mode)
+    def patched(task, pair_mode="cross", task_heads="default"):
+        spec = task_spec(task, pair_mode, task_heads)
 
         def loss(outputs, labels):
             calls.append(1)
