@@ -77,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "results.shard-*.jsonl), say how many trials are finished, missing and failed, and "
                             "write summary.csv, the plots and the summary TensorBoard run from the finished ones "
                             "(give the same sweep options as the runs)")
+    group.add_argument("--export-models", action="store_true",
+                       help="also write each trial's fine-tuned model, as a finished run's RUN_DIR/model/ (Hugging "
+                            "Face format, heads, model card), to models/TRIAL/ in the sweep folder (default: off: "
+                            "a model per trial fills the disk over a sweep)")
     for mode, study in STUDIES.items():
         group = parser.add_argument_group(study.title)
         study.add_arguments(group)
