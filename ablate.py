@@ -14,7 +14,9 @@ The sweep folder (--out, default runs/ablate-MODE) receives results.jsonl (one
 line per finished trial: rerunning the same command skips those and retries
 failed ones), summary.csv (mean, std, n and 95% confidence interval over
 seeds), plots/*.png and tensorboard/ (one run per trial, plots under
-'summary'); dynamics also keeps each fine-tuned encoder in models/. Sweeps
+'summary'); dynamics also keeps each fine-tuned encoder in models/, transfer its
+intermediate models (Hugging Face format) in intermediate/, and --export-models
+every trial's model folder in models/TRIAL/. Sweeps
 default to --epochs 1 (train_multitask.py: 3) so that a sweep over every layer
 fits in minutes on a CPU; pass --epochs 3 for the full schedule.
 

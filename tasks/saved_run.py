@@ -164,4 +164,6 @@ def inference_precision(requested: str, trained: Trained, device: torch.device) 
     if requested != "auto":
         return minbert.resolve_precision(requested, device)
     run = trained.config.precision
-    return run if run == "fp32" or (run == "bf16" and minbert.native_bf16(device)) else "fp32"
+    if run == "bf16" and not minbert.native_bf16(device):
+        return "fp32"
+    return minbert.resolve_precision(run, device)
