@@ -45,8 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "model folder (RUN_DIR/model)")
     course = parser.add_argument_group("the course's files (the default)")
     course.add_argument("--data-dir", default=None,
-                        help=f"folder with the course's csv files (default: ${DATA_DIR_ENV}, else the folder the "
-                             f"run read)")
+                        help=f"folder with the course's csv files (default: the folder the run read if it is still "
+                             f"there, else ${DATA_DIR_ENV}, else data/)")
     course.add_argument("--split", choices=tuple(SPLITS), default=None,
                         help="which files to predict; dev metrics are printed (default: all)")
     course.add_argument("--out", default=None,
@@ -93,8 +93,7 @@ def course_predictions(args, device) -> None:
         config = dataclasses.replace(trained.config, eval_batch_size=args.batch_size or trained.config.eval_batch_size)
         print(f"{run_dir}: {', '.join(trained.tasks)} from {trained.origin}; device {device}; precision {precision}",
               flush=True)
-        inputs = course_inputs(trained, args.data_dir or os.environ.get(DATA_DIR_ENV) or trained.data_dir, splits,
-                               device, precision)
+        inputs = course_inputs(trained, args.data_dir or _existing(trained.data_dir), splits, device, precision)
         out = Path(args.out) if args.out else Path(args.run) / "predictions"
         written = write_all_predictions(trained.model, inputs, out, config, show=True, splits=splits)
         dev = {task: score(get_task(task).metric, values, inputs.data[task]["dev"].labels.tolist())
@@ -103,6 +102,11 @@ def course_predictions(args, device) -> None:
             dev["overall"] = overall_score(dev)
             print("dev " + " ".join(f"{k}={v:.4f}" for k, v in dev.items()), flush=True)
         print(f"predictions in {out}", flush=True)
+
+
+def _existing(folder):
+    """The run's data folder if it is still there; None (the usual default) if not."""
+    return folder if folder and Path(folder).is_dir() else None
 
 
 def score_input(args, device) -> None:
