@@ -7,8 +7,9 @@ task heads. The loop is small named steps over one `Run` built once: `build`,
 `evaluate_and_keep_best`, `finish`. Where results go is one `Outputs`
 object: `RunFolder` leaves everything a run promises in its folder
 (config.json, TensorBoard events, checkpoints latest and best, metrics.json,
-the course's prediction files, the model in Hugging Face format), `InMemory` (an ablation trial) writes nothing
-but TensorBoard curves and keeps the best weights in memory. `Callback`s
+the course's prediction files, the model in Hugging Face format), `InMemory`
+(an ablation trial) writes nothing but TensorBoard curves (and, when asked,
+the model) and keeps the best weights in memory. `Callback`s
 watch a run (the console's progress, a benchmark's timers). Every file is
 written atomically, and a killed run resumes from its last checkpoint with
 the same result as an unbroken one.
