@@ -14,7 +14,9 @@ The sweep folder (--out, default runs/ablate-MODE) receives results.jsonl (one
 line per finished trial: rerunning the same command skips those and retries
 failed ones), summary.csv (mean, std, n and 95% confidence interval over
 seeds), plots/*.png and tensorboard/ (one run per trial, plots under
-'summary'); dynamics also keeps each fine-tuned encoder in models/. Sweeps
+'summary'); dynamics also keeps each fine-tuned encoder in models/, transfer its
+intermediate models (Hugging Face format) in intermediate/, and --export-models
+every trial's model folder in models/TRIAL/. Sweeps
 default to --epochs 1 (train_multitask.py: 3) so that a sweep over every layer
 fits in minutes on a CPU; pass --epochs 3 for the full schedule.
 
@@ -77,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "results.shard-*.jsonl), say how many trials are finished, missing and failed, and "
                             "write summary.csv, the plots and the summary TensorBoard run from the finished ones "
                             "(give the same sweep options as the runs)")
+    group.add_argument("--export-models", action="store_true",
+                       help="also write each trial's fine-tuned model, as a finished run's RUN_DIR/model/ (Hugging "
+                            "Face format, heads, model card), to models/TRIAL/ in the sweep folder (default: off: "
+                            "a model per trial fills the disk over a sweep)")
     for mode, study in STUDIES.items():
         group = parser.add_argument_group(study.title)
         study.add_arguments(group)

@@ -84,6 +84,15 @@ class TrainConfig:
         data and predictions folders taken from the environment where not given."""
         return with_environment(cls(**{name: getattr(namespace, name) for name in cls.names()}))
 
+    @classmethod
+    def from_record(cls, arguments: dict) -> "TrainConfig":
+        """The options a run recorded (config.json's "arguments"); an option it lacks (a run of an older
+        version) takes its default."""
+        config = cls(**{name: arguments[name] for name in cls.names() if name in arguments})
+        if config.pooling in POOLING_ALIASES:
+            config = dataclasses.replace(config, pooling=canonical_pooling(config.pooling))
+        return config
+
     @property
     def task_list(self) -> tuple:
         return parse_tasks(self.tasks)

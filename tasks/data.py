@@ -239,9 +239,12 @@ def _read_bytes(path: pathlib.Path, task: str, split: str, warn: Callable) -> by
         raise DataError(f"{name}: cannot read {path}: {_one_line(exc.strerror or exc)}") from None
 
 
-def _records(name: str, text: str) -> Iterator[tuple[int, list[str]]]:
+_DELIMITER_NAMES = {"\t": "tab", ",": "comma"}
+
+
+def _records(name: str, text: str, delimiter: str = "\t") -> Iterator[tuple[int, list[str]]]:
     """(line where it starts, fields) of every non-blank record, as the course's csv reading splits them."""
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     line_before = 0
     while True:
         start = line_before + 1
@@ -251,7 +254,8 @@ def _records(name: str, text: str) -> Iterator[tuple[int, list[str]]]:
             return
         except csv.Error as exc:
             raise DataError(
-                f"{name}: line {start}: cannot parse as tab-separated CSV ({_one_line(exc)})"
+                f"{name}: line {start}: cannot parse as {_DELIMITER_NAMES.get(delimiter, repr(delimiter))}-separated "
+                f"CSV ({_one_line(exc)})"
             ) from None
         line_before = reader.line_num
         if row:  # a blank line; csv.DictReader skips these too

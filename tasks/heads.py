@@ -120,6 +120,7 @@ class TaskSpec:
     loss: Callable          # (outputs, labels) -> scalar
     predict: Callable       # outputs -> values written to prediction files
     divergence: Callable    # (outputs, other outputs) -> scalar, for SMART
+    probabilities: Optional[Callable] = None  # outputs -> each class's probability (classify), P(1) (binary)
 
 
 def _score(out: torch.Tensor, cfg: TaskConfig, siamese: bool) -> torch.Tensor:
@@ -132,10 +133,12 @@ def task_spec(task: str, pair_mode: str = "cross") -> TaskSpec:
     """Loss, prediction and SMART divergence of the task's head kind."""
     cfg = get_task(task)
     if cfg.head == "classify":
-        return TaskSpec(task, lambda o, y: F.cross_entropy(o.float(), y.long()), lambda o: o.argmax(-1), _sym_kl)
+        return TaskSpec(task, lambda o, y: F.cross_entropy(o.float(), y.long()), lambda o: o.argmax(-1), _sym_kl,
+                        lambda o: o.float().softmax(-1))
     if cfg.head == "binary":
         return TaskSpec(task, lambda o, y: F.binary_cross_entropy_with_logits(o.float(), y.float()),
-                        lambda o: (o > 0).long(), lambda a, b: _sym_kl(_binary_logits(a), _binary_logits(b)))
+                        lambda o: (o > 0).long(), lambda a, b: _sym_kl(_binary_logits(a), _binary_logits(b)),
+                        lambda o: torch.sigmoid(o.float()))
     siamese = cfg.is_pair and pair_mode == "siamese"
     high = float(cfg.label_range[1])
     if siamese:  # regress the cosine onto score / high (Sentence-BERT)

@@ -7,8 +7,9 @@ task heads. The loop is small named steps over one `Run` built once: `build`,
 `evaluate_and_keep_best`, `finish`. Where results go is one `Outputs`
 object: `RunFolder` leaves everything a run promises in its folder
 (config.json, TensorBoard events, checkpoints latest and best, metrics.json,
-the course's prediction files), `InMemory` (an ablation trial) writes nothing
-but TensorBoard curves and keeps the best weights in memory. `Callback`s
+the course's prediction files, the model in Hugging Face format), `InMemory`
+(an ablation trial) writes nothing but TensorBoard curves (and, when asked,
+the model) and keeps the best weights in memory. `Callback`s
 watch a run (the console's progress, a benchmark's timers). Every file is
 written atomically, and a killed run resumes from its last checkpoint with
 the same result as an unbroken one.
@@ -43,6 +44,7 @@ from . import data as data_mod
 from .distributed import (SINGLE, World, agreed_signal, all_reduce_mean_, barrier, device_for, gather_objects,
                           local_batch_indices)
 from .encoded import EncodedSplit, encode_split, make_batch
+from .export import MODEL_DIR, export_model
 from .fileio import atomic_save_torch, atomic_write_json, remove_stale_temp_files
 from .gradient_surgery import assign_flat_grad, dominant, flatten_grads, pcgrad
 from .heads import MultitaskModel, task_spec
@@ -161,15 +163,18 @@ def subsample_split(split: EncodedSplit, fraction: float, seed: int) -> EncodedS
 
 @torch.no_grad()
 def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch_size: int,
-            precision: str, world: World = SINGLE, label: Optional[str] = None) -> list:
+            precision: str, world: World = SINGLE, label: Optional[str] = None,
+            values: Optional[Callable] = None) -> list:
     """Predictions in the split's order; batches sorted by length so little is padding.
 
     Under torchrun the batches are dealt out to the ranks and the predictions gathered:
     every rank returns the whole list, the same as one process would. With a `label`, a
     terminal shows a bar (a CFIMDB evaluation at 512 tokens takes minutes on a CPU).
+    `values` turns the head's outputs into what is returned per example (default: the task's
+    predictions, as its prediction files hold them).
     """
     model.eval()
-    spec = task_spec(split.task, model.pair_mode)
+    values = values or task_spec(split.task, model.pair_mode).predict
     order = sorted(range(len(split)), key=split.lengths.__getitem__)
     starts = range(0, len(order), batch_size)
     bar = _bar(label is not None and world.main and sys.stdout.isatty(), len(starts), 0, label or "")
@@ -183,8 +188,8 @@ def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch
         batch = make_batch(split, idx, tokenizer, device)
         batch.pop("labels", None)
         with autocast(device, precision):
-            values = spec.predict(model(split.task, batch)).float().cpu().tolist()
-        mine.update(zip(idx, values))
+            found = values(model(split.task, batch)).float().cpu().tolist()
+        mine.update(zip(idx, found))
     if bar is not None:
         bar.close()
     out = [None] * len(split)
@@ -513,7 +518,8 @@ class Outputs(Callback):
 
 
 class RunFolder(Outputs):
-    """A command's run: config.json, tensorboard/, checkpoint.pt, best.pt, metrics.json and predictions/.
+    """A command's run: config.json, tensorboard/, checkpoint.pt, best.pt, metrics.json, predictions/ and, once
+    finished, model/ (the best weights in Hugging Face format with the heads: tasks/export.py).
 
     Under torchrun every rank takes part in the collectives (RNG states, predictions); rank 0 alone writes.
     `command_options`: the command's own options, recorded with the training options in config.json.
@@ -568,6 +574,10 @@ class RunFolder(Outputs):
         with _writing(self.folder / "predictions"):
             write_all_predictions(run.model, run.inputs, self.folder / "predictions", run.config, show=True)
         if self.writes:
+            # Before metrics.json, which tells classifier.py's --resume that the task is done.
+            record = json.loads((self.folder / "config.json").read_text(encoding="utf-8"))
+            with _writing(self.folder / MODEL_DIR):
+                export_model(self.folder / MODEL_DIR, run.model, record, result, run.inputs.encoder.source.folder)
             with _writing(self.folder / "metrics.json"):
                 atomic_write_json(self.folder / "metrics.json", result)
             self.add_hparams(_hparams(run), result)
@@ -579,10 +589,11 @@ class RunFolder(Outputs):
 class InMemory(Outputs):
     """An ablation trial's outputs: no files, no checkpoints (a trial is cheap to rerun); the best weights
     are kept in memory. With `tensorboard`, the trial's curves go to that folder, and `hparams` with its
-    best dev scores at the end."""
+    best dev scores at the end. With `export_to`, the best model is also written there as a model folder
+    (tasks/export.py), as a finished run's RUN_DIR/model/."""
 
-    def __init__(self, tensorboard=None, hparams: Optional[dict] = None):
-        self.tensorboard, self.hparams = tensorboard, hparams
+    def __init__(self, tensorboard=None, hparams: Optional[dict] = None, export_to=None):
+        self.tensorboard, self.hparams, self.export_to = tensorboard, hparams, export_to
         self.best_weights = None
 
     def __repr__(self) -> str:
@@ -600,6 +611,9 @@ class InMemory(Outputs):
         run.model.load_state_dict(self.best_weights)
 
     def finish(self, run, result):
+        if self.export_to is not None:
+            with _writing(Path(self.export_to)):
+                export_model(self.export_to, run.model, run_record(run), result, run.inputs.encoder.source.folder)
         if self.writer is not None and self.hparams is not None:
             self.add_hparams(self.hparams, result)
 
@@ -977,15 +991,19 @@ def _nonfinite(run: Run, what: str, task: str) -> None:
     return None
 
 
-def write_all_predictions(model, inputs: RunInputs, folder: Path, config: TrainConfig, show: bool = False):
+def write_all_predictions(model, inputs: RunInputs, folder: Path, config: TrainConfig, show: bool = False,
+                          splits=("dev", "test")) -> dict:
     """Dev and test predictions of every task, under the course's names (Part 1's when
-    `config.prediction_mode` names a Part-1 mode)."""
+    `config.prediction_mode` names a Part-1 mode); returns {(task, split): predictions}."""
+    written = {}
     for task in inputs.tasks:
-        for split in ("dev", "test"):
-            part = inputs.data[task][split]
+        for split in splits:
+            part = inputs.data[task].get(split)
             if part is None:
                 continue  # the reader already said, in one line, that the file is missing
             values = predict(model, part, inputs.tokenizer, inputs.device, config.eval_batch_size,
                              inputs.precision, inputs.world, label=f"{split} predictions {task}" if show else None)
             if inputs.world.main:
                 write_predictions(folder, task, split, part.ids, values, config.prediction_mode)
+            written[task, split] = values
+    return written

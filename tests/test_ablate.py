@@ -9,11 +9,13 @@ import pytest
 import torch
 
 import ablate
+import minbert
 from conftest import run_cli
 from minbert import UserError
 from tasks.ablation import arguments, sweep
 from tasks.ablation.studies import STUDIES, dynamics, permute, probe
 from tasks.trainer import prepare
+from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 BASE = ["--model", "minilm", "--batch-size", "8", "--max-steps", "2", "--precision", "fp32",
         "--eval-batch-size", "64"]
@@ -244,3 +246,39 @@ def test_bad_arguments_exit_2_with_one_line_before_any_trial(small_data_dir, tmp
 def test_plans_reject_layers_and_heads_the_model_lacks(argv, needle):
     with pytest.raises(UserError, match=re.escape(needle)):
         _plan(*argv)
+
+
+def test_transfer_starts_the_final_stage_from_the_exported_intermediate_model(small_data_dir, tmp_path, monkeypatch,
+                                                                            tiny_model):  # noqa: F811
+    out = tmp_path / "transfer"
+    started_from = {}
+    real_fit = sweep.Sweep.fit
+
+    def watched_fit(self, trial, encoder, name=None, tasks=None, **kwargs):
+        started_from[name or trial.config] = ({k: v.clone() for k, v in encoder.state_dict().items()}, encoder.source)
+        return real_fit(self, trial, encoder, name=name, tasks=tasks, **kwargs)
+
+    monkeypatch.setattr(sweep.Sweep, "fit", watched_fit)
+    argv = _argv(small_data_dir, out, "--mode", "transfer", "--tasks", "sst,sts", "--max-steps", "1", "--export-models",
+                 "--model", str(tiny_model))  # a model folder per trial: the tiny model's are 4 MB
+    code, _, err = run_cli(ablate.main, argv)
+    assert code == 0, err
+    folder = next((out / "intermediate").glob("*/transfer-intermediate=sst-seed0-frac1"))
+    weights, source = started_from["via=sst,final=sts"]
+    assert source.folder == str(folder)  # read back through from_pretrained, as --model RUN_DIR/model is
+    exported = minbert.from_pretrained(str(folder)).state_dict()
+    assert weights.keys() == exported.keys() and all(torch.equal(weights[k], exported[k]) for k in weights)
+    # --export-models: every trial's own model folder, with its heads
+    trials = {p.name for p in (out / "models").iterdir()}
+    assert trials == {"transfer-via=none_final=sst-seed0-frac1", "transfer-via=none_final=sts-seed0-frac1",
+                      "transfer-via=sst_final=sts-seed0-frac1", "transfer-via=sts_final=sst-seed0-frac1"}
+    described = json.loads((out / "models" / "transfer-via=sst_final=sts-seed0-frac1" / "tasks.json").read_text())
+    assert list(described["tasks"]) == ["sts"]
+
+    # Rerun from scratch results: the exported intermediate models are reused, not trained again.
+    (out / "results.jsonl").unlink()
+    started_from.clear()
+    code, _, err = run_cli(ablate.main, argv)
+    assert code == 0, err
+    assert not [name for name in started_from if name.startswith("transfer-intermediate")]
+    assert len(_lines(out / "results.jsonl")) == 4

@@ -129,12 +129,13 @@ class Sweep:
         """The trial's fit result ("best", "final", "model", ...), plus "curves"/"info" where it has them."""
         return self.study.run(self, trial)
 
-    def fit(self, trial: Trial, encoder, name: Optional[str] = None, tasks=None, **changes) -> dict:
+    def fit(self, trial: Trial, encoder, name: Optional[str] = None, tasks=None, export_to=None, **changes) -> dict:
         """Fine-tune `encoder` exactly as train_multitask.py would, logging to tensorboard/<name>.
 
-        Nothing else is written: a trial is cheap to rerun, and a checkpoint per trial
-        would take gigabytes over a sweep. `changes` are training options (TrainConfig's
-        fields) the trial sets.
+        Nothing else is written unless asked: a trial is cheap to rerun, and a checkpoint
+        per trial would take gigabytes over a sweep. The best model goes to `export_to` as a
+        model folder (tasks/export.py), and with --export-models each trial's to
+        models/<trial name>/. `changes` are training options (TrainConfig's fields) the trial sets.
         """
         tasks = tuple(tasks or self.inputs.tasks)
         config = dataclasses.replace(self.config, seed=trial.seed, data_fraction=trial.fraction, tasks=",".join(tasks),
@@ -142,7 +143,10 @@ class Sweep:
         folder = self.fresh_dir("tensorboard", name or trial.name)
         hparams = {"mode": trial.mode, "config": trial.config, "seed": trial.seed, "data_fraction": trial.fraction,
                    "tasks": config.tasks, "stage": name or "trial"}
-        return fit(config, dataclasses.replace(self.inputs, tasks=tasks), InMemory(folder, hparams), encoder=encoder)
+        if export_to is None and name is None and getattr(self.args, "export_models", False):
+            export_to = self.fresh_dir("models", trial.name)
+        return fit(config, dataclasses.replace(self.inputs, tasks=tasks), InMemory(folder, hparams, export_to),
+                   encoder=encoder)
 
     def fresh_dir(self, *parts) -> Path:
         """An empty folder below the output folder: a retried trial's curves replace, not join, the old ones."""
