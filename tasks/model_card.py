@@ -75,7 +75,7 @@ def model_card(record: dict, result: dict, heads: dict, sentence_transformers: b
               f"- device: {record.get('device')}",
               f"- data fraction: {arguments.get('data_fraction')}, epochs: {arguments.get('epochs')}, "
               f"max steps: {arguments.get('max_steps')}, lr: {arguments.get('lr')}, batch: {arguments.get('batch_size')}",
-              f"- minbert commit: {(record.get('versions') or {}).get('minbert_commit', 'unknown')}", "",
+              f"- minbert commit: {_commit(record.get('versions') or {})}", "",
               "## Use", "", "```python",
               "from transformers import AutoTokenizer, BertModel",
               "tokenizer = AutoTokenizer.from_pretrained(FOLDER)",
@@ -95,3 +95,8 @@ def _command(argv: Optional[list]) -> str:
 
 def _today() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _commit(versions: dict) -> str:
+    commit = versions.get("minbert_commit", "unknown")
+    return commit + " (with local changes)" if versions.get("minbert_dirty") else commit

@@ -23,6 +23,7 @@ import pickle
 import platform
 import random
 import signal
+import subprocess
 import sys
 import time
 import zipfile
@@ -222,15 +223,25 @@ def versions() -> dict:
     out = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
            "tokenizers": tokenizers.__version__, "platform": platform.platform(),
            "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads()}
-    head = Path(__file__).resolve().parents[1] / ".git" / "HEAD"
-    try:
-        ref = head.read_text().strip()
-        if ref.startswith("ref: "):
-            ref = (head.parent / ref[5:]).read_text().strip()
-        out["minbert_commit"] = ref
-    except OSError:
-        pass
+    out.update(source_commit(Path(__file__).resolve().parents[1]))
     return out
+
+
+def source_commit(repo: Path) -> dict:
+    """The commit the code was run from, and whether it had local changes; {} outside a git checkout.
+
+    Asked of git itself rather than read from .git/, which is a file in a worktree and may keep
+    its refs packed.
+    """
+    def git(*args):
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10,
+                              check=True).stdout
+    try:
+        commit = git("rev-parse", "HEAD").strip()
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {"minbert_commit": commit, "minbert_dirty": dirty}
 
 
 def arguments_record(config: TrainConfig, inputs: RunInputs, command_options: Optional[dict] = None) -> dict:
