@@ -123,9 +123,11 @@ class TaskSpec:
 
 
 def _score(out: torch.Tensor, cfg: TaskConfig, siamese: bool) -> torch.Tensor:
-    """Cross mode: high * sigmoid(logit). Siamese mode: the cosine scaled to 0..high, as Sentence-BERT does."""
-    high = float(cfg.label_range[1])
-    return (out.clamp(min=0.0) * high) if siamese else torch.sigmoid(out.float()) * high
+    """A score in the task's range [low, high]: cross mode low + (high - low) * sigmoid(logit); siamese mode the
+    cosine scaled onto it, negative cosines at low, as Sentence-BERT does (the course's STS: low 0, high 5)."""
+    low, high = map(float, cfg.label_range)
+    scaled = out.clamp(min=0.0) if siamese else torch.sigmoid(out.float())
+    return low + scaled * (high - low)
 
 
 def task_spec(task: str, pair_mode: str = "cross") -> TaskSpec:
@@ -137,9 +139,9 @@ def task_spec(task: str, pair_mode: str = "cross") -> TaskSpec:
         return TaskSpec(task, lambda o, y: F.binary_cross_entropy_with_logits(o.float(), y.float()),
                         lambda o: (o > 0).long(), lambda a, b: _sym_kl(_binary_logits(a), _binary_logits(b)))
     siamese = cfg.is_pair and pair_mode == "siamese"
-    high = float(cfg.label_range[1])
-    if siamese:  # regress the cosine onto score / high (Sentence-BERT)
-        loss = lambda o, y: F.mse_loss(o.float(), y.float() / high)
+    low, high = map(float, cfg.label_range)
+    if siamese:  # regress the cosine onto the score mapped to [0, 1] (Sentence-BERT)
+        loss = lambda o, y: F.mse_loss(o.float(), (y.float() - low) / (high - low))
     else:
         loss = lambda o, y: F.mse_loss(_score(o, cfg, False), y.float())
     return TaskSpec(task, loss, lambda o: _score(o, cfg, siamese), lambda a, b: F.mse_loss(a.float(), b.float()))
