@@ -43,6 +43,11 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
 
+def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Sentence-BERT's features of a pair encoded one sentence at a time: [u, v, |u - v|, u * v]."""
+    return torch.cat([u, v, (u - v).abs(), u * v], -1)
+
+
 class MultitaskModel(nn.Module):
     def __init__(self, encoder: BertModel, tasks=MULTITASK_TASKS, pair_mode: str = "cross",
                  pooling: str = "mean", dropout: float = 0.1):
@@ -93,7 +98,7 @@ class MultitaskModel(nn.Module):
                           s["attention_mask"]) for s, e in zip(seqs, embeds))
         if get_task(task).head == "regress":
             return F.cosine_similarity(u, v, dim=-1)
-        return self.heads[task](self.dropout(torch.cat([u, v, (u - v).abs(), u * v], -1))).squeeze(-1)
+        return self.heads[task](self.dropout(pair_features(u, v))).squeeze(-1)
 
 
 def _make_head(cfg: TaskConfig, hidden: int, pair_mode: str) -> Optional[nn.Linear]:

@@ -226,3 +226,8 @@ def test_bad_declarations_exit_2_with_one_line(glue_dir, tmp_path, change, needl
 def test_a_task_file_is_needed_for_a_declared_name(tmp_path):
     code, _, err = run_cli(train_multitask.main, ["--tasks", "cola", "--out", str(tmp_path / "x"), *BASE])
     assert code == 2 and "unknown task 'cola'" in err and "--task-file" in err
+
+
+def test_every_metric_a_declaration_can_name_is_computed():
+    from tasks.metrics import METRICS
+    assert set(METRICS) == set(registry.METRIC_NAMES)
