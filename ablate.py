@@ -61,9 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     group = parser.add_argument_group("sweep")
     group.add_argument("--mode", required=True, choices=tuple(STUDIES),
                        help="; ".join(f"{mode}: {study.summary}" for mode, study in STUDIES.items()))
-    group.add_argument("--task", choices=tuple(REGISTRY) + ("all",), default=None,
-                       help="shorthand for --tasks: one task, or all = multitask fine-tuning on the three "
-                            "(default: --tasks)")
+    group.add_argument("--task", default=None, metavar="NAME",
+                       help=f"shorthand for --tasks: one task ({', '.join(REGISTRY)}, or one declared in "
+                            f"--task-file), or all = multitask fine-tuning on the course's three (default: --tasks)")
     group.add_argument("--seeds", type=arguments.int_list, default=None, metavar="S,...",
                        help="fine-tuning seeds; every configuration runs at each (default: --seed)")
     group.add_argument("--data-fractions", type=arguments.fraction_list, default=None, metavar="F,...",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional, Union
 
 from minbert import DEFAULT_MODEL, UserError
@@ -22,6 +23,7 @@ from .data import DATA_DIR_ENV, TASKS
 from .registry import REGISTRY
 from .smart import SmartConfig
 from .submission import course_predictions_dir
+from .task_file import declare_tasks
 
 _SMART = SmartConfig()
 
@@ -38,6 +40,7 @@ class TrainConfig:
     # data
     data_dir: Optional[str] = None
     tasks: str = ",".join(TASKS)
+    task_file: Optional[str] = None           # a JSON file declaring the user's own tasks (tasks/task_file.py)
     data_fraction: float = 1.0
     strict_data: bool = False
     # training
@@ -110,6 +113,8 @@ def with_environment(config: TrainConfig) -> TrainConfig:
     changes = {}
     if config.data_dir is None and os.environ.get(DATA_DIR_ENV):
         changes["data_dir"] = os.environ[DATA_DIR_ENV]
+    if config.task_file:  # absolute, so that --resume from another folder finds it
+        changes["task_file"] = str(Path(config.task_file).expanduser().resolve())
     if config.predictions_dir is None:
         changes["predictions_dir"] = course_predictions_dir()
     if config.pooling in POOLING_ALIASES:  # an older name, e.g. from a resumed run's config.json
@@ -121,15 +126,17 @@ def parse_tasks(text: str) -> tuple:
     tasks = tuple(t.strip() for t in text.split(",") if t.strip())
     unknown = [t for t in tasks if t not in REGISTRY]
     if unknown or not tasks:
-        raise UserError(f"--tasks: unknown task {unknown[0]!r}; choose from {', '.join(REGISTRY)}"
-                        if unknown else "--tasks: no task given")
+        raise UserError(f"--tasks: unknown task {unknown[0]!r}; choose from {', '.join(REGISTRY)} (or declare "
+                        f"your own with --task-file)" if unknown else "--tasks: no task given")
     if len(set(tasks)) != len(tasks):
         raise UserError(f"--tasks: a task is named twice in {text!r}")
     return tasks
 
 
 def validate(c: TrainConfig) -> None:
-    """Reject out-of-range options before any work starts."""
+    """Reject out-of-range options before any work starts; register the tasks --task-file declares (and only
+    those: the declarations of an earlier command in this process go)."""
+    declare_tasks(c.task_file)
     tasks = parse_tasks(c.tasks)
     checks = [
         (c.lr > 0, f"--lr must be > 0, got {c.lr}"),

@@ -43,6 +43,11 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
 
+def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Sentence-BERT's features of a pair encoded one sentence at a time: [u, v, |u - v|, u * v]."""
+    return torch.cat([u, v, (u - v).abs(), u * v], -1)
+
+
 class MultitaskModel(nn.Module):
     def __init__(self, encoder: BertModel, tasks=MULTITASK_TASKS, pair_mode: str = "cross",
                  pooling: str = "mean", dropout: float = 0.1):
@@ -93,7 +98,7 @@ class MultitaskModel(nn.Module):
                           s["attention_mask"]) for s, e in zip(seqs, embeds))
         if get_task(task).head == "regress":
             return F.cosine_similarity(u, v, dim=-1)
-        return self.heads[task](self.dropout(torch.cat([u, v, (u - v).abs(), u * v], -1))).squeeze(-1)
+        return self.heads[task](self.dropout(pair_features(u, v))).squeeze(-1)
 
 
 def _make_head(cfg: TaskConfig, hidden: int, pair_mode: str) -> Optional[nn.Linear]:
@@ -124,9 +129,11 @@ class TaskSpec:
 
 
 def _score(out: torch.Tensor, cfg: TaskConfig, siamese: bool) -> torch.Tensor:
-    """Cross mode: high * sigmoid(logit). Siamese mode: the cosine scaled to 0..high, as Sentence-BERT does."""
-    high = float(cfg.label_range[1])
-    return (out.clamp(min=0.0) * high) if siamese else torch.sigmoid(out.float()) * high
+    """A score in the task's range [low, high]: cross mode low + (high - low) * sigmoid(logit); siamese mode the
+    cosine scaled onto it, negative cosines at low, as Sentence-BERT does (the course's STS: low 0, high 5)."""
+    low, high = map(float, cfg.label_range)
+    scaled = out.clamp(min=0.0) if siamese else torch.sigmoid(out.float())
+    return low + scaled * (high - low)
 
 
 def task_spec(task: str, pair_mode: str = "cross") -> TaskSpec:
@@ -140,9 +147,9 @@ def task_spec(task: str, pair_mode: str = "cross") -> TaskSpec:
                         lambda o: (o > 0).long(), lambda a, b: _sym_kl(_binary_logits(a), _binary_logits(b)),
                         lambda o: torch.sigmoid(o.float()))
     siamese = cfg.is_pair and pair_mode == "siamese"
-    high = float(cfg.label_range[1])
-    if siamese:  # regress the cosine onto score / high (Sentence-BERT)
-        loss = lambda o, y: F.mse_loss(o.float(), y.float() / high)
+    low, high = map(float, cfg.label_range)
+    if siamese:  # regress the cosine onto the score mapped to [0, 1] (Sentence-BERT)
+        loss = lambda o, y: F.mse_loss(o.float(), (y.float() - low) / (high - low))
     else:
         loss = lambda o, y: F.mse_loss(_score(o, cfg, False), y.float())
     return TaskSpec(task, loss, lambda o: _score(o, cfg, siamese), lambda a, b: F.mse_loss(a.float(), b.float()))

@@ -65,7 +65,13 @@ def _data_flags(parser, D: TrainConfig):
     data.add_argument("--data-dir", default=D.data_dir,
                       help=f"folder with the course's csv files (default: ${DATA_DIR_ENV}, else data/)")
     data.add_argument("--tasks", default=D.tasks,
-                      help=f"comma-separated tasks out of {','.join(REGISTRY)} (default: %(default)s)")
+                      help=f"comma-separated tasks out of {','.join(REGISTRY)}, or declared in --task-file "
+                           f"(default: %(default)s)")
+    data.add_argument("--task-file", default=D.task_file, metavar="FILE",
+                      help="a JSON file declaring your own tasks from GLUE-style TSV or CSV files (one or two "
+                           "sentence columns and a label; classification or regression; metric accuracy, mcc, "
+                           "f1, macro_f1, pearson or spearman), usable by name in --tasks: see README, "
+                           "'Your own tasks'")
     data.add_argument("--data-fraction", type=float, default=D.data_fraction,
                       help="train on this seeded fraction of each training set, in (0, 1] (default: 1)")
     data.add_argument("--strict-data", action="store_true",

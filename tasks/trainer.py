@@ -106,7 +106,9 @@ def prepare(config: TrainConfig, warn: Optional[Callable] = None, world: World =
     # Never more tokens than the model has positions, whatever its tokenizer_config.json claims.
     positions = encoder.config.max_position_embeddings
     tokenizer = minbert.Tokenizer.from_folder(encoder.source.folder, max_length=positions)
-    data_dir = ensure_data_dir(config.data_dir)
+    # A declared task's files are where its --task-file says: the course's folder only matters for the course's.
+    course = any(get_task(t).declared_in is None for t in config.task_list)
+    data_dir = ensure_data_dir(config.data_dir) if course else None
     data, record, lengths = {}, {}, {}
     for task in config.task_list:
         lengths[task] = min(config.max_length or get_task(task).max_length, tokenizer.max_length)
@@ -253,12 +255,18 @@ def arguments_record(config: TrainConfig, inputs: RunInputs, command_options: Op
             "task_list": list(config.task_list), "precision_requested": inputs.precision_requested}
 
 
+def declarations(tasks) -> dict:
+    """What --task-file declared for the run's own tasks (columns, labels, metric, files); none for the course's."""
+    return {t: get_task(t).describe() for t in tasks if get_task(t).declared_in is not None}
+
+
 def run_record(run: "Run", command_options: Optional[dict] = None) -> dict:
     """config.json: the options, model, data files, device, package versions and the run's shape."""
     config, inputs, model = run.config, run.inputs, run.model
     return {"command": sys.argv, "arguments": arguments_record(config, inputs, command_options), "seed": config.seed,
             "model": inputs.encoder.source.to_dict() if inputs.encoder.source else None,
             "data": inputs.data_record, "max_length": inputs.max_lengths, "device": str(inputs.device),
+            "declared_tasks": declarations(inputs.tasks),
             "versions": versions(),
             "precision": {"requested": inputs.precision_requested, "used": inputs.precision,
                           "native_bf16": minbert.native_bf16(inputs.device)},

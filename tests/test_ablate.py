@@ -13,7 +13,7 @@ import minbert
 from conftest import run_cli
 from minbert import UserError
 from tasks.ablation import arguments, sweep
-from tasks.ablation.studies import STUDIES, dynamics, permute, probe
+from tasks.ablation.studies import STUDIES, dynamics, permute
 from tasks.trainer import prepare
 from test_reliability import tiny_model  # noqa: F401 (fixture)
 
@@ -95,21 +95,6 @@ def test_killed_sweep_resumes_and_failed_trials_are_retried(small_data_dir, tmp_
 def _sweep(small_data_dir, tmp_path, *extra):
     args = ablate.parse_args(_argv(small_data_dir, tmp_path / "sweep", *extra))
     return sweep.Sweep(args, prepare(args.config), args.out, STUDIES[args.mode])
-
-
-def test_probe_trains_only_the_head_and_leaves_the_encoder_bit_identical(small_data_dir, tmp_path, pretrained):
-    probing = _sweep(small_data_dir, tmp_path, "--mode", "probe", "--task", "sst", "--layers", "3")
-    trials = probe.plan(probing.args, probing.shape)
-    assert [t.config for t in trials] == ["layer=3,pooling=first", "layer=3,pooling=mean",
-                                          "layer=6,pooling=first,random", "layer=6,pooling=mean,random"]
-    result = probing.run_trial(trials[0])
-    model = result["model"]
-    assert model.encoder.num_layers == 3 and model.pooling == "cls-token" and result["steps"] == 2
-    before = pretrained.state_dict()
-    for name, tensor in model.encoder.state_dict().items():
-        assert torch.equal(tensor, before[name]), name
-    assert not any(p.requires_grad for p in model.encoder.parameters())
-    assert all(p.requires_grad for p in model.heads.parameters())
 
 
 def test_dynamics_of_a_model_with_itself_is_zero(pretrained, tokenizer):

@@ -31,7 +31,7 @@ from minbert import UserError
 
 from ..fileio import append_jsonl, atomic_write_text, read_jsonl, safe_join
 from ..config import TrainConfig
-from ..trainer import InMemory, Interrupted, RunInputs, fit, precision_note, prepare
+from ..trainer import InMemory, Interrupted, RunInputs, declarations, fit, precision_note, prepare
 from .summary import finished, report
 
 RESULTS = "results.jsonl"
@@ -195,12 +195,16 @@ def fingerprint(args, inputs: RunInputs, study: Study) -> str:
     """
     config = args.config
     values = {k: getattr(config, k) for k in sorted(set(TrainConfig.names()) - {
-        "seed", "data_fraction", "out", "checkpoint_every", "model", "data_dir", "device"})}
+        "seed", "data_fraction", "out", "checkpoint_every", "model", "data_dir", "device", "task_file"})}
     # config.precision is the one asked for (auto: each machine's fast one), not the one it became here
     values["tasks"] = ",".join(config.task_list)
     values["weights"] = inputs.encoder.source.weights_sha256 if inputs.encoder.source else config.model
     values["data"] = {task: {split: d and {k: v for k, v in d.items() if k != "path"} for split, d in splits.items()}
                       for task, splits in inputs.data_record.items()}
+    declared = {t: {k: v for k, v in d.items() if k not in ("files", "declared_in", "description")}
+                for t, d in declarations(config.task_list).items()}
+    if declared:  # how a declared task reads its files and scores, not where the files are
+        values["declared_tasks"] = declared
     values.update({name: getattr(args, name) for name in study.fingerprint})
     return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
