@@ -26,6 +26,7 @@ from .config import TrainConfig
 from .encoded import encode_split
 from .export import MODEL_DIR, TASKS_JSON
 from .heads import MultitaskModel
+from .task_file import declare_tasks
 from .trainer import BEST, CHECKPOINT, RunInputs, load_checkpoint
 
 PART1_RESULTS = "classifier.json"
@@ -80,10 +81,17 @@ def _read_json(path: Path) -> dict:
         raise CheckpointError(f"{path}: cannot read it ({str(e).splitlines()[0]})") from None
 
 
+def _with_declared_tasks(config: TrainConfig) -> TrainConfig:
+    """Register the tasks the run's --task-file declared (read again from that file: a moved file is one error
+    line naming it)."""
+    declare_tasks(config.task_file)
+    return config
+
+
 def _from_run_folder(run_dir: Path, device) -> Trained:
     record = _read_json(run_dir / "config.json")
     try:
-        config = TrainConfig.from_record(record["arguments"])
+        config = _with_declared_tasks(TrainConfig.from_record(record["arguments"]))
         source = record.get("model") or {}
         max_lengths = dict(record["max_length"])
     except (KeyError, TypeError) as e:
@@ -126,7 +134,7 @@ def _from_model_folder(folder: Path, device) -> Trained:
     described = _read_json(folder / TASKS_JSON)
     try:
         tasks = list(described["tasks"])
-        config = TrainConfig.from_record({**described["options"], "tasks": ",".join(tasks)})
+        config = _with_declared_tasks(TrainConfig.from_record({**described["options"], "tasks": ",".join(tasks)}))
         max_lengths = dict(described["max_length"])
         heads_file = folder / described["heads"]
     except (KeyError, TypeError) as e:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ablate
+import predict
 import train_multitask
 from conftest import run_cli
 from minbert.errors import UserError
@@ -172,6 +173,13 @@ def test_train_multitask_on_declared_cola_and_mrpc(glue_dir, tmp_path):
     assert best["overall"] == pytest.approx(((best["cola"] + 1) / 2 + best["mrpc"]) / 2)
     test_ids = [l.split("\t")[0] for l in (predictions / "cola-test-output.tsv").read_text().splitlines()[1:]]
     assert test_ids == ["0", "1", "2", "3", "4"]
+    # predict.py rebuilds the declared tasks from the run's record and writes the same files again.
+    again = tmp_path / "again"
+    declare_tasks(None)  # as in a new process: nothing declared yet
+    code, stdout, err = run_cli(predict.main, [str(out), "--out", str(again)])
+    assert code == 0, err
+    for name in ("cola-dev-output.tsv", "cola-test-output.tsv", "mrpc-dev-output.tsv"):
+        assert (again / name).read_bytes() == (predictions / name).read_bytes()
 
 
 def test_an_ablation_sweep_on_a_declared_task(glue_dir, tmp_path):
