@@ -139,6 +139,23 @@ def test_dynamics_plots_the_output_sublayer_and_keeps_every_tensor(pretrained, t
     assert all(len(curves[k]) == n for k in per_tensor)
 
 
+def test_dynamics_compares_the_same_seeded_sample_of_dev_examples(small_data_dir, tmp_path):
+    inputs = _sweep(small_data_dir, tmp_path, "--mode", "dynamics", "--task", "sst", "--dynamics-examples", "7").inputs
+    dev = inputs.data["sst"]["dev"]
+
+    def sentences(batches):
+        return [tuple(ids[mask.bool()].tolist()) for b in batches
+                for ids, mask in zip(b["input_ids"], b["attention_mask"])]
+
+    sample = sentences(dynamics.analysis_batches(inputs, 7, batch_size=3))
+    assert len(sample) == len(set(sample)) == 7 and sample == sentences(dynamics.analysis_batches(inputs, 7))
+    every = sentences(dynamics.analysis_batches(inputs, None))
+    assert len(every) == len(dev) == 40 and set(sample) < set(every)
+    assert every == sentences(dynamics.analysis_batches(inputs, 100))  # more than the dev set: all of it
+    assert ablate.parse_args(_argv(small_data_dir, tmp_path, "--mode", "dynamics", "--dynamics-examples",
+                                   "all")).dynamics_examples is None
+
+
 def test_reinit_policy_is_recorded_and_decides_what_is_redrawn(small_data_dir, tmp_path, pretrained):
     options = ["--mode", "reinit", "--task", "sst", "--from-layer", "5", "--reinit-policy", "linear-weights"]
     reinit = _sweep(small_data_dir, tmp_path, *options)
