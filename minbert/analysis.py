@@ -247,7 +247,7 @@ def _warn_few_points(points: int, kept: int, what: str = "SVCCA"):
 def svcca_distance(x, y, keep_variance: float = 0.99) -> float:
     """SVCCA distance (Raghu et al., 2017): 1 - mean canonical correlation.
 
-    The SVD step already yields orthonormal bases of the reduced views, so
+    The reduction step already yields orthonormal bases of the reduced views, so
     the canonical correlations are the singular values of ``Ux^T Uy``; this
     never inverts a covariance matrix and stays stable when n_points < dim.
     CCA finds spurious correlation on few points (it is perfect once kx + ky

@@ -9,7 +9,7 @@ from .data import DATA_DIR_ENV
 from .heads import POOLING_ALIASES, POOLINGS
 from .registry import REGISTRY
 from .samplers import SAMPLERS
-from .smart import BETA_SCHEDULE, EARLY_BETA, EARLY_SHARE, LATE_BETA, valid_beta
+from .smart import BETA_SCHEDULE, EARLY_BETA, EARLY_PERCENT, LATE_BETA, valid_beta
 from .submission import PREDICTIONS_DIR_ENV
 
 SAMPLER_HELP = """how tasks share the steps:
@@ -124,7 +124,7 @@ def _smart_flags(parser, D: TrainConfig):
                            help=f"{help_text} (default: {value})")
     smart.add_argument("--smart-beta", type=smart_beta_value, default=D.smart_beta, metavar="BETA|schedule",
                        help=f"momentum of the proximal EMA copy: a fixed value in [0, 1], or the paper's schedule, "
-                            f"{EARLY_BETA} for the first {EARLY_SHARE * 100:g}%% of the updates and {LATE_BETA} after "
+                            f"{EARLY_BETA} for the first {EARLY_PERCENT}%% of the updates and {LATE_BETA} after "
                             f"(default: %(default)s)")
     return smart
 

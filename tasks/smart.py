@@ -34,7 +34,7 @@ _TINY = 1e-12  # keeps the gradient normalisation finite when a gradient is exac
 # updates, then 0.999 (Jiang et al., Sec. 5, after Izmailov et al. 2018): the anchor first
 # follows the fast-moving early model closely, then averages over ~1000 updates.
 BETA_SCHEDULE = "schedule"
-EARLY_BETA, LATE_BETA, EARLY_SHARE = 0.99, 0.999, 0.1
+EARLY_BETA, LATE_BETA, EARLY_PERCENT = 0.99, 0.999, 10
 
 
 @dataclass
@@ -61,7 +61,7 @@ class SmartConfig:
         """The EMA momentum after optimizer update `update` (1-based) of `total_updates`."""
         if self.beta != BETA_SCHEDULE:
             return float(self.beta)
-        return EARLY_BETA if update <= EARLY_SHARE * total_updates else LATE_BETA
+        return EARLY_BETA if 100 * update <= EARLY_PERCENT * total_updates else LATE_BETA  # exact, no float
 
 
 def valid_beta(beta) -> bool:

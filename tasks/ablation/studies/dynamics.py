@@ -110,12 +110,11 @@ def analysis_batches(inputs: RunInputs, per_task: Optional[int], batch_size: int
     """Encoder inputs (one dict per sequence batch) of a seeded sample of `per_task` dev examples of each task
     (None: all of them), batched by length."""
     batches = []
-    rng = np.random.default_rng(seed)
     for task in inputs.tasks:
         split = inputs.data[task]["dev"]
         chosen = range(len(split))
-        if per_task is not None and per_task < len(split):
-            chosen = rng.choice(len(split), size=per_task, replace=False).tolist()
+        if per_task is not None and per_task < len(split):  # a task's sample does not depend on the other tasks
+            chosen = np.random.default_rng(seed).choice(len(split), size=per_task, replace=False).tolist()
         order = sorted(chosen, key=split.lengths.__getitem__)
         for start in range(0, len(order), batch_size):
             batch = make_batch(split, order[start:start + batch_size], inputs.tokenizer, inputs.device)

@@ -69,10 +69,8 @@ def add_arguments(group):
 
 def plan(args, shape: Shape) -> list:
     """`--from-layer`, `--block` and `--heads` schemes, plus the unmodified model as reference."""
-    n, emb = shape.num_layers, args.reinit_embeddings
+    n, emb, policy = shape.num_layers, args.reinit_embeddings, args.reinit_policy
     suffix = ",emb" if emb else ""
-
-    policy = args.reinit_policy
 
     def layers(label, scheme, chosen, **extra):
         return label + suffix, {"scheme": scheme, "layers": sorted(chosen), "embeddings": emb, "policy": policy,
