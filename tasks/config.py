@@ -21,7 +21,7 @@ from minbert import DEFAULT_MODEL, UserError
 from .heads import POOLING_ALIASES, canonical_pooling
 from .data import DATA_DIR_ENV, TASKS
 from .registry import REGISTRY
-from .smart import SmartConfig
+from .smart import BETA_SCHEDULE, SmartConfig, valid_beta
 from .submission import course_predictions_dir
 from .task_file import declare_tasks
 
@@ -69,7 +69,7 @@ class TrainConfig:
     smart_eta: float = _SMART.eta
     smart_steps: int = _SMART.steps
     smart_mu: float = _SMART.mu
-    smart_beta: float = _SMART.beta
+    smart_beta: Union[float, str] = _SMART.beta  # a fixed momentum, or "schedule" (the paper's)
     # output
     out: Optional[str] = None
     checkpoint_every: int = 500
@@ -155,8 +155,8 @@ def validate(c: TrainConfig) -> None:
         (0 <= c.head_dropout < 1, f"--head-dropout must be in [0, 1), got {c.head_dropout}"),
         (c.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {c.checkpoint_every}"),
         (c.smart_eps >= 0 and c.smart_sigma >= 0 and c.smart_eta >= 0 and c.smart_steps >= 0
-         and c.smart_lambda_s >= 0 and c.smart_mu >= 0 and 0 <= c.smart_beta <= 1,
-         "--smart-*: constants must be >= 0 and --smart-beta in [0, 1]"),
+         and c.smart_lambda_s >= 0 and c.smart_mu >= 0 and valid_beta(c.smart_beta),
+         f"--smart-*: constants must be >= 0 and --smart-beta in [0, 1] or {BETA_SCHEDULE!r}"),
         (c.surgery == "none" or len(tasks) > 1, "--surgery needs at least two tasks"),
     ]
     for ok, message in checks:

@@ -111,8 +111,9 @@ def _make_head(cfg: TaskConfig, hidden: int, pair_mode: str) -> Optional[nn.Line
 
 
 def _sym_kl(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tensor:
+    """KL(P||Q) + KL(Q||P), SMART's symmetric KL, not halved, so its weights mean what the paper's do."""
     p, q = F.log_softmax(p_logits.float(), -1), F.log_softmax(q_logits.float(), -1)
-    return 0.5 * ((p.exp() * (p - q)).sum(-1) + (q.exp() * (q - p)).sum(-1)).mean()
+    return ((p.exp() * (p - q)).sum(-1) + (q.exp() * (q - p)).sum(-1)).mean()
 
 
 def _binary_logits(x: torch.Tensor) -> torch.Tensor:

@@ -18,8 +18,8 @@ from .registry import REGISTRY
 
 PRETTY = {"dev/sst": "SST dev accuracy", "dev/quora": "Quora dev accuracy", "dev/sts": "STS dev Pearson r",
           "dev/overall": "dev overall score"}
-CURVES = (("weight_l2", "L2 distance of the layer's weights"),
-          ("attention_js", "attention JS divergence (nats)"),
+CURVES = (("weight_l2", "L2 distance of the layer's output.dense.weight"),
+          ("attention_js", "attention JS divergence (nats, per sentence)"),
           ("svcca", "SVCCA distance of token representations"))
 
 

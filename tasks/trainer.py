@@ -774,7 +774,7 @@ def run_epoch(run: Run, stop: "_Stop") -> None:
         else:
             run.scheduler.step()
             if run.smart is not None:
-                run.smart.update_ema()
+                run.smart.update_ema(state.global_step + 1, run.total_steps)
         state.step_in_epoch += 1
         state.global_step += 1
         _notify(run, "on_step", StepInfo(step, losses))

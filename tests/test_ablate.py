@@ -1,4 +1,5 @@
 """ablate.py on small real-format data: leaves, resuming, failures, probes, dynamics, transfer, shards, bad input."""
+import copy
 import csv
 import json
 import re
@@ -102,9 +103,62 @@ def test_dynamics_of_a_model_with_itself_is_zero(pretrained, tokenizer):
                                                 "what a lovely , warm and funny surprise that was !"] * 8))
     curves = dynamics.compare_encoders(pretrained, pretrained, [batch])
     n = pretrained.num_layers
-    assert curves["weight_l2"] == [0.0] * n
+    assert curves["weight_l2"] == curves["weight_l2_layer"] == curves["weight_l2.output.dense.weight"] == [0.0] * n
     assert curves["attention_js"] == pytest.approx([0.0] * n, abs=1e-9)
     assert len(curves["svcca"]) == n + 1 and max(curves["svcca"]) < 1e-6
+
+
+def test_dynamics_plots_the_output_sublayer_and_keeps_every_tensor(pretrained, tokenizer):
+    """Hand-computed: layer 2's output.dense.weight moves by (3, 4) -> 5, its query weight by 12."""
+    batch = tokenizer.collate(tokenizer.encode(["a short sentence .", "the film is long , slow and dull"]))
+    moved = copy.deepcopy(pretrained)
+    with torch.no_grad():
+        moved.encoder.layer[2].output.dense.weight[0, 0] += 3.0
+        moved.encoder.layer[2].output.dense.weight[5, 7] += 4.0
+        moved.encoder.layer[2].attention.self.query.weight[1, 1] -= 12.0
+    curves = dynamics.compare_encoders(pretrained, moved, [batch])
+    n = pretrained.num_layers
+    assert curves["weight_l2"] == pytest.approx([0, 0, 5.0, 0, 0, 0], abs=1e-5)
+    assert curves["weight_l2.attention.self.query.weight"] == pytest.approx([0, 0, 12.0, 0, 0, 0], abs=1e-5)
+    assert curves["weight_l2_layer"] == pytest.approx([0, 0, 13.0, 0, 0, 0], abs=1e-5)
+    per_tensor = {k for k in curves if k.startswith("weight_l2.")}
+    assert len(per_tensor) == 16  # 6 weight matrices, their 6 biases, 2 LayerNorms' weight and bias
+    assert all(len(curves[k]) == n for k in per_tensor)
+
+
+def test_dynamics_compares_the_same_seeded_sample_of_dev_examples(small_data_dir, tmp_path):
+    inputs = _sweep(small_data_dir, tmp_path, "--mode", "dynamics", "--task", "sst", "--dynamics-examples", "7").inputs
+    dev = inputs.data["sst"]["dev"]
+
+    def sentences(batches):
+        return [tuple(ids[mask.bool()].tolist()) for b in batches
+                for ids, mask in zip(b["input_ids"], b["attention_mask"])]
+
+    sample = sentences(dynamics.analysis_batches(inputs, 7, batch_size=3))
+    assert len(sample) == len(set(sample)) == 7 and sample == sentences(dynamics.analysis_batches(inputs, 7))
+    every = sentences(dynamics.analysis_batches(inputs, None))
+    assert len(every) == len(dev) == 40 and set(sample) < set(every)
+    assert every == sentences(dynamics.analysis_batches(inputs, 100))  # more than the dev set: all of it
+    assert ablate.parse_args(_argv(small_data_dir, tmp_path, "--mode", "dynamics", "--dynamics-examples",
+                                   "all")).dynamics_examples is None
+
+
+def test_reinit_policy_is_recorded_and_decides_what_is_redrawn(small_data_dir, tmp_path, pretrained):
+    options = ["--mode", "reinit", "--task", "sst", "--from-layer", "5", "--reinit-policy", "linear-weights"]
+    reinit = _sweep(small_data_dir, tmp_path, *options)
+    trials = STUDIES["reinit"].plan(reinit.args, reinit.shape)
+    assert [t.config for t in trials] == ["from=6", "from=5"]
+    assert all(t.params["policy"] == "linear-weights" for t in trials)  # in every results line's params
+    reinit.fit = lambda trial, encoder, **kwargs: {"model": encoder}
+    encoder = STUDIES["reinit"].run(reinit, trials[1])["model"]
+    before = pretrained.state_dict()
+    changed = {k for k, v in encoder.state_dict().items() if not torch.equal(v, before[k])}
+    assert changed == {f"encoder.layer.5.{name}" for name in (
+        "attention.self.query.weight", "attention.self.key.weight", "attention.self.value.weight",
+        "attention.output.dense.weight", "intermediate.dense.weight", "output.dense.weight")}
+    default = ablate.parse_args(_argv(small_data_dir, tmp_path / "sweep", *options[:-2]))
+    assert default.reinit_policy == "all"
+    assert sweep.Sweep(default, reinit.inputs, default.out, STUDIES["reinit"]).fingerprint != reinit.fingerprint
 
 
 def test_transfer_fills_the_ordered_pair_matrix(small_data_dir, tmp_path):
@@ -211,6 +265,8 @@ def test_two_shards_then_summarize_equal_one_unsharded_sweep(small_data_dir, tmp
     (["--mode", "permute", "--order", "0,1,1,2,3,4"], "not a permutation"),
     (["--mode", "probe", "--block", "1:1"], "--mode reinit"),
     (["--mode", "reinit", "--data-fractions", "0.5,2"], "--data-fractions"),
+    (["--mode", "reinit", "--reinit-policy", "biases"], "--reinit-policy"),
+    (["--mode", "dynamics", "--dynamics-examples", "0"], "--dynamics-examples"),
 ])
 def test_bad_arguments_exit_2_with_one_line_before_any_trial(small_data_dir, tmp_path, argv, needle):
     out = tmp_path / "bad"

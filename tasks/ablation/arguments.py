@@ -28,6 +28,11 @@ def positive(text: str) -> int:
     return integer(text, minimum=1)
 
 
+def positive_or_all(text: str):
+    """A count >= 1, or 'all' (None): no limit."""
+    return None if text.strip() == "all" else positive(text)
+
+
 def int_list(text: str) -> list:
     return list(dict.fromkeys(integer(t) for t in items(text)))
 
