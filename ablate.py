@@ -15,7 +15,9 @@ line per finished trial: rerunning the same command skips those and retries
 failed ones), summary.csv (mean, std, n and 95% confidence interval over
 seeds of the final evaluation, the best one's beside it, and the change from
 the study's reference configuration paired by seed), plots/*.png and tensorboard/ (one run per trial, plots under
-'summary'); dynamics also keeps each fine-tuned encoder in models/.
+'summary'); dynamics also keeps each fine-tuned encoder in models/, transfer its
+intermediate models (Hugging Face format) in intermediate/, and --export-models
+every trial's model folder in models/TRIAL/.
 
 Budget: every trial takes --trial-steps optimizer steps (default 300) whatever
 its data fraction, as many passes over its share of the data as that needs,
@@ -66,9 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     group = parser.add_argument_group("sweep")
     group.add_argument("--mode", required=True, choices=tuple(STUDIES),
                        help="; ".join(f"{mode}: {study.summary}" for mode, study in STUDIES.items()))
-    group.add_argument("--task", choices=tuple(REGISTRY) + ("all",), default=None,
-                       help="shorthand for --tasks: one task, or all = multitask fine-tuning on the three "
-                            "(default: --tasks)")
+    group.add_argument("--task", default=None, metavar="NAME",
+                       help=f"shorthand for --tasks: one task ({', '.join(REGISTRY)}, or one declared in "
+                            f"--task-file), or all = multitask fine-tuning on the course's three (default: --tasks)")
     group.add_argument("--seeds", type=arguments.int_list, default=None, metavar="S,...",
                        help="fine-tuning seeds; every configuration runs at each (default: --seed)")
     group.add_argument("--data-fractions", type=arguments.fraction_list, default=None, metavar="F,...",
@@ -89,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "results.shard-*.jsonl), say how many trials are finished, missing and failed, and "
                             "write summary.csv, the plots and the summary TensorBoard run from the finished ones "
                             "(give the same sweep options as the runs)")
+    group.add_argument("--export-models", action="store_true",
+                       help="also write each trial's fine-tuned model, as a finished run's RUN_DIR/model/ (Hugging "
+                            "Face format, heads, model card), to models/TRIAL/ in the sweep folder (default: off: "
+                            "a model per trial fills the disk over a sweep)")
     for mode, study in STUDIES.items():
         group = parser.add_argument_group(study.title)
         study.add_arguments(group)

@@ -9,7 +9,8 @@ vector, dropout, a linear layer) trained on its training file, the best epoch
 on dev kept, and predictions written as `{mode}-sst-dev-out.csv`,
 `{mode}-sst-test-out.csv`, `{mode}-cfimdb-dev-out.csv`, `{mode}-cfimdb-test-out.csv`.
 Training is the same trainer as train_multitask.py (checkpoints, TensorBoard,
-resume, bad-input policy): each task is a run in RUN_DIR/<task>/. The files go
+resume, bad-input policy, the exported model/): each task is a run in
+RUN_DIR/<task>/, and `predict.py RUN_DIR` writes the files again. The files go
 to RUN_DIR/predictions/ and, on success, into the course-level predictions/
 folder that Part 2 also writes into and prepare_submit.py zips.
 """

@@ -6,8 +6,9 @@
     torchrun --nproc_per_node 2 train_multitask.py ...   (DistributedDataParallel)
 
 A run folder receives config.json, TensorBoard events (tensorboard/),
-checkpoint.pt (latest) and best.pt (best overall dev score), metrics.json and
-the course's prediction files (predictions/).
+checkpoint.pt (latest) and best.pt (best overall dev score), metrics.json,
+the course's prediction files (predictions/) and, once finished, model/: the
+best model in Hugging Face format with its task heads (predict.py uses a run).
 """
 import argparse
 import dataclasses

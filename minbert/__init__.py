@@ -6,13 +6,13 @@ from .fast import drop_cast_weights, drop_cast_weights_on_step
 from .loading import DEFAULT_MODEL, EMBEDDED_NAMES, ModelSource, from_pretrained, resolve
 from .model import BertModel, EncoderOutput
 from .precision import PRECISIONS, native_bf16, resolve_precision
-from .edits import (freeze_encoder, freeze_until, permute_layers, reinit_embeddings, reinit_heads, reinit_layers,
-                      reinit_layers_from, set_dropout, truncate_layers)
+from .edits import (REINIT_POLICIES, freeze_encoder, freeze_until, permute_layers, reinit_embeddings, reinit_heads,
+                    reinit_layers, reinit_layers_from, set_dropout, truncate_layers)
 from .tokenizer import Tokenizer
 
 __all__ = ["AdamW", "BertConfig", "BertModel", "EncoderOutput", "CheckpointError", "DataError",
            "UserError", "RunFailure", "DEFAULT_MODEL", "EMBEDDED_NAMES", "ModelSource", "from_pretrained", "resolve",
            "drop_cast_weights", "drop_cast_weights_on_step",
-           "freeze_encoder", "freeze_until", "permute_layers", "reinit_embeddings", "reinit_heads", "reinit_layers",
+           "REINIT_POLICIES", "freeze_encoder", "freeze_until", "permute_layers", "reinit_embeddings", "reinit_heads", "reinit_layers",
            "reinit_layers_from", "set_dropout", "truncate_layers", "Tokenizer", "PRECISIONS", "native_bf16",
            "resolve_precision"]

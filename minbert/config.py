@@ -4,11 +4,10 @@ Everything size-dependent in the model comes from here, so the embedded
 6 x 384 MiniLM and the course's 12 x 768 bert-base-uncased load through the
 same code.
 """
-import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from .errors import CheckpointError
+from .errors import CheckpointError, read_json
 
 
 @dataclass
@@ -49,12 +48,7 @@ class BertConfig:
     @classmethod
     def from_json(cls, path) -> "BertConfig":
         path = Path(path)
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise CheckpointError(f"{path}: config.json not found") from None
-        except (ValueError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+        raw = read_json(path, CheckpointError, "config.json")
         if raw.get("model_type", "bert") != "bert":
             raise CheckpointError(f"{path}: model_type {raw['model_type']!r} is not a BERT model")
         known = {f.name for f in fields(cls)}

@@ -49,10 +49,16 @@ def freeze_encoder(model: BertModel) -> int:
     return model.num_layers
 
 
-def _init_linear(linear: nn.Linear, std: float, generator=None):
-    with torch.no_grad():
-        linear.weight.copy_(trunc_normal_like(linear.weight, std, generator))
-        linear.bias.zero_()
+# What a reinitialisation re-draws. "all": every linear layer's weight and bias and every
+# LayerNorm (BERT's initialisation of the whole block). "linear-weights": only the weight
+# matrices (Singh & Giovanardi: a layer's six, Q, K, V, attention output, intermediate and
+# output), so biases and LayerNorms keep their pretrained values.
+REINIT_POLICIES = ("all", "linear-weights")
+
+
+def _check_policy(policy: str):
+    if policy not in REINIT_POLICIES:
+        raise UserError(f"reinitialisation policy {policy!r}: choose from {', '.join(REINIT_POLICIES)}")
 
 
 def trunc_normal_like(t: torch.Tensor, std: float, generator=None) -> torch.Tensor:
@@ -61,39 +67,48 @@ def trunc_normal_like(t: torch.Tensor, std: float, generator=None) -> torch.Tens
     return out.to(t.dtype)
 
 
-def reinit_layers(model: BertModel, layers, generator=None) -> BertModel:
-    """Re-draw every linear projection of these layers (BERT's init), LayerNorms to 1/0."""
+def reinit_layers(model: BertModel, layers, generator=None, policy: str = "all") -> BertModel:
+    """Re-draw these layers' linear weights with BERT's init; with policy "all" also zero their biases and
+    reset their LayerNorms to 1/0. The same generator draws the same weights under either policy."""
+    _check_policy(policy)
     std = model.config.initializer_range
     for i in layers:
         _check_layer(model, i)
-        for module in model.encoder.layer[i].modules():
-            if isinstance(module, nn.Linear):
-                _init_linear(module, std, generator)
-            elif isinstance(module, nn.LayerNorm):
-                with torch.no_grad():
+        with torch.no_grad():
+            for module in model.encoder.layer[i].modules():
+                if isinstance(module, nn.Linear):
+                    module.weight.copy_(trunc_normal_like(module.weight, std, generator))
+                    if policy == "all":
+                        module.bias.zero_()
+                elif isinstance(module, nn.LayerNorm) and policy == "all":
                     module.weight.fill_(1.0)
                     module.bias.zero_()
     return model
 
 
-def reinit_layers_from(model: BertModel, k: int, generator=None) -> BertModel:
+def reinit_layers_from(model: BertModel, k: int, generator=None, policy: str = "all") -> BertModel:
     """Reinitialise every layer >= k (k = num_layers: none; k = 0: all)."""
-    return reinit_layers(model, range(k, model.num_layers), generator)
+    return reinit_layers(model, range(k, model.num_layers), generator, policy)
 
 
-def reinit_embeddings(model: BertModel, generator=None) -> BertModel:
+def reinit_embeddings(model: BertModel, generator=None, policy: str = "all") -> BertModel:
+    """Re-draw the word, position and segment tables; with policy "all" also reset their LayerNorm."""
+    _check_policy(policy)
     std = model.config.initializer_range
     emb = model.embeddings
     with torch.no_grad():
         for table in (emb.word_embeddings, emb.position_embeddings, emb.token_type_embeddings):
             table.weight.copy_(trunc_normal_like(table.weight, std, generator))
-        emb.LayerNorm.weight.fill_(1.0)
-        emb.LayerNorm.bias.zero_()
+        if policy == "all":
+            emb.LayerNorm.weight.fill_(1.0)
+            emb.LayerNorm.bias.zero_()
     return model
 
 
-def reinit_heads(model: BertModel, heads, generator=None) -> BertModel:
-    """Re-draw only the given (layer, head) slices: Q, K, V output rows and the output projection's input columns."""
+def reinit_heads(model: BertModel, heads, generator=None, policy: str = "all") -> BertModel:
+    """Re-draw only the given (layer, head) slices: Q, K, V output rows and the output projection's input
+    columns; with policy "all" the head's Q, K, V bias entries are zeroed too."""
+    _check_policy(policy)
     std = model.config.initializer_range
     d = model.config.head_size
     for layer, head in heads:
@@ -106,7 +121,8 @@ def reinit_heads(model: BertModel, heads, generator=None) -> BertModel:
         with torch.no_grad():
             for proj in (attention.self.query, attention.self.key, attention.self.value):
                 proj.weight[rows] = trunc_normal_like(proj.weight[rows], std, generator)
-                proj.bias[rows] = 0.0
+                if policy == "all":
+                    proj.bias[rows] = 0.0
             out = attention.output.dense.weight
             out[:, rows] = trunc_normal_like(out[:, rows], std, generator)
     return model

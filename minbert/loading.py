@@ -41,6 +41,7 @@ class ModelSource:
     hidden_size: int
     resolved_from: str          # "local", "embedded", "hf-cache" or "hub"
     ignored_tensors: list = field(default_factory=list)
+    config: dict = field(default_factory=dict)  # the architecture (BertConfig): enough to rebuild the model
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -175,5 +176,5 @@ def from_pretrained(name_or_path: str = "minilm", fallback_to_embedded: bool = F
     model.source = ModelSource(name=name, requested=str(name_or_path), folder=str(folder), weights_file=str(weights),
                                weights_sha256=sha256_of(weights), num_layers=config.num_hidden_layers,
                                hidden_size=config.hidden_size, resolved_from=how,
-                               ignored_tensors=ignored)
+                               ignored_tensors=ignored, config=config.to_dict())
     return model.eval()

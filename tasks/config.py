@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional, Union
 
 from minbert import DEFAULT_MODEL, UserError
@@ -20,8 +21,9 @@ from minbert import DEFAULT_MODEL, UserError
 from .heads import POOLING_ALIASES, TASK_HEADS, canonical_pooling, report_heads_problem
 from .data import DATA_DIR_ENV, TASKS
 from .registry import REGISTRY
-from .smart import SmartConfig
+from .smart import BETA_SCHEDULE, SmartConfig, valid_beta
 from .submission import course_predictions_dir
+from .task_file import declare_tasks
 
 _SMART = SmartConfig()
 
@@ -39,6 +41,7 @@ class TrainConfig:
     # data
     data_dir: Optional[str] = None
     tasks: str = ",".join(TASKS)
+    task_file: Optional[str] = None           # a JSON file declaring the user's own tasks (tasks/task_file.py)
     data_fraction: float = 1.0
     strict_data: bool = False
     # training
@@ -67,7 +70,7 @@ class TrainConfig:
     smart_eta: float = _SMART.eta
     smart_steps: int = _SMART.steps
     smart_mu: float = _SMART.mu
-    smart_beta: float = _SMART.beta
+    smart_beta: Union[float, str] = _SMART.beta  # a fixed momentum, or "schedule" (the paper's)
     # output
     out: Optional[str] = None
     checkpoint_every: int = 500
@@ -86,6 +89,15 @@ class TrainConfig:
         data and predictions folders taken from the environment where not given."""
         return with_environment(cls(**{name: getattr(namespace, name) for name in cls.names()}))
 
+    @classmethod
+    def from_record(cls, arguments: dict) -> "TrainConfig":
+        """The options a run recorded (config.json's "arguments"); an option it lacks (a run of an older
+        version) takes its default."""
+        config = cls(**{name: arguments[name] for name in cls.names() if name in arguments})
+        if config.pooling in POOLING_ALIASES:
+            config = dataclasses.replace(config, pooling=canonical_pooling(config.pooling))
+        return config
+
     @property
     def task_list(self) -> tuple:
         return parse_tasks(self.tasks)
@@ -103,6 +115,8 @@ def with_environment(config: TrainConfig) -> TrainConfig:
     changes = {}
     if config.data_dir is None and os.environ.get(DATA_DIR_ENV):
         changes["data_dir"] = os.environ[DATA_DIR_ENV]
+    if config.task_file:  # absolute, so that --resume from another folder finds it
+        changes["task_file"] = str(Path(config.task_file).expanduser().resolve())
     if config.predictions_dir is None:
         changes["predictions_dir"] = course_predictions_dir()
     if config.pooling in POOLING_ALIASES:  # an older name, e.g. from a resumed run's config.json
@@ -114,15 +128,17 @@ def parse_tasks(text: str) -> tuple:
     tasks = tuple(t.strip() for t in text.split(",") if t.strip())
     unknown = [t for t in tasks if t not in REGISTRY]
     if unknown or not tasks:
-        raise UserError(f"--tasks: unknown task {unknown[0]!r}; choose from {', '.join(REGISTRY)}"
-                        if unknown else "--tasks: no task given")
+        raise UserError(f"--tasks: unknown task {unknown[0]!r}; choose from {', '.join(REGISTRY)} (or declare "
+                        f"your own with --task-file)" if unknown else "--tasks: no task given")
     if len(set(tasks)) != len(tasks):
         raise UserError(f"--tasks: a task is named twice in {text!r}")
     return tasks
 
 
 def validate(c: TrainConfig) -> None:
-    """Reject out-of-range options before any work starts."""
+    """Reject out-of-range options before any work starts; register the tasks --task-file declares (and only
+    those: the declarations of an earlier command in this process go)."""
+    declare_tasks(c.task_file)
     tasks = parse_tasks(c.tasks)
     checks = [
         (c.lr > 0, f"--lr must be > 0, got {c.lr}"),
@@ -142,8 +158,8 @@ def validate(c: TrainConfig) -> None:
         (c.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {c.checkpoint_every}"),
         (c.eval_every >= 0, f"--eval-every must be >= 0, got {c.eval_every}"),
         (c.smart_eps >= 0 and c.smart_sigma >= 0 and c.smart_eta >= 0 and c.smart_steps >= 0
-         and c.smart_lambda_s >= 0 and c.smart_mu >= 0 and 0 <= c.smart_beta <= 1,
-         "--smart-*: constants must be >= 0 and --smart-beta in [0, 1]"),
+         and c.smart_lambda_s >= 0 and c.smart_mu >= 0 and valid_beta(c.smart_beta),
+         f"--smart-*: constants must be >= 0 and --smart-beta in [0, 1] or {BETA_SCHEDULE!r}"),
         (c.surgery == "none" or len(tasks) > 1, "--surgery needs at least two tasks"),
     ]
     for ok, message in checks:

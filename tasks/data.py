@@ -1,11 +1,14 @@
-"""Readers for the CS224N default-project files of every registered task.
+"""Readers for the files of every registered task: the CS224N default project's and the user's own.
 
-The files are tab-separated with a header row: an unnamed index column, then
+The course's files are tab-separated with a header row: an unnamed index column, then
 `id` and the task's columns (`tasks/registry.py` names them). They are parsed
 like the course parses them (`csv` module, tab delimiter, default quote
 character), so rows with unbalanced quotes come out the same way they do for
 the course's code: a quoted field swallows the following tabs and the row
-usually ends with an empty label. In train and dev files such rows are
+usually ends with an empty label. A task declared with `--task-file` says
+its own delimiter, quoting, header and columns (`TaskConfig.layout`); GLUE's
+TSV files are read as GLUE's readers read them, without quote processing.
+In train and dev files such rows are
 skipped, counted and reported in one warning line per file (a file with many
 of them is treated as the wrong file). A test row is an id that must get a
 prediction: one that cannot be parsed stops the run, naming its line.
@@ -30,7 +33,7 @@ from typing import Callable, Iterable, Iterator
 
 from minbert.errors import DataError
 
-from .registry import MULTITASK_TASKS, REGISTRY, SPLITS, TaskConfig
+from .registry import MULTITASK_TASKS, REGISTRY, SPLITS, Layout, TaskConfig
 
 TASKS = MULTITASK_TASKS  # the default task set of train_multitask.py
 DATA_DIR_ENV = "MINBERT_DATA_DIR"
@@ -151,6 +154,10 @@ def _decode(name: str, raw: bytes) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def _column_name(column) -> str:
+    return f"column {column}" if isinstance(column, int) else column
+
+
 def _parse_label(raw: str | None, spec: TaskConfig):
     """Returns (label, None) or (None, reason)."""
     if raw is None:
@@ -158,6 +165,8 @@ def _parse_label(raw: str | None, spec: TaskConfig):
     text = raw.strip()
     if not text:
         return None, "empty label"
+    if spec.label_names is not None:  # classes as the files write them
+        return (spec.label_names.index(text), None) if text in spec.label_names else (None, "unknown label")
     try:
         if "_" in text:  # float() accepts "1_0"; the course's files never do
             raise ValueError
@@ -176,11 +185,11 @@ def _parse_label(raw: str | None, spec: TaskConfig):
     return value, None
 
 
-def _header_error(name: str, task: str, header: list[str], missing: list[str]) -> DataError:
+def _header_error(name: str, task: str, spec: TaskConfig, header: list[str], missing: list[str]) -> DataError:
     shown = ", ".join(_show(h, 20) for h in header[:8])
     if len(header) > 8:
         shown += ", ..."
-    hint = "is it tab-separated?" if len(header) <= 1 else f"is this the right {task} file?"
+    hint = f"is it {_separated(spec.delimiter)}?" if len(header) <= 1 else f"is this the right {task} file?"
     return DataError(
         f"{name}: line 1: header lacks column(s) {', '.join(missing)} needed for "
         f"{task} (found: {shown}); {hint}"
@@ -196,18 +205,24 @@ def read_split(data_dir, task, split, strict=False, warn=None) -> Dataset | None
     """
     spec = _check_task(task)
     _check_split(split)
+    if split not in spec.files:  # a declared task without a test file: nothing to predict, nothing to say
+        return None
     warn = _default_warn if warn is None else warn
     path = split_path(data_dir, task, split)
-    raw = _read_bytes(path, task, split, warn)
+    raw = _read_bytes(path, spec, split, warn)
     if raw is None:
         return None
     name = path.name
     text = _decode(name, raw)
     if not text.strip():
         raise DataError(f"{name}: empty file ({len(raw)} bytes); is this the right file?")
-    rows = _records(name, text)
-    columns = _columns(name, task, spec, split, next(rows, None), len(raw))
-    examples, skipped, skipped_lines, n_rows = _parse_rows(name, rows, columns, spec, split, strict)
+    layout = spec.layout(split)
+    rows = _records(name, text, spec.delimiter, spec.quoting)
+    if layout.header:
+        columns = _columns(name, task, spec, layout, split, next(rows, None), len(raw))
+    else:
+        columns = {i: i for i in _wanted_columns(layout, split)}
+    examples, skipped, skipped_lines, n_rows = _parse_rows(name, rows, columns, spec, layout, split, strict)
     if n_rows == 0:
         raise DataError(f"{name}: has a header but no data rows")
     return Dataset(
@@ -222,13 +237,17 @@ def read_split(data_dir, task, split, strict=False, warn=None) -> Dataset | None
     )
 
 
-def _read_bytes(path: pathlib.Path, task: str, split: str, warn: Callable) -> bytes | None:
-    """The file's bytes; None (and one warning) for a missing test file, whose predictions are then skipped."""
+def _read_bytes(path: pathlib.Path, spec: TaskConfig, split: str, warn: Callable) -> bytes | None:
+    """The file's bytes; None (and one warning) for a missing course test file, whose predictions are then
+    skipped. A declared task's files must all be where its declaration says."""
     name = path.name
     if not path.exists():
         where = path.parent
+        if spec.declared_in is not None:
+            raise DataError(f"{name} not found in {where}, where {spec.declared_in} says the {spec.name} "
+                            f"{split} file is")
         if split == "test":
-            warn(f"{name} not found in {where}; {task} test predictions will be skipped")
+            warn(f"{name} not found in {where}; {spec.name} test predictions will be skipped")
             return None
         raise DataError(
             f"{name} not found in {where}; pass --data-dir or set {DATA_DIR_ENV}"
@@ -239,9 +258,11 @@ def _read_bytes(path: pathlib.Path, task: str, split: str, warn: Callable) -> by
         raise DataError(f"{name}: cannot read {path}: {_one_line(exc.strerror or exc)}") from None
 
 
-def _records(name: str, text: str) -> Iterator[tuple[int, list[str]]]:
-    """(line where it starts, fields) of every non-blank record, as the course's csv reading splits them."""
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t")
+def _records(name: str, text: str, delimiter: str = "\t", quoting: bool = True) -> Iterator[tuple[int, list[str]]]:
+    """(line where it starts, fields) of every non-blank record, as the course's csv reading splits them (or,
+    for a declared task, with its delimiter and quoting)."""
+    quote_rules = {} if quoting else {"quoting": csv.QUOTE_NONE, "quotechar": None}
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, **quote_rules)
     line_before = 0
     while True:
         start = line_before + 1
@@ -251,31 +272,36 @@ def _records(name: str, text: str) -> Iterator[tuple[int, list[str]]]:
             return
         except csv.Error as exc:
             raise DataError(
-                f"{name}: line {start}: cannot parse as tab-separated CSV ({_one_line(exc)})"
+                f"{name}: line {start}: cannot parse as {_separated(delimiter)} CSV ({_one_line(exc)})"
             ) from None
         line_before = reader.line_num
         if row:  # a blank line; csv.DictReader skips these too
             yield start, row
 
 
-def _wanted_columns(spec: TaskConfig, split: str) -> list[str]:
-    return [spec.id_column, *spec.text_columns] + ([spec.label_column] if split != "test" else [])
+def _separated(delimiter: str) -> str:
+    return {"\t": "tab", ",": "comma"}.get(delimiter, repr(delimiter)) + "-separated"
 
 
-def _columns(name: str, task: str, spec: TaskConfig, split: str, first, size: int) -> dict[str, int]:
+def _wanted_columns(layout: Layout, split: str) -> list:
+    ident = [layout.id_column] if layout.id_column is not None else []
+    return [*ident, *layout.text_columns] + ([layout.label_column] if split != "test" else [])
+
+
+def _columns(name: str, task: str, spec: TaskConfig, layout: Layout, split: str, first, size: int) -> dict:
     """Column name -> index, from the header record (`first`); every column the split needs must be there."""
     if first is None:  # only blank lines
         raise DataError(f"{name}: empty file ({size} bytes); is this the right file?")
     header = [h.strip() for h in first[1]]
     # Same lookup as csv.DictReader: a repeated name maps to its last column.
     columns = {h: i for i, h in enumerate(header)}
-    missing = [c for c in _wanted_columns(spec, split) if c not in columns]
+    missing = [c for c in _wanted_columns(layout, split) if c not in columns]
     if missing:
-        raise _header_error(name, task, header, missing)
+        raise _header_error(name, task, spec, header, missing)
     return columns
 
 
-def _parse_rows(name: str, rows, columns: dict, spec: TaskConfig, split: str, strict: bool):
+def _parse_rows(name: str, rows, columns: dict, spec: TaskConfig, layout: Layout, split: str, strict: bool):
     """(examples, skipped reason -> count, first skipped lines, data rows read). A test row that cannot be
     parsed stops the read (it needs a prediction), and so does any unusable row when `strict`."""
     examples: list[Example] = []
@@ -284,8 +310,8 @@ def _parse_rows(name: str, rows, columns: dict, spec: TaskConfig, split: str, st
     seen_ids: set[str] = set()
     n_rows = 0
     for start, row in rows:
+        problem, example = _parse_row(row, columns, spec, layout, split, start, seen_ids, n_rows)
         n_rows += 1
-        problem, example = _parse_row(row, columns, spec, split, start, seen_ids)
         if problem is None:
             examples.append(example)
             seen_ids.add(example.id)
@@ -320,13 +346,14 @@ def _report_skipped(name: str, task: str, n_rows: int, skipped: Counter, skipped
     return ordered
 
 
-def _parse_row(row, columns, spec: TaskConfig, split: str, line: int, seen_ids):
+def _parse_row(row, columns, spec: TaskConfig, layout: Layout, split: str, line: int, seen_ids, index: int):
     """Returns (None, Example) or ((reason, detail), None).
 
     Training rows must be complete. A dev or test row is an id the grader
     expects a prediction for, so an empty sentence there is kept (and encoded
     as an empty sentence); a repeated id keeps its first row, which already
-    gets the id's one prediction.
+    gets the id's one prediction. Without an id column, the id is `index`, the
+    data row's number from 0 (GLUE's test files number their rows so).
     """
 
     def get(col):
@@ -334,27 +361,27 @@ def _parse_row(row, columns, spec: TaskConfig, split: str, line: int, seen_ids):
         return row[i] if i < len(row) else None
 
     need_label = split != "test"
-    absent = [c for c in _wanted_columns(spec, split) if get(c) is None]
+    absent = [str(c) for c in _wanted_columns(layout, split) if get(c) is None]
     if absent:
         return ("too few fields", f"too few fields ({len(row)}; no {', '.join(absent)})"), None
 
     label = None
     if need_label:
-        raw = get(spec.label_column)
+        raw = get(layout.label_column)
         label, reason = _parse_label(raw, spec)
         if reason is not None:
-            return (reason, f"{reason} {spec.label_column}={_show(raw)}"), None
+            return (reason, f"{reason} {_column_name(layout.label_column)}={_show(raw)}"), None
 
     # Lower-cased as the course's readers do, so prediction files carry the ids its grader keys on.
-    ident = get(spec.id_column).strip().lower()
+    ident = str(index) if layout.id_column is None else get(layout.id_column).strip().lower()
     if not ident:
         return ("empty id", "empty id"), None
 
     sentences = []
-    for col in spec.text_columns:
+    for col in layout.text_columns:
         value = get(col).strip()
         if not value and split == "train":
-            return ("empty sentence", f"empty sentence ({col})"), None
+            return ("empty sentence", f"empty sentence ({_column_name(col)})"), None
         sentences.append(value)
 
     if ident in seen_ids:

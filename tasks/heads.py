@@ -60,6 +60,11 @@ def report_heads_problem(tasks, pair_mode: str) -> Optional[str]:
     return None
 
 
+def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Sentence-BERT's features of a pair encoded one sentence at a time: [u, v, |u - v|, u * v]."""
+    return torch.cat([u, v, (u - v).abs(), u * v], -1)
+
+
 class MultitaskModel(nn.Module):
     def __init__(self, encoder: BertModel, tasks=MULTITASK_TASKS, pair_mode: str = "cross",
                  pooling: str = "mean", dropout: float = 0.1, task_heads: str = "default"):
@@ -121,7 +126,7 @@ class MultitaskModel(nn.Module):
                           s["attention_mask"]) for s, e in zip(seqs, embeds))
         if get_task(task).head == "regress":
             return F.cosine_similarity(u, v, dim=-1)
-        return self.heads[task](self.dropout(torch.cat([u, v, (u - v).abs(), u * v], -1))).squeeze(-1)
+        return self.heads[task](self.dropout(pair_features(u, v))).squeeze(-1)
 
 
 def _make_head(cfg: TaskConfig, hidden: int, pair_mode: str) -> Optional[nn.Linear]:
@@ -173,8 +178,9 @@ def _make_report_head(cfg: TaskConfig, hidden: int, pair_mode: str) -> nn.Module
 
 
 def _sym_kl(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tensor:
+    """KL(P||Q) + KL(Q||P), SMART's symmetric KL, not halved, so its weights mean what the paper's do."""
     p, q = F.log_softmax(p_logits.float(), -1), F.log_softmax(q_logits.float(), -1)
-    return 0.5 * ((p.exp() * (p - q)).sum(-1) + (q.exp() * (q - p)).sum(-1)).mean()
+    return ((p.exp() * (p - q)).sum(-1) + (q.exp() * (q - p)).sum(-1)).mean()
 
 
 def _binary_logits(x: torch.Tensor) -> torch.Tensor:
@@ -187,28 +193,33 @@ class TaskSpec:
     loss: Callable          # (outputs, labels) -> scalar
     predict: Callable       # outputs -> values written to prediction files
     divergence: Callable    # (outputs, other outputs) -> scalar, for SMART
+    probabilities: Optional[Callable] = None  # outputs -> each class's probability (classify), P(1) (binary)
 
 
 def _score(out: torch.Tensor, cfg: TaskConfig, siamese: bool) -> torch.Tensor:
-    """Cross mode: high * sigmoid(logit). Siamese mode: the cosine scaled to 0..high, as Sentence-BERT does."""
-    high = float(cfg.label_range[1])
-    return (out.clamp(min=0.0) * high) if siamese else torch.sigmoid(out.float()) * high
+    """A score in the task's range [low, high]: cross mode low + (high - low) * sigmoid(logit); siamese mode the
+    cosine scaled onto it, negative cosines at low, as Sentence-BERT does (the course's STS: low 0, high 5)."""
+    low, high = map(float, cfg.label_range)
+    scaled = out.clamp(min=0.0) if siamese else torch.sigmoid(out.float())
+    return low + scaled * (high - low)
 
 
 def task_spec(task: str, pair_mode: str = "cross", task_heads: str = "default") -> TaskSpec:
     """Loss, prediction and SMART divergence of the task's head kind."""
     cfg = get_task(task)
     if cfg.head == "classify":
-        return TaskSpec(task, lambda o, y: F.cross_entropy(o.float(), y.long()), lambda o: o.argmax(-1), _sym_kl)
+        return TaskSpec(task, lambda o, y: F.cross_entropy(o.float(), y.long()), lambda o: o.argmax(-1), _sym_kl,
+                        lambda o: o.float().softmax(-1))
     if cfg.head == "binary":
         return TaskSpec(task, lambda o, y: F.binary_cross_entropy_with_logits(o.float(), y.float()),
-                        lambda o: (o > 0).long(), lambda a, b: _sym_kl(_binary_logits(a), _binary_logits(b)))
+                        lambda o: (o > 0).long(), lambda a, b: _sym_kl(_binary_logits(a), _binary_logits(b)),
+                        lambda o: torch.sigmoid(o.float()))
     siamese = cfg.is_pair and pair_mode == "siamese"
-    high = float(cfg.label_range[1])
+    low, high = map(float, cfg.label_range)
     if siamese and task_heads == "report":  # the report's score, high * relu(cos), regressed onto the score
         loss = lambda o, y: F.mse_loss(_score(o.float(), cfg, True), y.float())
-    elif siamese:  # regress the cosine onto score / high (Sentence-BERT)
-        loss = lambda o, y: F.mse_loss(o.float(), y.float() / high)
+    elif siamese:  # regress the cosine onto the score mapped to [0, 1] (Sentence-BERT)
+        loss = lambda o, y: F.mse_loss(o.float(), (y.float() - low) / (high - low))
     else:
         loss = lambda o, y: F.mse_loss(_score(o, cfg, False), y.float())
     return TaskSpec(task, loss, lambda o: _score(o, cfg, siamese), lambda a, b: F.mse_loss(a.float(), b.float()))

@@ -1,4 +1,8 @@
-"""The course's evaluation metrics and the single score used to pick a model.
+"""The evaluation metrics a task can name, and the single score used to pick a model.
+
+The course's tasks use accuracy and Pearson; the GLUE papers' tasks also use
+Matthews correlation (CoLA), F1 of the positive class (MRPC, QQP) and
+Spearman correlation (STS-B), so a user-declared task can name any of them.
 
 Metrics always return a finite float: they are written to strict JSON logs
 and compared to choose the best checkpoint, where a NaN would either crash
@@ -46,7 +50,61 @@ def pearson(pred: Sequence, gold: Sequence) -> float:
     return float(np.clip(float(x @ y) / denominator, -1.0, 1.0))
 
 
-METRICS = {"accuracy": accuracy, "pearson": pearson}
+def spearman(pred: Sequence, gold: Sequence) -> float:
+    """Spearman's rank correlation: Pearson's of the ranks, tied values sharing their mean rank."""
+    from scipy.stats import rankdata
+    pred, gold = _pair(pred, gold)
+    x, y = pred.astype(np.float64), gold.astype(np.float64)
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        return 0.0
+    return pearson(rankdata(x), rankdata(y))
+
+
+def _confusion(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Counts of (gold class, predicted class) over the classes either side uses."""
+    classes, codes = np.unique(np.concatenate([gold, pred]), return_inverse=True)
+    gold_codes, pred_codes = codes[:gold.size], codes[gold.size:]
+    matrix = np.zeros((classes.size, classes.size), dtype=np.int64)
+    np.add.at(matrix, (gold_codes, pred_codes), 1)
+    return matrix
+
+
+def matthews(pred: Sequence, gold: Sequence) -> float:
+    """Matthews correlation coefficient (Gorodkin's K-class form; the phi coefficient for two classes).
+
+    0.0 where it is undefined (every prediction, or every gold label, one class).
+    """
+    pred, gold = _pair(pred, gold)
+    c = _confusion(pred, gold).astype(np.float64)
+    n, correct = c.sum(), np.trace(c)
+    true_counts, pred_counts = c.sum(1), c.sum(0)
+    numerator = correct * n - float(true_counts @ pred_counts)
+    denominator = math.sqrt((n * n - float(pred_counts @ pred_counts)) * (n * n - float(true_counts @ true_counts)))
+    return 0.0 if denominator == 0.0 else float(np.clip(numerator / denominator, -1.0, 1.0))
+
+
+def _f1_of(pred: np.ndarray, gold: np.ndarray, positive) -> float:
+    """F1 of one class: 2 TP / (2 TP + FP + FN); 0.0 when the class is neither predicted nor gold."""
+    tp = float(np.sum((pred == positive) & (gold == positive)))
+    wrong = float(np.sum((pred == positive) != (gold == positive)))
+    return 0.0 if tp == 0.0 else 2 * tp / (2 * tp + wrong)
+
+
+def f1(pred: Sequence, gold: Sequence) -> float:
+    """F1 of the positive class, label 1 (GLUE's MRPC and QQP)."""
+    pred, gold = _pair(pred, gold)
+    return _f1_of(pred, gold, 1)
+
+
+def macro_f1(pred: Sequence, gold: Sequence) -> float:
+    """The unweighted mean of every class's F1, over the classes in the gold labels or the predictions."""
+    pred, gold = _pair(pred, gold)
+    return float(np.mean([_f1_of(pred, gold, c) for c in np.unique(np.concatenate([gold, pred]))]))
+
+
+METRICS = {"accuracy": accuracy, "pearson": pearson, "spearman": spearman, "mcc": matthews, "f1": f1,
+           "macro_f1": macro_f1}
+CORRELATIONS = ("pearson", "spearman", "mcc")  # on [-1, 1]; the other metrics are on [0, 1]
 
 
 def score(metric: str, pred: Sequence, gold: Sequence) -> float:
@@ -55,8 +113,8 @@ def score(metric: str, pred: Sequence, gold: Sequence) -> float:
 
 
 def unit_scale(metric: str, value: float) -> float:
-    """A metric on [0, 1]: accuracies as they are, a correlation r as (r + 1) / 2."""
-    return (value + 1.0) / 2.0 if metric == "pearson" else value
+    """A metric on [0, 1]: accuracies and F1 as they are, a correlation r as (r + 1) / 2."""
+    return (value + 1.0) / 2.0 if metric in CORRELATIONS else value
 
 
 def overall_score(metrics: Mapping[str, float | None]) -> float | None:

@@ -9,6 +9,7 @@ from .data import DATA_DIR_ENV
 from .heads import POOLING_ALIASES, POOLINGS, TASK_HEADS
 from .registry import REGISTRY
 from .samplers import SAMPLERS
+from .smart import BETA_SCHEDULE, EARLY_BETA, EARLY_PERCENT, LATE_BETA, valid_beta
 from .submission import PREDICTIONS_DIR_ENV
 
 SAMPLER_HELP = """how tasks share the steps:
@@ -71,7 +72,13 @@ def _data_flags(parser, D: TrainConfig):
     data.add_argument("--data-dir", default=D.data_dir,
                       help=f"folder with the course's csv files (default: ${DATA_DIR_ENV}, else data/)")
     data.add_argument("--tasks", default=D.tasks,
-                      help=f"comma-separated tasks out of {','.join(REGISTRY)} (default: %(default)s)")
+                      help=f"comma-separated tasks out of {','.join(REGISTRY)}, or declared in --task-file "
+                           f"(default: %(default)s)")
+    data.add_argument("--task-file", default=D.task_file, metavar="FILE",
+                      help="a JSON file declaring your own tasks from GLUE-style TSV or CSV files (one or two "
+                           "sentence columns and a label; classification or regression; metric accuracy, mcc, "
+                           "f1, macro_f1, pearson or spearman), usable by name in --tasks: see README, "
+                           "'Your own tasks'")
     data.add_argument("--data-fraction", type=float, default=D.data_fraction,
                       help="train on this seeded fraction of each training set, in (0, 1] (default: 1)")
     data.add_argument("--strict-data", action="store_true",
@@ -120,13 +127,17 @@ def _training_flags(parser, D: TrainConfig):
 def _smart_flags(parser, D: TrainConfig):
     smart = parser.add_argument_group("SMART (Jiang et al. 2020)")
     smart.add_argument("--smart", action="store_true", help="add SMART's two regularisers")
-    for name, help_text in (("lambda_s", "weight of the smoothness term"), ("eps", "L-inf radius"),
+    for name, help_text in (("lambda_s", "weight of the smoothness term (the paper's scale: the symmetric KL is "
+                                          "KL(P||Q) + KL(Q||P))"), ("eps", "L-inf radius"),
                             ("sigma", "std of the random start"), ("eta", "ascent step size"),
-                            ("steps", "projected ascent steps K"), ("mu", "weight of the proximal term"),
-                            ("beta", "momentum of the proximal EMA copy")):
+                            ("steps", "projected ascent steps K"), ("mu", "weight of the proximal term")):
         value = getattr(D, f"smart_{name}")
         smart.add_argument(f"--smart-{name.replace('_', '-')}", type=type(value), default=value,
                            help=f"{help_text} (default: {value})")
+    smart.add_argument("--smart-beta", type=smart_beta_value, default=D.smart_beta, metavar="BETA|schedule",
+                       help=f"momentum of the proximal EMA copy: a fixed value in [0, 1], or the paper's schedule, "
+                            f"{EARLY_BETA} for the first {EARLY_PERCENT}%% of the updates and {LATE_BETA} after "
+                            f"(default: %(default)s)")
     return smart
 
 
@@ -154,6 +165,19 @@ def freeze_value(text: str):
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer or 'all', got {text!r}") from None
+
+
+def smart_beta_value(text: str):
+    """A momentum in [0, 1], or 'schedule'."""
+    if text == BETA_SCHEDULE:
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not valid_beta(value):
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1] or {BETA_SCHEDULE!r}, got {text!r}")
+    return value
 
 
 def exit_status(error: Exception) -> int:

@@ -13,10 +13,13 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
+from .metrics import CORRELATIONS
+from .registry import REGISTRY
+
 PRETTY = {"dev/sst": "SST dev accuracy", "dev/quora": "Quora dev accuracy", "dev/sts": "STS dev Pearson r",
           "dev/overall": "dev overall score"}
-CURVES = (("weight_l2", "L2 distance of the layer's weights"),
-          ("attention_js", "attention JS divergence (nats)"),
+CURVES = (("weight_l2", "L2 distance of the layer's output.dense.weight"),
+          ("attention_js", "attention JS divergence (nats, per sentence)"),
           ("svcca", "SVCCA distance of token representations"))
 
 
@@ -62,9 +65,12 @@ def _reference_line(ax, row, color, style, label, x_span=None):
 
 def _metric_axis(ax, metric: str):
     """Label the axis; keep it within the metric's range, which a 2-seed t-interval easily overshoots."""
-    ax.set_ylabel(PRETTY.get(metric, metric))
+    task = metric.split("/", 1)[-1]
+    declared = REGISTRY.get(task)
+    ax.set_ylabel(PRETTY.get(metric) or (f"{task} dev {declared.metric}" if declared else metric))
+    correlation = declared is not None and declared.metric in CORRELATIONS  # on [-1, 1]
     low, high = ax.get_ylim()
-    ax.set_ylim(max(low, -1.02 if metric == "dev/sts" else -0.02), min(high, 1.02))
+    ax.set_ylim(max(low, -1.02 if correlation else -0.02), min(high, 1.02))
 
 
 def _title(fig, text, rows):
@@ -138,32 +144,41 @@ def reinit_blocks(rows, metric: str, num_layers: int):
     return fig
 
 
-def probe_curve(rows, metric: str, num_layers: int):
-    """Linear-probe metric per layer, one panel per pooling; dashed: the full and an all-reinitialised model."""
+def probe_curve(rows, metric: str, num_layers: int, finetuned=None):
+    """Linear-probe metric per layer, one panel per pooling; dashed: the full and an all-reinitialised model.
+
+    `finetuned`: a reinit sweep's summary rows; its "layers >= k reinitialised, then fine-tuned" curve is drawn
+    on the same axes (k pretrained layers kept in both), as Tamkin et al. (2020) overlay them in Fig. 2.
+    """
     rows = [r for r in rows if r["metric"] == metric and "pooling" in r["params"]]
     if not rows:
         return None
+    finetuned = [r for r in finetuned or () if r["metric"] == metric and r["params"].get("scheme") == "from"]
     poolings = sorted({r["params"]["pooling"] for r in rows})
     fig = Figure(layout="constrained", figsize=(5.2 * len(poolings), 4.4))
     axes = fig.subplots(1, len(poolings), squeeze=False, sharey=True)[0]
-    names = {"first": "[CLS] state of layer k", "mean": "mean-pooled layer k"}
+    names = {"cls-token": "[CLS] state of layer k", "first": "[CLS] state of layer k", "mean": "mean-pooled layer k"}
     for ax, pooling in zip(axes, poolings):
         for i, fraction in enumerate(_fractions(rows)):
             mine = [r for r in rows if r["data_fraction"] == fraction and r["params"]["pooling"] == pooling]
             _errorbar(ax, [r for r in mine if not r["params"]["control"]], lambda r: r["params"]["layer"],
-                      color=f"C{i}", marker="o", label=f"data fraction {fraction:g}")
+                      color=f"C{i}", marker="o", label=f"probe, data fraction {fraction:g}")
             for row, style, what in ((_find(mine, lambda p: p["layer"] == num_layers and not p["control"]),
-                                      "--", "full pretrained model"),
-                                     (_find(mine, lambda p: p["control"]), "-.", "all layers reinitialised")):
+                                      "--", "probe on the full pretrained model"),
+                                     (_find(mine, lambda p: p["control"]), "-.", "probe, all layers reinitialised")):
                 if row is not None:
                     ax.axhline(row["mean"], color=f"C{i}", linestyle=style, linewidth=1, alpha=0.8,
                                label=f"{what} ({fraction:g})")
+            tuned = [r for r in finetuned if r["data_fraction"] == fraction]
+            if tuned:
+                _errorbar(ax, tuned, lambda r: r["params"]["from"], color=f"C{i}", marker="s", linestyle=":",
+                          label=f"fine-tuned, layers >= k reinitialised ({fraction:g})")
         ax.set_title(f"probe on the {names.get(pooling, pooling)}", fontsize=9)
         ax.set_xticks(range(num_layers + 1))
-        ax.set_xlabel("layer k (0 = embeddings)")
+        ax.set_xlabel("k: pretrained layers kept (probe: features of layer k; 0 = embeddings)")
         ax.legend(fontsize=7)
         _metric_axis(ax, metric)
-    _title(fig, "Linear probes on frozen pretrained layers", rows)
+    _title(fig, "Linear probes on frozen pretrained layers" + (" beside fine-tuning" if finetuned else ""), rows)
     return fig
 
 

@@ -7,7 +7,11 @@ numpy value: an integer class (`3`), the float of a rounded sigmoid for
 paraphrase (`1.0`), a similarity's float32 with every digit of its double
 value (`3.4812355041503906`). File
 names, headers (with the course's spelling "Similiary") and formats come from
-the task registry.
+the task registry. A task declared with `--task-file` gets a GLUE-style TSV
+file instead, `<name>-<split>-output.tsv`: a line `id<TAB>prediction`, then
+`<id><TAB><value>` per example, the value a class as the task's files write it
+or a score printed in full; no course grader reads those files, and they are
+not copied into the course's submission folder.
 """
 
 from __future__ import annotations
@@ -27,17 +31,19 @@ from tasks.registry import TaskConfig, get_task
 def format_value(cfg: TaskConfig, value) -> str:
     """Render one prediction as the course's code prints it, refusing values the grader would misread."""
     number = float(value)
-    if cfg.prediction_format == "float32":
+    if cfg.prediction_format in ("float", "float32"):
         if not math.isfinite(number):
             raise ValueError(f"{cfg.name} prediction {value!r} is not a finite number")
         # f"{s}" of a numpy float32 formats it as a Python float: every digit of its double value.
-        return repr(float(np.float32(number)))
+        return repr(float(np.float32(number)) if cfg.prediction_format == "float32" else number)
     if not number.is_integer():
         raise ValueError(f"{cfg.name} prediction {value!r} is not a class label")
     label = int(number)
     classes = range(cfg.num_classes) if cfg.head == "classify" else range(2)
     if label not in classes:
         raise ValueError(f"{cfg.name} prediction {label} is not one of {list(classes)}")
+    if cfg.prediction_format == "name":
+        return cfg.label_names[label]
     return str(np.float32(label)) if cfg.prediction_format == "float_label" else str(label)
 
 
@@ -46,12 +52,14 @@ def prediction_text(task: str, ids: Sequence, values: Sequence) -> str:
     ids, values = list(ids), list(values)
     if len(ids) != len(values):
         raise ValueError(f"{len(ids)} ids for {len(values)} predictions")
-    lines = [f"id \t {cfg.prediction_header} \n"]
+    tsv = cfg.prediction_style == "tsv"
+    header, row, separators = ("id\t{}\n", "{}\t{}\n", "\t\n\r") if tsv else ("id \t {} \n", "{} , {} \n", ",\n\r")
+    lines = [header.format(cfg.prediction_header)]
     for example_id, value in zip(ids, values):
         example_id = str(example_id)
-        if not example_id or any(c in example_id for c in ",\n\r"):
+        if not example_id or any(c in example_id for c in separators):
             raise ValueError(f"example id {example_id!r} cannot be written to a prediction file")
-        lines.append(f"{example_id} , {format_value(cfg, value)} \n")
+        lines.append(row.format(example_id, format_value(cfg, value)))
     return "".join(lines)
 
 

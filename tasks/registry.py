@@ -3,18 +3,38 @@
 Readers (`tasks/data.py`), heads and losses (`tasks/heads.py`), tokenisation
 (`tasks/encoded.py`), metrics (`tasks/metrics.py`), prediction files
 (`tasks/predictions.py`) and the command lines read these records; nothing
-else branches on a task's name. Adding a task is adding a `TaskConfig` here.
+else branches on a task's name. Adding a task is adding a `TaskConfig` here;
+a user adds one from a file of their own with `--task-file`
+(`tasks/task_file.py`), which registers its records beside the course's.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping, Optional
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Union
 
 from minbert.errors import UserError
 
 SPLITS = ("train", "dev", "test")  # "test" is the course's test-student file
 HEADS = ("classify", "binary", "regress")
-METRIC_NAMES = ("accuracy", "pearson")
+# Which metrics fit which head (tasks/metrics.py computes them): mcc is Matthews correlation, f1 the positive
+# class's (label 1; two classes only), macro_f1 the mean over classes.
+CLASSIFICATION_METRICS = ("accuracy", "mcc", "f1", "macro_f1")
+REGRESSION_METRICS = ("pearson", "spearman")
+METRIC_NAMES = CLASSIFICATION_METRICS + REGRESSION_METRICS
+PREDICTION_STYLES = ("course", "tsv")
+
+Column = Union[str, int]  # a header's column name, or a 0-based index in a file without a header
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Which columns of one split's file hold what; a test file may differ from train's (GLUE's have an index
+    column and a header where CoLA's train file has neither)."""
+    header: bool
+    text_columns: tuple
+    label_column: Column
+    id_column: Optional[Column]              # None: the data row's number, from 0
 
 
 @dataclass(frozen=True)
@@ -25,7 +45,9 @@ class TaskConfig:
     "binary" is one logit, labels 0/1 (BCE); "regress" is a score in
     `label_range` (MSE). `prediction_format` is how the course's own code
     prints a prediction: "label" an integer class, "float_label" the float of
-    a rounded sigmoid (`0.0`), "float32" a numpy float32 formatted as a Python float.
+    a rounded sigmoid (`0.0`), "float32" a numpy float32 formatted as a Python float;
+    a declared task's is "name" (the class as its files write it), "label" or
+    "float" (a score, every digit).
     `outputs` maps a command ("multitask" = Part 2, "classifier" = Part 1) to
     a file name template with `{split}` and, for Part 1, `{mode}`.
     """
@@ -41,8 +63,15 @@ class TaskConfig:
     prediction_format: str
     outputs: Mapping[str, str]
     max_length: int = 128                    # default tokens per sequence
-    id_column: str = "id"
+    id_column: Optional[Column] = "id"       # None: the data row's number, from 0
     description: str = ""
+    delimiter: str = "\t"
+    quoting: bool = True                     # csv double quotes; GLUE's TSVs are read without (quotechar=None)
+    header: bool = True                      # False: columns are 0-based indices
+    label_names: Optional[tuple] = None      # classes as the files write them, in class order
+    layouts: Mapping[str, Layout] = field(default_factory=dict)  # split -> its own columns, where they differ
+    prediction_style: str = "course"         # "tsv": id<TAB>prediction lines (declared tasks)
+    declared_in: Optional[str] = None        # the --task-file a declared task comes from; None for the course's
 
     @property
     def is_pair(self) -> bool:
@@ -63,12 +92,22 @@ class TaskConfig:
         command = "classifier" if mode is not None else "multitask"
         template = self.outputs.get(command)
         if template is None:  # a task the course has no such file for: the same pattern, its own name
-            template = "{mode}-%s-{split}-out.csv" % self.name if mode else "%s-{split}-output.csv" % self.name
+            ext = "tsv" if self.prediction_style == "tsv" else "csv"
+            template = f"{{mode}}-{self.name}-{{split}}-out.{ext}" if mode else f"{self.name}-{{split}}-output.{ext}"
         return template.format(split=split, mode=mode)
+
+    def layout(self, split: str) -> Layout:
+        """The columns of `split`'s file: the task's own unless the split has its own layout."""
+        return self.layouts.get(split) or Layout(self.header, self.text_columns, self.label_column, self.id_column)
+
+    def describe(self) -> dict:
+        """A json-able record of the declaration, for run configs."""
+        return dataclasses.asdict(self)
 
     def __post_init__(self):
         assert self.head in HEADS and self.metric in METRIC_NAMES and 1 <= len(self.text_columns) <= 2
         assert (self.num_classes is not None) == (self.head == "classify")
+        assert self.prediction_style in PREDICTION_STYLES
 
 
 def _course_files(prefix: str) -> dict:
@@ -105,6 +144,7 @@ REGISTRY: dict = {t.name: t for t in (
 
 MULTITASK_TASKS = ("sst", "quora", "sts")  # the course's Part 2, train_multitask.py's default
 CLASSIFIER_TASKS = ("sst", "cfimdb")       # the course's Part 1, classifier.py's default
+COURSE_TASKS = tuple(REGISTRY)
 
 
 def get_task(name: str) -> TaskConfig:
@@ -116,3 +156,16 @@ def get_task(name: str) -> TaskConfig:
 
 def task_names() -> tuple:
     return tuple(REGISTRY)
+
+
+def set_declared_tasks(configs) -> None:
+    """Make `configs` the declared tasks, beside the course's: those of an earlier command in this process go.
+
+    Each command declares its tasks afresh (tasks.config.validate), so a process
+    running several commands (the tests, a notebook) never sees another's.
+    """
+    for name in [n for n, t in REGISTRY.items() if t.declared_in is not None]:
+        del REGISTRY[name]
+    for cfg in configs:
+        assert cfg.name not in REGISTRY and cfg.declared_in is not None
+        REGISTRY[cfg.name] = cfg

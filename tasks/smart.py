@@ -10,15 +10,17 @@ Two terms are added to each task loss:
   moving (EMA) copy of it, a Bregman proximal-point / trust-region term that
   keeps each update from straying far from what the model already predicts.
 
-Both are measured with the task's own `divergence` (symmetric KL for
-classification, MSE for regression), which computes in float32, so the terms
-also work under bfloat16 autocast.
+Both are measured with the task's own `divergence` (the paper's symmetric KL,
+KL(P||Q) + KL(Q||P), for classification; MSE for regression), which computes in
+float32, so the terms also work under bfloat16 autocast. The EMA anchor is
+evaluated without dropout: it stands for the previous iterate's predictions, a
+fixed target, not a random one.
 """
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 from torch import Tensor
@@ -26,6 +28,13 @@ from torch import Tensor
 from .heads import MultitaskModel, sequences, task_spec
 
 _TINY = 1e-12  # keeps the gradient normalisation finite when a gradient is exactly zero
+
+
+# The paper's momentum schedule for the EMA (proximal) copy: 0.99 for the first 10% of the
+# updates, then 0.999 (Jiang et al., Sec. 5, after Izmailov et al. 2018): the anchor first
+# follows the fast-moving early model closely, then averages over ~1000 updates.
+BETA_SCHEDULE = "schedule"
+EARLY_BETA, LATE_BETA, EARLY_PERCENT = 0.99, 0.999, 10
 
 
 @dataclass
@@ -38,16 +47,25 @@ class SmartConfig:
     eta: float = 1e-3       # ascent step size (paper: eta = 1e-3)
     steps: int = 1          # projected ascent steps K (paper: T_x = 1)
     mu: float = 1.0         # proximal-point weight (paper: mu = 1)
-    beta: float = 0.99      # EMA momentum (paper: 0.99 for the first 10% of updates, then 0.999;
-                            # pass `beta=` to `update_ema` to follow that schedule)
+    beta: Union[float, str] = BETA_SCHEDULE  # EMA momentum: a fixed value, or the paper's schedule
 
     def __post_init__(self):
         if self.lambda_s < 0 or self.mu < 0 or self.eps < 0 or self.sigma < 0 or self.eta < 0:
             raise ValueError("SMART weights, radius, noise and step size must be non-negative")
         if self.steps < 0:
             raise ValueError("SMART needs a non-negative number of ascent steps")
-        if not 0.0 <= self.beta <= 1.0:
-            raise ValueError(f"EMA momentum must lie in [0, 1], got {self.beta}")
+        if not valid_beta(self.beta):
+            raise ValueError(f"EMA momentum must lie in [0, 1] or be {BETA_SCHEDULE!r}, got {self.beta!r}")
+
+    def momentum(self, update: int, total_updates: int) -> float:
+        """The EMA momentum after optimizer update `update` (1-based) of `total_updates`."""
+        if self.beta != BETA_SCHEDULE:
+            return float(self.beta)
+        return EARLY_BETA if 100 * update <= EARLY_PERCENT * total_updates else LATE_BETA  # exact, no float
+
+
+def valid_beta(beta) -> bool:
+    return beta == BETA_SCHEDULE or (isinstance(beta, (int, float)) and 0.0 <= beta <= 1.0)
 
 
 class Smart:
@@ -107,19 +125,18 @@ class Smart:
         return divergence(adv, outputs)
 
     def _proximal(self, task: str, batch: dict, outputs: Tensor, divergence) -> Tensor:
-        # Same mode as the model so that, in eval, the term is exactly the parameter drift.
-        self.ema.train(self.model.training)
+        self.ema.eval()
         with torch.no_grad():
             anchor = self.ema(task, batch)
         return divergence(outputs, anchor.detach())
 
     @torch.no_grad()
-    def update_ema(self, beta: Optional[float] = None):
-        """Call after each optimizer step. `beta` overrides the config's momentum, for
-        the paper's schedule (0.99 early, 0.999 later)."""
+    def update_ema(self, update: int, total_updates: int):
+        """Move the EMA copy toward the model; call after optimizer update `update` (1-based) of
+        `total_updates`, which decide the momentum under the paper's schedule."""
         if self.ema is None:
             return
-        beta = self.config.beta if beta is None else beta
+        beta = self.config.momentum(update, total_updates)
         current = dict(self.model.named_parameters())
         for name, p in self.ema.named_parameters():
             src = current[name].detach()

@@ -7,8 +7,9 @@ task heads. The loop is small named steps over one `Run` built once: `build`,
 `evaluate_and_keep_best`, `finish`. Where results go is one `Outputs`
 object: `RunFolder` leaves everything a run promises in its folder
 (config.json, TensorBoard events, checkpoints latest and best, metrics.json,
-the course's prediction files), `InMemory` (an ablation trial) writes nothing
-but TensorBoard curves and keeps the best weights in memory. `Callback`s
+the course's prediction files, the model in Hugging Face format), `InMemory`
+(an ablation trial) writes nothing but TensorBoard curves (and, when asked,
+the model) and keeps the best weights in memory. `Callback`s
 watch a run (the console's progress, a benchmark's timers). Every file is
 written atomically, and a killed run resumes from its last checkpoint with
 the same result as an unbroken one.
@@ -22,6 +23,7 @@ import pickle
 import platform
 import random
 import signal
+import subprocess
 import sys
 import time
 import zipfile
@@ -43,6 +45,7 @@ from . import data as data_mod
 from .distributed import (SINGLE, World, agreed_signal, all_reduce_mean_, barrier, device_for, gather_objects,
                           local_batch_indices)
 from .encoded import EncodedSplit, encode_split, make_batch
+from .export import MODEL_DIR, export_model
 from .fileio import atomic_save_torch, atomic_write_json, remove_stale_temp_files
 from .gradient_surgery import assign_flat_grad, dominant, flatten_grads, pcgrad
 from .heads import MultitaskModel, task_spec
@@ -103,7 +106,9 @@ def prepare(config: TrainConfig, warn: Optional[Callable] = None, world: World =
     # Never more tokens than the model has positions, whatever its tokenizer_config.json claims.
     positions = encoder.config.max_position_embeddings
     tokenizer = minbert.Tokenizer.from_folder(encoder.source.folder, max_length=positions)
-    data_dir = ensure_data_dir(config.data_dir)
+    # A declared task's files are where its --task-file says: the course's folder only matters for the course's.
+    course = any(get_task(t).declared_in is None for t in config.task_list)
+    data_dir = ensure_data_dir(config.data_dir) if course else None
     data, record, lengths = {}, {}, {}
     for task in config.task_list:
         lengths[task] = min(config.max_length or get_task(task).max_length, tokenizer.max_length)
@@ -161,15 +166,18 @@ def subsample_split(split: EncodedSplit, fraction: float, seed: int) -> EncodedS
 
 @torch.no_grad()
 def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch_size: int,
-            precision: str, world: World = SINGLE, label: Optional[str] = None) -> list:
+            precision: str, world: World = SINGLE, label: Optional[str] = None,
+            values: Optional[Callable] = None) -> list:
     """Predictions in the split's order; batches sorted by length so little is padding.
 
     Under torchrun the batches are dealt out to the ranks and the predictions gathered:
     every rank returns the whole list, the same as one process would. With a `label`, a
     terminal shows a bar (a CFIMDB evaluation at 512 tokens takes minutes on a CPU).
+    `values` turns the head's outputs into what is returned per example (default: the task's
+    predictions, as its prediction files hold them).
     """
     model.eval()
-    spec = task_spec(split.task, model.pair_mode, model.task_heads)
+    values = values or task_spec(split.task, model.pair_mode, model.task_heads).predict
     order = sorted(range(len(split)), key=split.lengths.__getitem__)
     starts = range(0, len(order), batch_size)
     bar = _bar(label is not None and world.main and sys.stdout.isatty(), len(starts), 0, label or "")
@@ -183,8 +191,8 @@ def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch
         batch = make_batch(split, idx, tokenizer, device)
         batch.pop("labels", None)
         with autocast(device, precision):
-            values = spec.predict(model(split.task, batch)).float().cpu().tolist()
-        mine.update(zip(idx, values))
+            found = values(model(split.task, batch)).float().cpu().tolist()
+        mine.update(zip(idx, found))
     if bar is not None:
         bar.close()
     out = [None] * len(split)
@@ -219,15 +227,25 @@ def versions() -> dict:
     out = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
            "tokenizers": tokenizers.__version__, "platform": platform.platform(),
            "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads()}
-    head = Path(__file__).resolve().parents[1] / ".git" / "HEAD"
-    try:
-        ref = head.read_text().strip()
-        if ref.startswith("ref: "):
-            ref = (head.parent / ref[5:]).read_text().strip()
-        out["minbert_commit"] = ref
-    except OSError:
-        pass
+    out.update(source_commit(Path(__file__).resolve().parents[1]))
     return out
+
+
+def source_commit(repo: Path) -> dict:
+    """The commit the code was run from, and whether it had local changes; {} outside a git checkout.
+
+    Asked of git itself rather than read from .git/, which is a file in a worktree and may keep
+    its refs packed.
+    """
+    def git(*args):
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10,
+                              check=True).stdout
+    try:
+        commit = git("rev-parse", "HEAD").strip()
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {"minbert_commit": commit, "minbert_dirty": dirty}
 
 
 def arguments_record(config: TrainConfig, inputs: RunInputs, command_options: Optional[dict] = None) -> dict:
@@ -239,12 +257,18 @@ def arguments_record(config: TrainConfig, inputs: RunInputs, command_options: Op
             "task_list": list(config.task_list), "precision_requested": inputs.precision_requested}
 
 
+def declarations(tasks) -> dict:
+    """What --task-file declared for the run's own tasks (columns, labels, metric, files); none for the course's."""
+    return {t: get_task(t).describe() for t in tasks if get_task(t).declared_in is not None}
+
+
 def run_record(run: "Run", command_options: Optional[dict] = None) -> dict:
     """config.json: the options, model, data files, device, package versions and the run's shape."""
     config, inputs, model = run.config, run.inputs, run.model
     return {"command": sys.argv, "arguments": arguments_record(config, inputs, command_options), "seed": config.seed,
             "model": inputs.encoder.source.to_dict() if inputs.encoder.source else None,
             "data": inputs.data_record, "max_length": inputs.max_lengths, "device": str(inputs.device),
+            "declared_tasks": declarations(inputs.tasks),
             "versions": versions(),
             "precision": {"requested": inputs.precision_requested, "used": inputs.precision,
                           "native_bf16": minbert.native_bf16(inputs.device)},
@@ -517,7 +541,8 @@ class Outputs(Callback):
 
 
 class RunFolder(Outputs):
-    """A command's run: config.json, tensorboard/, checkpoint.pt, best.pt, metrics.json and predictions/.
+    """A command's run: config.json, tensorboard/, checkpoint.pt, best.pt, metrics.json, predictions/ and, once
+    finished, model/ (the best weights in Hugging Face format with the heads: tasks/export.py).
 
     Under torchrun every rank takes part in the collectives (RNG states, predictions); rank 0 alone writes.
     `command_options`: the command's own options, recorded with the training options in config.json.
@@ -572,6 +597,10 @@ class RunFolder(Outputs):
         with _writing(self.folder / "predictions"):
             write_all_predictions(run.model, run.inputs, self.folder / "predictions", run.config, show=True)
         if self.writes:
+            # Before metrics.json, which tells classifier.py's --resume that the task is done.
+            record = json.loads((self.folder / "config.json").read_text(encoding="utf-8"))
+            with _writing(self.folder / MODEL_DIR):
+                export_model(self.folder / MODEL_DIR, run.model, record, result, run.inputs.encoder.source.folder)
             with _writing(self.folder / "metrics.json"):
                 atomic_write_json(self.folder / "metrics.json", result)
             self.add_hparams(_hparams(run), result)
@@ -584,10 +613,13 @@ class InMemory(Outputs):
     """An ablation trial's outputs: no files, no checkpoints (a trial is cheap to rerun); the best weights
     are kept in memory, or with `final_weights` the model keeps its last ones (a sweep's trial reports its
     final evaluation). With `tensorboard`, the trial's curves go to that folder, and `hparams` with its
-    best dev scores at the end."""
+    best dev scores at the end. With `export_to`, the model it ends with is also written there as a model
+    folder (tasks/export.py), as a finished run's RUN_DIR/model/."""
 
-    def __init__(self, tensorboard=None, hparams: Optional[dict] = None, final_weights: bool = False):
+    def __init__(self, tensorboard=None, hparams: Optional[dict] = None, final_weights: bool = False,
+                 export_to=None):
         self.tensorboard, self.hparams, self.final_weights = tensorboard, hparams, final_weights
+        self.export_to = export_to
         self.best_weights = None
 
     def __repr__(self) -> str:
@@ -607,6 +639,10 @@ class InMemory(Outputs):
             run.model.load_state_dict(self.best_weights)
 
     def finish(self, run, result):
+        if self.export_to is not None:
+            with _writing(Path(self.export_to)):
+                export_model(self.export_to, run.model, run_record(run), result, run.inputs.encoder.source.folder,
+                             scores="final" if self.final_weights else "best")
         if self.writer is not None and self.hparams is not None:
             self.add_hparams(self.hparams, result)
 
@@ -775,7 +811,7 @@ def run_epoch(run: Run, stop: "_Stop") -> None:
         else:
             run.scheduler.step()
             if run.smart is not None:
-                run.smart.update_ema()
+                run.smart.update_ema(state.global_step + 1, run.total_steps)
         state.step_in_epoch += 1
         state.global_step += 1
         _notify(run, "on_step", StepInfo(step, losses))
@@ -1013,15 +1049,19 @@ def _nonfinite(run: Run, what: str, task: str) -> None:
     return None
 
 
-def write_all_predictions(model, inputs: RunInputs, folder: Path, config: TrainConfig, show: bool = False):
+def write_all_predictions(model, inputs: RunInputs, folder: Path, config: TrainConfig, show: bool = False,
+                          splits=("dev", "test")) -> dict:
     """Dev and test predictions of every task, under the course's names (Part 1's when
-    `config.prediction_mode` names a Part-1 mode)."""
+    `config.prediction_mode` names a Part-1 mode); returns {(task, split): predictions}."""
+    written = {}
     for task in inputs.tasks:
-        for split in ("dev", "test"):
-            part = inputs.data[task][split]
+        for split in splits:
+            part = inputs.data[task].get(split)
             if part is None:
                 continue  # the reader already said, in one line, that the file is missing
             values = predict(model, part, inputs.tokenizer, inputs.device, config.eval_batch_size,
                              inputs.precision, inputs.world, label=f"{split} predictions {task}" if show else None)
             if inputs.world.main:
                 write_predictions(folder, task, split, part.ids, values, config.prediction_mode)
+            written[task, split] = values
+    return written

@@ -1,4 +1,5 @@
 """ablate.py on small real-format data: leaves, resuming, failures, probes, dynamics, transfer, shards, bad input."""
+import copy
 import csv
 import json
 import re
@@ -9,10 +10,11 @@ import pytest
 import torch
 
 import ablate
+import minbert
 from conftest import run_cli
 from minbert import UserError
 from tasks.ablation import arguments, sweep
-from tasks.ablation.studies import STUDIES, dynamics, permute, probe
+from tasks.ablation.studies import STUDIES, dynamics, permute
 from tasks.trainer import prepare
 from test_reliability import tiny_model  # noqa: F401 (fixture)
 
@@ -104,29 +106,67 @@ def _sweep(small_data_dir, tmp_path, *extra):
     return sweep.Sweep(args, prepare(args.config), args.out, STUDIES[args.mode])
 
 
-def test_probe_trains_only_the_head_and_leaves_the_encoder_bit_identical(small_data_dir, tmp_path, pretrained):
-    probing = _sweep(small_data_dir, tmp_path, "--mode", "probe", "--task", "sst", "--layers", "3")
-    trials = probe.plan(probing.args, probing.shape)
-    assert [t.config for t in trials] == ["layer=3,pooling=first", "layer=3,pooling=mean",
-                                          "layer=6,pooling=first,random", "layer=6,pooling=mean,random"]
-    result = probing.run_trial(trials[0])
-    model = result["model"]
-    assert model.encoder.num_layers == 3 and model.pooling == "cls-token" and result["steps"] == 2
-    before = pretrained.state_dict()
-    for name, tensor in model.encoder.state_dict().items():
-        assert torch.equal(tensor, before[name]), name
-    assert not any(p.requires_grad for p in model.encoder.parameters())
-    assert all(p.requires_grad for p in model.heads.parameters())
-
-
 def test_dynamics_of_a_model_with_itself_is_zero(pretrained, tokenizer):
     batch = tokenizer.collate(tokenizer.encode(["a short sentence .", "the film is long , slow and dull",
                                                 "what a lovely , warm and funny surprise that was !"] * 8))
     curves = dynamics.compare_encoders(pretrained, pretrained, [batch])
     n = pretrained.num_layers
-    assert curves["weight_l2"] == [0.0] * n
+    assert curves["weight_l2"] == curves["weight_l2_layer"] == curves["weight_l2.output.dense.weight"] == [0.0] * n
     assert curves["attention_js"] == pytest.approx([0.0] * n, abs=1e-9)
     assert len(curves["svcca"]) == n + 1 and max(curves["svcca"]) < 1e-6
+
+
+def test_dynamics_plots_the_output_sublayer_and_keeps_every_tensor(pretrained, tokenizer):
+    """Hand-computed: layer 2's output.dense.weight moves by (3, 4) -> 5, its query weight by 12."""
+    batch = tokenizer.collate(tokenizer.encode(["a short sentence .", "the film is long , slow and dull"]))
+    moved = copy.deepcopy(pretrained)
+    with torch.no_grad():
+        moved.encoder.layer[2].output.dense.weight[0, 0] += 3.0
+        moved.encoder.layer[2].output.dense.weight[5, 7] += 4.0
+        moved.encoder.layer[2].attention.self.query.weight[1, 1] -= 12.0
+    curves = dynamics.compare_encoders(pretrained, moved, [batch])
+    n = pretrained.num_layers
+    assert curves["weight_l2"] == pytest.approx([0, 0, 5.0, 0, 0, 0], abs=1e-5)
+    assert curves["weight_l2.attention.self.query.weight"] == pytest.approx([0, 0, 12.0, 0, 0, 0], abs=1e-5)
+    assert curves["weight_l2_layer"] == pytest.approx([0, 0, 13.0, 0, 0, 0], abs=1e-5)
+    per_tensor = {k for k in curves if k.startswith("weight_l2.")}
+    assert len(per_tensor) == 16  # 6 weight matrices, their 6 biases, 2 LayerNorms' weight and bias
+    assert all(len(curves[k]) == n for k in per_tensor)
+
+
+def test_dynamics_compares_the_same_seeded_sample_of_dev_examples(small_data_dir, tmp_path):
+    inputs = _sweep(small_data_dir, tmp_path, "--mode", "dynamics", "--task", "sst", "--dynamics-examples", "7").inputs
+    dev = inputs.data["sst"]["dev"]
+
+    def sentences(batches):
+        return [tuple(ids[mask.bool()].tolist()) for b in batches
+                for ids, mask in zip(b["input_ids"], b["attention_mask"])]
+
+    sample = sentences(dynamics.analysis_batches(inputs, 7, batch_size=3))
+    assert len(sample) == len(set(sample)) == 7 and sample == sentences(dynamics.analysis_batches(inputs, 7))
+    every = sentences(dynamics.analysis_batches(inputs, None))
+    assert len(every) == len(dev) == 40 and set(sample) < set(every)
+    assert every == sentences(dynamics.analysis_batches(inputs, 100))  # more than the dev set: all of it
+    assert ablate.parse_args(_argv(small_data_dir, tmp_path, "--mode", "dynamics", "--dynamics-examples",
+                                   "all")).dynamics_examples is None
+
+
+def test_reinit_policy_is_recorded_and_decides_what_is_redrawn(small_data_dir, tmp_path, pretrained):
+    options = ["--mode", "reinit", "--task", "sst", "--from-layer", "5", "--reinit-policy", "linear-weights"]
+    reinit = _sweep(small_data_dir, tmp_path, *options)
+    trials = STUDIES["reinit"].plan(reinit.args, reinit.shape)
+    assert [t.config for t in trials] == ["from=6", "from=5"]
+    assert all(t.params["policy"] == "linear-weights" for t in trials)  # in every results line's params
+    reinit.fit = lambda trial, encoder, **kwargs: {"model": encoder}
+    encoder = STUDIES["reinit"].run(reinit, trials[1])["model"]
+    before = pretrained.state_dict()
+    changed = {k for k, v in encoder.state_dict().items() if not torch.equal(v, before[k])}
+    assert changed == {f"encoder.layer.5.{name}" for name in (
+        "attention.self.query.weight", "attention.self.key.weight", "attention.self.value.weight",
+        "attention.output.dense.weight", "intermediate.dense.weight", "output.dense.weight")}
+    default = ablate.parse_args(_argv(small_data_dir, tmp_path / "sweep", *options[:-2]))
+    assert default.reinit_policy == "all"
+    assert sweep.Sweep(default, reinit.inputs, default.out, STUDIES["reinit"]).fingerprint != reinit.fingerprint
 
 
 def test_transfer_fills_the_ordered_pair_matrix(small_data_dir, tmp_path):
@@ -234,6 +274,8 @@ def test_two_shards_then_summarize_equal_one_unsharded_sweep(small_data_dir, tmp
     (["--mode", "permute", "--order", "0,1,1,2,3,4"], "not a permutation"),
     (["--mode", "probe", "--block", "1:1"], "--mode reinit"),
     (["--mode", "reinit", "--data-fractions", "0.5,2"], "--data-fractions"),
+    (["--mode", "reinit", "--reinit-policy", "biases"], "--reinit-policy"),
+    (["--mode", "dynamics", "--dynamics-examples", "0"], "--dynamics-examples"),
 ])
 def test_bad_arguments_exit_2_with_one_line_before_any_trial(small_data_dir, tmp_path, argv, needle):
     out = tmp_path / "bad"
@@ -284,3 +326,39 @@ def test_a_budgeted_trial_trains_its_steps_and_reports_the_final_evaluation(smal
     assert record["best_step"] in (3, 6, 7) and record["dev_best"]["sst"] >= record["dev"]["sst"]
     code, _, err = run_cli(ablate.main, argv + ["--epochs", "2"])
     assert code == 2 and "--epochs applies with --trial-steps 0" in err
+
+
+def test_transfer_starts_the_final_stage_from_the_exported_intermediate_model(small_data_dir, tmp_path, monkeypatch,
+                                                                            tiny_model):  # noqa: F811
+    out = tmp_path / "transfer"
+    started_from = {}
+    real_fit = sweep.Sweep.fit
+
+    def watched_fit(self, trial, encoder, name=None, tasks=None, **kwargs):
+        started_from[name or trial.config] = ({k: v.clone() for k, v in encoder.state_dict().items()}, encoder.source)
+        return real_fit(self, trial, encoder, name=name, tasks=tasks, **kwargs)
+
+    monkeypatch.setattr(sweep.Sweep, "fit", watched_fit)
+    argv = _argv(small_data_dir, out, "--mode", "transfer", "--tasks", "sst,sts", "--max-steps", "1", "--export-models",
+                 "--model", str(tiny_model))  # a model folder per trial: the tiny model's are 4 MB
+    code, _, err = run_cli(ablate.main, argv)
+    assert code == 0, err
+    folder = next((out / "intermediate").glob("*/transfer-intermediate=sst-seed0-frac1"))
+    weights, source = started_from["via=sst,final=sts"]
+    assert source.folder == str(folder)  # read back through from_pretrained, as --model RUN_DIR/model is
+    exported = minbert.from_pretrained(str(folder)).state_dict()
+    assert weights.keys() == exported.keys() and all(torch.equal(weights[k], exported[k]) for k in weights)
+    # --export-models: every trial's own model folder, with its heads
+    trials = {p.name for p in (out / "models").iterdir()}
+    assert trials == {"transfer-via=none_final=sst-seed0-frac1", "transfer-via=none_final=sts-seed0-frac1",
+                      "transfer-via=sst_final=sts-seed0-frac1", "transfer-via=sts_final=sst-seed0-frac1"}
+    described = json.loads((out / "models" / "transfer-via=sst_final=sts-seed0-frac1" / "tasks.json").read_text())
+    assert list(described["tasks"]) == ["sts"]
+
+    # Rerun from scratch results: the exported intermediate models are reused, not trained again.
+    (out / "results.jsonl").unlink()
+    started_from.clear()
+    code, _, err = run_cli(ablate.main, argv)
+    assert code == 0, err
+    assert not [name for name in started_from if name.startswith("transfer-intermediate")]
+    assert len(_lines(out / "results.jsonl")) == 4

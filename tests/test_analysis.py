@@ -5,11 +5,16 @@ import pytest
 import torch
 
 from minbert.analysis import (
+    OUTPUT_SUBLAYER_WEIGHT,
+    SVCCA_POINTS_PER_DIM,
     attention_js_divergence,
+    attention_js_per_sentence,
+    layer_tensor_distances,
     layer_weight_distances,
     layerwise_attention_js,
     layerwise_svcca,
     svcca_distance,
+    svcca_sample,
     weight_distances,
 )
 
@@ -67,20 +72,43 @@ def test_js_padding_does_not_change_result():
     assert attention_js_divergence(padded(a), padded(c), mask) == pytest.approx(base, abs=1e-10)
 
 
-def test_js_per_example_padding_weights_queries_equally():
+def test_js_is_averaged_per_sentence_not_per_token():
+    """Hao et al.: tokens, then heads, then sentences. A 2-token sentence whose attention moved
+    completely (JS = ln 2 for both queries) and a 4-token one whose attention did not move:
+    per sentence (ln 2 + 0) / 2 = 0.347; token-weighted it would be 2 ln 2 / 6 = 0.231."""
+    s = 4
+    a = torch.full((2, 1, s, s), 0.25)
+    b = a.clone()
+    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
+    a[0, 0, :, :] = torch.tensor([0.7, 0.0, 0.2, 0.1])  # key 0 only, once padding keys are dropped
+    b[0, 0, :, :] = torch.tensor([0.0, 0.6, 0.3, 0.1])  # key 1 only
+    per_sentence = attention_js_per_sentence(a, b, mask)
+    assert per_sentence == pytest.approx([LN2, 0.0], abs=1e-12)
+    assert attention_js_divergence(a, b, mask) == pytest.approx(LN2 / 2, abs=1e-12)
+    assert attention_js_divergence(a, b, mask) != pytest.approx(2 * LN2 / 6, abs=1e-3)
+
+
+def test_js_heads_count_equally_within_a_sentence():
     gen = torch.Generator().manual_seed(3)
-    a, c = _rand_attn(gen, 2, 1, 4), _rand_attn(gen, 2, 1, 4)
+    a, c = _rand_attn(gen, 2, 3, 4), _rand_attn(gen, 2, 3, 4)
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
-    # Expected: per-row JS of renormalised real keys, averaged over the 6 real queries.
-    vals = []
+
+    def js(p, q):
+        p, q = p.double() / p.sum(), q.double() / q.sum()
+        m = (p + q) / 2
+        return 0.5 * float((p * (p / m).log()).sum() + (q * (q / m).log()).sum())
+
+    expected = []
     for bi, n in ((0, 4), (1, 2)):
-        for qi in range(n):
-            p = a[bi, 0, qi, :n].double(); p = p / p.sum()
-            q = c[bi, 0, qi, :n].double(); q = q / q.sum()
-            m = (p + q) / 2
-            vals.append(0.5 * float((p * (p / m).log()).sum() + (q * (q / m).log()).sum()))
-    got = attention_js_divergence(a, c, mask)
-    assert got == pytest.approx(sum(vals) / len(vals), abs=1e-10)
+        heads = [sum(js(a[bi, h, qi, :n], c[bi, h, qi, :n]) for qi in range(n)) / n for h in range(3)]
+        expected.append(sum(heads) / 3)
+    assert attention_js_per_sentence(a, c, mask) == pytest.approx(expected, abs=1e-8)
+
+
+def test_js_rejects_a_sentence_without_tokens():
+    a = _rand_attn(torch.Generator().manual_seed(0), 2, 1, 3)
+    with pytest.raises(ValueError, match="sentence 1"):
+        attention_js_per_sentence(a, a, torch.tensor([[1, 1, 0], [0, 0, 0]]))
 
 
 def test_layerwise_attention_js():
@@ -88,9 +116,9 @@ def test_layerwise_attention_js():
     a = [_rand_attn(gen) for _ in range(3)]
     c = [a[0], _rand_attn(gen), a[2]]
     out = layerwise_attention_js(a, c, torch.ones(2, 6))
-    assert len(out) == 3
-    assert out[0] == pytest.approx(0.0, abs=1e-7) and out[2] == pytest.approx(0.0, abs=1e-7)
-    assert out[1] > 0.0
+    assert out.shape == (3, 2)  # layers x sentences
+    assert out[0] == pytest.approx([0.0, 0.0], abs=1e-7) and out[2] == pytest.approx([0.0, 0.0], abs=1e-7)
+    assert (out[1] > 0.0).all()
 
 
 # ---------------------------------------------------------------- SVCCA
@@ -114,12 +142,29 @@ def test_svcca_invertible_linear_transform_is_zero():
     assert svcca_distance(z, z @ b) < 1e-6
 
 
-def test_svcca_independent_noise_is_large():
+def test_svcca_independent_noise_on_too_few_points_is_warned_about(capsys):
+    """100 points in 64 dimensions: CCA finds spurious correlation (similarity ~0.7)."""
     rng = np.random.default_rng(2)
-    x = rng.standard_normal((1000, 32))
-    y = rng.standard_normal((1000, 32))
-    d = svcca_distance(x, y)
-    assert 0.5 < d <= 1.0
+    x, y = rng.standard_normal((100, 64)), rng.standard_normal((100, 64))
+    assert 1 - svcca_distance(x, y) > 0.5
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("warning: SVCCA compared 100 points for ")
+    assert f"fewer than {SVCCA_POINTS_PER_DIM} per dimension" in err
+
+
+def test_svcca_independent_noise_on_enough_points_is_dissimilar(capsys):
+    rng = np.random.default_rng(2)
+    n = SVCCA_POINTS_PER_DIM * 64
+    x, y = rng.standard_normal((n, 64)), rng.standard_normal((n, 64))
+    assert 1 - svcca_distance(x, y) < 0.2
+    assert capsys.readouterr().err == ""
+
+
+def test_svcca_sample_is_enough_for_the_width():
+    assert svcca_sample(100, 16).tolist() == list(range(100))  # fewer than needed: every token
+    chosen = svcca_sample(10_000, 16, seed=3)
+    assert len(chosen) == SVCCA_POINTS_PER_DIM * 16 and len(set(chosen.tolist())) == len(chosen)
+    assert (np.diff(chosen) > 0).all() and chosen.tolist() == svcca_sample(10_000, 16, seed=3).tolist()
 
 
 def test_svcca_fewer_points_than_dims_is_stable():
@@ -131,23 +176,32 @@ def test_svcca_fewer_points_than_dims_is_stable():
     assert np.isfinite(d_other) and 0.0 <= d_other <= 1.0
 
 
-def test_layerwise_svcca_ignores_padding_and_subsamples():
+def test_layerwise_svcca_ignores_padding_and_subsamples(capsys):
     gen = torch.Generator().manual_seed(5)
-    b, s, h = 4, 20, 16
+    b, s, h = 4, 150, 16
     base = torch.randn(b, s, h, generator=gen, dtype=torch.float64)
     mask = torch.ones(b, s)
-    mask[:, 15:] = 0
+    mask[:, 135:] = 0
     # Layer 0 identical on real tokens but garbage on padding; layer 1 independent.
     other0 = base.clone()
-    other0[:, 15:] = torch.randn(b, 5, h, generator=gen, dtype=torch.float64)
+    other0[:, 135:] = torch.randn(b, 15, h, generator=gen, dtype=torch.float64)
     other1 = torch.randn(b, s, h, generator=gen, dtype=torch.float64)
-    out = layerwise_svcca([base, base], [other0, other1], mask, max_points=50, seed=0)
+    out = layerwise_svcca([base, base], [other0, other1], mask, seed=0)
     assert len(out) == 2
     assert out[0] < 1e-6
-    assert out[1] > 0.2
+    assert out[1] > 0.8  # 540 real tokens, sampled down to 20 x 16: the noise floor stays low
+    assert capsys.readouterr().err == ""
     # Seeded subsampling is deterministic.
-    again = layerwise_svcca([base, base], [other0, other1], mask, max_points=50, seed=0)
+    again = layerwise_svcca([base, base], [other0, other1], mask, seed=0)
     assert again == out
+
+
+def test_layerwise_svcca_warns_once_when_too_few_tokens(capsys):
+    gen = torch.Generator().manual_seed(6)
+    x, y = (torch.randn(1, 30, 16, generator=gen, dtype=torch.float64) for _ in range(2))
+    layerwise_svcca([x, x, x], [y, x, y], None)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("warning: layerwise SVCCA compared 30 points")
 
 
 # ---------------------------------------------------------------- weights
@@ -209,3 +263,20 @@ def test_layer_weight_distances_handles_prefixed_keys_and_multidigit_layers():
     out = layer_weight_distances(sd, other, num_layers=12)
     assert out[11] == pytest.approx(2.0, rel=1e-6)
     assert out[1] == 0.0 and sum(out[:11]) == 0.0
+
+
+def test_layer_tensor_distances_keep_every_tensor_and_name_the_output_sublayer():
+    """Hand-computed: layer 1's output.dense.weight moves by (3, 4) -> 5; its query bias by 12 -> 12;
+    layer 0's output.dense.weight by 0.5 in each of its 8 x 16 entries -> 0.5 * sqrt(128)."""
+    sd = _state(torch.Generator().manual_seed(10))
+    other = {k: v.clone() for k, v in sd.items()}
+    other["encoder.layer.1.output.dense.weight"][0, 0] += 3.0
+    other["encoder.layer.1.output.dense.weight"][7, 15] -= 4.0
+    other["encoder.layer.1.attention.self.query.bias"][2] += 12.0
+    other["encoder.layer.0.output.dense.weight"] += 0.5
+    out = layer_tensor_distances(sd, other, num_layers=3)
+    assert set(out) == {"attention.self.query.weight", "attention.self.query.bias", OUTPUT_SUBLAYER_WEIGHT}
+    assert out[OUTPUT_SUBLAYER_WEIGHT] == pytest.approx([0.5 * math.sqrt(128), 5.0, 0.0], rel=1e-6)
+    assert out["attention.self.query.bias"] == pytest.approx([0.0, 12.0, 0.0], rel=1e-6)
+    assert out["attention.self.query.weight"] == [0.0, 0.0, 0.0]
+    assert layer_weight_distances(sd, other, num_layers=3) == pytest.approx([0.5 * math.sqrt(128), 13.0, 0.0])

@@ -73,6 +73,53 @@ def test_head_reinit_touches_only_that_heads_slices(model, pretrained):
     assert torch.equal(o0[:, keep], o1[:, keep])
 
 
+SIX_LINEAR_WEIGHTS = ("attention.self.query.weight", "attention.self.key.weight", "attention.self.value.weight",
+                      "attention.output.dense.weight", "intermediate.dense.weight", "output.dense.weight")
+
+
+@pytest.fixture()
+def tiny():
+    """A small BERT whose every tensor (biases and LayerNorms too) is away from its initial value, as a
+    pretrained model's are, so that a reset to 0 or 1 shows."""
+    model = minbert.BertModel(minbert.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3,
+                                                 num_attention_heads=2, intermediate_size=32,
+                                                 max_position_embeddings=16))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p))
+    return model
+
+
+def test_linear_weights_policy_redraws_only_the_six_weight_matrices(tiny):
+    """Singh & Giovanardi: biases and LayerNorms keep their pretrained values; the weights drawn are
+    the ones policy "all" draws from the same seed."""
+    before = copy.deepcopy(tiny.state_dict())
+    every = minbert.reinit_layers(copy.deepcopy(tiny), [0, 2], generator=torch.Generator().manual_seed(0))
+    minbert.reinit_layers(tiny, [0, 2], generator=torch.Generator().manual_seed(0), policy="linear-weights")
+    changed = _changed(before, tiny.state_dict())
+    assert changed == {f"encoder.layer.{i}.{name}" for i in (0, 2) for name in SIX_LINEAR_WEIGHTS}
+    for name in changed:
+        assert torch.equal(tiny.state_dict()[name], every.state_dict()[name]), name
+    assert _changed(before, every.state_dict()) == _layer_keys(tiny, 0) | _layer_keys(tiny, 2)  # policy "all"
+
+
+def test_linear_weights_policy_for_heads_and_embeddings(tiny):
+    before = copy.deepcopy(tiny.state_dict())
+    minbert.reinit_heads(tiny, [(1, 1)], policy="linear-weights")
+    minbert.reinit_embeddings(tiny, policy="linear-weights")
+    prefix = "encoder.layer.1.attention."
+    assert _changed(before, tiny.state_dict()) == {
+        prefix + "self.query.weight", prefix + "self.key.weight", prefix + "self.value.weight",
+        prefix + "output.dense.weight", "embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
+        "embeddings.token_type_embeddings.weight"}
+    minbert.reinit_heads(tiny, [(1, 1)])
+    minbert.reinit_embeddings(tiny)
+    assert {"embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias", prefix + "self.query.bias"} <= \
+        _changed(before, tiny.state_dict())
+    with pytest.raises(UserError, match="policy 'biases'"):
+        minbert.reinit_layers(tiny, [0], policy="biases")
+
+
 def test_head_index_past_the_heads_is_rejected(model):
     with pytest.raises(UserError):
         minbert.reinit_heads(model, [(0, 12)])

@@ -166,6 +166,8 @@ def assert_same_run(reference: Path, resumed: Path):
     assert without_times(metrics_a) == without_times(metrics_b)
     for pred in (reference / "predictions").iterdir():
         assert (resumed / "predictions" / pred.name).read_bytes() == pred.read_bytes(), pred.name
+    for exported in ("model.safetensors", "heads.safetensors", "tasks.json"):
+        assert (resumed / "model" / exported).read_bytes() == (reference / "model" / exported).read_bytes(), exported
     assert scalars(resumed) == scalars(reference)  # each step once: the killed process's extra steps are purged
 
 

@@ -1,10 +1,17 @@
+import argparse
 import copy
+import dataclasses
+import json
+import math
 
 import pytest
 import torch
 
 import minbert
-from tasks.heads import MultitaskModel
+import train_multitask
+from conftest import run_cli
+from tasks.heads import MultitaskModel, task_spec
+from tasks.options import smart_beta_value
 from tasks.smart import Smart, SmartConfig
 
 FIRST = ["a gripping , funny film .", "dull .", "the plot never quite comes together", "i loved it"]
@@ -109,25 +116,83 @@ def test_proximal_term_and_ema_update(pretrained, tokenizer):
     assert model.heads["sst"].weight.grad.abs().sum() > 0
 
     before = {n: p.clone() for n, p in smart.ema.named_parameters() if n in moved}
-    smart.update_ema()
+    smart.update_ema(1, 10)
     ema = dict(smart.ema.named_parameters())
     for n, p in moved.items():
         step = ema[n] - before[n]
         assert torch.allclose(step, 0.1 * (p.detach() - before[n]), atol=1e-6, rtol=0), n
     current = dict(model.named_parameters())
-    smart.update_ema(beta=0.0)  # the override: a full copy
+    smart.config = dataclasses.replace(smart.config, beta=0.0)  # momentum 0: a full copy
+    smart.update_ema(2, 10)
     assert all(torch.equal(p, current[n]) for n, p in smart.ema.named_parameters())
 
 
-def test_ema_follows_train_mode(pretrained, tokenizer):
-    model = make_model(pretrained).train()
+def test_anchor_is_evaluated_without_dropout(pretrained, tokenizer):
+    """The proximal term's anchor is the EMA model's prediction with dropout off, while the model
+    itself trains with dropout: two calls on the same outputs give the same term."""
+    model = minbert.set_dropout(make_model(pretrained), 0.5).train()
     smart = Smart(model, SmartConfig(lambda_s=0.0), "cross")
     batch = make_batch(tokenizer, "sst", "cross")
-    smart.regularisers("sst", batch, model("sst", batch))
-    assert smart.ema.training
-    model.eval()
-    smart.regularisers("sst", batch, model("sst", batch))
-    assert not smart.ema.training
+    modes, forward = [], smart.ema.forward
+
+    def spy(*args, **kwargs):
+        modes.append(smart.ema.training)
+        return forward(*args, **kwargs)
+
+    smart.ema.forward = spy
+    outputs = model("sst", batch)
+    first = smart.regularisers("sst", batch, outputs)["proximal"]
+    second = smart.regularisers("sst", batch, outputs)["proximal"]
+    assert modes == [False, False] and model.training
+    assert torch.equal(first, second)
+    with torch.no_grad():
+        anchor = forward("sst", batch)  # the EMA copy, still in eval mode
+    assert first.item() == pytest.approx(task_spec("sst").divergence(outputs, anchor).item(), rel=1e-6)
+    assert first.item() > 0  # the model's dropout makes its outputs differ from the anchor's
+
+
+def test_symmetric_kl_is_the_sum_of_both_directions():
+    """Jiang et al.: KL(P||Q) + KL(Q||P), not halved. P = (0.5, 0.5), Q = (0.9, 0.1):
+    KL(P||Q) = 0.5 ln(0.5/0.9) + 0.5 ln(0.5/0.1) = 0.51083, KL(Q||P) = 0.9 ln(0.9/0.5) + 0.1 ln(0.1/0.5)
+    = 0.36806; the sum is 0.87889."""
+    expected = 0.5 * math.log(0.5 / 0.9) + 0.5 * math.log(0.5 / 0.1) + 0.9 * math.log(0.9 / 0.5) \
+        + 0.1 * math.log(0.1 / 0.5)
+    assert expected == pytest.approx(0.87889, abs=1e-5)
+    p, q = torch.tensor([[0.5, 0.5]]).log(), torch.tensor([[0.9, 0.1]]).log()
+    five = task_spec("sst").divergence
+    pad = torch.full((1, 3), -1e4)  # three more classes with no mass
+    assert five(torch.cat([p, pad], 1), torch.cat([q, pad], 1)).item() == pytest.approx(expected, rel=1e-5)
+    # Quora's one logit x stands for P(duplicate) = sigmoid(x): P = sigmoid(0), Q = sigmoid(ln(0.1 / 0.9)).
+    binary = task_spec("quora").divergence
+    assert binary(torch.tensor([0.0]), torch.tensor([math.log(0.1 / 0.9)])).item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_momentum_follows_the_papers_schedule_unless_fixed():
+    """0.99 for the first 10% of the updates (t <= 0.1 T), 0.999 after; a number fixes it."""
+    schedule = SmartConfig()
+    assert schedule.beta == "schedule"
+    assert [schedule.momentum(t, 50) for t in (1, 5, 6, 50)] == [0.99, 0.99, 0.999, 0.999]
+    assert [schedule.momentum(t, 3) for t in (1, 2, 3)] == [0.999, 0.999, 0.999]  # 10% of 3 is under one update
+    assert [SmartConfig(beta=0.9).momentum(t, 50) for t in (1, 50)] == [0.9, 0.9]
+
+
+def test_trainer_moves_the_ema_with_the_scheduled_momentum(small_data_dir, tmp_path, monkeypatch):
+    seen = []
+    real = Smart.update_ema
+
+    def spy(self, update, total_updates):
+        seen.append((update, total_updates, self.config.momentum(update, total_updates)))
+        return real(self, update, total_updates)
+
+    monkeypatch.setattr(Smart, "update_ema", spy)
+    code, _, err = run_cli(train_multitask.main, [  # the smoothness term off and short inputs: a quick run
+        "--model", "minilm", "--data-dir", str(small_data_dir), "--tasks", "sst", "--batch-size", "2",
+        "--max-length", "8", "--max-steps", "11", "--precision", "fp32", "--smart", "--smart-lambda-s", "0",
+        "--out", str(tmp_path / "run")])
+    assert code == 0, err
+    assert seen == [(t, 11, 0.99 if t == 1 else 0.999) for t in range(1, 12)]
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["arguments"]["smart_beta"] == "schedule"
 
 
 def test_state_dict_round_trip(pretrained, tokenizer):
@@ -136,7 +201,7 @@ def test_state_dict_round_trip(pretrained, tokenizer):
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.01)
-    smart.update_ema()
+    smart.update_ema(1, 10)
     saved = copy.deepcopy(smart.state_dict())
 
     fresh = Smart(model, SmartConfig(), "cross")
@@ -167,3 +232,9 @@ def test_config_rejects_bad_values():
         SmartConfig(eps=-1.0)
     with pytest.raises(ValueError):
         SmartConfig(beta=1.5)
+    with pytest.raises(ValueError):
+        SmartConfig(beta="sometimes")
+    assert smart_beta_value("schedule") == "schedule" and smart_beta_value("0.5") == 0.5
+    for text in ("sometimes", "1.5"):
+        with pytest.raises(argparse.ArgumentTypeError, match="schedule"):
+            smart_beta_value(text)

@@ -28,21 +28,33 @@ def positive(text: str) -> int:
     return integer(text, minimum=1)
 
 
+def positive_or_all(text: str):
+    """A count >= 1, or 'all' (None): no limit."""
+    return None if text.strip() == "all" else positive(text)
+
+
 def int_list(text: str) -> list:
     return list(dict.fromkeys(integer(t) for t in items(text)))
 
 
+def number(text: str, valid=lambda value: True, requirement: str = "") -> float:
+    """A float that passes `valid`; `requirement` says what a rejected value should have been."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not valid(value):
+        raise argparse.ArgumentTypeError(f"{text} {requirement}")
+    return value
+
+
+def number_list(text: str, valid=lambda value: True, requirement: str = "") -> list:
+    """Comma-separated `number`s, each once: "0.1,0.10" is one value, not two runs of each trial."""
+    return list(dict.fromkeys(number(t, valid, requirement) for t in items(text)))
+
+
 def fraction_list(text: str) -> list:
-    out = []
-    for t in items(text):
-        try:
-            value = float(t)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{t!r} is not a number") from None
-        if not 0 < value <= 1:
-            raise argparse.ArgumentTypeError(f"{t} is not in (0, 1]")
-        out.append(value)
-    return list(dict.fromkeys(out))  # "0.1,0.10" is one fraction, not two runs of each trial
+    return number_list(text, lambda value: 0 < value <= 1, "is not in (0, 1]")
 
 
 def shard(text: str):

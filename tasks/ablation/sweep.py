@@ -32,7 +32,7 @@ from minbert import UserError
 
 from ..fileio import append_jsonl, atomic_write_text, read_jsonl, safe_join
 from ..config import TrainConfig
-from ..trainer import InMemory, Interrupted, RunInputs, fit, precision_note, prepare, training_plan
+from ..trainer import InMemory, Interrupted, RunInputs, declarations, fit, precision_note, prepare, training_plan
 from .summary import finished, report
 
 RESULTS = "results.jsonl"
@@ -132,13 +132,14 @@ class Sweep:
         """The trial's fit result ("best", "final", "model", ...), plus "curves"/"info" where it has them."""
         return self.study.run(self, trial)
 
-    def fit(self, trial: Trial, encoder, name: Optional[str] = None, tasks=None, **changes) -> dict:
+    def fit(self, trial: Trial, encoder, name: Optional[str] = None, tasks=None, export_to=None, **changes) -> dict:
         """Fine-tune `encoder` exactly as train_multitask.py would, for the sweep's budget (`budget`), logging to
         tensorboard/<name>. The result's model has the final weights: the final evaluation is the trial's result.
 
-        Nothing else is written: a trial is cheap to rerun, and a checkpoint per trial
-        would take gigabytes over a sweep. `changes` are training options (TrainConfig's
-        fields) the trial sets.
+        Nothing else is written unless asked: a trial is cheap to rerun, and a checkpoint
+        per trial would take gigabytes over a sweep. The final model goes to `export_to` as a
+        model folder (tasks/export.py), and with --export-models each trial's to
+        models/<trial name>/. `changes` are training options (TrainConfig's fields) the trial sets.
         """
         tasks = tuple(tasks or self.inputs.tasks)
         inputs = dataclasses.replace(self.inputs, tasks=tasks)
@@ -148,7 +149,9 @@ class Sweep:
         folder = self.fresh_dir("tensorboard", name or trial.name)
         hparams = {"mode": trial.mode, "config": trial.config, "seed": trial.seed, "data_fraction": trial.fraction,
                    "tasks": config.tasks, "stage": name or "trial"}
-        result = fit(config, inputs, InMemory(folder, hparams, final_weights=True), encoder=encoder)
+        if export_to is None and name is None and getattr(self.args, "export_models", False):
+            export_to = self.fresh_dir("models", trial.name)
+        result = fit(config, inputs, InMemory(folder, hparams, final_weights=True, export_to=export_to), encoder=encoder)
         result["budget"] = spent
         return result
 
@@ -218,13 +221,17 @@ def fingerprint(args, inputs: RunInputs, study: Study) -> str:
     """
     config = args.config
     values = {k: getattr(config, k) for k in sorted(set(TrainConfig.names()) - {
-        "seed", "data_fraction", "out", "checkpoint_every", "model", "data_dir", "device"})}
+        "seed", "data_fraction", "out", "checkpoint_every", "model", "data_dir", "device", "task_file"})}
     # config.precision is the one asked for (auto: each machine's fast one), not the one it became here
     values["tasks"] = ",".join(config.task_list)
     values["weights"] = inputs.encoder.source.weights_sha256 if inputs.encoder.source else config.model
     values["data"] = {task: {split: d and {k: v for k, v in d.items() if k != "path"} for split, d in splits.items()}
                       for task, splits in inputs.data_record.items()}
     values["trial_steps"] = args.trial_steps
+    declared = {t: {k: v for k, v in d.items() if k not in ("files", "declared_in", "description")}
+                for t, d in declarations(config.task_list).items()}
+    if declared:  # how a declared task reads its files and scores, not where the files are
+        values["declared_tasks"] = declared
     values.update({name: getattr(args, name) for name in study.fingerprint})
     return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

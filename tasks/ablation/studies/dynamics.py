@@ -1,13 +1,15 @@
 """dynamics: how far fine-tuning moves each layer of the pretrained model.
 
 After Hao et al. (2020), "Investigating Learning Dynamics of BERT Fine-Tuning":
-per layer, the L2 distance of the weights, the Jensen-Shannon divergence of the
-attention (padding excluded) and the SVCCA distance (Raghu et al., 2017) of the
-token representations (`minbert/analysis.py`), on the first --dynamics-examples
-dev examples of each task. Protocol, per data fraction: one fine-tuning per seed,
-compared with the pretrained model, and every pair of those seeds compared with
-each other (how much of the change is seed noise). Each fine-tuned encoder is kept
-in models/ for the seed-vs-seed trials.
+per layer, the L2 distance of the weights (plotted: Singh & Giovanardi's output
+sub-layer dense weight; every tensor's distance is kept in the results), the
+Jensen-Shannon divergence of the attention averaged per sentence (padding
+excluded) and the SVCCA distance (Raghu et al., 2017) of the token
+representations (`minbert/analysis.py`), on a seeded sample of --dynamics-examples
+dev examples of each task, the same sample for every comparison. Protocol, per
+data fraction: one fine-tuning per seed, compared with the pretrained model, and
+every pair of those seeds compared with each other (how much of the change is seed
+noise). Each fine-tuned encoder is kept in models/ for the seed-vs-seed trials.
 """
 import copy
 import itertools
@@ -16,19 +18,30 @@ from typing import Optional
 import minbert
 import numpy as np
 import torch
-from minbert.analysis import layer_weight_distances, layerwise_attention_js, layerwise_svcca
+from minbert.analysis import (OUTPUT_SUBLAYER_WEIGHT, layer_tensor_distances, layerwise_attention_js, layerwise_svcca,
+                              svcca_sample, whole_layer_distances)
 
 from ...encoded import make_batch
 from ...fileio import atomic_save_torch, safe_join
 from ...heads import sequences
 from ...trainer import RunInputs
-from ..arguments import positive
+from ..arguments import positive_or_all
 from ..sweep import Shape, Study, Trial
 
 
+# Sentences vary: on SST after 100 fine-tuning steps the top layer's per-sentence attention JS
+# had a standard deviation of 0.035 around a mean of 0.097, so 500 sentences put its standard
+# error at 0.0016 (under 2% of the mean, and well under the steps between layers), and their
+# tokens are more than SVCCA needs (svcca_sample). The whole dev set costs more for no visible
+# gain.
+DYNAMICS_EXAMPLES = 500
+
+
 def add_arguments(group):
-    group.add_argument("--dynamics-examples", type=positive, default=128, metavar="N",
-                       help="dev examples per task the models are compared on (default: %(default)s)")
+    group.add_argument("--dynamics-examples", type=positive_or_all, default=DYNAMICS_EXAMPLES, metavar="N|all",
+                       help="dev examples per task the models are compared on: a seeded sample, the same for "
+                            "every comparison, or 'all' for the whole dev set (default: %(default)s, enough for a "
+                            "standard error of each layer's mean attention JS under 2%% of it)")
 
 
 def note(args):
@@ -93,12 +106,16 @@ def compare(sweep, a: minbert.BertModel, b: minbert.BertModel) -> dict:
     return compare_encoders(a, b, sweep.cache["analysis_batches"])
 
 
-def analysis_batches(inputs: RunInputs, per_task: int, batch_size: int = 32) -> list:
-    """Encoder inputs (one dict per sequence batch) of the first `per_task` dev examples of each task."""
+def analysis_batches(inputs: RunInputs, per_task: Optional[int], batch_size: int = 32, seed: int = 0) -> list:
+    """Encoder inputs (one dict per sequence batch) of a seeded sample of `per_task` dev examples of each task
+    (None: all of them), batched by length."""
     batches = []
     for task in inputs.tasks:
         split = inputs.data[task]["dev"]
-        order = sorted(range(min(per_task, len(split))), key=split.lengths.__getitem__)
+        chosen = range(len(split))
+        if per_task is not None and per_task < len(split):  # a task's sample does not depend on the other tasks
+            chosen = np.random.default_rng(seed).choice(len(split), size=per_task, replace=False).tolist()
+        order = sorted(chosen, key=split.lengths.__getitem__)
         for start in range(0, len(order), batch_size):
             batch = make_batch(split, order[start:start + batch_size], inputs.tokenizer, inputs.device)
             batches.extend(sequences(batch))
@@ -107,33 +124,42 @@ def analysis_batches(inputs: RunInputs, per_task: int, batch_size: int = 32) -> 
 
 @torch.no_grad()
 def compare_encoders(a: minbert.BertModel, b: minbert.BertModel, batches: list, seed: int = 0) -> dict:
-    """Per layer: L2 distance of the weights, JS divergence of the attention, SVCCA distance of the tokens.
+    """Per layer: L2 distances of the weights, JS divergence of the attention, SVCCA distance of the tokens.
 
-    Padding is left out of both: attention JS is averaged over real query tokens
-    (weighted across batches by their count) and SVCCA sees only real tokens.
-    The SVCCA list starts with the embeddings' output (index 0).
+    "weight_l2" is the output sub-layer's dense weight (Singh & Giovanardi),
+    "weight_l2_layer" the whole layer's parameters as one vector, and
+    "weight_l2.<tensor>" each tensor of the layer. Padding is left out of both
+    representation measures: attention JS is each sentence's mean over its real
+    tokens and heads, averaged over sentences (Hao et al.); SVCCA sees a seeded
+    sample of the real tokens (`svcca_sample`: enough for the width it keeps), and
+    its list starts with the embeddings' output (index 0).
     """
     modes = a.training, b.training
     a.eval(), b.eval()
+    masks = [seq["attention_mask"].bool() for seq in batches]
+    sample = torch.from_numpy(svcca_sample(sum(int(m.sum()) for m in masks), a.config.hidden_size, seed))
     try:
-        js_sum, real = np.zeros(a.num_layers), 0
+        js_sum, sentences, offset = np.zeros(a.num_layers), 0, 0
         hidden_a, hidden_b = [[] for _ in range(a.num_layers + 1)], [[] for _ in range(b.num_layers + 1)]
-        for seq in batches:
+        for seq, mask in zip(batches, masks):
             out_a = a(**seq, output_hidden_states=True, output_attentions=True)
             out_b = b(**seq, output_hidden_states=True, output_attentions=True)
-            mask = seq["attention_mask"].bool()
+            js_sum += layerwise_attention_js(out_a.attentions, out_b.attentions, mask).sum(axis=1)
+            sentences += mask.shape[0]
             tokens = int(mask.sum())
-            js_sum += tokens * np.array(layerwise_attention_js(out_a.attentions, out_b.attentions, mask))
-            real += tokens
+            mine = sample[(sample >= offset) & (sample < offset + tokens)] - offset
+            offset += tokens
             for i, (ha, hb) in enumerate(zip(out_a.hidden_states, out_b.hidden_states)):
-                hidden_a[i].append(ha[mask].float().cpu())
-                hidden_b[i].append(hb[mask].float().cpu())
+                hidden_a[i].append(ha[mask][mine.to(ha.device)].float().cpu())
+                hidden_b[i].append(hb[mask][mine.to(hb.device)].float().cpu())
         svcca = layerwise_svcca([torch.cat(h)[None] for h in hidden_a], [torch.cat(h)[None] for h in hidden_b],
                                 None, seed=seed)
     finally:
         a.train(modes[0]), b.train(modes[1])
-    return {"weight_l2": layer_weight_distances(a.state_dict(), b.state_dict(), a.num_layers),
-            "attention_js": (js_sum / max(real, 1)).tolist(), "svcca": svcca}
+    tensors = layer_tensor_distances(a.state_dict(), b.state_dict(), a.num_layers)
+    return {"weight_l2": tensors[OUTPUT_SUBLAYER_WEIGHT], "weight_l2_layer": whole_layer_distances(tensors, a.num_layers),
+            **{f"weight_l2.{name}": values for name, values in sorted(tensors.items())},
+            "attention_js": (js_sum / max(sentences, 1)).tolist(), "svcca": svcca}
 
 
 def figures(sweep, records, rows, metric) -> dict:

@@ -1,58 +1,176 @@
-"""probe: freeze layers 0..k-1 of the pretrained model and train only a linear head on layer k.
+"""probe: converged linear probes on the frozen features of each layer of the pretrained model.
 
 Linear probing of each layer's representations, the probing curve of Tamkin et al.
-(2020), "Investigating Transferability in Pretrained Language Models": the encoder
-is truncated after layer k and frozen whole, and the task's own linear head is
-trained on layer k's raw [CLS] state ("first") or its mean-pooled
-tokens ("mean"). Control: the full-depth model with every layer re-drawn at
-BERT's initialisation, probed the same way (what the architecture alone gives).
+(2020), "Investigating Transferability in Pretrained Language Models": the
+pretrained encoder is frozen, the sentence features of every layer are
+extracted once (layer 0 = the embeddings' output; the [CLS] state "cls-token"
+and the mean of the real tokens "mean"; `tasks/features.py`), and a linear
+model is fitted on them to convergence with scikit-learn: logistic regression
+for classification, ridge regression for scores, its L2 penalty chosen on a
+held-out share of the training data (`--probe-penalties`, `--probe-holdout`),
+then refitted on all of it and scored on dev (`tasks/linear_probe.py`).
+The fine-tuning options (--epochs, --lr, ...) do not apply: nothing is trained
+by gradient descent. Control: the full-depth model with every layer re-drawn at
+BERT's initialisation (seeded by the trial's seed), probed the same way (what
+the architecture and the pretrained embeddings alone give). A seed also draws
+the --data-fractions subset and the held-out share. `--reinit-sweep DIR` draws
+a reinit sweep's curve on the same axes (Tamkin et al., Fig. 2).
 """
+import csv
+import time
+from pathlib import Path
+
 import minbert
+import numpy as np
 import torch
 from minbert import UserError
 
-from ..arguments import int_list
+from ...features import FEATURE_POOLINGS, layer_features
+from ...linear_probe import HOLDOUT, PENALTIES, fit_probe
+from ...metrics import overall_score
+from ...registry import get_task
+from ...trainer import subsample_split
+from ..arguments import int_list, number, number_list
+from ..summary import SUMMARY
 from ..sweep import Shape, Study, grid
 
-POOLINGS = ("first", "mean")          # layer k's raw [CLS] state, or its mean-pooled tokens
+
+def penalty_list(text: str) -> list:
+    return number_list(text, lambda value: value > 0, "must be > 0 (an L2 penalty)")
+
+
+def holdout_share(text: str) -> float:
+    return number(text, lambda value: 0 < value < 1, "is not in (0, 1)")
 
 
 def add_arguments(group):
     group.add_argument("--layers", type=int_list, default=None, metavar="K,...",
-                       help="probe on layer K (K = 0: the embeddings) (default: every layer)")
+                       help="probe on layer K (K = 0: the embeddings' output) (default: every layer)")
+    group.add_argument("--probe-penalties", type=penalty_list, default=list(PENALTIES), metavar="L,...",
+                       help="L2 penalties tried, against the summed loss (logistic C = 1/L, ridge alpha = L) "
+                            "(default: " + ",".join(f"{p:g}" for p in PENALTIES) + ")")
+    group.add_argument("--probe-holdout", type=holdout_share, default=HOLDOUT, metavar="SHARE",
+                       help="share of the training examples held out to choose the penalty (default: %(default)s)")
+    group.add_argument("--reinit-sweep", default=None, metavar="DIR",
+                       help="a reinit sweep's folder (its summary.csv): draw its fine-tuning curve, layers >= k "
+                            "reinitialised, on the probe plot's axes (Tamkin et al., Fig. 2)")
 
 
 def plan(args, shape: Shape) -> list:
-    """Probe each layer k with each pooling, plus an all-reinitialised model as the control."""
+    """Probe each layer k with each pooling, plus the all-reinitialised model's top layer as the control."""
     n = shape.num_layers
     ks = args.layers if args.layers is not None else range(n + 1)
     for k in ks:
         if k > n:
             raise UserError(f"--layers {k}: the model has {n} layers (k in 0..{n}; 0 = the embeddings)")
-    configs = [(f"layer={k},pooling={p}", {"layer": k, "pooling": p, "control": False}) for k in ks for p in POOLINGS]
-    configs += [(f"layer={n},pooling={p},random", {"layer": n, "pooling": p, "control": True}) for p in POOLINGS]
+    configs = [(f"layer={k},pooling={p}", {"layer": k, "pooling": p, "control": False})
+               for k in ks for p in FEATURE_POOLINGS]
+    configs += [(f"layer={n},pooling={p},random", {"layer": n, "pooling": p, "control": True})
+                for p in FEATURE_POOLINGS]
     return grid("probe", configs, args.seed_list, args.fraction_list)
 
 
 def run(sweep, trial) -> dict:
-    """Layers 0..k-1 kept and frozen whole (pooler too): only the task's linear head trains.
-
-    Freezing here rather than through --freeze-until also covers k = 0, where
-    freeze_until would have no layer to count.
-    """
+    """Fit the trial's probe on each task's features; the features come from `features`, extracted once."""
     p = trial.params
-    encoder = minbert.truncate_layers(sweep.pretrained_copy(), p["layer"])
-    if p["control"]:
-        minbert.reinit_layers_from(encoder, 0, torch.Generator().manual_seed(trial.seed))
-    encoder.requires_grad_(False)
-    return sweep.fit(trial, encoder, pooling=p["pooling"], freeze_until=0)  # 0: leave it as frozen here
+    dev, info = {}, {"penalty": {}, "holdout": {}, "converged": True, "train_examples": {}, "feature_seconds": 0.0}
+    for task in sweep.inputs.tasks:
+        cfg = get_task(task)
+        (train, t1), (held_out, t2) = (features(sweep, trial, task, split) for split in ("train", "dev"))
+        fitted = fit_probe(train["x"][p["pooling"]][p["layer"]], train["y"], held_out["x"][p["pooling"]][p["layer"]],
+                           held_out["y"], "regress" if cfg.head == "regress" else "classify", cfg.metric,
+                           sweep.args.probe_penalties, sweep.args.probe_holdout, seed=trial.seed)
+        dev[task] = fitted.dev
+        info["penalty"][task] = fitted.penalty
+        info["holdout"][task] = {f"{k:g}": v for k, v in fitted.holdout.items()}
+        info["converged"] &= fitted.converged
+        info["train_examples"][task] = len(train["y"])
+        info["feature_seconds"] = round(info["feature_seconds"] + t1 + t2, 1)
+    if not info["converged"]:
+        print(f"warning: {trial.config}: a probe stopped at its iteration limit before converging", flush=True)
+    dev["overall"] = overall_score(dev)
+    return {"best": dev, "final": dev, "steps": 0, "info": info}
+
+
+def features(sweep, trial, task: str, split: str) -> tuple:
+    """({"x": pooling -> (layers + 1, examples, width), "y": labels}, seconds spent extracting) of the trial's
+    encoder on `split` (train: the trial's seeded fraction).
+
+    Extracted once and kept while the trials that use it run (the plan puts a seed's and fraction's trials
+    together): the pretrained model's dev features for the whole sweep, the others until another encoder or
+    training subset is needed.
+    """
+    model = ("control", trial.seed) if trial.params["control"] else ("pretrained",)
+    subset = (trial.fraction, trial.seed if trial.fraction < 1 else None)  # the training examples it sees
+    key = (model, task, split, subset if split == "train" else None)
+    cache = sweep.cache.setdefault("probe_features", {})
+    if key in cache:
+        return cache[key], 0.0
+    for old in [k for k in cache if not _still_needed(k, model, subset)]:
+        del cache[old]
+    part = sweep.inputs.data[task][split]
+    if split == "train":
+        part = subsample_split(part, trial.fraction, trial.seed)
+    started = time.perf_counter()
+    x = layer_features(encoder(sweep, trial), part, sweep.inputs.tokenizer, sweep.inputs.device,
+                       sweep.config.eval_batch_size, sweep.inputs.precision)
+    cache[key] = {"x": x, "y": part.labels.numpy()}
+    return cache[key], time.perf_counter() - started
+
+
+def _still_needed(key: tuple, model: tuple, subset) -> bool:
+    """Whether cached features may serve a coming trial: the pretrained model's dev features always, others while
+    trials of the same encoder (and, for train, the same subset) run."""
+    cached_model, _, split, cached_subset = key
+    if cached_model == ("pretrained",) and split == "dev":
+        return True
+    return cached_model == model and (split == "dev" or cached_subset == subset)
+
+
+def encoder(sweep, trial) -> minbert.BertModel:
+    """The pretrained encoder, or the control: every layer re-drawn with the trial's seed (kept for its trials)."""
+    if not trial.params["control"]:
+        return sweep.inputs.encoder
+    cached = sweep.cache.get("probe_control")
+    if cached is None or cached[0] != trial.seed:
+        model = minbert.reinit_layers_from(sweep.pretrained_copy(), 0, torch.Generator().manual_seed(trial.seed))
+        sweep.cache["probe_control"] = cached = (trial.seed, model)
+    return cached[1]
+
+
+def reinit_rows(folder) -> list:
+    """The "layers >= k reinitialised" rows of a reinit sweep's summary.csv, shaped as summary rows."""
+    path = Path(folder) / SUMMARY
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        raise UserError(f"--reinit-sweep {folder}: cannot read {SUMMARY} ({e.strerror or e})") from None
+    out = []
+    for r in rows:
+        label = r.get("config", "")
+        if r.get("mode") != "reinit" or not label.startswith("from=") or "," in label:
+            continue
+        number = lambda c: float(r[c]) if r.get(c) not in (None, "") else None  # noqa: E731
+        out.append({"config": label, "metric": r["metric"], "data_fraction": float(r["data_fraction"]),
+                    "n": int(r["n"]), "mean": float(r["mean"]), "ci95_low": number("ci95_low"),
+                    "ci95_high": number("ci95_high"), "params": {"scheme": "from", "from": int(label[5:])}})
+    return out
 
 
 def figures(sweep, records, rows, metric) -> dict:
     from ... import plots  # matplotlib loads only when a summary is drawn
-    return {"probe": plots.probe_curve(rows, metric, sweep.shape.num_layers)}
+    finetuned = reinit_rows(sweep.args.reinit_sweep) if sweep.args.reinit_sweep else None
+    return {"probe": plots.probe_curve(rows, metric, sweep.shape.num_layers, finetuned=finetuned)}
 
 
-STUDY = Study(summary="linear probes on frozen layers",
-              title="probe (frozen encoder, only a linear head trains; pooling first and mean)",
-              add_arguments=add_arguments, plan=plan, run=run, figures=figures)
+def note(args):
+    return ("probes are fitted by scikit-learn on frozen features: --epochs, --lr and the other fine-tuning "
+            "options do not apply")
+
+
+STUDY = Study(summary="converged linear probes on each layer's frozen features",
+              title="probe (scikit-learn logistic / ridge regression on frozen features of every layer; [CLS] "
+                    "and mean pooling)",
+              add_arguments=add_arguments, plan=plan, run=run, figures=figures, note=note,
+              fingerprint=("probe_penalties", "probe_holdout"))

@@ -10,8 +10,11 @@ layer but the block, against the model with every layer re-drawn (only the
 embeddings pretrained: Tamkin et al.'s reference for blocks), `--heads L:H` one
 attention head per trial (its Q/K/V rows and output columns), summarised per
 layer (the mean over its heads, `head=L:*`). `--reinit-embeddings` also
-re-draws the embeddings. Every configuration's change is measured from the
-unmodified model at the same seeds.
+re-draws the embeddings. `--reinit-policy` chooses what is re-drawn: `all`
+(weights, biases and LayerNorms) or `linear-weights` (Singh & Giovanardi: only
+the weight matrices; biases and LayerNorms stay pretrained); each results line
+records it. Every configuration's change is measured from the unmodified model
+at the same seeds.
 """
 import argparse
 
@@ -61,17 +64,23 @@ def add_arguments(group):
                             "L:* = every head of layer L")
     group.add_argument("--reinit-embeddings", action="store_true",
                        help="also reinitialise the embeddings (by default they keep their pretrained values)")
+    group.add_argument("--reinit-policy", choices=minbert.REINIT_POLICIES, default="all",
+                       help="what a reinitialisation re-draws: all = linear weights and biases and LayerNorms "
+                            "(BERT's init of the whole block); linear-weights = only the weight matrices (Q, K, V, "
+                            "attention output, intermediate, output; the embedding tables), biases and "
+                            "LayerNorms keep their pretrained values, as Singh & Giovanardi (default: %(default)s)")
 
 
 def plan(args, shape: Shape) -> list:
     """`--from-layer`, `--block` and `--heads` schemes, plus the unmodified model as reference."""
-    n, emb = shape.num_layers, args.reinit_embeddings
+    n, emb, policy = shape.num_layers, args.reinit_embeddings, args.reinit_policy
     suffix = ",emb" if emb else ""
 
     def layers(label, scheme, chosen, **extra):
-        return label + suffix, {"scheme": scheme, "layers": sorted(chosen), "embeddings": emb, **extra}
+        return label + suffix, {"scheme": scheme, "layers": sorted(chosen), "embeddings": emb, "policy": policy,
+                                **extra}
 
-    configs = [(f"from={n}", {"scheme": "from", "layers": [], "embeddings": False, "from": n})]
+    configs = [(f"from={n}", {"scheme": "from", "layers": [], "embeddings": False, "policy": policy, "from": n})]
     froms = args.from_layer or ([] if args.block or args.heads else list(range(n, -1, -1)))
     for k in froms:
         k = n if k is None else k
@@ -87,11 +96,11 @@ def plan(args, shape: Shape) -> list:
         block = set(range(start, start + size))
         configs.append(layers(f"block={start}:{size}", "block", block, start=start, size=size))
         configs.append(layers(f"keep={start}:{size}", "keep", set(range(n)) - block, start=start, size=size))
-    configs += head_configs(args.heads or (), shape, suffix, emb)
+    configs += head_configs(args.heads or (), shape, suffix, emb, policy)
     return grid("reinit", configs, args.seed_list, args.fraction_list)
 
 
-def head_configs(heads, shape: Shape, suffix: str, emb: bool) -> list:
+def head_configs(heads, shape: Shape, suffix: str, emb: bool, policy: str) -> list:
     """One configuration per --heads head, LAYER:* spelled out."""
     n, configs = shape.num_layers, []
     for layer, head in heads:
@@ -102,7 +111,7 @@ def head_configs(heads, shape: Shape, suffix: str, emb: bool) -> list:
                             f"(0..{shape.num_heads - 1})")
         for h in range(shape.num_heads) if head is None else (head,):
             configs.append((f"head={layer}:{h}{suffix}",
-                            {"scheme": "head", "layer": layer, "head": h, "embeddings": emb}))
+                            {"scheme": "head", "layer": layer, "head": h, "embeddings": emb, "policy": policy}))
     return configs
 
 
@@ -111,11 +120,11 @@ def run(sweep, trial) -> dict:
     encoder = sweep.pretrained_copy()
     generator = torch.Generator().manual_seed(trial.seed)
     if p["scheme"] == "head":
-        minbert.reinit_heads(encoder, [(p["layer"], p["head"])], generator)
+        minbert.reinit_heads(encoder, [(p["layer"], p["head"])], generator, p["policy"])
     else:
-        minbert.reinit_layers(encoder, p["layers"], generator)
+        minbert.reinit_layers(encoder, p["layers"], generator, p["policy"])
     if p["embeddings"]:
-        minbert.reinit_embeddings(encoder, generator)
+        minbert.reinit_embeddings(encoder, generator, p["policy"])
     return sweep.fit(trial, encoder)
 
 
@@ -148,6 +157,7 @@ def figures(sweep, records, rows, metric) -> dict:
 
 
 STUDY = Study(summary="re-draw layers or heads",
-              title="reinit (BERT's init: N(0, initializer_range) cut at 2 std, biases 0, LayerNorms 1/0; seeded "
-                    "by the trial's seed)",
-              add_arguments=add_arguments, plan=plan, run=run, figures=figures, reference=reference, pools=pools)
+              title="reinit (BERT's init: N(0, initializer_range) cut at 2 std, biases 0, LayerNorms 1/0 under "
+                    "--reinit-policy all; seeded by the trial's seed)",
+              add_arguments=add_arguments, plan=plan, run=run, figures=figures, reference=reference, pools=pools,
+              fingerprint=("reinit_policy",))

@@ -3,14 +3,19 @@
 Sequential (intermediate-task) transfer, as in "BERT Goes to College". Protocol: for
 the tasks of --task/--tasks (at least two), direct fine-tuning on each, and every
 ordered (intermediate, final) pair: the pretrained model fine-tuned on the
-intermediate task (its TensorBoard run: transfer-intermediate=TASK-...), then on
+intermediate task (its TensorBoard run: transfer-intermediate=TASK-...; its model
+folder: intermediate/FINGERPRINT/transfer-intermediate=TASK-.../), then on
 the final task alone, both at the trial's seed and data fraction. The matrix
 plot shows each pair's final-task metric and its change from direct fine-tuning.
 """
 import dataclasses
+import json
 
+import minbert
 from minbert import UserError
 
+from ...export import TASKS_JSON
+from ...fileio import safe_join
 from ..sweep import Shape, Study, Trial, grid
 
 
@@ -48,16 +53,19 @@ def run(sweep, trial) -> dict:
 
 
 def intermediate(sweep, task: str, trial: Trial):
-    """The encoder fine-tuned on `task` (trial's seed and fraction) and its dev metrics; consecutive trials with
-    the same intermediate stage (the plan puts them next to each other) train it once."""
-    key = (task, trial.seed, trial.fraction)
-    cached = sweep.cache.get("intermediate")
-    if cached is None or cached[0] != key:
-        sweep.cache.pop("intermediate", None)  # let the previous model go before training the next
-        stage = intermediate_stage(trial, task)
-        result = sweep.fit(stage, sweep.inputs.encoder, name=stage.name, tasks=(task,))
-        sweep.cache["intermediate"] = (key, (result["model"].encoder, result["final"]))
-    return sweep.cache["intermediate"][1]
+    """The encoder fine-tuned on `task` (trial's seed and fraction) and its dev metrics.
+
+    The intermediate model is exported as a finished run's model folder and the final stage
+    starts from it through `minbert.from_pretrained`, as `train_multitask.py --model RUN_DIR/model`
+    does. The folder is named by the sweep's fingerprint, so the trials sharing the stage, and a
+    resumed sweep, train it once; one without tasks.json (written last) is incomplete and retrained.
+    """
+    stage = intermediate_stage(trial, task)
+    folder = safe_join(sweep.out, "intermediate", sweep.fingerprint, stage.name)
+    if not (folder / TASKS_JSON).exists():
+        sweep.fit(stage, sweep.inputs.encoder, name=stage.name, tasks=(task,), export_to=folder)
+    dev = json.loads((folder / TASKS_JSON).read_text(encoding="utf-8"))["dev"]
+    return minbert.from_pretrained(str(folder)), dev
 
 
 def figures(sweep, records, rows, metric) -> dict:

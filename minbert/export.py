@@ -1,0 +1,52 @@
+"""Write a minBERT encoder as a Hugging Face BERT checkpoint folder.
+
+The folder is what `from_pretrained` reads back and what `transformers.BertModel.from_pretrained`
+and `AutoTokenizer.from_pretrained` read: `config.json` (the architecture, `model_type` bert),
+`model.safetensors` and the tokenizer files the model was loaded with (`vocab.txt`,
+`tokenizer_config.json`, ...). Parameter names need no translation on the way out: `model.py`
+names its modules as transformers' `BertModel` does, so `state_dict()` keys are that class's
+checkpoint keys; `loading.hf_key_to_ours` only undoes the other spellings a checkpoint may use on
+the way in (the `bert.` prefix of `BertFor*` classes, TF's LayerNorm gamma/beta).
+"""
+import dataclasses
+import json
+from pathlib import Path
+
+from .model import BertModel
+
+WEIGHTS = "model.safetensors"
+# Every tokenizer file a BERT checkpoint folder may hold; those the source folder has are copied.
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def hf_config(model: BertModel) -> dict:
+    """transformers' BertConfig fields for this model (its layer count as it is now: edits can drop layers)."""
+    config = dataclasses.replace(model.config, num_hidden_layers=model.num_layers).to_dict()
+    config.pop("implementation")  # how minBERT runs its forward, not part of the architecture
+    return {"architectures": ["BertModel"], "model_type": "bert", "position_embedding_type": "absolute",
+            **config, "torch_dtype": "float32"}
+
+
+def weights_for_export(model: BertModel) -> dict:
+    """The encoder's tensors under BertModel's key names, fp32, contiguous and on the CPU."""
+    return {key: tensor.detach().float().contiguous().cpu() for key, tensor in model.state_dict().items()}
+
+
+def save_pretrained(model: BertModel, folder, tokenizer_folder, write_bytes) -> list:
+    """Write config.json, model.safetensors and the tokenizer files into `folder`; returns the paths.
+
+    `tokenizer_folder`: where the model's tokenizer files are (the folder it was loaded from).
+    `write_bytes(path, data)` writes one file; callers pass an atomic writer so that a killed
+    process never leaves a half-written file.
+    """
+    from safetensors.torch import save as safetensors_bytes
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = [write_bytes(folder / "config.json", (json.dumps(hf_config(model), indent=2) + "\n").encode()),
+               write_bytes(folder / WEIGHTS, safetensors_bytes(weights_for_export(model), metadata={"format": "pt"}))]
+    for name in TOKENIZER_FILES:
+        source = Path(tokenizer_folder) / name
+        if source.exists() and source.resolve() != (folder / name).resolve():
+            written.append(write_bytes(folder / name, source.read_bytes()))
+    return written
+

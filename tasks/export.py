@@ -1,0 +1,94 @@
+"""A trained model as a folder others can use: `RUN_DIR/model/`.
+
+The encoder is a Hugging Face BERT checkpoint (`minbert.export`: config.json,
+model.safetensors with BertModel's key names, the tokenizer files), so
+`transformers`, `--model RUN_DIR/model` and `minbert.from_pretrained` all read
+it. This project's task heads go beside it: `heads.safetensors` (one
+`TASK.weight`/`TASK.bias` pair per head) and `tasks.json`, which says what each
+head reads and the options needed to run them (pair mode, pooling, max
+lengths), so `saved_run.load_trained` can rebuild the whole model from the
+folder alone. A `README.md` model card says how it was made. A siamese run
+also gets sentence-transformers' module files (mean pooling, as it trained).
+`tasks.json` is written last: a folder without it is incomplete.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from minbert.export import save_pretrained
+
+from .fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
+from .heads import MultitaskModel
+from .model_card import model_card
+from .registry import get_task
+
+MODEL_DIR = "model"
+HEADS = "heads.safetensors"
+TASKS_JSON = "tasks.json"
+FORMAT = 1
+# The options a head needs besides its weights (TrainConfig names), recorded in tasks.json.
+HEAD_OPTIONS = ("pair_mode", "pooling", "head_dropout", "eval_batch_size", "prediction_mode", "precision")
+
+
+def export_model(folder, model: MultitaskModel, record: dict, result: dict, tokenizer_folder,
+                 scores: str = "best") -> Path:
+    """Write the model folder; `record` is the run's config.json, `result` its metrics, `scores` which of them
+    ("best" or "final") the exported weights earned."""
+    from safetensors.torch import save as safetensors_bytes
+    folder = Path(folder)
+    save_pretrained(model.encoder, folder, tokenizer_folder, atomic_write_bytes)
+    heads = {k: v.detach().float().contiguous().cpu() for k, v in model.heads.state_dict().items()}
+    atomic_write_bytes(folder / HEADS, safetensors_bytes(heads, metadata={"format": "pt"}))
+    description = describe_heads(model, record.get("max_length") or {})
+    siamese = model.pair_mode == "siamese"
+    if siamese:
+        write_sentence_transformers_files(folder, model.encoder.config.hidden_size,
+                                          max(description["max_length"].values()))
+    atomic_write_text(folder / "README.md", model_card(record, result, description["tasks"], siamese))
+    arguments = record.get("arguments") or {}
+    atomic_write_json(folder / TASKS_JSON, {
+        "format": FORMAT, "made_by": "minbert-multitask", "encoder": "model.safetensors", "heads": HEADS,
+        "options": {k: arguments.get(k) for k in HEAD_OPTIONS}, **description, "dev": result.get(scores)})
+    return folder
+
+
+def describe_heads(model: MultitaskModel, max_lengths: dict) -> dict:
+    """tasks.json's "tasks" (per task: its head, classes, what it reads, its tensors) and "max_length"."""
+    tensors = {}
+    for key in model.heads.state_dict():
+        tensors.setdefault(key.split(".")[0], []).append(key)
+    tasks = {}
+    for task in model.tasks:
+        cfg = get_task(task)
+        tasks[task] = {"head": cfg.head, "num_classes": cfg.num_classes, "label_range": list(cfg.label_range),
+                       "text_columns": list(cfg.text_columns), "reads": _reads(model, task),
+                       "tensors": tensors.get(task, [])}
+    return {"tasks": tasks, "max_length": {t: max_lengths.get(t, get_task(t).max_length) for t in model.tasks}}
+
+
+def _reads(model: MultitaskModel, task: str) -> str:
+    """What a head's input is, in words, for people reading tasks.json."""
+    cfg = get_task(task)
+    high = cfg.label_range[1]
+    if cfg.is_pair and model.pair_mode == "siamese":
+        if cfg.head == "regress":
+            return f"no parameters: {high} * max(cosine(u, v), 0) of the mean-pooled sentences u, v"
+        return "linear on [u, v, |u - v|, u * v] of the mean-pooled sentences u, v"
+    vector = {"mean": "the mean of the token states", "pooler": "BERT's pooler output",
+              "cls-token": "the [CLS] token's state"}[model.pooling]
+    sequence = "[CLS] a [SEP] b [SEP]" if cfg.is_pair else "[CLS] a [SEP]"
+    then = f", score {high} * sigmoid(logit)" if cfg.head == "regress" else ""
+    return f"linear on {vector} of {sequence}{then}"
+
+
+def write_sentence_transformers_files(folder: Path, hidden_size: int, max_length: int) -> None:
+    """modules.json (the encoder, then pooling) and 1_Pooling/config.json (mean pooling), with the
+    run's max length in sentence_bert_config.json, for `SentenceTransformer(folder)`."""
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    atomic_write_text(folder / "modules.json", json.dumps(modules, indent=2) + "\n")
+    atomic_write_json(folder / "1_Pooling" / "config.json", {
+        "word_embedding_dimension": hidden_size, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
+        "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False})
+    atomic_write_json(folder / "sentence_bert_config.json", {"max_seq_length": max_length, "do_lower_case": False})

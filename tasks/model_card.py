@@ -1,0 +1,102 @@
+"""The README.md model card of an exported model: how it was made, from the run's record.
+
+Everything comes from what the run recorded (config.json: the base checkpoint and the hash of
+its weights, the data files and theirs, the options, the command, the precision and device) and
+from its result (dev metrics). The licence is the base checkpoint's, read from the YAML header of
+the base folder's own README.md where it has one: fine-tuning does not change it.
+"""
+from __future__ import annotations
+
+import datetime
+import re
+import shlex
+from pathlib import Path
+from typing import Optional
+
+from .registry import get_task
+
+UNKNOWN_LICENCE = "unknown"
+
+
+def licence_of(folder) -> str:
+    """The `license:` of a checkpoint folder's README.md front matter, or "unknown"."""
+    try:
+        text = (Path(folder) / "README.md").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, TypeError):
+        return UNKNOWN_LICENCE
+    header = re.match(r"---\n(.*?)\n---", text, re.S)
+    found = header and re.search(r"^license:\s*(\S+)\s*$", header.group(1), re.M)
+    return found.group(1) if found else UNKNOWN_LICENCE
+
+
+def model_card(record: dict, result: dict, heads: dict, sentence_transformers: bool) -> str:
+    """The card's Markdown. `record`: the run's config.json; `result`: its metrics; `heads`: tasks.json's tasks."""
+    base = record.get("model") or {}
+    arguments = record.get("arguments") or {}
+    precision = record.get("precision") or {}
+    licence = licence_of(base.get("folder"))
+    tasks = list(heads)
+    best = result.get("best") or {}
+    lines = ["---", f"license: {licence}", f"base_model: {base.get('name', 'unknown')}", "library_name: transformers",
+             "tags:", "- bert", "- minbert-multitask", *(["- sentence-transformers"] if sentence_transformers else []),
+             "---", "",
+             f"# BERT fine-tuned on {', '.join(tasks)}", "",
+             f"Made by minbert-multitask on {_today()}: the encoder in Hugging Face format (`model.safetensors`, "
+             f"`config.json`, tokenizer files) and this project's task heads (`heads.safetensors`, described in "
+             f"`tasks.json`).", "",
+             "## Base checkpoint", "",
+             f"- name: `{base.get('name', 'unknown')}` (resolved from: {base.get('resolved_from', 'unknown')})",
+             f"- weights sha256: `{base.get('weights_sha256', 'unknown')}`",
+             f"- licence: {licence}" + (" (see the base checkpoint's own card)" if licence == UNKNOWN_LICENCE else ""),
+             f"- architecture: {base.get('num_layers', '?')} layers x {base.get('hidden_size', '?')}", "",
+             "## Tasks and dev metrics", "",
+             f"Pairs: `{arguments.get('pair_mode')}`; sentence vector: `{arguments.get('pooling')}` pooling"
+             + (" (siamese pairs: mean pooling)" if arguments.get("pair_mode") == "siamese" else "") + ".", "",
+             "| task | head | metric | dev (best evaluation) |", "|---|---|---|---|"]
+    for task, head in heads.items():
+        value = best.get(task)
+        lines.append(f"| {task} | {head['head']} | {get_task(task).metric} | "
+                     f"{'not evaluated' if value is None else f'{value:.4f}'} |")
+    if best.get("overall") is not None:
+        lines.append(f"| overall | | mean on [0, 1] | {best['overall']:.4f} |")
+    lines += ["", f"Best evaluation: epoch {result.get('best_epoch')}, step {result.get('best_step')} of "
+                  f"{result.get('steps')}.", "", "## Data", "", "| task | split | file | sha256 | rows used |",
+              "|---|---|---|---|---|"]
+    for task in tasks:
+        for split, described in ((record.get("data") or {}).get(task) or {}).items():
+            if described:
+                lines.append(f"| {task} | {split} | `{Path(described['path']).name}` | `{described['sha256']}` | "
+                             f"{described['n_used']} of {described['n_rows']} |")
+    lines += ["", "## Training", "",
+              f"- command: `{_command(record.get('command'))}`",
+              f"- seed: {record.get('seed')}",
+              f"- precision: {precision.get('used')} (asked for: {precision.get('requested')}; native bf16: "
+              f"{precision.get('native_bf16')})",
+              f"- device: {record.get('device')}",
+              f"- data fraction: {arguments.get('data_fraction')}, epochs: {arguments.get('epochs')}, "
+              f"max steps: {arguments.get('max_steps')}, lr: {arguments.get('lr')}, batch: {arguments.get('batch_size')}",
+              f"- minbert commit: {_commit(record.get('versions') or {})}", "",
+              "## Use", "", "```python",
+              "from transformers import AutoTokenizer, BertModel",
+              "tokenizer = AutoTokenizer.from_pretrained(FOLDER)",
+              "encoder = BertModel.from_pretrained(FOLDER)",
+              *(["", "from sentence_transformers import SentenceTransformer",
+                 "embeddings = SentenceTransformer(FOLDER).encode(sentences)  # mean pooling, as trained"]
+                if sentence_transformers else []),
+              "```", "",
+              "With this project: `python predict.py FOLDER --input FILE --task TASK` scores a file with the "
+              "heads; `python train_multitask.py --model FOLDER` starts a new run from this encoder.", ""]
+    return "\n".join(lines)
+
+
+def _command(argv: Optional[list]) -> str:
+    return shlex.join(str(a) for a in argv) if argv else "unknown"
+
+
+def _today() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _commit(versions: dict) -> str:
+    commit = versions.get("minbert_commit", "unknown")
+    return commit + " (with local changes)" if versions.get("minbert_dirty") else commit

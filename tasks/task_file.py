@@ -1,0 +1,227 @@
+"""Tasks a user declares in a JSON file of their own (`--task-file`), registered beside the course's.
+
+The papers' studies run on GLUE tasks (CoLA, MRPC, RTE, SST-2, STS-B) the course
+does not ship; a declaration says where a task's files are and how to read them,
+and becomes a `TaskConfig` record like the course's (`tasks/registry.py`), so
+every command and every ablation mode takes it by name. The file is an object,
+task name -> declaration:
+
+    {"cola": {"train": "CoLA/train.tsv", "dev": "CoLA/dev.tsv",
+              "test": {"file": "CoLA/test.tsv", "header": true, "text": ["sentence"], "id": "index"},
+              "header": false, "text": [3], "label": 1, "classes": 2, "metric": "mcc"},
+     "mrpc": {"train": "MRPC/train.tsv", "dev": "MRPC/dev.tsv",
+              "text": ["#1 String", "#2 String"], "label": "Quality", "classes": 2, "metric": "f1"},
+     "rte":  {"train": "RTE/train.tsv", "dev": "RTE/dev.tsv", "text": ["sentence1", "sentence2"],
+              "label": "label", "id": "index", "labels": ["not_entailment", "entailment"]},
+     "stsb": {"train": "STS-B/train.tsv", "dev": "STS-B/dev.tsv", "text": ["sentence1", "sentence2"],
+              "label": "score", "range": [0, 5], "metric": "spearman"}}
+
+Relative paths are relative to the JSON file's folder. Any mistake is one line
+naming the file, the task and the key, and the command exits with status 2.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from minbert.errors import UserError, read_json
+
+from .registry import (CLASSIFICATION_METRICS, COURSE_TASKS, REGRESSION_METRICS, SPLITS, Layout, TaskConfig,
+                       set_declared_tasks)
+
+KEYS = {
+    "train": "the training file (required)",
+    "dev": "the dev file, evaluated after every epoch (required)",
+    "test": "a test file, labels not needed: its predictions are written",
+    "text": "one or two sentence columns",
+    "label": "the label column",
+    "id": "the id column (default: none; an example's id is its data row's number, from 0)",
+    "classes": "classification into N classes written 0..N-1",
+    "labels": "classification: the classes as the files write them, in order (class 0 first)",
+    "range": "regression: [low, high], the scores' inclusive range",
+    "metric": f"classification: {', '.join(CLASSIFICATION_METRICS)} (default accuracy); regression: "
+              f"{', '.join(REGRESSION_METRICS)} (default pearson)",
+    "header": "whether the files' first line names the columns (default true; false: columns are 0-based indices)",
+    "delimiter": "'\\t' or ',' (default: ',' for a .csv file, else tab)",
+    "quoting": "whether double quotes group fields (default: true for ',', false for tab, as GLUE's readers)",
+    "max_length": "tokens per sequence (default 128)",
+    "description": "free text",
+}
+SPLIT_KEYS = ("file", "header", "text", "label", "id")  # what a split given as an object may set for itself
+NAME = re.compile(r"[a-z][a-z0-9_-]*")
+
+
+def declare_tasks(path) -> tuple:
+    """Read the task file at `path`, register its tasks (dropping any declared earlier) and return their names;
+    None declares none."""
+    configs = load_task_file(path) if path else []
+    set_declared_tasks(configs)
+    return tuple(c.name for c in configs)
+
+
+def load_task_file(path) -> list:
+    """The file's declarations as `TaskConfig` records; a mistake is a `UserError` naming the file and key."""
+    path = Path(path).expanduser().resolve()
+    declarations = read_json(path, UserError, "task file (--task-file)")
+    if not isinstance(declarations, dict) or not declarations:
+        raise UserError(f"{path}: expected an object of task name -> declaration, with at least one task")
+    return [_task(path, name, body) for name, body in declarations.items()]
+
+
+class _Declaration:
+    """One task's declaration, read key by key; every complaint names the file, the task and the key."""
+
+    def __init__(self, path: Path, name: str, body: dict):
+        self.path, self.name, self.body = path, name, body
+
+    def error(self, message: str) -> UserError:
+        return UserError(f"{self.path}: task {self.name!r}: {message}")
+
+    def get(self, key: str, kinds: tuple, default=None, required: bool = False):
+        if key not in self.body:
+            if required:
+                raise self.error(f"{key!r} is required ({KEYS[key]})")
+            return default
+        value = self.body[key]
+        if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
+            raise self.error(f"{key!r} must be {' or '.join(_KIND_NAMES[k] for k in kinds)}, got {value!r}")
+        return value
+
+
+_KIND_NAMES = {str: "a string", int: "an integer", list: "a list", bool: "true or false", dict: "an object",
+               float: "a number", type(None): "null"}
+
+
+def _task(path: Path, name, body) -> TaskConfig:
+    d = _Declaration(path, name, body)
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise UserError(f"{path}: task name {name!r}: use lower-case letters, digits, '-' and '_', starting with "
+                        f"a letter")
+    if name in COURSE_TASKS:
+        raise d.error(f"the course's task {name!r} cannot be redeclared; choose another name")
+    if not isinstance(body, dict):
+        raise d.error("the declaration must be an object")
+    unknown = sorted(set(body) - set(KEYS))
+    if unknown:
+        raise d.error(f"unknown key {unknown[0]!r}; the keys are {', '.join(KEYS)}")
+    files, split_layouts = {}, {}
+    for split in SPLITS:
+        entry = d.get(split, (str, dict), required=split != "test")
+        if entry is not None:
+            files[split], split_layouts[split] = _split_file(d, split, entry)
+    delimiter = d.get("delimiter", (str,), "," if files["train"].suffix.lower() == ".csv" else "\t")
+    if delimiter not in ("\t", ","):
+        raise d.error(f"'delimiter' must be '\\t' or ',', got {delimiter!r}")
+    header = d.get("header", (bool,), True)
+    text = _columns(d, "text", d.get("text", (list,), required=True), header)
+    if not 1 <= len(text) <= 2:
+        raise d.error(f"'text' names {len(text)} columns; a task has one or two sentences")
+    label = _column(d, "label", d.get("label", (str, int), required=True), header)
+    ident = _column(d, "id", d.get("id", (str, int, type(None))), header)
+    layouts = {split: _split_layout(d, split, own, Layout(header, text, label, ident))
+               for split, own in split_layouts.items() if own}
+    head = _head(d)
+    max_length = d.get("max_length", (int,), 128)
+    if max_length < 8:
+        raise d.error(f"'max_length' must be >= 8, got {max_length}")
+    return TaskConfig(
+        name=name, files={split: str(p) for split, p in files.items()}, text_columns=text, label_column=label,
+        id_column=ident, max_length=max_length, description=d.get("description", (str,), f"declared in {path}"),
+        delimiter=delimiter, quoting=d.get("quoting", (bool,), delimiter == ","), header=header, layouts=layouts,
+        prediction_header="prediction", prediction_style="tsv", outputs={}, declared_in=str(path), **head)
+
+
+def _split_file(d: _Declaration, split: str, entry) -> tuple:
+    """(resolved path, the split's own layout keys) of a split given as a path or as {"file": ..., ...}."""
+    own = {}
+    if isinstance(entry, dict):
+        unknown = sorted(set(entry) - set(SPLIT_KEYS))
+        if unknown or "file" not in entry:
+            raise d.error(f"{split!r}: " + (f"unknown key {unknown[0]!r}" if unknown else "'file' is required") +
+                          f"; a split's object may set {', '.join(SPLIT_KEYS)}")
+        own = {k: v for k, v in entry.items() if k != "file"}
+        entry = entry["file"]
+        if not isinstance(entry, str):
+            raise d.error(f"{split!r}: 'file' must be a string, got {entry!r}")
+    if not entry.strip():
+        raise d.error(f"{split!r}: empty file name")
+    return (d.path.parent / Path(entry).expanduser()).resolve(), own
+
+
+def _split_layout(d: _Declaration, split: str, own: dict, task: Layout) -> Layout:
+    header = own.get("header", task.header)
+    if not isinstance(header, bool):
+        raise d.error(f"{split!r}: 'header' must be true or false, got {header!r}")
+    # A split that changes whether there is a header must say where its columns are.
+    needed = [k for k in ("text", "label", "id") if header != task.header and k not in own
+              and not (k == "label" and split == "test") and not (k == "id" and task.id_column is None)]
+    if needed:
+        raise d.error(f"{split!r}: its 'header' differs from the task's, so it must give its own "
+                      f"{', '.join(repr(k) for k in needed)}")
+    text = _columns(d, f"{split}.text", own["text"], header) if "text" in own else task.text_columns
+    if len(text) != len(task.text_columns):
+        raise d.error(f"{split!r}: 'text' names {len(text)} columns, the task {len(task.text_columns)}")
+    label = _column(d, f"{split}.label", own["label"], header) if "label" in own else task.label_column
+    ident = _column(d, f"{split}.id", own["id"], header) if "id" in own else task.id_column
+    return Layout(header, text, label, ident)
+
+
+def _columns(d: _Declaration, key: str, values: list, header: bool) -> tuple:
+    if not isinstance(values, list):
+        raise d.error(f"{key!r} must be a list of columns, got {values!r}")
+    columns = tuple(_column(d, key, v, header) for v in values)
+    if len(set(columns)) != len(columns):
+        raise d.error(f"{key!r} names a column twice")
+    return columns
+
+
+def _column(d: _Declaration, key: str, value, header: bool):
+    """A column name (files with a header) or 0-based index (files without); None stays None (no id column)."""
+    if value is None:
+        return None
+    if header and not (isinstance(value, str) and value.strip()):
+        raise d.error(f"{key!r}: with a header, columns are named by the header's names, got {value!r}")
+    if not header and not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        raise d.error(f"{key!r}: without a header ('header': false), columns are 0-based indices, got {value!r}")
+    return value.strip() if header else value
+
+
+def _head(d: _Declaration) -> dict:
+    """The TaskConfig fields of the task's kind: classification ('classes' or 'labels') or regression ('range')."""
+    kinds = [k for k in ("classes", "labels", "range") if k in d.body]
+    if len(kinds) != 1:
+        raise d.error("give exactly one of 'classes' (classification, labels 0..N-1), 'labels' (classification, "
+                      "the classes as the files write them) or 'range' (regression)" +
+                      (f"; found {', '.join(kinds)}" if kinds else ""))
+    if kinds[0] == "range":
+        low_high = d.get("range", (list,))
+        if len(low_high) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in low_high) \
+                or not low_high[0] < low_high[1]:
+            raise d.error(f"'range' must be [low, high] with low < high, got {low_high!r}")
+        metric = _metric(d, REGRESSION_METRICS)
+        return dict(head="regress", num_classes=None, label_range=(float(low_high[0]), float(low_high[1])),
+                    metric=metric, prediction_format="float")
+    if kinds[0] == "labels":
+        names = d.get("labels", (list,))
+        if len(names) < 2 or not all(isinstance(n, str) and n.strip() for n in names) \
+                or len({n.strip() for n in names}) != len(names):
+            raise d.error(f"'labels' must list at least two distinct non-empty strings, got {names!r}")
+        n, label_names = len(names), tuple(n.strip() for n in names)
+    else:
+        n, label_names = d.get("classes", (int,)), None
+        if n < 2:
+            raise d.error(f"'classes' must be >= 2, got {n}")
+    metric = _metric(d, CLASSIFICATION_METRICS)
+    if metric == "f1" and n != 2:
+        raise d.error(f"metric 'f1' is the positive class's F1 and needs two classes (this task has {n}); "
+                      f"use 'macro_f1'")
+    return dict(head="classify", num_classes=n, label_range=(0, n - 1), label_names=label_names, metric=metric,
+                prediction_format="name" if label_names else "label")
+
+
+def _metric(d: _Declaration, allowed: tuple) -> str:
+    metric = d.get("metric", (str,), allowed[0])
+    if metric not in allowed:
+        kind = "classification" if allowed == CLASSIFICATION_METRICS else "regression"
+        raise d.error(f"metric {metric!r} does not fit a {kind} task; choose {', '.join(allowed)}")
+    return metric
