@@ -190,7 +190,7 @@ def test_an_ablation_sweep_on_a_declared_task(glue_dir, tmp_path):
     assert code == 0, err
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted(r["config"] for r in records) == ["from=5", "from=6"]
-    assert all(r["status"] == "ok" and set(r["dev"]) == {"mrpc", "overall"} for r in records)
+    assert all(r["status"] == "ok" and set(r["dev"]) == {"mrpc", "overall", "overall_raw"} for r in records)
     assert "reinit,from=5,1.0,dev/mrpc," in (out / "summary.csv").read_text()
 
 
