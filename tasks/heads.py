@@ -48,6 +48,15 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
 
+def pool_tokens(hidden: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """A sentence vector from token states: "mean" of the real tokens, or the "cls-token" state."""
+    if pooling == "mean":
+        return mean_pool(hidden, mask)
+    if pooling == "cls-token":
+        return hidden[:, 0]
+    raise ValueError(f"pooling {pooling!r} is not a pooling of token states")
+
+
 def report_heads_problem(tasks, pair_mode: str) -> Optional[str]:
     """Why the report's heads cannot serve these tasks in this pair mode, or None."""
     for task in tasks:
@@ -103,11 +112,9 @@ class MultitaskModel(nn.Module):
         out = self.encoder(input_ids=None if inputs_embeds is not None else seq["input_ids"],
                            attention_mask=seq["attention_mask"], token_type_ids=seq["token_type_ids"],
                            inputs_embeds=inputs_embeds)
-        if self.pooling == "mean":
-            return mean_pool(out.last_hidden_state, seq["attention_mask"])
-        if self.pooling == "cls-token":
-            return out.last_hidden_state[:, 0]
-        return out.pooler_output
+        if self.pooling == "pooler":
+            return out.pooler_output
+        return pool_tokens(out.last_hidden_state, seq["attention_mask"], self.pooling)
 
     def forward(self, task: str, batch: dict, inputs_embeds: Optional[list] = None) -> torch.Tensor:
         seqs = sequences(batch)

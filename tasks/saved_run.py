@@ -19,6 +19,7 @@ import torch
 
 import minbert
 from minbert import CheckpointError, UserError
+from minbert.errors import read_json
 from minbert.loading import read_state_dict
 
 from . import data as data_mod
@@ -74,13 +75,6 @@ def load_trained(path, device: torch.device) -> Trained:
     return _from_run_folder(path, device)
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"{path}: cannot read it ({str(e).splitlines()[0]})") from None
-
-
 def _with_declared_tasks(config: TrainConfig) -> TrainConfig:
     """Register the tasks the run's --task-file declared (read again from that file: a moved file is one error
     line naming it)."""
@@ -89,7 +83,7 @@ def _with_declared_tasks(config: TrainConfig) -> TrainConfig:
 
 
 def _from_run_folder(run_dir: Path, device) -> Trained:
-    record = _read_json(run_dir / "config.json")
+    record = read_json(run_dir / "config.json", CheckpointError, "run record (config.json)")
     try:
         config = _with_declared_tasks(TrainConfig.from_record(record["arguments"]))
         source = record.get("model") or {}
@@ -131,7 +125,7 @@ def _tokenizer(folder: Path, encoder: minbert.BertModel) -> minbert.Tokenizer:
 
 
 def _from_model_folder(folder: Path, device) -> Trained:
-    described = _read_json(folder / TASKS_JSON)
+    described = read_json(folder / TASKS_JSON, CheckpointError, "model folder description")
     try:
         tasks = list(described["tasks"])
         config = _with_declared_tasks(TrainConfig.from_record({**described["options"], "tasks": ",".join(tasks)}))

@@ -12,10 +12,10 @@ from conftest import REPO
 from minbert import AdamW
 
 # Beside the course's data folder (its checks folder is a sibling of cs224n/), else beside the checkout.
-_CHECKS = [Path(os.environ["MINBERT_DATA_DIR"]).parent] if os.environ.get("MINBERT_DATA_DIR") else []
-COURSE_REFERENCE = next((d / "cs224n-checks" / "optimizer_test.npy" for d in _CHECKS
-                         if (d / "cs224n-checks" / "optimizer_test.npy").exists()),
-                        REPO.parent / "shared" / "data" / "cs224n-checks" / "optimizer_test.npy")
+_DATA_PARENTS = ([Path(os.environ["MINBERT_DATA_DIR"]).parent] if os.environ.get("MINBERT_DATA_DIR") else []) + \
+    [REPO.parent / "shared" / "data"]
+_CANDIDATES = [d / "cs224n-checks" / "optimizer_test.npy" for d in _DATA_PARENTS]
+COURSE_REFERENCE = next((c for c in _CANDIDATES if c.exists()), _CANDIDATES[-1])
 
 
 def _course_check_weights(optimizer_cls):
