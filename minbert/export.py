@@ -12,6 +12,8 @@ import dataclasses
 import json
 from pathlib import Path
 
+from torch import nn
+
 from .model import BertModel
 
 WEIGHTS = "model.safetensors"
@@ -27,9 +29,12 @@ def hf_config(model: BertModel) -> dict:
             **config, "torch_dtype": "float32"}
 
 
-def weights_for_export(model: BertModel) -> dict:
-    """The encoder's tensors under BertModel's key names, fp32, contiguous and on the CPU."""
-    return {key: tensor.detach().float().contiguous().cpu() for key, tensor in model.state_dict().items()}
+def safetensors_of(module: nn.Module) -> bytes:
+    """The module's tensors as a safetensors file, fp32, under its state_dict() keys (for the encoder,
+    BertModel's key names)."""
+    from safetensors.torch import save
+    tensors = {key: tensor.detach().float().contiguous().cpu() for key, tensor in module.state_dict().items()}
+    return save(tensors, metadata={"format": "pt"})
 
 
 def save_pretrained(model: BertModel, folder, tokenizer_folder, write_bytes) -> list:
@@ -39,11 +44,10 @@ def save_pretrained(model: BertModel, folder, tokenizer_folder, write_bytes) -> 
     `write_bytes(path, data)` writes one file; callers pass an atomic writer so that a killed
     process never leaves a half-written file.
     """
-    from safetensors.torch import save as safetensors_bytes
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = [write_bytes(folder / "config.json", (json.dumps(hf_config(model), indent=2) + "\n").encode()),
-               write_bytes(folder / WEIGHTS, safetensors_bytes(weights_for_export(model), metadata={"format": "pt"}))]
+               write_bytes(folder / WEIGHTS, safetensors_of(model))]
     for name in TOKENIZER_FILES:
         source = Path(tokenizer_folder) / name
         if source.exists() and source.resolve() != (folder / name).resolve():

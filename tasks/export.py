@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from minbert.export import save_pretrained
+from minbert.export import safetensors_of, save_pretrained
 
 from .fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
 from .heads import MultitaskModel
@@ -35,11 +35,9 @@ def export_model(folder, model: MultitaskModel, record: dict, result: dict, toke
                  scores: str = "best") -> Path:
     """Write the model folder; `record` is the run's config.json, `result` its metrics, `scores` which of them
     ("best" or "final") the exported weights earned."""
-    from safetensors.torch import save as safetensors_bytes
     folder = Path(folder)
     save_pretrained(model.encoder, folder, tokenizer_folder, atomic_write_bytes)
-    heads = {k: v.detach().float().contiguous().cpu() for k, v in model.heads.state_dict().items()}
-    atomic_write_bytes(folder / HEADS, safetensors_bytes(heads, metadata={"format": "pt"}))
+    atomic_write_bytes(folder / HEADS, safetensors_of(model.heads))
     description = describe_heads(model, record.get("max_length") or {})
     siamese = model.pair_mode == "siamese"
     if siamese:
