@@ -119,7 +119,7 @@ def score_input(args, device) -> None:
                         f"(its tasks: {', '.join(trained.tasks)})")
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
     rows = read_user_file(args.input, args.task, columns)
-    cfg, spec = get_task(args.task), task_spec(args.task, trained.config.pair_mode)
+    cfg, spec = get_task(args.task), task_spec(args.task, trained.config.pair_mode, trained.config.task_heads)
     part = encode_split(rows, trained.tokenizer, trained.config.pair_mode, trained.max_lengths[args.task])
     if cfg.head == "regress":
         header = ["score"]

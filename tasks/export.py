@@ -28,7 +28,8 @@ HEADS = "heads.safetensors"
 TASKS_JSON = "tasks.json"
 FORMAT = 1
 # The options a head needs besides its weights (TrainConfig names), recorded in tasks.json.
-HEAD_OPTIONS = ("pair_mode", "pooling", "head_dropout", "eval_batch_size", "prediction_mode", "precision")
+HEAD_OPTIONS = ("pair_mode", "pooling", "task_heads", "head_dropout", "eval_batch_size", "prediction_mode",
+                "precision")
 
 
 def export_model(folder, model: MultitaskModel, record: dict, result: dict, tokenizer_folder,

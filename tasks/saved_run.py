@@ -28,7 +28,7 @@ from .encoded import encode_split
 from .export import MODEL_DIR, TASKS_JSON
 from .heads import MultitaskModel
 from .task_file import declare_tasks
-from .trainer import BEST, CHECKPOINT, RunInputs, load_checkpoint
+from .trainer import BEST, CHECKPOINT, RunInputs, load_checkpoint, multitask_model
 
 PART1_RESULTS = "classifier.json"
 
@@ -100,7 +100,7 @@ def _from_run_folder(run_dir: Path, device) -> Trained:
     tokenizer_folder = _tokenizer_folder(run_dir, source)
     architecture = source.get("config") or minbert.BertConfig.from_json(tokenizer_folder / "config.json").to_dict()
     encoder = minbert.BertModel(minbert.BertConfig(**architecture))
-    model = MultitaskModel(encoder, config.task_list, config.pair_mode, config.pooling, dropout=config.head_dropout)
+    model = multitask_model(config, encoder, config.task_list)
     try:
         model.load_state_dict(load_checkpoint(best)["model"])
     except (KeyError, TypeError, RuntimeError) as e:
@@ -134,7 +134,7 @@ def _from_model_folder(folder: Path, device) -> Trained:
     except (KeyError, TypeError) as e:
         raise CheckpointError(f"{folder / TASKS_JSON}: not a model folder's description (no {e})") from None
     encoder = minbert.from_pretrained(str(folder))
-    model = MultitaskModel(encoder, tasks, config.pair_mode, config.pooling, dropout=config.head_dropout)
+    model = multitask_model(config, encoder, tasks)
     if not heads_file.exists():
         raise CheckpointError(f"{heads_file}: no such file (the task heads)")
     try:

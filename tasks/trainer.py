@@ -222,6 +222,12 @@ def autocast(device: torch.device, precision: str):
 # ---------------------------------------------------------------------------- run record
 
 
+def multitask_model(config: TrainConfig, encoder: minbert.BertModel, tasks) -> MultitaskModel:
+    """The encoder with the heads the options ask for: one construction for training and for loading a run."""
+    return MultitaskModel(encoder, tasks, config.pair_mode, config.pooling, dropout=config.head_dropout,
+                          task_heads=config.task_heads)
+
+
 def versions() -> dict:
     import tokenizers
     out = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
@@ -411,8 +417,7 @@ def build_model(config: TrainConfig, inputs: RunInputs, encoder: Optional[minber
             print(f"note: --freeze-until {config.freeze_until} is beyond the model's {encoder.num_layers} layers: "
                   f"the whole encoder is frozen (only the pooler and heads train; --freeze-until all freezes "
                   f"the pooler too)", file=sys.stderr)
-    model = MultitaskModel(encoder, inputs.tasks, config.pair_mode, config.pooling, dropout=config.head_dropout,
-                           task_heads=config.task_heads)
+    model = multitask_model(config, encoder, inputs.tasks)
     if config.dropout is not None:
         minbert.set_dropout(model, config.dropout)
     model.frozen_layers = frozen

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import minbert
+import predict
 import train_multitask
 from conftest import run_cli
 from tasks.heads import BilinearPairHead, MLPHead, MultitaskModel, ProjectedCosineHead, task_spec
@@ -109,6 +110,12 @@ def test_train_multitask_with_the_report_heads_prints_both_overall_scores(tiny_m
     assert best["overall"] == pytest.approx((best["sst"] + best["quora"] + (best["sts"] + 1) / 2) / 3)
     assert f"overall={best['overall']:.4f} overall_raw={best['overall_raw']:.4f}" in stdout
     assert json.loads((out / "config.json").read_text())["arguments"]["task_heads"] == "report"
+    # predict.py rebuilds the report's heads, from the run folder and from its exported model folder alone.
+    for source, again in ((out, tmp_path / "again"), (out / "model", tmp_path / "again-model")):
+        code, _, err = run_cli(predict.main, [str(source), "--out", str(again), "--data-dir", str(small_data_dir)])
+        assert code == 0, err
+        for produced in (out / "predictions").iterdir():
+            assert (again / produced.name).read_bytes() == produced.read_bytes()
 
     code, _, err = run_cli(train_multitask.main, argv[:-4] + ["--pair-mode", "cross", "--out", str(tmp_path / "x")])
     lines = err.strip().splitlines()
