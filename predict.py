@@ -30,7 +30,7 @@ from tasks.fileio import atomic_write_text  # noqa: E402
 from tasks.heads import task_spec  # noqa: E402
 from tasks.metrics import overall_score, score  # noqa: E402
 from tasks.options import exit_status  # noqa: E402
-from tasks.registry import REGISTRY, get_task  # noqa: E402
+from tasks.registry import get_task  # noqa: E402
 from tasks.saved_run import course_inputs, inference_precision, load_trained, run_folders  # noqa: E402
 from tasks.trainer import predict, resolve_device, write_all_predictions  # noqa: E402
 from tasks.user_input import STDIN, read_user_file  # noqa: E402
@@ -57,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a csv or tsv file whose first line names the columns, or - for stdin: one output line "
                           "per row (after a header line): the id (the id column, else the row's line number) "
                           "and the class and its probabilities, or the score")
-    own.add_argument("--task", choices=tuple(REGISTRY), default=None, help="the head to score --input with")
+    own.add_argument("--task", default=None, metavar="NAME",
+                     help="the head to score --input with: a task the run trained (the course's, or one its "
+                          "--task-file declared)")
     own.add_argument("--columns", default=None, metavar="A[,B]",
                      help="the text column(s) of --input (default: the task's own, e.g. sentence, or "
                           "sentence1,sentence2)")

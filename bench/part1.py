@@ -20,18 +20,10 @@ import sys
 import time
 from pathlib import Path
 
+from tasks.trainer import cpu_model
+
 REPO = Path(__file__).resolve().parents[1]
 BUDGET_MIN = {"pretrain": 10, "finetune": 25}
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def timed(cmd: list, log: Path) -> float:

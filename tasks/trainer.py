@@ -231,10 +231,21 @@ def multitask_model(config: TrainConfig, encoder: minbert.BertModel, tasks) -> M
 def versions() -> dict:
     import tokenizers
     out = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-           "tokenizers": tokenizers.__version__, "platform": platform.platform(),
+           "tokenizers": tokenizers.__version__, "platform": platform.platform(), "cpu": cpu_model(),
            "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads()}
     out.update(source_commit(Path(__file__).resolve().parents[1]))
     return out
+
+
+def cpu_model() -> str:
+    """The CPU's model name as lscpu prints it: speeds differ by CPU kind, so every measurement names its own."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
 
 
 def source_commit(repo: Path) -> dict:

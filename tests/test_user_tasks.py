@@ -180,6 +180,18 @@ def test_train_multitask_on_declared_cola_and_mrpc(glue_dir, tmp_path):
     assert code == 0, err
     for name in ("cola-dev-output.tsv", "cola-test-output.tsv", "mrpc-dev-output.tsv"):
         assert (again / name).read_bytes() == (predictions / name).read_bytes()
+    # ... and scores the user's own sentences with a declared task's head, as with the course's.
+    dev_rows = (folder / "dev.tsv").read_text().splitlines()
+    mine = tmp_path / "mine.tsv"
+    mine.write_text("text\n" + "".join(row.split("\t")[3] + "\n" for row in dev_rows))
+    declare_tasks(None)
+    code, stdout, err = run_cli(predict.main, [str(out), "--input", str(mine), "--task", "cola", "--columns", "text"])
+    assert code == 0, err
+    scored = stdout.strip().splitlines()
+    assert scored[0].split("\t")[:2] == ["id", "prediction"] and len(scored) == 13
+    assert [int(l.split("\t")[1]) for l in scored[1:]] == values  # the same head on the same sentences
+    code, _, err = run_cli(predict.main, [str(out), "--input", str(mine), "--task", "sst"])
+    assert code == 2 and "has no sst head" in err
 
 
 def test_an_ablation_sweep_on_a_declared_task(glue_dir, tmp_path):

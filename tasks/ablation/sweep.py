@@ -275,6 +275,12 @@ def note_other_options(sweep: Sweep, records: list):
 def run(args, study: Study) -> int:
     """Plan, run (skipping finished trials), summarise and plot one sweep, or one shard of it; 1 if a trial
     failed. With --summarize, only merge the results files and write the summary."""
+    sweep, trials = open_sweep(args, study)
+    return summarize(sweep, trials) if args.summarize else run_shard(sweep, trials)
+
+
+def open_sweep(args, study: Study) -> tuple:
+    """The sweep (model and data loaded) and its planned trials."""
     # --summarize trains nothing; the fingerprint does not depend on the device
     inputs = prepare(dataclasses.replace(args.config, device="cpu") if args.summarize else args.config)
     sweep = Sweep(args, inputs, args.out, study)
@@ -282,7 +288,12 @@ def run(args, study: Study) -> int:
     src = inputs.encoder.source
     print(f"model: {src.name} ({src.resolved_from}, {src.num_layers} layers x {sweep.shape.num_heads} heads); "
           f"device {inputs.device}; {precision_note(inputs)}; sweep folder {args.out}", flush=True)
-    return summarize(sweep, trials) if args.summarize else run_shard(sweep, trials)
+    return sweep, trials
+
+
+def finished_records(sweep: Sweep) -> list:
+    """The sweep's successful trials over every results file in its folder, one record each."""
+    return finished(merged_results(sweep.out), sweep.args.mode, sweep.fingerprint)
 
 
 def summarize(sweep: Sweep, trials: list) -> int:
@@ -313,8 +324,8 @@ def run_shard(sweep: Sweep, trials: list) -> int:
     note_other_options(sweep, previous)
     failed = run_trials(sweep, pending, len(mine), path)
     if not report(sweep, trials, merged_results(sweep.out, own=path), write=args.shard is None):
-        print(f"summary: written by the shard that finishes the sweep, or now by the same command with "
-              f"--summarize in place of --shard", flush=True)
+        print("summary: written by the shard that finishes the sweep, or now by the same command with "
+              "--summarize in place of --shard", flush=True)
     if failed:
         print(f"error: {failed} of {len(pending)} trials failed (recorded in {path}); rerun the same command to "
               f"retry them", file=sys.stderr)
