@@ -87,6 +87,8 @@ def test_report_heads_in_the_model_read_each_sentence_vector(tiny_model):
         assert torch.allclose(model("quora", pair), model.heads["quora"](u, v), atol=1e-6)
         cos = model("sts", pair)
         assert cos.shape == (3,) and torch.allclose(cos, model.heads["sts"](u, v), atol=1e-6)
+        # an untrained STS head is the sentence vectors' own cosine (W1 = W2 = I), not a random projection's
+        assert torch.allclose(cos, F.cosine_similarity(u, v, dim=-1), atol=1e-6)
     with pytest.raises(ValueError, match="--pair-mode siamese"):
         MultitaskModel(encoder, ("sst", "quora"), pair_mode="cross", task_heads="report")
 

@@ -169,7 +169,8 @@ def _reinit_findings(results: Results, n: int) -> list:
     for fraction in (SMALL, LARGE):
         pre, none_pretrained = score(n, fraction), score(0, fraction)
         out.append(Finding(
-            "Tamkin et al. 2020", f"re-drawing every layer loses most of pretraining's benefit (fraction {fraction:g})",
+            "Tamkin et al. 2020", f"with every layer re-drawn, fine-tuning ends below the pretrained model (fraction "
+            f"{fraction:g})",
             "SST accuracy, every layer re-drawn minus pretrained (paired by seed)",
             paired_interval(none_pretrained, pre), rule="< 0"))
         bottom = combine(lambda a, b: a - b, score(low, fraction), none_pretrained)   # layers 0..low-1 pretrained
@@ -232,20 +233,21 @@ def _probe_findings(results: Results, n: int) -> list:
             "Tamkin et al. 2020", f"a linear probe of the frozen model stays below fine-tuning (fraction {fraction:g})",
             f"SST accuracy, the best probe (layer {best_layer}, {best_pooling} pooling, chosen by its mean) minus "
             f"the fine-tuned pretrained model (paired by seed)", paired_interval(best, finetuned[n]), rule="< 0"))
-        control = probe(n, best_pooling, control=True)
-        top = probe(n, best_pooling)
+        # Both curves start from the pretrained embeddings alone (fine-tuning: every layer re-drawn; probing:
+        # layer 0, the embeddings' output) and end at their best (fine-tuning: nothing re-drawn; probing: its
+        # best layer, which need not be the top one).
 
         def share(value, floor, ceiling):
             return (value - floor) / (ceiling - floor) if abs(ceiling - floor) > 1e-9 else math.nan
 
         ft_share = combine(share, finetuned[low], finetuned[0], finetuned[n])
-        probe_share = combine(share, probe(low, best_pooling), control, top)
+        probe_share = combine(share, probe(low, best_pooling), probe(0, best_pooling), best)
         difference = {s: v for s, v in combine(lambda a, b: a - b, ft_share, probe_share).items() if math.isfinite(v)}
         out.append(Finding(
             "Tamkin et al. 2020", f"probing needs more pretrained layers than fine-tuning does (fraction {fraction:g})",
-            f"share of the full model's gain reached with layers 0..{low - 1}: fine-tuning (k={low} between "
-            f"every layer re-drawn and none) minus probing (layer {low} between the re-drawn model's probe and "
-            f"layer {n}'s)", estimate(difference)))
+            f"share of the gain over the embeddings alone reached with layers 0..{low - 1}: fine-tuning (k={low} "
+            f"between k=0 and k={n}) minus probing (layer {low} between layer 0 and layer {best_layer}, per seed)",
+            estimate(difference)))
     return out
 
 
@@ -283,7 +285,9 @@ def _dynamics_findings(results: Results, n: int) -> list:
 
 
 def _freeze_sweeps(n, folder, root):
-    base = ("--task", "sts", "--from-layer", "none", *fractions_option(LARGE))
+    # The report's protocol: each sentence encoded alone, its STS head 5 * relu(cos(W1 u, W2 v)).
+    base = ("--task", "sts", "--from-layer", "none", "--pair-mode", "siamese", "--task-heads", "report",
+            *fractions_option(LARGE))
     low, _ = thirds(n)
     return [SweepSpec("all-layers", "reinit", base),
             SweepSpec("top-layers", "reinit", (*base, "--freeze-until", f"-{low}")),
@@ -335,8 +339,9 @@ EXPERIMENTS = {e.name: e for e in (
                "SST: per layer, weight change, attention JS and SVCCA, pretrained vs fine-tuned and seed vs seed",
                _dynamics_sweeps, _dynamics_findings, figures=(("dynamics", "dynamics"),)),
     Experiment("freeze-your-layers", ("Freeze Your Layers (CS224N)",),
-               "STS: every layer fine-tuned, only the top third (embeddings and lower layers frozen), and only the "
-               "heads (the encoder frozen)", _freeze_sweeps, _freeze_findings),
+               "STS with the report's heads (each sentence encoded alone, 5 * relu(cos(W1 u, W2 v)), mean "
+               "pooling): every layer fine-tuned, only the top third (embeddings and lower layers frozen), and only "
+               "the heads (the encoder frozen)", _freeze_sweeps, _freeze_findings),
     Experiment("bert-goes-to-college", ("BERT Goes to College",),
                "Quora and STS: each fine-tuned directly and after the other (intermediate-task transfer)",
                _transfer_sweeps, _transfer_findings, figures=(("transfer", "transfer"),)),
