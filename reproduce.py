@@ -18,6 +18,8 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as ablate.py: before torch loads OpenMP
 
 import ablate  # noqa: E402  (its option parsing is the one every sweep here goes through)
+import torch  # noqa: E402
+
 from minbert import RunFailure, UserError  # noqa: E402
 from minbert.config import BertConfig  # noqa: E402
 from minbert.loading import resolve  # noqa: E402
@@ -76,7 +78,7 @@ def main(argv=None) -> int:
         root = Path(args.out)
         root.mkdir(parents=True, exist_ok=True)
         context = {"model": args.model, "data_dir": args.data_dir or os.environ.get("MINBERT_DATA_DIR", "data/"),
-                   "seeds": args.seeds, "cpu": cpu_model()}
+                   "seeds": args.seeds, "cpu": cpu_model(), "threads": torch.get_num_threads()}
         path, failed = reproduce.run(args.only, root, common, num_layers, run_sweep, context)
         print(f"reproduce: report {path}", flush=True)
         return 1 if failed else 0

@@ -398,7 +398,8 @@ def write_report(root: Path, experiments: list, results: Results, num_layers: in
     figures_dir = root / "figures"
     lines = ["# Reproduction report", "",
              f"Model {context['model']} ({num_layers} layers), data {context['data_dir']}, seeds "
-             f"{context['seeds']}, {context['precision']} on {context['device']} ({context['cpu']}). "
+             f"{context['seeds']}, {context['precision']} on {context['device']} ({context['cpu']}, {context.get('threads', '?')} "
+             f"thread(s) per process). "
              f"Each trial: {STEPS} optimizer steps of batch {BATCH}, whatever its data fraction; its result is the "
              f"dev evaluation after the last step. Intervals are 95% t-intervals over seeds (paired by seed where "
              f"two configurations are compared; a jackknife over seeds for seed-vs-seed pairs). Verdict: "
@@ -414,7 +415,7 @@ def write_report(root: Path, experiments: list, results: Results, num_layers: in
         spent = [r for r in ran if r.experiment == e.name]
         minutes = sum(r.seconds for r in spent) / 60
         lines += [f"### {e.name}", "", e.what + ".", "",
-                  "Sweeps: " + "; ".join(f"`{r.folder}` ({r.trials} trials)" for r in spent) +
+                  "Sweeps: " + "; ".join(f"`{_relative(r.folder, root)}/` ({r.trials} trials)" for r in spent) +
                   f". Trial time {minutes:.1f} min.", ""]
         for label, plot in e.figures:
             source = next((r.folder for r in spent if r.label == label), None)
@@ -434,6 +435,14 @@ def write_report(root: Path, experiments: list, results: Results, num_layers: in
          "findings": {name: [dataclasses.asdict(f) for f in fs] for name, fs in findings.items()},
          "sweeps": [{**dataclasses.asdict(r), "folder": str(r.folder)} for r in ran]}, indent=1, default=str))
     return path
+
+
+def _relative(folder: Path, root: Path) -> str:
+    """The sweep's folder as the report names it: relative to the report, so the report can be moved with them."""
+    try:
+        return Path(folder).relative_to(root).as_posix()
+    except ValueError:
+        return str(folder)
 
 
 def format_estimate(e: Optional[dict]) -> str:
