@@ -1,7 +1,7 @@
 """The reproduction report: the cheapest experiment that tests each paper's headline finding behind
 ablate.py's studies, with 3 seeds and 95% intervals, written to OUT/report.md with its figures.
 
-    python reproduce.py                                   # every experiment (about 1 h on a 2-core CPU)
+    python reproduce.py                                   # every experiment (README: wall times)
     python reproduce.py --only tamkin-permute,hao-dynamics
     python reproduce.py --seeds 0,1,2,3,4 --out runs/reproduce-5seeds
 
@@ -20,7 +20,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as ablate.py: before torc
 import ablate  # noqa: E402  (its option parsing is the one every sweep here goes through)
 import torch  # noqa: E402
 
-from minbert import RunFailure, UserError  # noqa: E402
+from minbert import PRECISIONS, RunFailure, UserError  # noqa: E402
 from minbert.config import BertConfig  # noqa: E402
 from minbert.loading import resolve  # noqa: E402
 from tasks.ablation import arguments, reproduce, sweep  # noqa: E402
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", default=None, help="the course's csv files (default: $MINBERT_DATA_DIR, "
                                                          "else data/)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ... (default: %(default)s)")
-    parser.add_argument("--precision", default="auto", choices=("auto", "bf16", "fp32"),
+    parser.add_argument("--precision", default="auto", choices=PRECISIONS,
                         help="as train_multitask.py's (default: %(default)s)")
     parser.add_argument("--max-steps", type=arguments.positive, default=None, metavar="N",
                         help="cap every trial at N optimizer steps: a smoke run of the pipeline, not a reproduction "

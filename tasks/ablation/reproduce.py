@@ -8,7 +8,7 @@ the paper's side of zero, not reproduced when it lies on the other side, inconcl
 A finding of "no loss" is an equivalence test instead: reproduced when the interval lies within
 -/+ its margin, not reproduced when it lies wholly outside it.
 
-Scaled down so that each experiment takes about 20 minutes or less on a 2-core CPU (fp32): the embedded
+Scaled down so that each experiment takes 5-25 minutes on a 2-core CPU (fp32; README: wall times): the embedded
 6-layer model, SST-5 (STS for the freezing study), `STEPS` optimizer steps of batch `BATCH` per trial (the
 budget rule of every sweep: the same steps at every data fraction), dev evaluated once, after the last
 step, and the layer choices below in thirds and halves of the model, so a 12-layer model runs the same
@@ -52,9 +52,8 @@ class SweepSpec:
 @dataclass(frozen=True)
 class Experiment:
     name: str
-    papers: tuple                # the papers whose findings it tests
     what: str                    # what is run, in one sentence, for the report
-    sweeps: Callable             # (num_layers, experiment folder, root folder) -> [SweepSpec]
+    sweeps: Callable             # (num_layers, the report's folder) -> [SweepSpec]
     findings: Callable           # (Results, num_layers) -> [Finding]
     figures: tuple = ()          # (sweep label, plot name) to show
     needs: tuple = ()            # experiments whose results its findings read
@@ -101,16 +100,14 @@ class Results:
     def add(self, experiment: str, label: str, records: list):
         self.records[(experiment, label)] = records
 
-    def has(self, experiment: str, label: str) -> bool:
-        return bool(self.records.get((experiment, label)))
-
     def values(self, experiment: str, label: str, metric: str, config: Optional[str] = None,
-               fraction: Optional[float] = None, test=lambda params: True) -> dict:
-        """{seed (or pair of seeds): value} of `metric` over the sweep's trials that match."""
+               fraction: Optional[float] = None) -> dict:
+        """{seed (or pair of seeds): value} of `metric` over the sweep's trials of that configuration (or group)
+        and data fraction."""
         out = {}
         for r in self.records.get((experiment, label), ()):
-            if (config is None or config in (r["config"], r["group"])) and (fraction is None or r["data_fraction"] == fraction) \
-                    and test(r["params"]):
+            if (config is None or config in (r["config"], r["group"])) and \
+                    (fraction is None or r["data_fraction"] == fraction):
                 value = trial_metrics(r).get(metric)
                 if value is not None:
                     out[tuple(r["params"]["seeds"]) if "seeds" in r["params"] else r["seed"]] = value
@@ -135,10 +132,9 @@ def estimate(values: dict) -> Optional[dict]:
     return interval(values.values())
 
 
-def layer_means(values_by_layer: list, layers) -> dict:
-    """Per seed, the mean over `layers` of {seed: value} series."""
-    chosen = [values_by_layer[i] for i in layers]
-    return combine(lambda *v: float(np.mean(v)), *chosen)
+def mean_over(series: list) -> dict:
+    """Per seed, the mean of {seed: value} series (layers, random orders)."""
+    return combine(lambda *v: float(np.mean(v)), *series) if series else {}
 
 
 # ---------------------------------------------------------------------------- the experiments
@@ -153,7 +149,7 @@ def fractions_option(*fractions) -> tuple:
     return ("--data-fractions", ",".join(f"{f:g}" for f in fractions))
 
 
-def _reinit_sweeps(n, folder, root):
+def _reinit_sweeps(n, root):
     low, high = thirds(n)
     return [SweepSpec("reinit", "reinit", ("--task", "sst", "--from-layer", f"none,{high},{low},all",
                                            *fractions_option(SMALL, LARGE)))]
@@ -187,7 +183,7 @@ def _reinit_findings(results: Results, n: int) -> list:
     return out
 
 
-def _permute_sweeps(n, folder, root):
+def _permute_sweeps(n, root):
     return [SweepSpec("permute", "permute", ("--task", "sst", "--trials", "4", *fractions_option(LARGE)))]
 
 
@@ -195,7 +191,7 @@ def _permute_findings(results: Results, n: int) -> list:
     name = "tamkin-permute"
     shuffled = [results.values(name, "permute", "dev/sst", c)
                 for c in results.configs(name, "permute", lambda p: p.get("random"))]
-    mean_shuffled = combine(lambda *v: float(np.mean(v)), *shuffled) if shuffled else {}
+    mean_shuffled = mean_over(shuffled)
     original = results.values(name, "permute", "dev/sst", "order=" + "-".join(map(str, range(n))))
     redrawn = results.values(name, "permute", "dev/sst", "reinit=all")
     return [
@@ -208,7 +204,7 @@ def _permute_findings(results: Results, n: int) -> list:
     ]
 
 
-def _probe_sweeps(n, folder, root):
+def _probe_sweeps(n, root):
     return [SweepSpec("probe", "probe", ("--task", "sst", *fractions_option(SMALL, LARGE),
                                          "--reinit-sweep", str(Path(root) / "tamkin-reinit" / "reinit")))]
 
@@ -217,9 +213,8 @@ def _probe_findings(results: Results, n: int) -> list:
     low, _ = thirds(n)
     name, out = "tamkin-probe", []
     for fraction in (SMALL, LARGE):
-        def probe(layer, pooling, control=False):
-            return results.values(name, "probe", "dev/sst", f"layer={layer},pooling={pooling}" + (",random" if control
-                                                                                                  else ""), fraction)
+        def probe(layer, pooling):
+            return results.values(name, "probe", "dev/sst", f"layer={layer},pooling={pooling}", fraction)
         candidates = [(layer, pooling) for layer in range(n + 1) for pooling in ("mean", "cls-token")
                       if probe(layer, pooling)]
         finetuned = {k: results.values("tamkin-reinit", "reinit", "dev/sst", f"from={k}", fraction)
@@ -251,7 +246,7 @@ def _probe_findings(results: Results, n: int) -> list:
     return out
 
 
-def _dynamics_sweeps(n, folder, root):
+def _dynamics_sweeps(n, root):
     return [SweepSpec("dynamics", "dynamics", ("--task", "sst", *fractions_option(LARGE)))]
 
 
@@ -265,7 +260,8 @@ def _dynamics_findings(results: Results, n: int) -> list:
         series = [results.values(name, "dynamics", f"{metric}/{i + offset}", config) for i in range(n)]
         if not all(series):
             return None
-        return estimate(combine(lambda a, b: a - b, layer_means(series, top), layer_means(series, bottom)))
+        return estimate(combine(lambda a, b: a - b, mean_over([series[i] for i in top]),
+                                 mean_over([series[i] for i in bottom])))
 
     halves = f"mean over layers {top[0]}..{top[-1]} minus over layers 0..{bottom[-1]}"
     return [
@@ -284,7 +280,7 @@ def _dynamics_findings(results: Results, n: int) -> list:
     ]
 
 
-def _freeze_sweeps(n, folder, root):
+def _freeze_sweeps(n, root):
     # The report's protocol: each sentence encoded alone, its STS head 5 * relu(cos(W1 u, W2 v)).
     base = ("--task", "sts", "--from-layer", "none", "--pair-mode", "siamese", "--task-heads", "report",
             *fractions_option(LARGE))
@@ -310,7 +306,7 @@ def _freeze_findings(results: Results, n: int) -> list:
     ]
 
 
-def _transfer_sweeps(n, folder, root):
+def _transfer_sweeps(n, root):
     return [SweepSpec("transfer", "transfer", ("--tasks", "quora,sts", *fractions_option(SMALL)))]
 
 
@@ -324,25 +320,25 @@ def _transfer_findings(results: Results, n: int) -> list:
 
 
 EXPERIMENTS = {e.name: e for e in (
-    Experiment("tamkin-reinit", ("Tamkin et al. 2020",),
+    Experiment("tamkin-reinit",
                "SST: layers >= k re-drawn (BERT's init), then fine-tuned, k at none, two thirds, one third and all "
                "of the depth, at two data fractions", _reinit_sweeps, _reinit_findings,
                figures=(("reinit", "reinit_layers"),)),
-    Experiment("tamkin-permute", ("Tamkin et al. 2020",),
+    Experiment("tamkin-permute",
                "SST: the original layer order, 4 random orders and every layer re-drawn, each fine-tuned",
                _permute_sweeps, _permute_findings, figures=(("permute", "permute"),)),
-    Experiment("tamkin-probe", ("Tamkin et al. 2020",),
+    Experiment("tamkin-probe",
                "SST: converged linear probes of every layer of the frozen model ([CLS] and mean pooling), against "
                "the tamkin-reinit fine-tuning curve", _probe_sweeps, _probe_findings,
                figures=(("probe", "probe"),), needs=("tamkin-reinit",)),
-    Experiment("hao-dynamics", ("Hao et al. 2020", "Singh & Giovanardi"),
+    Experiment("hao-dynamics",
                "SST: per layer, weight change, attention JS and SVCCA, pretrained vs fine-tuned and seed vs seed",
                _dynamics_sweeps, _dynamics_findings, figures=(("dynamics", "dynamics"),)),
-    Experiment("freeze-your-layers", ("Freeze Your Layers (CS224N)",),
+    Experiment("freeze-your-layers",
                "STS with the report's heads (each sentence encoded alone, 5 * relu(cos(W1 u, W2 v)), mean "
                "pooling): every layer fine-tuned, only the top third (embeddings and lower layers frozen), and only "
                "the heads (the encoder frozen)", _freeze_sweeps, _freeze_findings),
-    Experiment("bert-goes-to-college", ("BERT Goes to College",),
+    Experiment("bert-goes-to-college",
                "Quora and STS: each fine-tuned directly and after the other (intermediate-task transfer)",
                _transfer_sweeps, _transfer_findings, figures=(("transfer", "transfer"),)),
 )}
@@ -380,7 +376,7 @@ def run_experiment(experiment: Experiment, num_layers: int, root: Path, common: 
     adding their records to `results`; what each took."""
     ran = []
     folder = safe_join(root, experiment.name)
-    for spec in experiment.sweeps(num_layers, folder, root):
+    for spec in experiment.sweeps(num_layers, root):
         out = folder / spec.label
         status, records = run_sweep(sweep_argv(spec, out, common))
         results.add(experiment.name, spec.label, records)
@@ -398,8 +394,8 @@ def write_report(root: Path, experiments: list, results: Results, num_layers: in
     figures_dir = root / "figures"
     lines = ["# Reproduction report", "",
              f"Model {context['model']} ({num_layers} layers), data {context['data_dir']}, seeds "
-             f"{context['seeds']}, {context['precision']} on {context['device']} ({context['cpu']}, {context.get('threads', '?')} "
-             f"thread(s) per process). "
+             f"{context['seeds']}, {context['precision']} on {context['device']} ({context['cpu']}, "
+             f"{context.get('threads', '?')} thread(s) per process). "
              f"Each trial: {STEPS} optimizer steps of batch {BATCH}, whatever its data fraction; its result is the "
              f"dev evaluation after the last step. Intervals are 95% t-intervals over seeds (paired by seed where "
              f"two configurations are compared; a jackknife over seeds for seed-vs-seed pairs). Verdict: "
@@ -454,8 +450,8 @@ def format_estimate(e: Optional[dict]) -> str:
 
 
 def run(names, root: Path, common: list, num_layers: int, run_sweep, context: dict) -> tuple:
-    """Run the experiments named (and those they need), then write the report: (report path, findings' outcomes
-    by experiment, exit status: 1 if a sweep had failed trials)."""
+    """Run the experiments named (and those they need), then write the report: (report path, whether a sweep
+    had failed trials)."""
     experiments = selected(names)
     results, ran = Results(), []
     for e in experiments:
