@@ -50,6 +50,9 @@ def parse_args(argv=None):
                    help="bf16 as torch.autocast over fp32 weights, or bf16 weights with fp32 master "
                         "copies in the optimizer step (applied to both models)")
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--eval-batch-size", type=int, default=128,
+                   help="evaluation as the trainer evaluates: the timed examples sorted by length, in "
+                        "batches of this size, under inference mode (default: %(default)s, the trainer's)")
     p.add_argument("--steps", type=int, default=24, help="timed steps per model, task and phase")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default: %(default)s)")
     p.add_argument("--no-prime", dest="prime", action="store_false",
@@ -96,8 +99,9 @@ def trainer_sampler() -> str:
     return add_training_args(argparse.ArgumentParser()).get_default("sampler")
 
 
-def build_batches(args, task: str, tokenizer, warn=None) -> list:
-    """The warm-up then the timed batches of `task`: the same in every process that builds them.
+def build_batches(args, task: str, tokenizer, warn=None) -> tuple:
+    """The warm-up then the timed training batches of `task`, and the evaluation batches: the same
+    in every process that builds them.
 
     Training rows are read and tokenised as the trainer does (`tasks.data`,
     `tasks.encoded`, cross-encoded pairs, the task's max length). `shuffled`:
@@ -120,7 +124,15 @@ def build_batches(args, task: str, tokenizer, warn=None) -> list:
     batches = [make_batch(split, indices, tokenizer, "cpu") for indices in plan]
     for batch in batches:  # class indices for cross-entropy, whatever the trainer's label dtype
         batch["labels"] = batch["labels"].long()
-    return batches
+    # Evaluation sees the timed examples as tasks.trainer.predict does: sorted by length, large batches.
+    timed = sorted((i for indices in plan[args.warmup:] for i in indices), key=split.lengths.__getitem__)
+    evals = [make_batch(split, timed[i:i + args.eval_batch_size], tokenizer, "cpu")
+             for i in range(0, len(timed), args.eval_batch_size)]
+    return batches, evals
+
+
+def eval_batch_count(args) -> int:
+    return -(-args.steps * args.batch_size // args.eval_batch_size)
 
 
 def memory_mib() -> dict:
@@ -165,7 +177,7 @@ class Worker:
         """Batches, a fresh head and optimiser for this task, and the warm-up steps."""
         torch, args = self.torch, self.args
         # Skipped rows are reported once, by the parent, which builds the same batches.
-        self.batches = build_batches(args, task, self.tokenizer, warn=lambda message: None)
+        self.batches, self.eval_batches = build_batches(args, task, self.tokenizer, warn=lambda message: None)
         self.task = task
         torch.manual_seed(args.seed)
         self.head = torch.nn.Linear(self.config.hidden_size, head_classes(task))
@@ -183,11 +195,12 @@ class Worker:
         for b in self.batches[:args.warmup]:
             self.train_step(b)
         self.model.eval()
-        for b in self.batches[:args.warmup]:
+        for b in self.eval_batches[:1]:
             self.eval_step(b)
         if args.prime:  # forward and backward once on every timed batch: steady-state kernels
             for b in self.batches[args.warmup:]:
                 self.train_step(b, update=False)
+            for b in self.eval_batches:
                 self.eval_step(b)
         digest = hashlib.sha256()
         for b in self.batches:
@@ -226,16 +239,17 @@ class Worker:
         return loss
 
     def eval_step(self, batch):
-        with self.torch.no_grad(), self.autocast():
+        with self.torch.inference_mode(), self.autocast():
             return self.logits(batch).argmax(-1)
 
     def timed(self, phase: str, start: int, count: int) -> float:
-        batches = self.batches[self.args.warmup + start: self.args.warmup + start + count]
         if phase == "train":
+            batches = self.batches[self.args.warmup + start: self.args.warmup + start + count]
             t = time.perf_counter()
             for b in batches:
                 self.train_step(b)
         else:
+            batches = self.eval_batches[start:start + count]
             self.model.eval()
             t = time.perf_counter()
             for b in batches:
@@ -303,7 +317,8 @@ class Worker:
                        if n.startswith("encoder.") and p.dim() == 2)
         return {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "params": total,
                 "non_embedding": total - embeddings, "encoder_matrices": matrices, "pooler": pooler,
-                "torch": self.torch.__version__, "threads": self.torch.get_num_threads()}
+                "torch": self.torch.__version__, "threads": self.torch.get_num_threads(),
+                "native_bf16": __import__("minbert").native_bf16("cpu")}
 
     def serve(self):
         reply(self.describe())
@@ -357,7 +372,7 @@ def batch_stats(args, task: str) -> dict:
     """Token counts of the timed batches, rebuilt here exactly as the workers build them."""
     import minbert
     folder, _ = minbert.resolve(args.model)
-    batches = build_batches(args, task, minbert.Tokenizer.from_folder(folder))[args.warmup:args.warmup + args.steps]
+    batches = build_batches(args, task, minbert.Tokenizer.from_folder(folder))[0][args.warmup:args.warmup + args.steps]
     lengths = [int(n) for b in batches for n in b["attention_mask"].sum(1)]
     return {"examples": len(lengths), "tokens": sum(lengths), "padded": sum(b["input_ids"].numel() for b in batches),
             "sum_len_sq": sum(n * n for n in lengths), "mean_len": sum(lengths) / len(lengths),
@@ -374,7 +389,9 @@ def step_flops(info: dict, stats: dict, classes: int) -> float:
 def measure(workers: dict, phase: str, args) -> dict:
     """Alternate the workers round by round over the same batches; seconds per round per worker."""
     names = list(workers)
-    per_round = [args.steps // args.rounds + (r < args.steps % args.rounds) for r in range(args.rounds)]
+    count = args.steps if phase == "train" else eval_batch_count(args)
+    rounds = min(args.rounds, count)
+    per_round = [count // rounds + (r < count % rounds) for r in range(rounds)]
     seconds = {n: [] for n in names}
     start = 0
     for r, count in enumerate(per_round):
@@ -422,7 +439,7 @@ def main(argv=None):
 
 
 def report(args, info, results, peak, memory, loads, wall):
-    mine, ref = info["minbert"], info["transformers"]
+    mine = info["minbert"]
     precision = args.precision if args.precision == "fp32" else f"bf16 ({args.bf16_mode})"
     print(f"model {args.model}: {mine['layers']} layers x {mine['hidden']}, {mine['params'] / 1e6:.1f}M parameters "
           f"({mine['non_embedding'] / 1e6:.1f}M non-embedding)  precision {precision}  batch {args.batch_size}  "
@@ -476,10 +493,33 @@ def report(args, info, results, peak, memory, loads, wall):
     print(f"\npeak resident memory (VmHWM, MiB; ru_maxrss agrees)  minbert {peak_rss['minbert']:.0f}  "
           f"transformers {peak_rss['transformers']:.0f}  ratio {peak_rss['minbert'] / peak_rss['transformers']:.2f}")
     print(f"wall time {wall:.0f} s")
+    out["targets"] = targets(args, mine, out["tasks"])
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     print(f"ratio minBERT/transformers ({precision}): " + "; ".join(ratios_line)
           + f"; peak RSS {peak_rss['minbert'] / peak_rss['transformers']:.2f}")
+
+
+TRAIN_RATIO, EVAL_RATIO = 2.0, 2.5                  # x transformers, same precision, same batches
+CEILING_SHARE = {"bf16": 0.60, "fp32": 0.75}         # training step's share of the peak / the ceiling's
+
+
+def targets(args, info: dict, tasks: dict) -> list:
+    """The speed targets, each measured figure beside its threshold, printed as met or not met."""
+    rows = []
+    for task, t in tasks.items():
+        rows.append((f"{task} train vs transformers", t["train"]["ratio_median_of_rounds"], TRAIN_RATIO, "x"))
+        rows.append((f"{task} eval vs transformers", t["eval"]["ratio_median_of_rounds"], EVAL_RATIO, "x"))
+        if args.precision == "bf16" and not info["native_bf16"]:
+            continue  # emulated bf16: no share of a bf16 peak to aim at
+        share = t["train"]["utilisation"]["minbert"] / t["ceiling"]["utilisation"]
+        rows.append((f"{task} train share of the ceiling", share, CEILING_SHARE[args.precision], "%"))
+    print(f"\ntargets ({args.precision}{'' if info['native_bf16'] or args.precision == 'fp32' else ', emulated'}):")
+    for label, value, threshold, unit in rows:
+        shown = (f"{value:.2f}x", f">= {threshold:.1f}x") if unit == "x" else (f"{100 * value:.0f}%", f">= {100 * threshold:.0f}%")
+        print(f"  {label:34s}{shown[0]:>8s}  {shown[1]:>8s}  {'met' if value >= threshold else 'NOT MET'}")
+    return [{"target": label, "value": value, "threshold": threshold, "met": value >= threshold}
+            for label, value, threshold, unit in rows]
 
 
 if __name__ == "__main__":

@@ -786,6 +786,7 @@ def distribute(run: Run) -> None:
     """Under torchrun, the loss is computed through DDP, which averages the gradients over the ranks."""
     device = run.inputs.device
     if run.inputs.world.active:
+        minbert.fast.rows_backward(run.model, False)  # DDP averages only what autograd hands it
         # Each forward uses one task's head only, so the other heads are unused parameters.
         run.loss_fn = DistributedDataParallel(run.loss_fn, device_ids=[device.index] if device.type == "cuda" else None,
                                               find_unused_parameters=True)

@@ -253,3 +253,64 @@ def test_importing_the_library_sets_no_environment_hook_or_umask():
 @pytest.mark.parametrize("module", ["train_multitask", "ablate", "bench.throughput", "bench.epoch"])
 def test_entry_points_set_the_openmp_wait_policy_before_torch_loads(module):
     _python(ENTRY_POINT_CHECK.replace("{module}", module))
+
+
+def _embedding_pair(padding_idx=0):
+    torch.manual_seed(3)
+    reference = torch.nn.Embedding(50, 8, padding_idx=padding_idx)
+    rows = fast.FastEmbedding(50, 8, padding_idx=padding_idx)
+    rows.load_state_dict(reference.state_dict())
+    return reference, rows
+
+
+def test_row_gradient_embedding_matches_the_dense_gradient_over_steps():
+    """Accumulation within a step, zero_grad(set_to_none) between steps, padding rows: the same .grad."""
+    reference, rows = _embedding_pair()
+    g = torch.Generator().manual_seed(4)
+    for step in range(4):
+        for table in (reference, rows):
+            table.weight.grad = None
+        for _ in range(2):  # two backwards accumulate, as the tasks of one step do
+            ids = torch.randint(0, 50, (3, 7), generator=g)
+            ids[0, -2:] = 0  # padding
+            upstream = torch.randn(3, 7, 8, generator=g)
+            for table in (reference, rows):
+                (table(ids) * upstream).sum().backward()
+        assert rows.weight.grad is not None
+        torch.testing.assert_close(rows.weight.grad, reference.weight.grad, rtol=0, atol=1e-6)
+        assert rows.weight.grad[0].abs().max() == 0  # the padding row never learns
+        rows.weight.grad.mul_(0.5)  # clipping or gradient surgery writes into it: forgotten next step
+        reference.weight.grad.mul_(0.5)
+        rows.weight.grad[1:3] = 1.0
+    assert rows.weight.grad is rows.__dict__["_grad_buffer"]  # one buffer, reused: no dense gradient allocated per step
+
+
+def test_row_gradient_embedding_adds_into_a_gradient_it_did_not_make_and_steps_aside():
+    reference, rows = _embedding_pair(padding_idx=None)
+    ids = torch.tensor([[1, 2, 2, 49]])
+    for table in (reference, rows):
+        table.weight.grad = torch.ones_like(table.weight)
+        table(ids).sum().backward()
+    torch.testing.assert_close(rows.weight.grad, reference.weight.grad)
+    rows.eval()  # eval mode, no grad, or rows_backward False: the stock lookup
+    assert "_grad_buffer" not in rows.__dict__
+    with torch.no_grad():
+        torch.testing.assert_close(rows(ids), reference(ids))
+    rows.train()
+    fast.rows_backward(rows, False)
+    rows.weight.grad = None
+    rows(ids).sum().backward()
+    assert "_grad_buffer" not in rows.__dict__ and rows.weight.grad[2, 0] == 2
+
+
+def test_fast_model_word_embeddings_gradient_is_reused_between_steps():
+    reference, fast_model = models()
+    batch = make_batch(*LENGTHS["mixed"])
+    for step in range(2):
+        for model in (reference, fast_model):
+            model.train()
+            model.zero_grad(set_to_none=True)
+            loss_of(model(**batch), batch["attention_mask"]).backward()
+        torch.testing.assert_close(fast_model.embeddings.word_embeddings.weight.grad,
+                                   reference.embeddings.word_embeddings.weight.grad, rtol=0, atol=FP32_TOL)
+    assert isinstance(fast_model.embeddings.word_embeddings, fast.FastEmbedding)

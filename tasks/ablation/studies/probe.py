@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import minbert
-import numpy as np
 import torch
 from minbert import UserError
 
