@@ -202,12 +202,16 @@ def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch
     return out
 
 
-def evaluate(model, inputs: RunInputs, batch_size: int, split: str = "dev", show: bool = False) -> dict:
+def evaluate(model, inputs: RunInputs, batch_size: int, split: str = "dev", show: bool = False,
+             predictions: Optional[dict] = None) -> dict:
+    """The split's metrics per task and overall; each task's predictions also go into `predictions` if given."""
     metrics = {}
     for task in inputs.tasks:
         part = inputs.data[task][split]
         preds = predict(model, part, inputs.tokenizer, inputs.device, batch_size, inputs.precision, inputs.world,
                         label=f"{split} {task}" if show else None)
+        if predictions is not None:
+            predictions[task, split] = preds
         metrics[task] = score(get_task(task).metric, preds, part.labels.tolist())
     by_task = dict(metrics)
     metrics["overall"] = overall_score(by_task)        # the course's, which picks the best evaluation
@@ -611,7 +615,8 @@ class RunFolder(Outputs):
 
     def finish(self, run, result):
         with _writing(self.folder / "predictions"):
-            write_all_predictions(run.model, run.inputs, self.folder / "predictions", run.config, show=True)
+            write_all_predictions(run.model, run.inputs, self.folder / "predictions", run.config, show=True,
+                                  known=run.best_predictions)
         if self.writes:
             # Before metrics.json, which tells classifier.py's --resume that the task is done.
             record = json.loads((self.folder / "config.json").read_text(encoding="utf-8"))
@@ -683,6 +688,7 @@ class Run:
     outputs: Outputs
     callbacks: list              # the outputs, the console's progress, the caller's
     state: TrainState = field(default_factory=TrainState)
+    best_predictions: Optional[dict] = None  # (task, split) -> the best evaluation's predictions, in this process
     started: float = 0.0         # time.time() when this process began training: history's elapsed_s
 
 
@@ -847,7 +853,9 @@ def evaluate_and_keep_best(run: Run) -> dict:
     """Dev metrics of the current weights into the history; the outputs keep them if they are the best yet."""
     state = run.state
     clock = time.perf_counter()
-    metrics = evaluate(run.model, run.inputs, run.config.eval_batch_size, show=run.outputs.prints)
+    predictions = {}
+    metrics = evaluate(run.model, run.inputs, run.config.eval_batch_size, show=run.outputs.prints,
+                       predictions=predictions)
     seconds = time.perf_counter() - clock
     entry = {"epoch": state.epoch + 1, "step": state.global_step, "dev": metrics,
              "elapsed_s": round(time.time() - run.started, 1)}
@@ -855,6 +863,7 @@ def evaluate_and_keep_best(run: Run) -> dict:
     _notify(run, "on_evaluate", metrics, seconds)
     if state.best is None or (metrics["overall"] or 0) > state.best["dev"]["overall"]:
         state.best = entry
+        run.best_predictions = predictions  # the finished run's dev files, not predicted again
         run.outputs.keep_best(run)
     return metrics
 
@@ -1067,17 +1076,20 @@ def _nonfinite(run: Run, what: str, task: str) -> None:
 
 
 def write_all_predictions(model, inputs: RunInputs, folder: Path, config: TrainConfig, show: bool = False,
-                          splits=("dev", "test")) -> dict:
+                          splits=("dev", "test"), known: Optional[dict] = None) -> dict:
     """Dev and test predictions of every task, under the course's names (Part 1's when
-    `config.prediction_mode` names a Part-1 mode); returns {(task, split): predictions}."""
+    `config.prediction_mode` names a Part-1 mode); returns {(task, split): predictions}.
+    `known`: predictions already made by this model, {(task, split): list}, written as they are."""
     written = {}
     for task in inputs.tasks:
         for split in splits:
             part = inputs.data[task].get(split)
             if part is None:
                 continue  # the reader already said, in one line, that the file is missing
-            values = predict(model, part, inputs.tokenizer, inputs.device, config.eval_batch_size,
-                             inputs.precision, inputs.world, label=f"{split} predictions {task}" if show else None)
+            values = (known or {}).get((task, split))
+            if values is None:
+                values = predict(model, part, inputs.tokenizer, inputs.device, config.eval_batch_size,
+                                 inputs.precision, inputs.world, label=f"{split} predictions {task}" if show else None)
             if inputs.world.main:
                 write_predictions(folder, task, split, part.ids, values, config.prediction_mode)
             written[task, split] = values

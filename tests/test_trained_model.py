@@ -66,6 +66,26 @@ def test_predict_reproduces_the_runs_prediction_files_byte_for_byte(run_dir, tmp
     assert f"sst={best['sst']:.4f}" in out and f"sts={best['sts']:.4f}" in out  # the run's own dev metrics
 
 
+def test_a_run_predicts_each_dev_file_once(tiny_model, small_data_dir, tmp_path, monkeypatch):  # noqa: F811
+    """The finished run's dev files are its best evaluation's predictions, not made a second time
+    (test_predict_reproduces_the_runs_prediction_files_byte_for_byte holds them to predicting again)."""
+    import tasks.trainer
+    calls = []
+    real = tasks.trainer.predict
+
+    def counting(model, split, *args, **kwargs):
+        calls.append((split.task, tuple(split.ids)))
+        return real(model, split, *args, **kwargs)
+
+    monkeypatch.setattr(tasks.trainer, "predict", counting)
+    out = _train(tiny_model, small_data_dir, tmp_path / "run")
+    config = TrainConfig(model=str(tiny_model), data_dir=str(small_data_dir))
+    data = prepare(config).data
+    for task in ("sst", "quora", "sts"):
+        assert calls.count((task, tuple(data[task]["dev"].ids))) == 1, task
+    assert (out / "predictions" / "sst-dev-output.csv").exists()
+
+
 def test_predict_reproduces_a_part1_runs_files(tiny_model, part1_data, tmp_path):  # noqa: F811
     out = tmp_path / "part1"
     code, _, err = run_cli(classifier.main, ["--option", "finetune", "--model", str(tiny_model), "--data-dir",
