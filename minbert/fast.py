@@ -186,15 +186,17 @@ class FastEmbedding(nn.Embedding):
 
     When `.grad` is None (after zero_grad), the next backward zeroes the kept buffer and makes
     it `.grad` again; so a gradient held on to past `zero_grad` changes under its holder (copy
-    it to keep it). Used only in training mode with grad enabled and `.rows_backward` True (a
-    DistributedDataParallel run sets it False: DDP must receive every gradient from autograd).
+    it to keep it). Used only on CPU (CUDA's caching allocator keeps its blocks), in training
+    mode with grad enabled and `.rows_backward` True (a DistributedDataParallel run sets it
+    False: DDP must receive every gradient from autograd).
     """
 
     rows_backward = True
     train = _drop_grad_buffer_on_train
 
     def forward(self, ids):
-        if (not self.rows_backward or not self.training or not self.weight.requires_grad
+        if (not self.rows_backward or not self.training or self.weight.device.type != "cpu"
+                or not self.weight.requires_grad
                 or not torch.is_grad_enabled() or self.max_norm is not None or self.sparse
                 or self.scale_grad_by_freq):
             return super().forward(ids)
