@@ -10,6 +10,10 @@ jobs whose load changes within seconds, so only interleaved, paired timings
 give a ratio that means something. Throughputs are totals over all rounds;
 ratios are the median of the per-round ratios.
 
+Training times the batches as cut; evaluation times the same examples as the trainer
+evaluates them: sorted by length, in batches of --eval-batch-size, under inference mode. The
+last lines print the speed targets, each `met` or `NOT MET`.
+
 FLOPs are counted on real (non-padding) tokens, the work the batch asks for,
 identically for both models:
     train step = 6 * P_enc * tokens + 6 * (P_pooler + P_head) * examples + 12 * L * H * sum(len_i ** 2)

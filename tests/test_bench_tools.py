@@ -1,0 +1,36 @@
+"""bench/profile.py and bench/e2e.py on a tiny model and small course files (seconds)."""
+import json
+
+from bench import e2e, profile
+from conftest import run_cli
+from test_reliability import tiny_model  # noqa: F401 (fixture)
+
+
+def test_e2e_reads_readme_command_1_as_set_up_then_the_training_command():
+    setup, options = e2e.readme_command()
+    assert setup.startswith("python3 -m venv .venv") and "pip install" in setup and not setup.endswith("&&")
+    assert options == []  # command 1 trains on the defaults
+
+
+def test_e2e_times_the_parts_of_a_run(tiny_model, small_data_dir, tmp_path):  # noqa: F811
+    out = tmp_path / "e2e.json"
+    code, printed, err = run_cli(e2e.main, ["--no-setup", "--data-dir", str(small_data_dir), "--keep", str(tmp_path),
+                                            "--json", str(out), "--", "--model", str(tiny_model),
+                                            "--precision", "fp32", "--batch-size", "8", "--max-steps", "3"])
+    assert code == 0, err
+    r = json.loads(out.read_text())
+    assert r["steps"] == 3 and r["train_s"] > 0 and r["eval_s"] > 0 and r["finish_s"] > 0
+    assert r["total_s"] >= r["start_s"] + r["train_s"] + r["eval_s"] + r["finish_s"]
+    assert "training" in printed and "best dev" in printed
+    assert (tmp_path / "run" / "predictions" / "sst-dev-output.csv").exists()
+
+
+def test_profile_lists_the_steps_operators_by_kind(tiny_model, small_data_dir, tmp_path):  # noqa: F811
+    out = tmp_path / "profile.json"
+    code, printed, err = run_cli(profile.main, ["--model", str(tiny_model), "--data-dir", str(small_data_dir),
+                                                "--steps", "2", "--warmup", "1", "--top", "5", "--json", str(out),
+                                                "--", "--batch-size", "4"])
+    assert code == 0, err
+    figures = json.loads(out.read_text())
+    assert figures["kinds"]["matmul"] > 0 and abs(sum(figures["kinds"].values()) - 1) < 1e-6
+    assert len(figures["top"]) == 5 and "self CPU time by kind" in printed
