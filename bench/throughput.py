@@ -313,6 +313,7 @@ class Worker:
         return flops / (time.perf_counter() - start) / 1e9
 
     def describe(self) -> dict:
+        import minbert
         c = self.config
         total = sum(p.numel() for p in self.model.parameters())
         embeddings = sum(p.numel() for n, p in self.model.named_parameters() if n.startswith("embeddings."))
@@ -322,7 +323,7 @@ class Worker:
         return {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "params": total,
                 "non_embedding": total - embeddings, "encoder_matrices": matrices, "pooler": pooler,
                 "torch": self.torch.__version__, "threads": self.torch.get_num_threads(),
-                "native_bf16": __import__("minbert").native_bf16("cpu")}
+                "native_bf16": minbert.native_bf16("cpu")}
 
     def serve(self):
         reply(self.describe())

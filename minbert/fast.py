@@ -117,8 +117,11 @@ def _cast_once(module: nn.Module, tensors: tuple, make):
     return cached[1]
 
 
-def _drop_eval_weights_on_train(self, mode: bool = True):
-    self.__dict__.pop("_eval_weights", None)  # the copies live only while evaluating
+def _drop_copies_of_the_other_mode(self, mode: bool = True):
+    """`train(mode)` that forgets what only the other mode uses: training drops the cast evaluation
+    weights, evaluation drops the kept gradient buffer. Calling train() again in training (as a
+    loop may every step) keeps the buffer."""
+    self.__dict__.pop("_eval_weights" if mode else "_grad_buffer", None)
     return nn.Module.train(self, mode)
 
 
@@ -141,7 +144,7 @@ def drop_cast_weights_on_step(optimizer: torch.optim.Optimizer, model: nn.Module
 class CastOnceLinear(nn.Linear):
     """nn.Linear whose low-precision weights are cast once per evaluation, not once per batch."""
 
-    train = _drop_eval_weights_on_train
+    train = _drop_copies_of_the_other_mode
 
     def forward(self, x):
         dtype = _eval_cast_dtype(x, self)
@@ -176,11 +179,6 @@ class _LookupAddingRows(torch.autograd.Function):
         return None, None, None
 
 
-def _drop_grad_buffer_on_train(self, mode: bool = True):
-    self.__dict__.pop("_grad_buffer", None)  # kept for the steps of one training stretch only
-    return nn.Module.train(self, mode)
-
-
 class FastEmbedding(nn.Embedding):
     """nn.Embedding whose training backward reuses one `.grad` buffer from step to step.
 
@@ -192,7 +190,7 @@ class FastEmbedding(nn.Embedding):
     """
 
     rows_backward = True
-    train = _drop_grad_buffer_on_train
+    train = _drop_copies_of_the_other_mode
 
     def forward(self, ids):
         if (not self.rows_backward or not self.training or self.weight.device.type != "cpu"
@@ -379,7 +377,7 @@ class FastBertEmbeddings(BertEmbeddings):
 class FastBertSelfAttention(BertSelfAttention):
     """Attention over a layout's blocks, Q, K and V from one matmul."""
 
-    train = _drop_eval_weights_on_train  # its cast fused Q/K/V copy
+    train = _drop_copies_of_the_other_mode  # its cast fused Q/K/V copy
 
     def fused_qkv(self):
         """One (3 * hidden, hidden) projection: a single matmul for Q, K and V.

@@ -267,7 +267,9 @@ def test_row_gradient_embedding_matches_the_dense_gradient_over_steps():
     """Accumulation within a step, zero_grad(set_to_none) between steps, padding rows: the same .grad."""
     reference, rows = _embedding_pair()
     g = torch.Generator().manual_seed(4)
+    buffers = set()
     for step in range(4):
+        rows.train()  # a loop may call train() every step: the buffer stays
         for table in (reference, rows):
             table.weight.grad = None
         for _ in range(2):  # two backwards accumulate, as the tasks of one step do
@@ -277,12 +279,14 @@ def test_row_gradient_embedding_matches_the_dense_gradient_over_steps():
             for table in (reference, rows):
                 (table(ids) * upstream).sum().backward()
         assert rows.weight.grad is not None
+        buffers.add(id(rows.weight.grad))
         torch.testing.assert_close(rows.weight.grad, reference.weight.grad, rtol=0, atol=1e-6)
         assert rows.weight.grad[0].abs().max() == 0  # the padding row never learns
         rows.weight.grad.mul_(0.5)  # clipping or gradient surgery writes into it: forgotten next step
         reference.weight.grad.mul_(0.5)
         rows.weight.grad[1:3] = 1.0
     assert rows.weight.grad is rows.__dict__["_grad_buffer"]  # one buffer, reused: no dense gradient allocated per step
+    assert len(buffers) == 1
 
 
 def test_row_gradient_embedding_adds_into_a_gradient_it_did_not_make_and_steps_aside():
