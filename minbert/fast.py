@@ -244,6 +244,31 @@ def _partition(lengths: list, overhead: int) -> list:
     return runs[::-1]
 
 
+class _Regroup(torch.autograd.Function):
+    """`x.index_select(0, index)` whose backward is also a gather: `grad.index_select(0, back)`.
+
+    Autograd's backward of index_select adds into a zeroed tensor (index_add_), a scatter that
+    on CPU runs several times slower than a gather. The two agree exactly when every row of x
+    that is picked is picked by one output row only, apart from output rows whose gradient is
+    exactly zero: `TokenLayout`'s moves between rows and attention blocks are such. Rows of the
+    result named by `dead` (a bool mask) or from `live` on get no gradient, as under index_add_.
+    """
+
+    @staticmethod
+    def forward(ctx, x, index, back, live, dead):
+        ctx.back, ctx.live, ctx.dead = back, live, dead
+        return x.index_select(0, index)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.index_select(0, ctx.back)
+        if ctx.live is not None:
+            grad[ctx.live:] = 0
+        if ctx.dead is not None:
+            grad.masked_fill_(ctx.dead[:, None], 0)
+        return grad, None, None, None, None
+
+
 class TokenLayout:
     """Where a batch's real tokens sit, so that no layer works on padding.
 
@@ -262,6 +287,7 @@ class TokenLayout:
         self.gather = None    # row filling each attention block slot; None = identity
         self.scatter = None   # block slot of each row; None = identity
         self.blocks = [(batch, seq, None)]  # (sequences, length, (sequences, length) bool valid or None)
+        self.padding_slots = None  # bool per block slot, True past its sequence's end (regrouped only)
         self._masks = {}
         # A batch without any real token is garbage in, garbage out: treated as unpadded.
         if attention_mask is None or bool(attention_mask.all()) or not bool(attention_mask.any()):
@@ -271,8 +297,10 @@ class TokenLayout:
         flat = mask.reshape(-1)
         self.rows = flat.nonzero().squeeze(1)
         self.real = len(self.rows)
+        self._row_of_position = (flat.cumsum(0) - 1).clamp_(min=0)  # padding: any row (dead in flatten's backward)
+        self._padding_positions = ~flat
         if not regroup:
-            self.gather = (flat.cumsum(0) - 1).clamp_(min=0)
+            self.gather = self._row_of_position
             self.scatter = self.rows
             self.blocks = [(batch, seq, mask)]
         else:
@@ -281,7 +309,7 @@ class TokenLayout:
             counts = lengths.tolist()
             order = [b for b in sorted(range(batch), key=counts.__getitem__) if counts[b] > 0]
             sorted_counts = [counts[b] for b in order]
-            gather, scatter, self.blocks, base = [], torch.empty_like(self.rows), [], 0
+            gather, scatter, padding, self.blocks, base = [], torch.empty_like(self.rows), [], [], 0
             for lo, hi in _partition(sorted_counts, BLOCK_OVERHEAD):
                 seqs, width = torch.tensor(order[lo:hi], device=device), sorted_counts[hi - 1]
                 n, start = lengths[seqs][:, None], starts[seqs][:, None]
@@ -290,8 +318,9 @@ class TokenLayout:
                 gather.append((start + torch.minimum(t, n - 1)).reshape(-1))
                 scatter[(start + t)[valid]] = base + torch.arange(len(seqs) * width, device=device)[valid.reshape(-1)]
                 self.blocks.append((len(seqs), width, None if bool(valid.all()) else valid))
+                padding.append(~valid.reshape(-1))
                 base += len(seqs) * width
-            self.gather, self.scatter = torch.cat(gather), scatter
+            self.gather, self.scatter, self.padding_slots = torch.cat(gather), scatter, torch.cat(padding)
         self._round_rows()
 
     def _round_rows(self):
@@ -310,7 +339,9 @@ class TokenLayout:
     def flatten(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, seq, ...) -> (rows, width)."""
         x = x.reshape(self.batch * self.seq, -1)
-        return x if self.rows is None else x.index_select(0, self.rows)
+        if self.rows is None:
+            return x
+        return _Regroup.apply(x, self.rows, self._row_of_position, None, self._padding_positions)
 
     def pad(self, x: torch.Tensor) -> torch.Tensor:
         """(rows, width) -> (batch, seq, width), zeros at padding."""
@@ -320,8 +351,14 @@ class TokenLayout:
         return x.view(self.batch, self.seq, x.shape[-1])
 
     def to_blocks(self, x: torch.Tensor) -> list:
-        """(rows, width) -> one (sequences, length, width) tensor per attention block."""
-        if self.gather is not None:
+        """(rows, width) -> one (sequences, length, width) tensor per attention block.
+
+        When regrouped, a row's gradient is its own slot's: the other slots that repeat it lie past
+        a sequence's end, masked as keys and dropped as queries, so their gradient is exactly zero.
+        """
+        if self.padding_slots is not None:
+            x = _Regroup.apply(x, self.gather, self.scatter, self.real, None)
+        elif self.gather is not None:
             x = x.index_select(0, self.gather)
         sizes = [b * t for b, t, _ in self.blocks]
         return [part.view(b, t, -1) for part, (b, t, _) in zip(x.split(sizes), self.blocks)]
@@ -330,6 +367,8 @@ class TokenLayout:
         """Inverse of `to_blocks`: back to (rows, width), the padding slots dropped."""
         parts = [p.reshape(p.shape[0] * p.shape[1], -1) for p in parts]
         x = parts[0] if len(parts) == 1 else torch.cat(parts)
+        if self.padding_slots is not None:  # the spare rows' gradient is exactly zero (_round_rows)
+            return _Regroup.apply(x, self.scatter, self.gather, None, self.padding_slots)
         return x if self.scatter is None else x.index_select(0, self.scatter)
 
     def key_mask(self, block: int, dtype=None):
@@ -348,20 +387,20 @@ class TokenLayout:
 # ------------------------------------------------------------------------------------------ modules
 
 def attend(q, k, v, bias: Optional[torch.Tensor], dropout_p: float, training: bool):
-    """Softmax attention written out, in float32 whatever the autocast; returns (output, probabilities).
+    """Softmax attention written out; returns (output, probabilities).
 
     Used for the probabilities and in training: SDPA's CPU kernels cannot apply
     dropout, so they would fall back to an unfused math path with the slow bernoulli_.
-    At these sizes (head size 32, tens of tokens) float32 batched matmuls are no
-    slower than bf16 ones, and the softmax wants float32 anyway.
+    The matmuls run in q's dtype and the softmax in float32, as autocast runs the
+    reference: under bf16, casting q, k, v and the output to float32 instead costs
+    eight activation-sized copies per layer, forward and backward, more than the
+    bf16 matmuls save. `bias` is float32, so the masked scores are float32.
     """
     with torch.autocast(q.device.type, enabled=False):
-        q, k, v = q.float(), k.float(), v.float()
         scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-2, -1)
-        if bias is not None:
-            scores = scores + bias
+        scores = scores.float() if bias is None else scores + bias
         probs = scores.softmax(dim=-1)
-        return dropout(probs, dropout_p, training) @ v, probs
+        return dropout(probs, dropout_p, training).to(v.dtype) @ v, probs
 
 
 class FastBertEmbeddings(BertEmbeddings):
@@ -379,25 +418,30 @@ class FastBertSelfAttention(BertSelfAttention):
 
     train = _drop_copies_of_the_other_mode  # its cast fused Q/K/V copy
 
-    def fused_qkv(self):
-        """One (3 * hidden, hidden) projection: a single matmul for Q, K and V.
+    def fused_qkv(self, dtype=None):
+        """One (3 * hidden, hidden) projection: a single matmul for Q, K and V, in `dtype` if given.
 
         Concatenated on every call: a copy kept across training steps would go stale, since
-        fused AdamW updates parameters without bumping their version counters.
+        fused AdamW updates parameters without bumping their version counters. Cast before
+        concatenating: the same values, half the bytes moved by the concatenation.
         """
-        return (torch.cat([self.query.weight, self.key.weight, self.value.weight]),
-                torch.cat([self.query.bias, self.key.bias, self.value.bias]))
+        weights = [self.query.weight, self.key.weight, self.value.weight]
+        biases = [self.query.bias, self.key.bias, self.value.bias]
+        if dtype is not None and weights[0].dtype != dtype:
+            weights, biases = [w.to(dtype) for w in weights], [b.to(dtype) for b in biases]
+        return torch.cat(weights), torch.cat(biases)
 
     def forward(self, x, layout: TokenLayout, output_attentions: bool = False):
         """x: (real tokens, hidden) rows; returns the same rows and, if asked, the probabilities."""
         H, D = self.num_heads, self.head_size
         dtype = _eval_cast_dtype(x, self)
         if dtype is None or self.query.weight.dtype == dtype:
-            weight, bias = self.fused_qkv()
+            autocast = torch.is_autocast_enabled(x.device.type)
+            weight, bias = self.fused_qkv(torch.get_autocast_dtype(x.device.type) if autocast else None)
         else:
             params = (self.query.weight, self.key.weight, self.value.weight,
                       self.query.bias, self.key.bias, self.value.bias)
-            weight, bias = _cast_once(self, params, lambda: tuple(t.to(dtype) for t in self.fused_qkv()))
+            weight, bias = _cast_once(self, params, lambda: self.fused_qkv(dtype))
         dropout_p = self.dropout.p if self.training else 0.0
         outputs, probs = [], None
         for i, qkv in enumerate(layout.to_blocks(F.linear(x, weight, bias))):

@@ -157,6 +157,55 @@ def test_bf16_autocast_outputs_are_close(train):
     assert (ref.pooler_output.float() - got.pooler_output.float()).abs().max().item() <= BF16_TOL
 
 
+def _plain_regroup(x, index, back, live, dead):
+    return x.index_select(0, index)
+
+
+@pytest.mark.parametrize("case", LENGTHS)
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("attention_dropout", [0.0, 0.1], ids=["sdpa", "written-out"])
+def test_gathering_backward_of_the_layout_moves_is_autograds_exactly(monkeypatch, case, precision,
+                                                                     attention_dropout):
+    """_Regroup's gather backward against autograd's index_add_ backward of the same index_select:
+    bitwise, since the rows it leaves out carry exactly zero gradient."""
+    _, fast_model = models(attention_probs_dropout_prob=attention_dropout, hidden_dropout_prob=0.1)
+    batch = make_batch(*LENGTHS[case])
+    grads = []
+    for regroup in (fast._Regroup.apply, _plain_regroup):
+        monkeypatch.setattr(fast._Regroup, "apply", regroup)
+        fast_model.zero_grad(set_to_none=True)
+        torch.manual_seed(5)  # the same dropout masks
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            out = fast_model.train()(**batch)
+        loss_of(out, batch["attention_mask"]).float().backward()
+        grads.append({name: p.grad.clone() for name, p in fast_model.named_parameters()})
+    for name, g in grads[0].items():
+        assert torch.equal(g, grads[1][name]), name
+
+
+def test_written_out_attention_in_bf16_training_is_close(monkeypatch):
+    """Under bf16 autocast the written-out attention multiplies in bf16, as autocast runs the reference."""
+    reference, fast_model = models(attention_probs_dropout_prob=1e-9)
+    batch = make_batch(*LENGTHS["several-blocks"])
+    mask = batch["attention_mask"]
+    calls = []
+    monkeypatch.setattr(fast, "attend", lambda *a, real=fast.attend: calls.append(a[0].dtype) or real(*a))
+    grads, outs = [], []
+    for model in (reference, fast_model):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model.train()(**batch)
+        loss_of(out, mask).float().backward()
+        outs.append(out.last_hidden_state.float())
+        grads.append({name: p.grad for name, p in model.named_parameters()})
+    assert calls and set(calls) == {torch.bfloat16}
+    assert max_diff_on_tokens(*outs, mask) <= BF16_TOL
+    # Relative to each gradient's size, with a floor: the key bias's gradient is zero but for rounding
+    # (softmax ignores a shift shared by all keys).
+    floor = 1e-2 * max(g.norm().item() for g in grads[0].values())
+    for name, g in grads[0].items():
+        assert (g - grads[1][name]).norm().item() <= BF16_TOL * max(g.norm().item(), floor), name
+
+
 # ------------------------------------------------------------------------------------ dropout kernel
 
 @pytest.mark.parametrize("p", [0.02, 0.1, 0.5])
