@@ -1,4 +1,7 @@
 """What the benchmarks of this folder share."""
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 from tasks.data import DEFAULT_DATA_DIR, resolve_data_dir
@@ -19,3 +22,20 @@ def data_dir(arg=None) -> Path:
     if folder == DEFAULT_DATA_DIR and not any(folder.glob("*.csv")):
         return SHARED_DATA_DIR
     return folder
+
+
+RESULT_PREFIX = "RESULT "  # a worker's report: the last stdout line starting with this, then JSON
+
+
+def report_result(result: dict) -> None:
+    """A worker process's answer to the benchmark that started it: one JSON line on stdout."""
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def run_worker(cmd: list, what: str, **popen) -> dict:
+    """Run a worker process to its end and return its `report_result`; exit with its error otherwise."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, **popen)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+    if proc.returncode != 0 or not lines:
+        sys.exit(f"bench: {what} failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
+    return json.loads(lines[-1][len(RESULT_PREFIX):])

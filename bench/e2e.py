@@ -29,6 +29,8 @@ STARTED = time.time()  # the worker's start, before torch loads
 # Before torch loads OpenMP: threads spinning for a core another job holds are 3-25x slower (README: Speed).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+from bench.common import report_result, run_worker  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = ".venv/bin/python train_multitask.py"
 
@@ -93,7 +95,7 @@ def worker(argv: list) -> None:
               "epochs_s": seen["epochs_s"], "eval_s": seen["eval_s"], "finish_s": ended - seen["last_evaluation"],
               "run_s": ended - STARTED, "best": metrics["best"], "best_epoch": metrics["best_epoch"],
               "steps": metrics["steps"], "precision": config["precision"]["used"], "cpu": cpu_model()}
-    print("RESULT " + json.dumps(result), flush=True)
+    report_result(result)
 
 
 # ------------------------------------------------------------------------------------------ parent
@@ -129,11 +131,8 @@ def main(argv=None) -> int:
         python, cwd = sys.executable, REPO
     train_argv = [*options, *args.train_options, "--out", str(folder / "run")]
     print(f"command 1: {setup_cmd + ' && ' if args.setup else ''}{TRAIN} {' '.join(train_argv)}", flush=True)
-    proc = run([python, "-m", "bench.e2e", "--worker", "--", *train_argv], cwd=cwd, env=env)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    if not lines:
-        sys.exit(f"bench: the training process reported nothing: {proc.stderr.strip()[-800:]}")
-    r = json.loads(lines[-1][len("RESULT "):])
+    r = run_worker([python, "-m", "bench.e2e", "--worker", "--", *train_argv], "the training process",
+                   cwd=cwd, env=env)
     total = time.time() - began
     r.update(setup_s=setup_s, total_s=total, options=args.train_options)
     parts = [("set-up (venv, pip)", setup_s), ("start (imports, model, data, build)", r["start_s"]),

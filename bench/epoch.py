@@ -19,13 +19,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 # Before torch loads OpenMP: threads spinning for a core another job holds are 3-25x slower (README: Speed).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from bench.common import report_result, run_worker  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = {
@@ -75,7 +76,7 @@ def worker(argv: list) -> None:
     used = json.loads((out / "config.json").read_text())["precision"]["used"]
     seen.update(final=metrics["final"], steps=metrics["steps"], fit_s=metrics["history"][-1]["elapsed_s"], precision=used,
                 peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    print("RESULT " + json.dumps(seen), flush=True)
+    report_result(seen)
 
 
 def run_one(config: str, seed: int, folder: Path, args) -> dict:
@@ -86,12 +87,7 @@ def run_one(config: str, seed: int, folder: Path, args) -> dict:
         argv += ["--model", args.model]
     if args.max_steps:
         argv += ["--max-steps", str(args.max_steps)]
-    proc = subprocess.run([sys.executable, "-m", "bench.epoch", "--worker", *argv], cwd=REPO,
-                          capture_output=True, text=True)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    if proc.returncode != 0 or not lines:
-        sys.exit(f"{config} seed {seed} failed (exit {proc.returncode}): {proc.stderr.strip()[-600:]}")
-    result = json.loads(lines[-1][len("RESULT "):])
+    result = run_worker([sys.executable, "-m", "bench.epoch", "--worker", *argv], f"{config} seed {seed}", cwd=REPO)
     result["train_s"] = result["fit_s"] - result["eval_s"]
     return result
 

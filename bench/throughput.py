@@ -135,10 +135,6 @@ def build_batches(args, task: str, tokenizer, warn=None) -> tuple:
     return batches, evals
 
 
-def eval_batch_count(args) -> int:
-    return -(-args.steps * args.batch_size // args.eval_batch_size)
-
-
 def memory_mib() -> dict:
     """VmRSS/VmHWM of this process; ru_maxrss as a cross-check (KiB on Linux)."""
     out = {"ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
@@ -209,7 +205,7 @@ class Worker:
         digest = hashlib.sha256()
         for b in self.batches:
             digest.update(b["input_ids"].numpy().tobytes() + b["attention_mask"].numpy().tobytes())
-        return {"batches": digest.hexdigest()}
+        return {"batches": digest.hexdigest(), "eval_batches": len(self.eval_batches)}
 
     def autocast(self):
         return self.torch.autocast("cpu", dtype=self.torch.bfloat16,
@@ -391,10 +387,9 @@ def step_flops(info: dict, stats: dict, classes: int) -> float:
             + 12 * info["layers"] * info["hidden"] * stats["sum_len_sq"])
 
 
-def measure(workers: dict, phase: str, args) -> dict:
-    """Alternate the workers round by round over the same batches; seconds per round per worker."""
+def measure(workers: dict, phase: str, count: int, args) -> dict:
+    """Alternate the workers round by round over the same `count` batches; seconds per round per worker."""
     names = list(workers)
-    count = args.steps if phase == "train" else eval_batch_count(args)
     rounds = min(args.rounds, count)
     per_round = [count // rounds + (r < count % rounds) for r in range(rounds)]
     seconds = {n: [] for n in names}
@@ -428,11 +423,12 @@ def main(argv=None):
     for task in tasks:
         for w in workers.values():  # both warm up at once: nothing is timed yet
             w.send(op="prepare", task=task)
-        digests = {name: w.receive()["batches"] for name, w in workers.items()}
-        if len(set(digests.values())) != 1:
+        built = {name: w.receive() for name, w in workers.items()}
+        if len({(b["batches"], b["eval_batches"]) for b in built.values()}) != 1:
             sys.exit("bench: the workers built different batches")
-        results[task] = {"stats": batch_stats(args, task),
-                         "train": measure(workers, "train", args), "eval": measure(workers, "eval", args),
+        eval_batches = built["minbert"]["eval_batches"]
+        results[task] = {"stats": batch_stats(args, task), "train": measure(workers, "train", args.steps, args),
+                         "eval": measure(workers, "eval", eval_batches, args),
                          "ceiling_gflops": workers["minbert"].ask(op="ceiling")["gflops"]}
         peaks.append(workers[WORKERS[len(peaks) % 2]].ask(op="matmul")["gflops"])
     memory = {name: w.ask(op="memory") for name, w in workers.items()}

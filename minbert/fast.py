@@ -10,6 +10,8 @@ parameters, the state dict and the loading code are those of the reference. What
   where the reference passes the attention mask, this path passes the layout.
 - Attention regroups the rows into padded blocks of sequences of similar length, computes Q, K and
   V with one matmul, and uses SDPA unless dropout or the probabilities are wanted (`attend`).
+  Moving rows between these layouts is a gather both ways: the backward gathers too (`_Regroup`)
+  rather than scatter-adding into zeros as autograd's index_select backward does.
 - Dropout draws its CPU mask four elements per 64-bit random number (`FastDropout`).
 - The embedding tables' backward adds the looked-up rows into a kept `.grad` buffer instead
   of making a dense (vocab, hidden) gradient every step (`FastEmbedding`).
