@@ -1014,8 +1014,7 @@ def train_step(run: Run, step: dict) -> Optional[dict]:
             task_grads[task] = all_reduce_mean_(flatten_grads(run.shared), run.inputs.world)
     if surgery:
         logs.update(_merge_task_gradients(run, task_grads))
-    norm = torch.nn.utils.clip_grad_norm_([p for p in run.model.parameters() if p.requires_grad],
-                                          run.config.max_grad_norm)
+    norm = minbert.clip_grad_norm_([p for p in run.model.parameters() if p.requires_grad], run.config.max_grad_norm)
     if not torch.isfinite(norm):  # a finite loss can still overflow in the backward pass
         return _nonfinite(run, f"gradient norm ({norm.item()})", ",".join(step))
     logs["train/grad_norm"] = norm
