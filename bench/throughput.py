@@ -205,7 +205,8 @@ class Worker:
         digest = hashlib.sha256()
         for b in self.batches:
             digest.update(b["input_ids"].numpy().tobytes() + b["attention_mask"].numpy().tobytes())
-        return {"batches": digest.hexdigest(), "eval_batches": len(self.eval_batches)}
+        return {"batches": digest.hexdigest(), "train_batches": len(self.batches) - args.warmup,
+                "eval_batches": len(self.eval_batches)}
 
     def autocast(self):
         return self.torch.autocast("cpu", dtype=self.torch.bfloat16,
@@ -424,11 +425,14 @@ def main(argv=None):
         for w in workers.values():  # both warm up at once: nothing is timed yet
             w.send(op="prepare", task=task)
         built = {name: w.receive() for name, w in workers.items()}
-        if len({(b["batches"], b["eval_batches"]) for b in built.values()}) != 1:
+        if len({(b["batches"], b["train_batches"], b["eval_batches"]) for b in built.values()}) != 1:
             sys.exit("bench: the workers built different batches")
-        eval_batches = built["minbert"]["eval_batches"]
-        results[task] = {"stats": batch_stats(args, task), "train": measure(workers, "train", args.steps, args),
-                         "eval": measure(workers, "eval", eval_batches, args),
+        counts = built["minbert"]
+        if counts["train_batches"] < 1:
+            sys.exit(f"bench: {task} has too few training rows for --warmup {args.warmup} and a timed step")
+        results[task] = {"stats": batch_stats(args, task),
+                         "train": measure(workers, "train", counts["train_batches"], args),
+                         "eval": measure(workers, "eval", counts["eval_batches"], args),
                          "ceiling_gflops": workers["minbert"].ask(op="ceiling")["gflops"]}
         peaks.append(workers[WORKERS[len(peaks) % 2]].ask(op="matmul")["gflops"])
     memory = {name: w.ask(op="memory") for name, w in workers.items()}
@@ -457,7 +461,7 @@ def report(args, info, results, peak, memory, loads, wall):
     ratios_line = []
     for task, res in results.items():
         s = res["stats"]
-        print(f"\n[{task}] {args.steps} timed steps x {args.batch_size} = {s['examples']} examples, "
+        print(f"\n[{task}] {sum(res['train']['steps'])} timed steps x {args.batch_size} = {s['examples']} examples, "
               f"{s['tokens']} real tokens (mean length {s['mean_len']:.1f}, padded to {s['mean_padded_len']:.1f})")
         flops = step_flops(mine, s, head_classes(task))
         rows, ratios, figures = [], [], {}

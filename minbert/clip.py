@@ -14,16 +14,21 @@ import torch
 
 
 def _cpu_fast_path(grads: list) -> bool:
-    return bool(grads) and all(g.device.type == "cpu" and g.dtype == torch.float32 and not g.is_sparse
-                               and g.is_contiguous() for g in grads)
+    return bool(grads) and all(g.device.type == "cpu" and g.dtype == torch.float32
+                               and g.layout == torch.strided and g.is_contiguous() for g in grads)
 
 
+@torch.no_grad()
 def clip_grad_norm_(parameters, max_norm: float) -> torch.Tensor:
-    """Scale the gradients of `parameters` so that their joint L2 norm is at most `max_norm`.
+    """Scale the gradients of `parameters` (a tensor or an iterable of them) so that their joint L2
+    norm is at most `max_norm`; returns the norm before clipping, as torch's function does.
 
-    Returns the norm before clipping (a float32 0-dim tensor, inf or nan if a gradient is not
-    finite; the gradients are then left as they are, which the trainer reports as a failed step).
+    The clipped gradients equal torch's to rounding (the coefficient is computed in double here).
+    With a non-finite norm torch's function runs: it scales the gradients by 0 or nan, which the
+    trainer reports as a failed step.
     """
+    if isinstance(parameters, torch.Tensor):
+        parameters = [parameters]
     parameters = [p for p in parameters if p.grad is not None]
     grads = [p.grad for p in parameters]
     if not _cpu_fast_path(grads):

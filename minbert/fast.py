@@ -10,8 +10,9 @@ parameters, the state dict and the loading code are those of the reference. What
   where the reference passes the attention mask, this path passes the layout.
 - Attention regroups the rows into padded blocks of sequences of similar length, computes Q, K and
   V with one matmul, and uses SDPA unless dropout or the probabilities are wanted (`attend`).
-  Moving rows between these layouts is a gather both ways: the backward gathers too (`_Regroup`)
-  rather than scatter-adding into zeros as autograd's index_select backward does.
+  Moving rows between these layouts is a gather both ways (`_Regroup`): the backward gathers too,
+  rather than scatter-adding into zeros as autograd's index_select backward does (all moves of the
+  regrouped layout, and the padded batch -> rows move of the one kept for attention probabilities).
 - Dropout draws its CPU mask four elements per 64-bit random number (`FastDropout`).
 - The embedding tables' backward adds the looked-up rows into a kept `.grad` buffer instead
   of making a dense (vocab, hidden) gradient every step (`FastEmbedding`).
@@ -278,7 +279,8 @@ class TokenLayout:
     real tokens only. For attention the rows are gathered into padded blocks of
     sequences of similar length (`regroup`), or into the batch's own (batch, seq)
     layout when the probabilities are returned. Block slots past a sequence's end
-    repeat one of its tokens and are masked out as keys, so they get exactly zero gradient.
+    repeat one of its tokens, are masked out as keys and dropped as queries, so they get
+    exactly zero gradient.
     """
 
     def __init__(self, batch: int, seq: int, attention_mask: Optional[torch.Tensor],
@@ -431,7 +433,7 @@ class FastBertSelfAttention(BertSelfAttention):
         """
         weights = [self.query.weight, self.key.weight, self.value.weight]
         biases = [self.query.bias, self.key.bias, self.value.bias]
-        if dtype is not None and weights[0].dtype != dtype:
+        if dtype is not None and weights[0].dtype not in (dtype, torch.float64):  # autocast leaves float64 alone
             weights, biases = [w.to(dtype) for w in weights], [b.to(dtype) for b in biases]
         return torch.cat(weights), torch.cat(biases)
 

@@ -161,24 +161,33 @@ def _plain_regroup(x, index, back, live, dead):
     return x.index_select(0, index)
 
 
-@pytest.mark.parametrize("case", LENGTHS)
+PADDED = {**{k: v for k, v in LENGTHS.items() if k != "no-padding"}, "an-empty-sequence": ([5, 0, 3, 1], 6)}
+
+
+@pytest.mark.parametrize("case", PADDED)
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-@pytest.mark.parametrize("attention_dropout", [0.0, 0.1], ids=["sdpa", "written-out"])
-def test_gathering_backward_of_the_layout_moves_is_autograds_exactly(monkeypatch, case, precision,
-                                                                     attention_dropout):
+@pytest.mark.parametrize("attention", ["sdpa", "written-out", "probabilities"])
+def test_gathering_backward_of_the_layout_moves_is_autograds_exactly(monkeypatch, case, precision, attention):
     """_Regroup's gather backward against autograd's index_add_ backward of the same index_select:
-    bitwise, since the rows it leaves out carry exactly zero gradient."""
-    _, fast_model = models(attention_probs_dropout_prob=attention_dropout, hidden_dropout_prob=0.1)
-    batch = make_batch(*LENGTHS[case])
-    grads = []
-    for regroup in (fast._Regroup.apply, _plain_regroup):
+    bitwise, since the rows it leaves out carry exactly zero gradient. "probabilities" returns them
+    (the layout that is not regrouped) and puts them in the loss."""
+    dropout = 0.1 if attention == "written-out" else 0.0
+    _, fast_model = models(attention_probs_dropout_prob=dropout, hidden_dropout_prob=0.1)
+    batch = make_batch(*PADDED[case])
+    calls, grads = [], []
+    counted = lambda *a, real=fast._Regroup.apply: calls.append(1) or real(*a)  # noqa: E731
+    for regroup in (counted, _plain_regroup):
         monkeypatch.setattr(fast._Regroup, "apply", regroup)
         fast_model.zero_grad(set_to_none=True)
         torch.manual_seed(5)  # the same dropout masks
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-            out = fast_model.train()(**batch)
-        loss_of(out, batch["attention_mask"]).float().backward()
+            out = fast_model.train()(**batch, output_attentions=attention == "probabilities")
+        loss = loss_of(out, batch["attention_mask"]).float()
+        if attention == "probabilities":
+            loss = loss + sum(p.float().pow(2).sum() for p in out.attentions)
+        loss.backward()
         grads.append({name: p.grad.clone() for name, p in fast_model.named_parameters()})
+    assert calls, "the gather backward was not used"
     for name, g in grads[0].items():
         assert torch.equal(g, grads[1][name]), name
 
