@@ -34,3 +34,19 @@ def test_profile_lists_the_steps_operators_by_kind(tiny_model, small_data_dir, t
     figures = json.loads(out.read_text())
     assert figures["kinds"]["matmul"] > 0 and abs(sum(figures["kinds"].values()) - 1) < 1e-6
     assert len(figures["top"]) == 5 and "self CPU time by kind" in printed
+
+
+def test_worker_report_reaches_the_parent_and_a_failed_worker_is_one_line():
+    import sys
+    from pathlib import Path
+
+    import pytest
+
+    from bench.common import run_worker
+    said = "from bench.common import report_result; print('noise'); report_result({'a': [1, 2]})"
+    repo = Path(__file__).resolve().parents[1]
+    assert run_worker([sys.executable, "-c", said], "the worker", cwd=repo) == {"a": [1, 2]}
+    with pytest.raises(SystemExit, match=r"bench: the worker failed \(exit 3\): boom"):
+        run_worker([sys.executable, "-c", "import sys; sys.stderr.write('boom'); sys.exit(3)"], "the worker")
+    with pytest.raises(SystemExit, match=r"bench: the worker failed \(exit 0\)"):  # exited without reporting
+        run_worker([sys.executable, "-c", "print('nothing')"], "the worker")
