@@ -1,7 +1,12 @@
 """bench/profile.py and bench/e2e.py on a tiny model and small course files (seconds)."""
 import json
+import sys
+from pathlib import Path
+
+import pytest
 
 from bench import e2e, profile
+from bench.common import run_worker
 from conftest import run_cli
 from test_reliability import tiny_model  # noqa: F401 (fixture)
 
@@ -37,12 +42,6 @@ def test_profile_lists_the_steps_operators_by_kind(tiny_model, small_data_dir, t
 
 
 def test_worker_report_reaches_the_parent_and_a_failed_worker_is_one_line():
-    import sys
-    from pathlib import Path
-
-    import pytest
-
-    from bench.common import run_worker
     said = "from bench.common import report_result; print('noise'); report_result({'a': [1, 2]})"
     repo = Path(__file__).resolve().parents[1]
     assert run_worker([sys.executable, "-c", said], "the worker", cwd=repo) == {"a": [1, 2]}
