@@ -32,10 +32,22 @@ def report_result(result: dict) -> None:
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
 
+def _fail(what: str, proc: subprocess.CompletedProcess):
+    sys.exit(f"bench: {what} failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
+
+
+def run_checked(cmd, what: str, **popen) -> subprocess.CompletedProcess:
+    """Run `cmd` to its end, its output captured; exit with one line naming `what` and its error if it fails."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, **popen)
+    if proc.returncode != 0:
+        _fail(what, proc)
+    return proc
+
+
 def run_worker(cmd: list, what: str, **popen) -> dict:
     """Run a worker process to its end and return its `report_result`; exit with its error otherwise."""
-    proc = subprocess.run(cmd, capture_output=True, text=True, **popen)
+    proc = run_checked(cmd, what, **popen)
     lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
-    if proc.returncode != 0 or not lines:
-        sys.exit(f"bench: {what} failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
+    if not lines:
+        _fail(what, proc)
     return json.loads(lines[-1][len(RESULT_PREFIX):])

@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ STARTED = time.time()  # the worker's start, before torch loads
 # Before torch loads OpenMP: threads spinning for a core another job holds are 3-25x slower (README: Speed).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from bench.common import report_result, run_worker  # noqa: E402
+from bench.common import report_result, run_checked, run_worker  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = ".venv/bin/python train_multitask.py"
@@ -100,14 +99,6 @@ def worker(argv: list) -> None:
 
 # ------------------------------------------------------------------------------------------ parent
 
-def run(cmd, cwd: Path, env: dict, shell: bool = False) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, env=env, shell=shell, capture_output=True, text=True)
-    if proc.returncode != 0:
-        shown = cmd if isinstance(cmd, str) else " ".join(cmd)
-        sys.exit(f"bench: {shown} failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
-    return proc
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.worker:
@@ -122,9 +113,10 @@ def main(argv=None) -> int:
     setup_s = 0.0
     if args.setup:
         clone = folder / "clone"
-        run(["git", "clone", "--quiet", str(REPO), str(clone)], cwd=REPO, env=env)
+        clone_cmd = ["git", "clone", "--quiet", str(REPO), str(clone)]
+        run_checked(clone_cmd, " ".join(clone_cmd), cwd=REPO, env=env)
         clock = time.time()
-        run(setup_cmd, cwd=clone, env=env, shell=True)
+        run_checked(setup_cmd, setup_cmd, cwd=clone, env=env, shell=True)
         setup_s = time.time() - clock
         python, cwd = str(clone / ".venv" / "bin" / "python"), clone
     else:

@@ -33,12 +33,12 @@ def clip_grad_norm_(parameters, max_norm: float) -> torch.Tensor:
     grads = [p.grad for p in parameters]
     if not _cpu_fast_path(grads):
         return torch.nn.utils.clip_grad_norm_(parameters, max_norm)
-    flat = [g.view(-1) for g in grads]
-    total = torch.stack([torch.dot(g, g) for g in flat]).sum().sqrt()
-    if not math.isfinite(total.item()):
+    total = torch.stack([torch.dot(g.view(-1), g.view(-1)) for g in grads]).sum().sqrt()
+    norm = total.item()
+    if not math.isfinite(norm):
         # A nan or inf gradient, or squares beyond float32's range: torch's own treatment.
         return torch.nn.utils.clip_grad_norm_(parameters, max_norm)
-    coefficient = max_norm / (total.item() + 1e-6)
+    coefficient = max_norm / (norm + 1e-6)
     if coefficient < 1.0:
         torch._foreach_mul_(grads, coefficient)
     return total
