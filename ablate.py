@@ -30,23 +30,25 @@ is a hash of its name), appending to results.shard-I-of-N.jsonl, so shards on
 several GPUs or machines can share one folder; --summarize then merges every
 results file there and writes the summary.
 """
+import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
+
 import argparse
 import dataclasses
-import os
 import sys
 from pathlib import Path
 
-# Before torch loads OpenMP: threads spinning for a core another job holds are 3-25x slower (README: Speed).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-from minbert import RunFailure, UserError  # noqa: E402
-from tasks.ablation import arguments, sweep  # noqa: E402
-from tasks.ablation.studies import STUDIES  # noqa: E402
-from tasks.config import TrainConfig, validate  # noqa: E402
-from tasks.distributed import launched_world_size  # noqa: E402
-from tasks.options import add_training_args, exit_status  # noqa: E402
-from tasks.registry import MULTITASK_TASKS, REGISTRY  # noqa: E402
-from tasks.trainer import Interrupted  # noqa: E402
+from minbert import RunFailure, UserError
+from tasks.ablation import arguments, sweep
+from tasks.ablation.studies import STUDIES
+from tasks.cli import exit_status
+from tasks.distributed import launched_world_size
+from tasks.registry import MULTITASK_TASKS, REGISTRY
+from tasks.training import (
+    Interrupted,
+    TrainConfig,
+    add_training_args,
+    validate,
+)
 
 TRIAL_STEPS = 300       # SST at fraction 0.01 / 0.1 / 1: ~100 / 11 / 1.1 passes over the data (README: budget)
 TRIAL_EVAL_EVERY = 50

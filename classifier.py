@@ -14,26 +14,23 @@ RUN_DIR/<task>/, and `predict.py RUN_DIR` writes the files again. The files go
 to RUN_DIR/predictions/ and, on success, into the course-level predictions/
 folder that Part 2 also writes into and prepare_submit.py zips.
 """
-import os
+import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP threads yield the core
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
 
-import argparse  # noqa: E402
-import dataclasses  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-from minbert import DEFAULT_MODEL, PRECISIONS, RunFailure, UserError  # noqa: E402
-from tasks.data import DATA_DIR_ENV  # noqa: E402
-from tasks.fileio import atomic_write_bytes, atomic_write_json  # noqa: E402
-from tasks.config import TrainConfig, parse_tasks, validate, with_environment  # noqa: E402
-from tasks.options import exit_status  # noqa: E402
-from tasks.registry import CLASSIFIER_TASKS, REGISTRY  # noqa: E402
-from tasks.submission import (PART1_MODES, PREDICTIONS_DIR_ENV, course_predictions_dir,  # noqa: E402
-                              publish_predictions)
-from tasks.trainer import CHECKPOINT, Interrupted, fit, precision_note, prepare  # noqa: E402
+from minbert import DEFAULT_MODEL, PRECISIONS, RunFailure, UserError
+from tasks.cli import exit_status
+from tasks.course.submission import PART1_MODES, PREDICTIONS_DIR_ENV, course_predictions_dir, publish_predictions
+from tasks.data import DATA_DIR_ENV
+from tasks.fileio import atomic_write_bytes, atomic_write_json
+from tasks.inputs import precision_note, prepare
+from tasks.registry import CLASSIFIER_TASKS, REGISTRY
+from tasks.training import CHECKPOINT, Interrupted, TrainConfig, fit, parse_tasks, validate, with_environment
 
 # Per-mode defaults, chosen so that both modes finish within their CPU budgets with the embedded
 # model (bench/README.md): a frozen encoder only runs forward, so `pretrain` affords more epochs.

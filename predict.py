@@ -3,7 +3,8 @@
     python predict.py runs/NAME                                  # dev and test files of every task of the run
     python predict.py runs/NAME --split test --data-dir new/ --out new-predictions/
     python predict.py runs/NAME --input mine.csv --task sst      # one line per row: id, class, probabilities
-    printf 'sentence1\\tsentence2\\nA man sings.\\tA man is singing.\\n' | python predict.py runs/NAME --input - --task sts
+    printf 'sentence1\\tsentence2\\nA man sings.\\tA man is singing.\\n' \\
+        | python predict.py runs/NAME --input - --task sts
     python predict.py runs/part1-finetune-DATE                   # a classifier.py run: each task's files
 
 RUN_DIR is a run folder of train_multitask.py or classifier.py (its best.pt is
@@ -12,28 +13,27 @@ exported model folder (RUN_DIR/model). The model, tokenizer, tasks, pair mode,
 pooling and max lengths are the run's own (its config.json, or the model
 folder's tasks.json): nothing is repeated here.
 """
-import os
+import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP threads yield the core
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
 
-import argparse  # noqa: E402
-import dataclasses  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
+import torch
 
-import torch  # noqa: E402
-
-from minbert import PRECISIONS, RunFailure, UserError  # noqa: E402
-from tasks.data import DATA_DIR_ENV  # noqa: E402
-from tasks.encoded import encode_split  # noqa: E402
-from tasks.fileio import atomic_write_text  # noqa: E402
-from tasks.heads import task_spec  # noqa: E402
-from tasks.metrics import overall_score, score  # noqa: E402
-from tasks.options import exit_status  # noqa: E402
-from tasks.registry import get_task  # noqa: E402
-from tasks.saved_run import course_inputs, inference_precision, load_trained, run_folders  # noqa: E402
-from tasks.trainer import predict, resolve_device, write_all_predictions  # noqa: E402
-from tasks.user_input import STDIN, read_user_file  # noqa: E402
+from minbert import PRECISIONS, RunFailure, UserError
+from tasks.cli import exit_status
+from tasks.data import DATA_DIR_ENV
+from tasks.encoded import encode_split
+from tasks.evaluation import predict, write_all_predictions
+from tasks.fileio import atomic_write_text
+from tasks.heads import task_spec
+from tasks.machine import resolve_device
+from tasks.metrics import overall_score, score
+from tasks.registry import get_task
+from tasks.trained.saved_run import course_inputs, inference_precision, load_trained, run_folders
+from tasks.trained.user_input import STDIN, read_user_file
 
 SPLITS = {"dev": ("dev",), "test": ("test",), "all": ("dev", "test")}
 
@@ -138,7 +138,10 @@ def score_input(args, device) -> None:
                     inference_precision(args.precision, trained, device), label=f"scoring {args.task}", values=values)
     lines = ["\t".join(["id", *header])]
     for example_id, row in zip(part.ids, found):
-        shown = [f"{v:.4f}" for v in row] if cfg.head == "regress" else [str(int(row[0]))] + [f"{p:.4f}" for p in row[1:]]
+        if cfg.head == "regress":
+            shown = [f"{v:.4f}" for v in row]
+        else:
+            shown = [str(int(row[0]))] + [f"{p:.4f}" for p in row[1:]]
         lines.append("\t".join([example_id, *shown]))
     text = "\n".join(lines) + "\n"
     if args.out and args.out != STDIN:

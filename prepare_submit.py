@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from minbert import UserError
-from tasks.options import exit_status
-from tasks.submission import PREDICTIONS_DIR_ENV, SUBMISSION_ZIP, course_predictions_dir, make_submission
+from tasks.cli import exit_status
+from tasks.course.submission import PREDICTIONS_DIR_ENV, SUBMISSION_ZIP, course_predictions_dir, make_submission
 
 REPO = Path(__file__).resolve().parent
 

@@ -7,36 +7,37 @@ ablate.py's studies, with 3 seeds and 95% intervals, written to OUT/report.md wi
 
 Each experiment is one or more ablate.py sweeps (OUT/EXPERIMENT/SWEEP/, the same folders, results and
 plots as ablate.py writes), so a killed run resumes where it stopped when rerun, and a sweep can be
-inspected or extended with ablate.py itself. tasks/ablation/reproduce.py declares the experiments,
+inspected or extended with ablate.py itself. tasks/ablation/reproduction.py declares the experiments,
 the scale (steps, batch, data fractions) and how each finding's verdict is decided.
 """
+import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
+
 import argparse
 import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as ablate.py: before torch loads OpenMP
+import torch
 
-import ablate  # noqa: E402  (its option parsing is the one every sweep here goes through)
-import torch  # noqa: E402
-
-from minbert import PRECISIONS, RunFailure, UserError  # noqa: E402
-from minbert.config import BertConfig  # noqa: E402
-from minbert.loading import resolve  # noqa: E402
-from tasks.ablation import arguments, reproduce, sweep  # noqa: E402
-from tasks.ablation.studies import STUDIES  # noqa: E402
-from tasks.options import exit_status  # noqa: E402
-from tasks.trainer import Interrupted, cpu_model  # noqa: E402
+import ablate  # its option parsing is the one every sweep here goes through
+from minbert import PRECISIONS, RunFailure, UserError
+from minbert.config import BertConfig
+from minbert.loading import resolve
+from tasks.ablation import arguments, reproduction, sweep
+from tasks.ablation.studies import STUDIES
+from tasks.cli import exit_status
+from tasks.machine import cpu_model
+from tasks.training import Interrupted
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = ablate._Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", type=arguments.items, default=None, metavar="NAME,...",
                         help="run these experiments (and those their findings read): "
-                             + ", ".join(reproduce.EXPERIMENTS) + " (default: all)")
+                             + ", ".join(reproduction.EXPERIMENTS) + " (default: all)")
     parser.add_argument("--out", default="runs/reproduce", help="folder of the sweeps and the report "
                                                                 "(default: %(default)s)")
-    parser.add_argument("--seeds", type=arguments.int_list, default=list(reproduce.SEEDS), metavar="S,...",
+    parser.add_argument("--seeds", type=arguments.int_list, default=list(reproduction.SEEDS), metavar="S,...",
                         help="fine-tuning seeds, at least 3 for an interval worth reading (default: 0,1,2)")
     parser.add_argument("--model", default="minilm", help="checkpoint folder, Hugging Face name, or 'minilm' "
                                                           "(default: %(default)s, the embedded all-MiniLM-L6-v2)")
@@ -64,10 +65,10 @@ def run_sweep(argv: list) -> tuple:
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        unknown = [n for n in args.only or () if n not in reproduce.EXPERIMENTS]
+        unknown = [n for n in args.only or () if n not in reproduction.EXPERIMENTS]
         if unknown:
             raise UserError(f"--only {','.join(unknown)}: no such experiment (choose from "
-                            f"{', '.join(reproduce.EXPERIMENTS)})")
+                            f"{', '.join(reproduction.EXPERIMENTS)})")
         if len(args.seeds) < 2:
             raise UserError("--seeds: an interval needs at least 2 seeds (3 or more to be worth reading)")
         folder, _ = resolve(args.model)
@@ -79,7 +80,7 @@ def main(argv=None) -> int:
         root.mkdir(parents=True, exist_ok=True)
         context = {"model": args.model, "data_dir": args.data_dir or os.environ.get("MINBERT_DATA_DIR", "data/"),
                    "seeds": args.seeds, "cpu": cpu_model(), "threads": torch.get_num_threads()}
-        path, failed = reproduce.run(args.only, root, common, num_layers, run_sweep, context)
+        path, failed = reproduction.run(args.only, root, common, num_layers, run_sweep, context)
         print(f"reproduce: report {path}", flush=True)
         return 1 if failed else 0
     except (UserError, RunFailure, Interrupted) as e:

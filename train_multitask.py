@@ -10,25 +10,32 @@ checkpoint.pt (latest) and best.pt (best overall dev score), metrics.json,
 the course's prediction files (predictions/) and, once finished, model/: the
 best model in Hugging Face format with its task heads (predict.py uses a run).
 """
+import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
+
 import argparse
 import dataclasses
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-# Before torch loads OpenMP: threads spinning for a core another job holds are 3-25x slower (README: Speed).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-from minbert import RunFailure, UserError  # noqa: E402
-from tasks.config import TrainConfig, validate  # noqa: E402
-from tasks.distributed import SINGLE, barrier, broadcast_from_main, init_world, shutdown  # noqa: E402
-from tasks.options import add_training_args, exit_status  # noqa: E402
-from tasks.submission import SUBMISSION_ZIP, make_submission, publish_predictions  # noqa: E402
-from tasks.trainer import CHECKPOINT, Interrupted, RunFolder, fit, no_checkpoint_error, precision_note, prepare  # noqa: E402
+from minbert import RunFailure, UserError
+from tasks.cli import exit_status
+from tasks.course.submission import SUBMISSION_ZIP, make_submission, publish_predictions
+from tasks.distributed import SINGLE, barrier, broadcast_from_main, init_world, shutdown
+from tasks.inputs import precision_note, prepare
+from tasks.training import (
+    CHECKPOINT,
+    Interrupted,
+    RunFolder,
+    TrainConfig,
+    add_training_args,
+    fit,
+    no_checkpoint_error,
+    validate,
+)
 
 REPO = Path(__file__).resolve().parent
 
@@ -93,7 +100,7 @@ def saved_arguments(parser, args) -> argparse.Namespace:
 
 
 def main(argv=None, callbacks=()) -> int:
-    """`callbacks` watch the training (tasks.trainer.Callback): bench/epoch.py times it this way."""
+    """`callbacks` watch the training (tasks.training.Callback): bench/epoch.py times it this way."""
     out, world = None, SINGLE
     try:
         command = parse_args(argv)

@@ -13,6 +13,8 @@ tokenisation, building the run), compile (none: minBERT runs eagerly), training 
 steps), evaluation (every dev evaluation), finish (the best model's dev and test predictions,
 the model folder, metrics). Prints the dev metrics of the best evaluation and the machine.
 """
+import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
+
 import argparse
 import json
 import os
@@ -25,10 +27,7 @@ from pathlib import Path
 
 STARTED = time.time()  # the worker's start, before torch loads
 
-# Before torch loads OpenMP: threads spinning for a core another job holds are 3-25x slower (README: Speed).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-from bench.common import report_result, run_checked, run_worker  # noqa: E402
+from bench.common import report_result, run_checked, run_worker  # noqa: E402  (after STARTED)
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = ".venv/bin/python train_multitask.py"
@@ -66,7 +65,8 @@ def readme_command() -> tuple:
 def worker(argv: list) -> None:
     """train_multitask.main(argv) with a callback noting when each part begins and ends."""
     import train_multitask
-    from tasks.trainer import Callback, cpu_model
+    from tasks.machine import cpu_model
+    from tasks.training import Callback
 
     seen = {"train_s": 0.0, "eval_s": 0.0, "epochs_s": []}
 
@@ -137,8 +137,8 @@ def main(argv=None) -> int:
     print(f"  {'total':38s}{total:8.1f} s = {total / 60:.1f} min   (epochs' training: "
           + ", ".join(f"{s:.0f}" for s in r["epochs_s"]) + " s)")
     best = r["best"]
-    print(f"best dev (epoch {r['best_epoch']}): " + " ".join(f"{k}={best[k]:.4f}" for k in
-                                                             ("sst", "quora", "sts", "overall") if best.get(k) is not None))
+    shown = [f"{k}={best[k]:.4f}" for k in ("sst", "quora", "sts", "overall") if best.get(k) is not None]
+    print(f"best dev (epoch {r['best_epoch']}): " + " ".join(shown))
     if args.json:
         Path(args.json).write_text(json.dumps(r, indent=2) + "\n", encoding="utf-8")
     if not args.keep:

@@ -15,18 +15,16 @@ fp32), so one of `fp32` and `bf16` repeats `bucketed` on any machine: that one i
 not run again. 5-8 minutes per fp32 or native-bf16 run on a quiet 2-core CPU;
 emulated bf16 (no AVX512-BF16 or AMX) takes 2-3 times as long.
 """
+import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
+
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-# Before torch loads OpenMP: threads spinning for a core another job holds are 3-25x slower (README: Speed).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-from bench.common import report_result, run_worker  # noqa: E402
+from bench.common import report_result, run_worker
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = {
@@ -55,8 +53,7 @@ def worker(argv: list) -> None:
     import resource
 
     import train_multitask
-    from tasks.samplers import padding_fraction
-    from tasks.trainer import Callback
+    from tasks.training import Callback, padding_fraction
 
     seen = {}
 
@@ -74,8 +71,8 @@ def worker(argv: list) -> None:
     out = Path(argv[argv.index("--out") + 1])
     metrics = json.loads((out / "metrics.json").read_text())
     used = json.loads((out / "config.json").read_text())["precision"]["used"]
-    seen.update(final=metrics["final"], steps=metrics["steps"], fit_s=metrics["history"][-1]["elapsed_s"], precision=used,
-                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    seen.update(final=metrics["final"], steps=metrics["steps"], fit_s=metrics["history"][-1]["elapsed_s"],
+                precision=used, peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     report_result(seen)
 
 
@@ -106,13 +103,14 @@ def main(argv=None) -> int:
     configs = distinct(configs)
     folder = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-epoch-"))
     results = {}
-    print(f"{'config':<9} {'seed':>4} {'prec':>5} {'steps':>5} {'padding':>8} {'train s':>8} {'eval s':>7} {'RSS MB':>7}  "
+    print(f"{'config':<9} {'seed':>4} {'prec':>5} {'steps':>5} {'padding':>8} {'train s':>8} {'eval s':>7} "
+          f"{'RSS MB':>7}  "
           + " ".join(f"{m:>7}" for m in METRICS), flush=True)
     for config in configs:
         for seed in seeds:
             r = results[config, seed] = run_one(config, seed, folder, args)
-            print(f"{config:<9} {seed:>4} {r['precision']:>5} {r['steps']:>5} {r['padding']:>8.3f} {r['train_s']:>8.1f} "
-                  f"{r['eval_s']:>7.1f} {r['peak_rss_mb']:>7.0f}  "
+            print(f"{config:<9} {seed:>4} {r['precision']:>5} {r['steps']:>5} {r['padding']:>8.3f} "
+                  f"{r['train_s']:>8.1f} {r['eval_s']:>7.1f} {r['peak_rss_mb']:>7.0f}  "
                   + " ".join(f"{r['final'][m]:>7.4f}" for m in METRICS), flush=True)
     print("\nmeans over seeds (+- half the seed range):")
     for config in configs:
@@ -138,7 +136,7 @@ def main(argv=None) -> int:
 def distinct(configs: list) -> list:
     """Drop `fp32` or `bf16` where the default precision (auto) already is that one on this machine."""
     import minbert
-    from tasks.trainer import resolve_device
+    from tasks.machine import resolve_device
     auto = minbert.resolve_precision("auto", resolve_device("auto"))
     if "bucketed" in configs and auto in configs:
         print(f"note: --precision auto is {auto} on this machine: '{auto}' = 'bucketed', not run twice", flush=True)

@@ -22,32 +22,30 @@ It follows the protocol of the course's classifier.py:
   reach the highest dev accuracy (the course keeps a checkpoint on `>`).
 Sentences are read as the course reads them: lower-cased and stripped.
 """
-import os
+import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
-# Before torch loads OpenMP: threads spinning for a core another job holds are 3-25x slower (README: Speed).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import argparse
+import contextlib
+import csv
+import hashlib
+import json
+import platform
+import random
+import sys
+import time
+from pathlib import Path
 
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import csv  # noqa: E402
-import hashlib  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import random  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import numpy as np
+import torch
+import torch.nn.functional as F
 
-import minbert  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import minbert
+from bench.common import DATA_DIR_HELP, data_dir
 
-from bench.common import DATA_DIR_HELP, data_dir  # noqa: E402
+# classifier.py's per-mode epochs and learning rates: by default the reference runs on the same budget.
+from classifier import MODE_DEFAULTS, mode_defaults_text
 
 TASKS = ("sst", "cfimdb")
-# classifier.py's per-mode epochs and learning rates: by default the reference runs on the same budget.
-from classifier import MODE_DEFAULTS, mode_defaults_text  # noqa: E402
 
 
 def parse_args(argv=None):

@@ -5,21 +5,19 @@
 Builds the default `train_multitask.py` run (every option at its default unless given here),
 takes the first steps of its epoch-0 plan (the proportional sampler's mix of SST, Quora and STS
 batches, length-bucketed), runs `--warmup` of them untimed, then profiles `--steps` whole
-optimizer steps (`tasks.trainer.train_step`: batch making, forward, backward, clipping, AdamW)
+optimizer steps (`tasks.training.train_step`: batch making, forward, backward, clipping, AdamW)
 and the scheduler step. Prints the top operators by self CPU time, the same time grouped into
 kinds (matmul, copies, dropout, optimizer, ...), and the steps' wall time without the profiler.
 """
+import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
+
 import argparse
 import json
-import os
 import sys
 import time
 from collections import defaultdict
 
-# Before torch loads OpenMP: threads spinning for a core another job holds are 3-25x slower (README: Speed).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-from bench.common import DATA_DIR_HELP  # noqa: E402
+from bench.common import DATA_DIR_HELP
 
 # Operator name -> kind. The first pattern contained in the name decides; anything else is "other".
 KINDS = (
@@ -66,14 +64,15 @@ def parse_args(argv=None):
 def build_run(args):
     """The run train_multitask.py would build with these options, its outputs kept in memory."""
     import train_multitask
-    from tasks.trainer import InMemory, build, prepare
+    from tasks.inputs import prepare
+    from tasks.training import InMemory, build_run
     extra = [a for a in args.train_options if a != "--"]
     options = ["--model", args.model, "--precision", args.precision, *extra]
     if args.data_dir:
         options += ["--data-dir", args.data_dir]
     config = train_multitask.parse_args(options).config
     inputs = prepare(config, warn=lambda message: None)
-    return build(config, inputs, InMemory())
+    return build_run(config, inputs, InMemory())
 
 
 def main(argv=None):
@@ -81,7 +80,8 @@ def main(argv=None):
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from tasks.trainer import cpu_model, train_step
+    from tasks.machine import cpu_model
+    from tasks.training import train_step
 
     run = build_run(args)
     plan = run.sampler.plan(0)

@@ -21,6 +21,8 @@ identically for both models:
 where P_enc are the encoder's matrix parameters (embedding tables excluded),
 L the layers, H the hidden size and len_i each example's real length.
 """
+import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
+
 import argparse
 import dataclasses
 import hashlib
@@ -34,14 +36,11 @@ import sys
 import time
 from pathlib import Path
 
-# Before torch loads OpenMP: threads spinning for a core another job holds are 3-25x slower (README: Speed).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-from bench.common import DATA_DIR_HELP, data_dir  # noqa: E402
-from tasks.data import read_split, split_path  # noqa: E402
-from tasks.encoded import encode_split, make_batch  # noqa: E402
-from tasks.registry import get_task  # noqa: E402
-from tasks.samplers import build_sampler  # noqa: E402
+from bench.common import DATA_DIR_HELP, data_dir
+from tasks.data import read_split, split_path
+from tasks.encoded import encode_split, make_batch
+from tasks.registry import get_task
+from tasks.training import build_sampler
 
 WORKERS = ("minbert", "transformers")
 
@@ -99,7 +98,7 @@ def head_classes(task: str) -> int:
 
 def trainer_sampler() -> str:
     """The trainer's default --sampler: with one task it decides the order of the epoch's batches."""
-    from tasks.options import add_training_args
+    from tasks.training import add_training_args
     return add_training_args(argparse.ArgumentParser()).get_default("sampler")
 
 
@@ -128,7 +127,7 @@ def build_batches(args, task: str, tokenizer, warn=None) -> tuple:
     batches = [make_batch(split, indices, tokenizer, "cpu") for indices in plan]
     for batch in batches:  # class indices for cross-entropy, whatever the trainer's label dtype
         batch["labels"] = batch["labels"].long()
-    # Evaluation sees the timed examples as tasks.trainer.predict does: sorted by length, large batches.
+    # Evaluation sees the timed examples as tasks.evaluation.predict does: sorted by length, large batches.
     timed = sorted((i for indices in plan[args.warmup:] for i in indices), key=split.lengths.__getitem__)
     evals = [make_batch(split, timed[i:i + args.eval_batch_size], tokenizer, "cpu")
              for i in range(0, len(timed), args.eval_batch_size)]
@@ -155,6 +154,7 @@ class Worker:
     def __init__(self, args):
         import torch
         import transformers
+
         import minbert
         transformers.utils.logging.disable_progress_bar()
         transformers.utils.logging.set_verbosity_error()
@@ -521,7 +521,10 @@ def targets(args, info: dict, tasks: dict) -> list:
         rows.append((f"{task} train share of the ceiling", share, CEILING_SHARE[args.precision], "%"))
     print(f"\ntargets ({args.precision}{'' if info['native_bf16'] or args.precision == 'fp32' else ', emulated'}):")
     for label, value, threshold, unit in rows:
-        shown = (f"{value:.2f}x", f">= {threshold:.1f}x") if unit == "x" else (f"{100 * value:.0f}%", f">= {100 * threshold:.0f}%")
+        if unit == "x":
+            shown = (f"{value:.2f}x", f">= {threshold:.1f}x")
+        else:
+            shown = (f"{100 * value:.0f}%", f">= {100 * threshold:.0f}%")
         print(f"  {label:34s}{shown[0]:>8s}  {shown[1]:>8s}  {'met' if value >= threshold else 'NOT MET'}")
     return [{"target": label, "value": value, "threshold": threshold, "met": value >= threshold}
             for label, value, threshold, unit in rows]

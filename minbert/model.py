@@ -22,7 +22,6 @@ from torch import nn
 
 from .config import BertConfig
 
-
 # "gelu" is the exact (erf) GELU of the original BERT.
 ACT2FN = {"gelu": F.gelu, "gelu_new": partial(F.gelu, approximate="tanh"),
           "gelu_pytorch_tanh": partial(F.gelu, approximate="tanh"), "relu": F.relu}

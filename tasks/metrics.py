@@ -18,6 +18,7 @@ import numpy as np
 
 from .registry import get_task
 
+
 def _pair(pred: Sequence, gold: Sequence) -> tuple[np.ndarray, np.ndarray]:
     pred, gold = np.asarray(pred).reshape(-1), np.asarray(gold).reshape(-1)
     if pred.shape != gold.shape:

@@ -26,8 +26,15 @@ from pathlib import Path
 
 from minbert.errors import UserError, read_json
 
-from .registry import (CLASSIFICATION_METRICS, COURSE_TASKS, REGRESSION_METRICS, SPLITS, Layout, TaskConfig,
-                       set_declared_tasks)
+from .registry import (
+    CLASSIFICATION_METRICS,
+    COURSE_TASKS,
+    REGRESSION_METRICS,
+    SPLITS,
+    Layout,
+    TaskConfig,
+    set_declared_tasks,
+)
 
 KEYS = {
     "train": "the training file (required)",

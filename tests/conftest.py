@@ -1,11 +1,10 @@
+import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
+
 import os
 from pathlib import Path
 
 import pytest
-
-# As the entry-point scripts do, before torch loads OpenMP (README: Speed).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-import torch  # noqa: E402
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 import ablate
 import minbert
@@ -15,8 +16,7 @@ from conftest import run_cli
 from minbert import UserError
 from tasks.ablation import arguments, sweep
 from tasks.ablation.studies import STUDIES, dynamics, permute
-from tasks.trainer import prepare
-from test_reliability import tiny_model  # noqa: F401 (fixture)
+from tasks.inputs import prepare
 
 BASE = ["--model", "minilm", "--batch-size", "8", "--max-steps", "2", "--precision", "fp32",
         "--eval-batch-size", "64"]

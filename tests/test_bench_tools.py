@@ -4,11 +4,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 from bench import e2e, profile
 from bench.common import run_worker
 from conftest import run_cli
-from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 
 def test_e2e_reads_readme_command_1_as_set_up_then_the_training_command():

@@ -22,7 +22,8 @@ def clipped_both_ways(scale: float, max_norm: float = 1.0):
     return got, want, ours, theirs
 
 
-@pytest.mark.parametrize("scale", [1e-3, 0.0095, 0.0105, 30.0], ids=["within", "just-within", "just-above", "far-above"])
+@pytest.mark.parametrize("scale", [1e-3, 0.0095, 0.0105, 30.0],
+                         ids=["within", "just-within", "just-above", "far-above"])
 def test_norm_and_clipped_gradients_match_torch(scale):
     got, want, ours, theirs = clipped_both_ways(scale)
     assert got.dtype == want.dtype == torch.float32

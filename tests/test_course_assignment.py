@@ -9,18 +9,18 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_reliability import TINY, tiny_model  # noqa: F401 (fixture)
 
 import classifier
 import prepare_submit
 import train_multitask
 from conftest import run_cli
 from tasks import data
+from tasks.course.formats import read_predictions, write_predictions
+from tasks.course.submission import MANIFEST, expected_files, make_submission, publish_predictions
 from tasks.encoded import encode_split
 from tasks.heads import MultitaskModel, task_spec
-from tasks.predictions import read_predictions, write_predictions
 from tasks.registry import CLASSIFIER_TASKS, MULTITASK_TASKS, REGISTRY
-from tasks.submission import MANIFEST, expected_files, make_submission, publish_predictions
-from test_reliability import TINY, tiny_model  # noqa: F401 (fixture)
 
 ALL_TASKS = tuple(REGISTRY)
 
@@ -295,8 +295,8 @@ def test_part1_resume_keeps_finished_tasks(part1_data, tmp_path, tiny_model):
 
 
 def test_older_pooling_names_mean_what_they_meant():
-    from tasks.config import TrainConfig, with_environment
     from tasks.heads import canonical_pooling
+    from tasks.training import TrainConfig, with_environment
     assert with_environment(TrainConfig(pooling="cls")).pooling == "pooler"  # a resumed older run
     assert canonical_pooling("first") == "cls-token" and canonical_pooling("mean") == "mean"
     with pytest.raises(ValueError):
@@ -307,25 +307,27 @@ def test_a_wholly_frozen_encoder_trains_its_heads_without_dropout_inside(part1_d
     """`--freeze-until all` (Part 1's pretrain): the encoder is a fixed feature extractor in eval mode,
     the head's dropout still trains; `--freeze-until K` leaves the frozen layers' dropout on."""
     import dataclasses
-    from tasks import trainer
-    from tasks.config import TrainConfig
+
+    from tasks import training
+    from tasks.inputs import prepare
+    from tasks.training import TrainConfig
 
     seen = []
 
-    class Watch(trainer.Callback):
+    class Watch(training.Callback):
         def on_step(self, run, info):
             seen.append((run.model.encoder.training, run.model.dropout.training))
 
     for freeze in ("all", 1):
         config = dataclasses.replace(TrainConfig(), model=str(tiny_model), data_dir=str(part1_data), tasks="sst",
                                      max_steps=2, precision="fp32", freeze_until=freeze, batch_size=4)
-        trainer.fit(config, trainer.prepare(config), trainer.InMemory(), callbacks=[Watch()])
+        training.fit(config, prepare(config), training.InMemory(), callbacks=[Watch()])
     assert seen == [(False, True)] * 2 + [(True, True)] * 2
 
 
 def test_part1_learning_rate_schedules():
     import classifier
-    from tasks.trainer import lr_lambda
+    from tasks.training import lr_lambda
     args = classifier.parse_args(["--option", "pretrain", "--out", "unused"])
     config = classifier.task_config(args, "sst")
     assert config.lr_schedule == "constant" and config.weight_decay == 0.0 and config.pooling == "pooler"

@@ -16,7 +16,7 @@ if str(REPO) not in sys.path:
 
 from minbert.errors import DataError  # noqa: E402
 from tasks import data  # noqa: E402
-from tasks import download  # noqa: E402
+from tasks.course import starter_data as download  # noqa: E402
 from tasks.registry import REGISTRY  # noqa: E402
 
 # Row counts of the shared copy (see /work/shared/data/README.md and data/README.md).

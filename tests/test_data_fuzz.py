@@ -336,7 +336,8 @@ def test_empty_file(tmp_path, content):
     expect_error(tmp_path, "quora", "dev", contains=("empty",))
 
 
-@pytest.mark.parametrize("content", ["\tid\tsentence\tsentiment\n", "\tid\tsentence\tsentiment", "\tid\tsentence\tsentiment\n\n\n"])
+@pytest.mark.parametrize("content", ["\tid\tsentence\tsentiment\n", "\tid\tsentence\tsentiment",
+                                     "\tid\tsentence\tsentiment\n\n\n"])
 def test_header_only(tmp_path, content):
     write(tmp_path, "sst", "train", content)
     expect_error(tmp_path, "sst", contains=("no data rows",))

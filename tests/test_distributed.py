@@ -5,17 +5,16 @@ two processes must end with the weights of a single-process run on the same glob
 up to float rounding (the two sum the batch's gradients in a different order).
 """
 import json
-import signal
 import subprocess
 import sys
 
 import pytest
 import torch
+from test_reliability import DRIVER, assert_same_run, base, step_in, tiny_model  # noqa: F401 (fixtures)
 
 import train_multitask
 from conftest import REPO, run_cli
 from tasks.distributed import World, local_batch_indices
-from test_reliability import DRIVER, assert_same_run, base, step_in, tiny_model  # noqa: F401 (fixtures)
 
 WEIGHT_TOLERANCE = 1e-5  # measured: 8e-8 .. 6e-7 after 6 steps
 

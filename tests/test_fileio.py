@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from minbert.errors import DataError, UserError
-from tasks import fileio
 from minbert.loading import sha256_of
 from tasks.fileio import (
     append_jsonl,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from tasks.gradient_surgery import assign_flat_grad, dominant, flatten_grads, pcgrad
+from tasks.training.surgery import assign_flat_grad, dominant, flatten_grads, pcgrad
 
 
 def t(*values, dtype=torch.float32):

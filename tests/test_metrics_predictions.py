@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from minbert.errors import DataError, UserError
+from tasks.course.formats import read_predictions, write_predictions
 from tasks.metrics import accuracy, overall_score, pearson
-from tasks.predictions import read_predictions, write_predictions
 from tasks.registry import REGISTRY
 
 

@@ -11,12 +11,12 @@ import ablate
 import minbert
 from conftest import run_cli
 from minbert import UserError
-from tasks import plots
+from tasks.ablation import plots
+from tasks.ablation.features import layer_features
+from tasks.ablation.linear_probe import PENALTIES, fit_probe
 from tasks.ablation.studies import probe
 from tasks.encoded import EncodedSplit
-from tasks.features import layer_features
 from tasks.heads import mean_pool
-from tasks.linear_probe import PENALTIES, fit_probe
 
 
 def _blobs(n, classes, dim, seed, spread=0.3):

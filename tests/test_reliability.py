@@ -26,8 +26,11 @@ from safetensors.torch import save_file
 import minbert
 import train_multitask
 from conftest import REPO, run_cli
-from tasks import fileio, trainer
+from tasks import fileio, training
+from tasks.evaluation import predict
 from tasks.heads import task_spec
+from tasks.inputs import prepare
+from tasks.training import build as training_build  # the module build.py, whose task_spec is patched
 
 TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=64)
@@ -61,7 +64,9 @@ DRIVER = r'''
 import io, json, os, signal, sys
 sys.path.insert(0, sys.argv[1])
 import torch
-from tasks import fileio, trainer
+from tasks import fileio
+from tasks import training
+from tasks.training import outputs
 import train_multitask
 
 mode, at, argv = sys.argv[2], int(sys.argv[3]), sys.argv[4:]
@@ -69,14 +74,14 @@ step_of = lambda state: json.loads(state["progress"])["global_step"]
 callbacks = []
 
 if mode == "kill-after-save":  # SIGKILL once the checkpoint of step AT is in place
-    real_save = trainer.save_checkpoint
+    real_save = outputs.save_checkpoint
     def save_checkpoint(out_dir, state):
         real_save(out_dir, state)
         if step_of(state) == at:
             os.kill(os.getpid(), signal.SIGKILL)
-    trainer.save_checkpoint = save_checkpoint
+    outputs.save_checkpoint = save_checkpoint
 elif mode == "kill-during-save":  # SIGKILL with half of step AT's checkpoint written
-    real_torch_save = trainer.atomic_save_torch
+    real_torch_save = outputs.atomic_save_torch
     def atomic_save_torch(path, obj):
         if "progress" in obj and step_of(obj) == at:
             buffer = io.BytesIO()
@@ -87,15 +92,15 @@ elif mode == "kill-during-save":  # SIGKILL with half of step AT's checkpoint wr
                 os.kill(os.getpid(), signal.SIGKILL)
             fileio.atomic_write_with(path, half)
         return real_torch_save(path, obj)
-    trainer.atomic_save_torch = atomic_save_torch
+    outputs.atomic_save_torch = atomic_save_torch
 elif mode == "sigterm-rank-1":  # under torchrun, only rank 1 is sent SIGTERM, after step AT
-    class SigtermRank1(trainer.Callback):
+    class SigtermRank1(training.Callback):
         def on_step(self, run, info):
             if run.state.global_step == at and os.environ.get("RANK") == "1":
                 os.kill(os.getpid(), signal.SIGTERM)
     callbacks.append(SigtermRank1())
 elif mode == "announce":  # print each finished step, for the test to signal at
-    class Announce(trainer.Callback):
+    class Announce(training.Callback):
         def on_step(self, run, info):
             print("trained step", run.state.global_step, flush=True)
     callbacks.append(Announce())
@@ -117,7 +122,7 @@ def run(tmp_path, mode, at, argv):
 
 
 def step_in(path: Path) -> int:
-    return json.loads(trainer.load_checkpoint(path)["progress"])["global_step"]
+    return json.loads(training.load_checkpoint(path)["progress"])["global_step"]
 
 
 def temp_files(folder: Path) -> list:
@@ -212,7 +217,7 @@ def test_sigkill_with_smart_resumes_the_ema_copy_bitwise(base, tmp_path, referen
     out = tmp_path / "run"
     code, _, _ = run(tmp_path, "kill-after-save", 6, base + SMART + ["--out", str(out)])
     assert code == -signal.SIGKILL
-    assert trainer.load_checkpoint(out / "checkpoint.pt")["smart"]["ema"]
+    assert training.load_checkpoint(out / "checkpoint.pt")["smart"]["ema"]
     code, _, err = run(tmp_path, "none", 0, ["--resume", str(out)])
     assert code == 0, err
     assert_same_run(reference_runs["smart"], out)
@@ -222,7 +227,7 @@ def test_killed_after_a_mid_epoch_evaluation_resumes_bitwise(base, tmp_path, ref
     out = tmp_path / "run"
     code, _, _ = run(tmp_path, "kill-after-save", 4, base + EVAL_EVERY + ["--out", str(out)])
     assert code == -signal.SIGKILL
-    progress = json.loads(trainer.load_checkpoint(out / "checkpoint.pt")["progress"])
+    progress = json.loads(training.load_checkpoint(out / "checkpoint.pt")["progress"])
     assert progress["global_step"] == 4 and [e["step"] for e in progress["history"]] == [4]
     code, _, err = run(tmp_path, "none", 0, ["--resume", str(out)])
     assert code == 0, err
@@ -256,13 +261,13 @@ def test_evaluation_after_training_sees_the_current_weights(base, tmp_path):
     """
     # 2 tasks x 3 batches: evaluated after step 6, trained two more steps, evaluated again
     config = train_multitask.parse_args(base + ["--tasks", "sst,sts", "--batch-size", "16", "--max-steps", "8"]).config
-    inputs = trainer.prepare(config)
-    trained = trainer.fit(config, inputs, trainer.InMemory())["model"]
-    fresh = trainer.build_model(config, inputs)
+    inputs = prepare(config)
+    trained = training.fit(config, inputs, training.InMemory())["model"]
+    fresh = training.build_model(config, inputs)
     fresh.load_state_dict(trained.state_dict())
     dev = inputs.data["sts"]["dev"]
-    assert [trainer.predict(m, dev, inputs.tokenizer, inputs.device, 64, "fp32") for m in (trained, fresh)] == \
-        [trainer.predict(fresh, dev, inputs.tokenizer, inputs.device, 64, "fp32")] * 2
+    assert [predict(m, dev, inputs.tokenizer, inputs.device, 64, "fp32") for m in (trained, fresh)] == \
+        [predict(fresh, dev, inputs.tokenizer, inputs.device, 64, "fp32")] * 2
 
 
 def test_ctrl_c_before_training_is_one_line(base, tmp_path, monkeypatch):
@@ -394,7 +399,7 @@ def nan_loss_at(monkeypatch, step, kind="loss"):
                 return value * float("nan")
             return value + torch.sqrt(outputs.float() * 0).sum()  # 0, whose gradient is 0 * inf
         return dataclasses.replace(spec, loss=loss)
-    monkeypatch.setattr(trainer, "task_spec", patched)
+    monkeypatch.setattr(training_build, "task_spec", patched)
 
 
 @pytest.mark.parametrize("kind", ["loss", "gradient"])
@@ -406,7 +411,7 @@ def test_nonfinite_stops_naming_step_and_task_keeping_the_checkpoint(base, tmp_p
     assert code == 1 and len(lines) == 1, err
     assert lines[0].startswith(f"error: non-finite {kind}") and "at step 5 on task sst" in lines[0]
     assert step_in(out / "checkpoint.pt") == 4 and not (out / "metrics.json").exists()
-    params = trainer.load_checkpoint(out / "checkpoint.pt")["model"].values()
+    params = training.load_checkpoint(out / "checkpoint.pt")["model"].values()
     assert all(torch.isfinite(p).all() for p in params)
 
 

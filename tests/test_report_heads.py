@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from test_reliability import TINY, tiny_model  # noqa: F401 (fixture)
 
 import minbert
 import predict
@@ -13,7 +14,6 @@ import train_multitask
 from conftest import run_cli
 from tasks.heads import BilinearPairHead, MLPHead, MultitaskModel, ProjectedCosineHead, task_spec
 from tasks.metrics import overall_score, raw_mean_score
-from test_reliability import TINY, tiny_model  # noqa: F401 (fixture)
 
 
 def _set(linear, weight, bias=None):

@@ -6,10 +6,19 @@ import numpy as np
 import pytest
 
 import reproduce
-from tasks.ablation.reproduce import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, EXPERIMENTS, LARGE, SMALL, Results,
-                                      decide, selected, thirds)
-
 from conftest import run_cli
+from tasks.ablation.reproduction import (
+    EXPERIMENTS,
+    INCONCLUSIVE,
+    LARGE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    SMALL,
+    Results,
+    decide,
+    selected,
+    thirds,
+)
 
 
 def _interval(low, high):

@@ -4,13 +4,7 @@ import numpy as np
 import pytest
 
 from minbert.errors import UserError
-from tasks.samplers import (
-    SAMPLERS,
-    AnnealedSampler,
-    build_sampler,
-    make_batches,
-    padding_fraction,
-)
+from tasks.training.samplers import SAMPLERS, AnnealedSampler, build_sampler, make_batches, padding_fraction
 
 BATCH = 8
 LENGTHS = {

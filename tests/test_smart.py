@@ -11,8 +11,8 @@ import minbert
 import train_multitask
 from conftest import run_cli
 from tasks.heads import MultitaskModel, task_spec
-from tasks.options import smart_beta_value
-from tasks.smart import Smart, SmartConfig
+from tasks.training.options import smart_beta_value
+from tasks.training.smart import Smart, SmartConfig
 
 FIRST = ["a gripping , funny film .", "dull .", "the plot never quite comes together", "i loved it"]
 SECOND = ["an entertaining movie", "boring and slow , with no point", "it falls apart", "great"]

@@ -1,14 +1,13 @@
 """train_multitask.py end to end on small real-format data, and the trainer's contracts."""
 import json
-from pathlib import Path
 
 import pytest
 import torch
+from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 import train_multitask
 from conftest import run_cli
-from tasks.predictions import read_predictions
-from test_reliability import tiny_model  # noqa: F401 (fixture)
+from tasks.course.formats import read_predictions
 
 BASE = ["--model", "minilm", "--batch-size", "8", "--eval-batch-size", "64", "--precision", "fp32"]
 
@@ -82,7 +81,7 @@ def test_freezing_keeps_frozen_weights_bit_identical(small_data_dir, tmp_path, p
 def test_bad_arguments_exit_2_with_one_line(small_data_dir, tmp_path, argv, needle):
     args = BASE + ["--data-dir", str(small_data_dir), "--max-steps", "1", "--out", str(tmp_path / "r")] + argv
     code, _, err = run_cli(train_multitask.main, args)
-    lines = [l for l in err.strip().splitlines() if not l.startswith("warning:")]
+    lines = [line for line in err.strip().splitlines() if not line.startswith("warning:")]
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], err
 
 
@@ -99,13 +98,15 @@ def test_wrong_file_exits_2_naming_it(small_data_dir, tmp_path):
 
 def test_eval_every_evaluates_at_its_steps_and_the_last_and_in_memory_keeps_the_final_weights(small_data_dir,
                                                                                                tiny_model):
-    from tasks import trainer
+    from tasks import training
+    from tasks.evaluation import evaluate
+    from tasks.inputs import prepare
     # SST alone, 40 rows at batch 8: 5 steps an epoch; 7 steps, evaluated at 3, 6 and 7 (not at the epoch's end)
     config = train_multitask.parse_args(BASE + ["--model", str(tiny_model), "--data-dir", str(small_data_dir),
                                                 "--tasks", "sst", "--epochs", "2",
                                                 "--max-steps", "7", "--eval-every", "3"]).config
-    inputs = trainer.prepare(config)
-    result = trainer.fit(config, inputs, trainer.InMemory(final_weights=True))
+    inputs = prepare(config)
+    result = training.fit(config, inputs, training.InMemory(final_weights=True))
     assert [(e["epoch"], e["step"]) for e in result["history"]] == [(1, 3), (2, 6), (2, 7)]
     assert result["final"] == result["history"][-1]["dev"] and result["steps"] == 7
-    assert trainer.evaluate(result["model"], inputs, 64) == result["final"]  # the final weights, not the best
+    assert evaluate(result["model"], inputs, 64) == result["final"]  # the final weights, not the best

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_course_assignment import part1_data  # noqa: F401 (fixture)
+from test_reliability import TINY, tiny_model  # noqa: F401 (fixture)
 
 import classifier
 import minbert
@@ -15,12 +17,10 @@ import predict
 import train_multitask
 from conftest import run_cli
 from minbert.loading import sha256_of
-from tasks.config import TrainConfig
 from tasks.heads import mean_pool
-from tasks.saved_run import load_trained
-from tasks.trainer import BEST, load_checkpoint, prepare
-from test_course_assignment import part1_data  # noqa: F401 (fixture)
-from test_reliability import TINY, tiny_model  # noqa: F401 (fixture)
+from tasks.inputs import prepare
+from tasks.trained.saved_run import load_trained
+from tasks.training import BEST, TrainConfig, load_checkpoint
 
 SENTENCES = ["A man is playing a guitar.", "The cat sat on the mat, slowly!", "Short.",
              "Is this the same question as that one?"]
@@ -69,15 +69,15 @@ def test_predict_reproduces_the_runs_prediction_files_byte_for_byte(run_dir, tmp
 def test_a_run_predicts_each_dev_file_once(tiny_model, small_data_dir, tmp_path, monkeypatch):  # noqa: F811
     """The finished run's dev files are its best evaluation's predictions, not made a second time
     (test_predict_reproduces_the_runs_prediction_files_byte_for_byte holds them to predicting again)."""
-    import tasks.trainer
+    import tasks.evaluation
     calls = []
-    real = tasks.trainer.predict
+    real = tasks.evaluation.predict
 
     def counting(model, split, *args, **kwargs):
         calls.append((split.task, tuple(split.ids)))
         return real(model, split, *args, **kwargs)
 
-    monkeypatch.setattr(tasks.trainer, "predict", counting)
+    monkeypatch.setattr(tasks.evaluation, "predict", counting)
     out = _train(tiny_model, small_data_dir, tmp_path / "run")
     config = TrainConfig(model=str(tiny_model), data_dir=str(small_data_dir))
     data = prepare(config).data
@@ -196,8 +196,8 @@ def test_sentence_transformers_loads_a_siamese_run_with_equal_embeddings(siamese
 def test_the_model_folder_alone_predicts_as_the_run(run_dir, tmp_path):
     folder = tmp_path / "shared-model"
     shutil.copytree(run_dir / "model", folder)  # handed on without the run folder
-    code, _, err = run_cli(predict.main, [str(folder), "--out", str(tmp_path / "out"), "--data-dir",
-                                          str(json.loads((run_dir / "config.json").read_text())["arguments"]["data_dir"])])
+    data_dir = json.loads((run_dir / "config.json").read_text())["arguments"]["data_dir"]
+    code, _, err = run_cli(predict.main, [str(folder), "--out", str(tmp_path / "out"), "--data-dir", str(data_dir)])
     assert code == 0, err
     _same_files(run_dir / "predictions", tmp_path / "out")
 

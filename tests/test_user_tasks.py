@@ -1,4 +1,5 @@
-"""Tasks declared from the user's own GLUE-format files (--task-file): reading, metrics, training, ablation, mistakes."""
+"""Tasks declared from the user's own GLUE-format files (--task-file): reading, metrics, training, ablation,
+mistakes."""
 import json
 import math
 
@@ -93,7 +94,8 @@ def test_metrics_against_hand_computed_values():
     assert matthews(gold, gold) == 1.0 and matthews([1 - g for g in gold], gold) == pytest.approx(-1.0)
     # Spearman with ties: ranks of pred [1, 2.5, 2.5, 4], of gold [1, 2, 3, 4].
     rp, rg = np.array([1, 2.5, 2.5, 4]), np.array([1, 2, 3, 4])
-    expected = ((rp - rp.mean()) @ (rg - rg.mean())) / math.sqrt(((rp - rp.mean()) ** 2).sum() * ((rg - rg.mean()) ** 2).sum())
+    dp, dg = rp - rp.mean(), rg - rg.mean()
+    expected = (dp @ dg) / math.sqrt((dp ** 2).sum() * (dg ** 2).sum())
     assert spearman([0.1, 0.5, 0.5, 9.0], [1.0, 2.0, 3.0, 4.0]) == pytest.approx(expected)
     assert spearman([1, 2, 3, 4], [10, 20, 300, 4000]) == pytest.approx(1.0)  # any increasing map
     assert unit_scale("mcc", -1.0) == 0.0 and unit_scale("f1", 0.25) == 0.25 and unit_scale("spearman", 0.5) == 0.75
@@ -163,15 +165,15 @@ def test_train_multitask_on_declared_cola_and_mrpc(glue_dir, tmp_path):
     assert sorted(p.name for p in predictions.iterdir()) == ["cola-dev-output.tsv", "cola-test-output.tsv",
                                                              "mrpc-dev-output.tsv"]
     lines = (predictions / "cola-dev-output.tsv").read_text().splitlines()
-    assert lines[0] == "id\tprediction" and [l.split("\t")[0] for l in lines[1:]] == [str(i) for i in range(12)]
-    values = [int(l.split("\t")[1]) for l in lines[1:]]
+    assert lines[0] == "id\tprediction" and [line.split("\t")[0] for line in lines[1:]] == [str(i) for i in range(12)]
+    values = [int(line.split("\t")[1]) for line in lines[1:]]
     # The reported dev metric is the declared one, of exactly these predictions.
     best = metrics["best"]
     assert best["cola"] == pytest.approx(matthews(values, labels["dev"]))
-    mrpc = [int(l.split("\t")[1]) for l in (predictions / "mrpc-dev-output.tsv").read_text().splitlines()[1:]]
+    mrpc = [int(line.split("\t")[1]) for line in (predictions / "mrpc-dev-output.tsv").read_text().splitlines()[1:]]
     assert best["mrpc"] == pytest.approx(f1(mrpc, [i % 2 for i in range(12)]))
     assert best["overall"] == pytest.approx(((best["cola"] + 1) / 2 + best["mrpc"]) / 2)
-    test_ids = [l.split("\t")[0] for l in (predictions / "cola-test-output.tsv").read_text().splitlines()[1:]]
+    test_ids = [line.split("\t")[0] for line in (predictions / "cola-test-output.tsv").read_text().splitlines()[1:]]
     assert test_ids == ["0", "1", "2", "3", "4"]
     # predict.py rebuilds the declared tasks from the run's record and writes the same files again.
     again = tmp_path / "again"
@@ -189,7 +191,7 @@ def test_train_multitask_on_declared_cola_and_mrpc(glue_dir, tmp_path):
     assert code == 0, err
     scored = stdout.strip().splitlines()
     assert scored[0].split("\t")[:2] == ["id", "prediction"] and len(scored) == 13
-    assert [int(l.split("\t")[1]) for l in scored[1:]] == values  # the same head on the same sentences
+    assert [int(line.split("\t")[1]) for line in scored[1:]] == values  # the same head on the same sentences
     code, _, err = run_cli(predict.main, [str(out), "--input", str(mine), "--task", "sst"])
     assert code == 2 and "has no sst head" in err
 
@@ -221,7 +223,8 @@ def test_an_ablation_sweep_on_a_declared_task(glue_dir, tmp_path):
      "exactly one of 'classes'"),
     ({"cola": {"train": "train.tsv", "dev": "dev.tsv", "header": False, "text": [0, 2, 3], "label": 1,
                "classes": 2}}, "one or two sentences"),
-    ({"sst": {"train": "train.tsv", "dev": "dev.tsv", "text": ["s"], "label": "l", "classes": 2}}, "cannot be redeclared"),
+    ({"sst": {"train": "train.tsv", "dev": "dev.tsv", "text": ["s"], "label": "l", "classes": 2}},
+     "cannot be redeclared"),
     ({"cola": {"train": "train.tsv", "dev": "dev.tsv", "header": False, "text": [3], "label": 1, "range": [5, 0]}},
      "'range' must be [low, high]"),
     ({"cola": {"train": "missing.tsv", "dev": "dev.tsv", "header": False, "text": [3], "label": 1, "classes": 2}},

@@ -151,7 +151,8 @@ def write_plots(sweep, records: list, rows: list, metric: str) -> list:
     if not figures:
         return []
     from torch.utils.tensorboard import SummaryWriter
-    from ..plots import png_bytes
+
+    from .plots import png_bytes
     written = []
     writer = SummaryWriter(str(safe_join(sweep.out, "tensorboard", "summary")))
     try:

@@ -31,8 +31,8 @@ import minbert
 from minbert import UserError
 
 from ..fileio import append_jsonl, atomic_write_text, read_jsonl, safe_join
-from ..config import TrainConfig
-from ..trainer import InMemory, Interrupted, RunInputs, declarations, fit, precision_note, prepare, training_plan
+from ..inputs import RunInputs, precision_note, prepare
+from ..training import InMemory, Interrupted, TrainConfig, declarations, fit, training_plan
 from .summary import finished, report
 
 RESULTS = "results.jsonl"
@@ -151,7 +151,8 @@ class Sweep:
                    "tasks": config.tasks, "stage": name or "trial"}
         if export_to is None and name is None and getattr(self.args, "export_models", False):
             export_to = self.fresh_dir("models", trial.name)
-        result = fit(config, inputs, InMemory(folder, hparams, final_weights=True, export_to=export_to), encoder=encoder)
+        outputs = InMemory(folder, hparams, final_weights=True, export_to=export_to)
+        result = fit(config, inputs, outputs, encoder=encoder)
         result["budget"] = spent
         return result
 
@@ -251,7 +252,8 @@ def load_results(path: Path) -> list:
     records = read_jsonl(path)
     if path.exists():
         data = path.read_bytes()
-        if data and (not data.endswith(b"\n") or len([l for l in data.split(b"\n") if l.strip()]) != len(records)):
+        lines = [line for line in data.split(b"\n") if line.strip()]
+        if data and (not data.endswith(b"\n") or len(lines) != len(records)):
             atomic_write_text(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in records))
     return records
 

@@ -15,19 +15,25 @@ import copy
 import itertools
 from typing import Optional
 
-import minbert
 import numpy as np
 import torch
-from minbert.analysis import (OUTPUT_SUBLAYER_WEIGHT, layer_tensor_distances, layerwise_attention_js, layerwise_svcca,
-                              svcca_sample, whole_layer_distances)
+
+import minbert
+from minbert.analysis import (
+    OUTPUT_SUBLAYER_WEIGHT,
+    layer_tensor_distances,
+    layerwise_attention_js,
+    layerwise_svcca,
+    svcca_sample,
+    whole_layer_distances,
+)
 
 from ...encoded import make_batch
 from ...fileio import atomic_save_torch, safe_join
 from ...heads import sequences
-from ...trainer import RunInputs
+from ...inputs import RunInputs
 from ..arguments import positive_or_all
 from ..sweep import Shape, Study, Trial
-
 
 # Sentences vary: on SST after 100 fine-tuning steps the top layer's per-sentence attention JS
 # had a standard deviation of 0.035 around a mean of 0.097, so 500 sentences put its standard
@@ -157,13 +163,14 @@ def compare_encoders(a: minbert.BertModel, b: minbert.BertModel, batches: list, 
     finally:
         a.train(modes[0]), b.train(modes[1])
     tensors = layer_tensor_distances(a.state_dict(), b.state_dict(), a.num_layers)
-    return {"weight_l2": tensors[OUTPUT_SUBLAYER_WEIGHT], "weight_l2_layer": whole_layer_distances(tensors, a.num_layers),
+    return {"weight_l2": tensors[OUTPUT_SUBLAYER_WEIGHT],
+            "weight_l2_layer": whole_layer_distances(tensors, a.num_layers),
             **{f"weight_l2.{name}": values for name, values in sorted(tensors.items())},
             "attention_js": (js_sum / max(sentences, 1)).tolist(), "svcca": svcca}
 
 
 def figures(sweep, records, rows, metric) -> dict:
-    from ... import plots  # matplotlib loads only when a summary is drawn
+    from .. import plots  # matplotlib loads only when a summary is drawn
     return {"dynamics": plots.dynamics_curves(rows, sweep.shape.num_layers)}
 
 

@@ -15,8 +15,9 @@ import argparse
 import math
 import random
 
-import minbert
 import torch
+
+import minbert
 from minbert import UserError
 
 from ..arguments import integer
@@ -86,7 +87,7 @@ def pools(sweep, params) -> dict:
 
 
 def figures(sweep, records, rows, metric) -> dict:
-    from ... import plots  # matplotlib loads only when a summary is drawn
+    from .. import plots  # matplotlib loads only when a summary is drawn
     return {"permute": plots.permutation_strip(records, rows, metric)}
 
 

@@ -20,16 +20,17 @@ import csv
 import time
 from pathlib import Path
 
-import minbert
 import torch
+
+import minbert
 from minbert import UserError
 
-from ...features import FEATURE_POOLINGS, layer_features
-from ...linear_probe import HOLDOUT, PENALTIES, fit_probe
+from ...inputs import subsample_split
 from ...metrics import overall_score
 from ...registry import get_task
-from ...trainer import subsample_split
 from ..arguments import int_list, number, number_list
+from ..features import FEATURE_POOLINGS, layer_features
+from ..linear_probe import HOLDOUT, PENALTIES, fit_probe
 from ..summary import SUMMARY
 from ..sweep import Shape, Study, grid
 
@@ -158,7 +159,7 @@ def reinit_rows(folder) -> list:
 
 
 def figures(sweep, records, rows, metric) -> dict:
-    from ... import plots  # matplotlib loads only when a summary is drawn
+    from .. import plots  # matplotlib loads only when a summary is drawn
     finetuned = reinit_rows(sweep.args.reinit_sweep) if sweep.args.reinit_sweep else None
     return {"probe": plots.probe_curve(rows, metric, sweep.shape.num_layers, finetuned=finetuned)}
 

@@ -18,8 +18,9 @@ at the same seeds.
 """
 import argparse
 
-import minbert
 import torch
+
+import minbert
 from minbert import UserError
 
 from ..arguments import integer, items
@@ -148,7 +149,7 @@ def pools(sweep, params) -> dict:
 
 
 def figures(sweep, records, rows, metric) -> dict:
-    from ... import plots  # matplotlib loads only when a summary is drawn
+    from .. import plots  # matplotlib loads only when a summary is drawn
     n, heads = sweep.shape.num_layers, sweep.shape.num_heads
     return {"reinit_layers": plots.reinit_curve(rows, metric, n),
             "reinit_blocks": plots.reinit_blocks(rows, metric, n),

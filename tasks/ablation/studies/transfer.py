@@ -14,8 +14,8 @@ import json
 import minbert
 from minbert import UserError
 
-from ...export import TASKS_JSON
 from ...fileio import safe_join
+from ...trained.model_folder import TASKS_JSON
 from ..sweep import Shape, Study, Trial, grid
 
 
@@ -69,7 +69,7 @@ def intermediate(sweep, task: str, trial: Trial):
 
 
 def figures(sweep, records, rows, metric) -> dict:
-    from ... import plots  # matplotlib loads only when a summary is drawn
+    from .. import plots  # matplotlib loads only when a summary is drawn
     return {"transfer": plots.transfer_matrix(rows, sweep.inputs.tasks)}
 
 

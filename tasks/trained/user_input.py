@@ -14,8 +14,8 @@ from typing import Optional, Sequence
 
 from minbert import DataError
 
-from .data import Dataset, Example, _decode, _records
-from .registry import get_task
+from ..data import Dataset, Example, _decode, _records
+from ..registry import get_task
 
 STDIN = "-"
 

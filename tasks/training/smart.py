@@ -25,7 +25,7 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
-from .heads import MultitaskModel, sequences, task_spec
+from ..heads import MultitaskModel, sequences, task_spec
 
 _TINY = 1e-12  # keeps the gradient normalisation finite when a gradient is exactly zero
 

@@ -18,12 +18,12 @@ from typing import Optional, Union
 
 from minbert import DEFAULT_MODEL, UserError
 
-from .heads import POOLING_ALIASES, TASK_HEADS, canonical_pooling, report_heads_problem
-from .data import DATA_DIR_ENV, TASKS
-from .registry import REGISTRY
+from ..course.submission import course_predictions_dir
+from ..data import DATA_DIR_ENV, TASKS
+from ..heads import POOLING_ALIASES, TASK_HEADS, canonical_pooling, report_heads_problem
+from ..registry import REGISTRY
+from ..task_file import declare_tasks
 from .smart import BETA_SCHEDULE, SmartConfig, valid_beta
-from .submission import course_predictions_dir
-from .task_file import declare_tasks
 
 _SMART = SmartConfig()
 

@@ -22,13 +22,13 @@ from minbert import CheckpointError, UserError
 from minbert.errors import read_json
 from minbert.loading import read_state_dict
 
-from . import data as data_mod
-from .config import TrainConfig
-from .encoded import encode_split
-from .export import MODEL_DIR, TASKS_JSON
-from .heads import MultitaskModel
-from .task_file import declare_tasks
-from .trainer import BEST, CHECKPOINT, RunInputs, load_checkpoint, multitask_model
+from .. import data as data_mod
+from ..encoded import encode_split
+from ..heads import MultitaskModel
+from ..inputs import RunInputs, multitask_model
+from ..task_file import declare_tasks
+from ..training import BEST, CHECKPOINT, TrainConfig, load_checkpoint
+from .model_folder import MODEL_DIR, TASKS_JSON
 
 PART1_RESULTS = "classifier.json"
 
@@ -120,7 +120,7 @@ def _tokenizer_folder(run_dir: Path, source: dict) -> Path:
 
 
 def _tokenizer(folder: Path, encoder: minbert.BertModel) -> minbert.Tokenizer:
-    # Never more tokens than the model has positions, as trainer.prepare does.
+    # Never more tokens than the model has positions, as tasks.inputs.prepare does.
     return minbert.Tokenizer.from_folder(folder, max_length=encoder.config.max_position_embeddings)
 
 
@@ -146,7 +146,7 @@ def _from_model_folder(folder: Path, device) -> Trained:
 
 
 def course_inputs(trained: Trained, data_dir, splits, device, precision: str) -> RunInputs:
-    """The run's tasks' course files of `splits`, tokenised as the run did, as the trainer's inputs."""
+    """The run's tasks' course files of `splits`, tokenised as the run did, as training's inputs (tasks.inputs)."""
     folder = data_mod.resolve_data_dir(data_dir)
     data, record = {}, {}
     for task in trained.tasks:

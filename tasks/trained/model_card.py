@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 from typing import Optional
 
-from .registry import get_task
+from ..registry import get_task
 
 UNKNOWN_LICENCE = "unknown"
 
@@ -74,7 +74,8 @@ def model_card(record: dict, result: dict, heads: dict, sentence_transformers: b
               f"{precision.get('native_bf16')})",
               f"- device: {record.get('device')}",
               f"- data fraction: {arguments.get('data_fraction')}, epochs: {arguments.get('epochs')}, "
-              f"max steps: {arguments.get('max_steps')}, lr: {arguments.get('lr')}, batch: {arguments.get('batch_size')}",
+              f"max steps: {arguments.get('max_steps')}, lr: {arguments.get('lr')}, "
+              f"batch: {arguments.get('batch_size')}",
               f"- minbert commit: {_commit(record.get('versions') or {})}", "",
               "## Use", "", "```python",
               "from transformers import AutoTokenizer, BertModel",

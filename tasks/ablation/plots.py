@@ -13,8 +13,8 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from .metrics import CORRELATIONS
-from .registry import REGISTRY
+from ..metrics import CORRELATIONS
+from ..registry import REGISTRY
 
 PRETTY = {"dev/sst": "SST dev accuracy", "dev/quora": "Quora dev accuracy", "dev/sts": "STS dev Pearson r",
           "dev/overall": "dev overall score"}

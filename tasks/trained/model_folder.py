@@ -18,10 +18,10 @@ from pathlib import Path
 
 from minbert.export import safetensors_of, save_pretrained
 
-from .fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
-from .heads import MultitaskModel
+from ..fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
+from ..heads import MultitaskModel
+from ..registry import get_task
 from .model_card import model_card
-from .registry import get_task
 
 MODEL_DIR = "model"
 HEADS = "heads.safetensors"

@@ -1,16 +1,15 @@
 """Command-line options shared by `train_multitask.py` and `ablate.py`: same flags, same defaults (TrainConfig's)."""
 import argparse
-import sys
 
-from minbert import PRECISIONS, RunFailure, UserError
+from minbert import PRECISIONS
 
+from ..course.submission import PREDICTIONS_DIR_ENV
+from ..data import DATA_DIR_ENV
+from ..heads import POOLING_ALIASES, POOLINGS, TASK_HEADS
+from ..registry import REGISTRY
 from .config import TrainConfig
-from .data import DATA_DIR_ENV
-from .heads import POOLING_ALIASES, POOLINGS, TASK_HEADS
-from .registry import REGISTRY
 from .samplers import SAMPLERS
 from .smart import BETA_SCHEDULE, EARLY_BETA, EARLY_PERCENT, LATE_BETA, valid_beta
-from .submission import PREDICTIONS_DIR_ENV
 
 SAMPLER_HELP = """how tasks share the steps:
   round-robin   tasks take turns, one batch each; an epoch is one pass over the
@@ -61,7 +60,8 @@ def _model_flags(parser, D: TrainConfig):
     model.add_argument("--freeze-until", type=freeze_value, default=D.freeze_until, metavar="K",
                        help="freeze the embeddings and layers 0..K-1; negative K counts from the top "
                             "(-3 = all but the last three); 'all' freezes the whole encoder, pooler "
-                            "included, and runs it without dropout, so only the heads train (default: %(default)s, nothing frozen)")
+                            "included, and runs it without dropout, so only the heads train "
+                            "(default: %(default)s, nothing frozen)")
     model.add_argument("--head-dropout", type=float, default=D.head_dropout,
                        help="dropout on the sentence vector before each head (default: %(default)s)")
     return model
@@ -178,17 +178,3 @@ def smart_beta_value(text: str):
     if value is None or not valid_beta(value):
         raise argparse.ArgumentTypeError(f"expected a number in [0, 1] or {BETA_SCHEDULE!r}, got {text!r}")
     return value
-
-
-def exit_status(error: Exception) -> int:
-    """Print one line for an error a user can meet and return the command's exit status.
-
-    UserError (bad input): 2. RunFailure (non-finite loss, disk full): 1.
-    An interruption (SIGINT/SIGTERM, checkpoint saved): 128 + the signal.
-    """
-    print(f"error: {error}" if isinstance(error, (UserError, RunFailure)) else str(error), file=sys.stderr)
-    if isinstance(error, UserError):
-        return 2
-    if isinstance(error, RunFailure):
-        return 1
-    return getattr(error, "exit_code", 1)

@@ -16,9 +16,9 @@ import torch
 
 import minbert
 
-from .encoded import EncodedSplit, make_batch
-from .heads import pair_features, pool_tokens, sequences
-from .trainer import autocast
+from ..encoded import EncodedSplit, make_batch
+from ..heads import pair_features, pool_tokens, sequences
+from ..machine import autocast
 
 FEATURE_POOLINGS = ("cls-token", "mean")
 
@@ -43,7 +43,8 @@ def layer_features(encoder: minbert.BertModel, split: EncodedSplit, tokenizer, d
                 with autocast(device, precision):
                     hidden = encoder(**seq, output_hidden_states=True).hidden_states
                 mask = seq["attention_mask"]
-                per_sequence.append({p: torch.stack([pool_tokens(h.float(), mask, p) for h in hidden]) for p in FEATURE_POOLINGS})
+                per_sequence.append({p: torch.stack([pool_tokens(h.float(), mask, p) for h in hidden])
+                                     for p in FEATURE_POOLINGS})
             for pooling in FEATURE_POOLINGS:
                 vectors = [s[pooling] for s in per_sequence]
                 value = vectors[0] if len(vectors) == 1 else pair_features(*vectors)

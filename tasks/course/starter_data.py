@@ -28,7 +28,7 @@ BASE_URL = "https://raw.githubusercontent.com/gpoesia/minbert-default-final-proj
 # Every registered task's train, dev and test-student files (Part 1's CFIMDB included).
 COURSE_FILES = tuple(name for task in REGISTRY.values() for name in task.files.values())
 
-DEFAULT_DEST = pathlib.Path(__file__).resolve().parents[1] / "data"
+DEFAULT_DEST = pathlib.Path(__file__).resolve().parents[2] / "data"
 _CHUNK = 1 << 16
 
 

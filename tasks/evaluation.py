@@ -1,0 +1,107 @@
+"""Predictions and dev metrics of a multitask model, and the course's prediction files of every task.
+
+Used by the training loop (dev evaluations, the finished run's files), by `predict.py` and the
+studies, none of which needs the training loop for it.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional
+
+import torch
+
+from .course.formats import write_predictions
+from .distributed import SINGLE, World, gather_objects
+from .encoded import EncodedSplit, make_batch
+from .heads import MultitaskModel, task_spec
+from .inputs import RunInputs
+from .machine import autocast
+from .metrics import overall_score, raw_mean_score, score
+from .registry import get_task
+
+if TYPE_CHECKING:
+    from .training import TrainConfig
+
+
+@torch.no_grad()
+def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch_size: int,
+            precision: str, world: World = SINGLE, label: Optional[str] = None,
+            values: Optional[Callable] = None) -> list:
+    """Predictions in the split's order; batches sorted by length so little is padding.
+
+    Under torchrun the batches are dealt out to the ranks and the predictions gathered:
+    every rank returns the whole list, the same as one process would. With a `label`, a
+    terminal shows a bar (a CFIMDB evaluation at 512 tokens takes minutes on a CPU).
+    `values` turns the head's outputs into what is returned per example (default: the task's
+    predictions, as its prediction files hold them).
+    """
+    model.eval()
+    values = values or task_spec(split.task, model.pair_mode, model.task_heads).predict
+    order = sorted(range(len(split)), key=split.lengths.__getitem__)
+    starts = range(0, len(order), batch_size)
+    bar = progress_bar(label is not None and world.main and sys.stdout.isatty(), len(starts), 0, label or "")
+    mine = {}
+    for b, start in enumerate(starts):
+        if bar is not None:
+            bar.update(1)
+        if b % world.size != world.rank:
+            continue
+        idx = order[start:start + batch_size]
+        batch = make_batch(split, idx, tokenizer, device)
+        batch.pop("labels", None)
+        with autocast(device, precision):
+            found = values(model(split.task, batch)).float().cpu().tolist()
+        mine.update(zip(idx, found))
+    if bar is not None:
+        bar.close()
+    out = [None] * len(split)
+    for part in gather_objects(mine, world):
+        for i, v in part.items():
+            out[i] = v
+    return out
+
+
+def evaluate(model, inputs: RunInputs, batch_size: int, split: str = "dev", show: bool = False,
+             predictions: Optional[dict] = None) -> dict:
+    """The split's metrics per task and overall; each task's predictions also go into `predictions` if given."""
+    metrics = {}
+    for task in inputs.tasks:
+        part = inputs.data[task][split]
+        preds = predict(model, part, inputs.tokenizer, inputs.device, batch_size, inputs.precision, inputs.world,
+                        label=f"{split} {task}" if show else None)
+        if predictions is not None:
+            predictions[task, split] = preds
+        metrics[task] = score(get_task(task).metric, preds, part.labels.tolist())
+    by_task = dict(metrics)
+    metrics["overall"] = overall_score(by_task)        # the course's, which picks the best evaluation
+    metrics["overall_raw"] = raw_mean_score(by_task)   # the report "Freeze Your Layers"'s, to compare with its table
+    return metrics
+
+
+def write_all_predictions(model, inputs: RunInputs, folder: Path, config: TrainConfig, show: bool = False,
+                          splits=("dev", "test"), known: Optional[dict] = None) -> dict:
+    """Dev and test predictions of every task, under the course's names (Part 1's when
+    `config.prediction_mode` names a Part-1 mode); returns {(task, split): predictions}.
+    `known`: predictions already made by this model, {(task, split): list}, written as they are."""
+    written = {}
+    for task in inputs.tasks:
+        for split in splits:
+            part = inputs.data[task].get(split)
+            if part is None:
+                continue  # the reader already said, in one line, that the file is missing
+            values = (known or {}).get((task, split))
+            if values is None:
+                values = predict(model, part, inputs.tokenizer, inputs.device, config.eval_batch_size,
+                                 inputs.precision, inputs.world, label=f"{split} predictions {task}" if show else None)
+            if inputs.world.main:
+                write_predictions(folder, task, split, part.ids, values, config.prediction_mode)
+            written[task, split] = values
+    return written
+
+
+def progress_bar(show: bool, total: int, initial: int, desc: str):
+    if not show:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, initial=initial, desc=desc, dynamic_ncols=True, leave=False)

@@ -1,0 +1,119 @@
+"""What every run and trial shares, loaded once: the encoder, the tokenizer and the tokenised data.
+
+`prepare(config)` reads the checkpoint and the data of config's tasks and decides where the run
+computes (device, precision); `multitask_model` puts the heads the options ask for on an encoder.
+Training, a trained model's predictions and the studies all start here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional
+
+import torch
+
+import minbert
+from minbert import UserError
+from minbert.edits import resolve_freeze_until
+
+from . import data as data_mod
+from .distributed import SINGLE, World, device_for
+from .encoded import EncodedSplit, encode_split
+from .heads import MultitaskModel
+from .machine import resolve_device
+from .registry import get_task
+
+if TYPE_CHECKING:
+    from .training import TrainConfig
+
+
+@dataclass
+class RunInputs:
+    """What every trial of a run or sweep shares: loaded once, never mutated by `fit`."""
+    encoder: minbert.BertModel
+    tokenizer: minbert.Tokenizer
+    data: dict                    # task -> {"train"|"dev"|"test": EncodedSplit or None}
+    data_record: dict             # task -> split -> describe() of the file read
+    device: torch.device
+    tasks: tuple = ()
+    max_lengths: dict = field(default_factory=dict)  # task -> tokens per sequence
+    extra: dict = field(default_factory=dict)
+    world: World = SINGLE         # the processes torchrun started (tasks.distributed)
+    precision: str = "fp32"       # what the run computes in: --precision resolved for this device
+    precision_requested: str = "fp32"  # what --precision asked for (auto, bf16 or fp32)
+
+
+def load_encoder(config: TrainConfig) -> minbert.BertModel:
+    """The default model falls back to the embedded one with a warning; a named one never does."""
+    return minbert.from_pretrained(config.model, fallback_to_embedded=config.model == minbert.DEFAULT_MODEL)
+
+
+def prepare(config: TrainConfig, warn: Optional[Callable] = None, world: World = SINGLE) -> RunInputs:
+    """The encoder, tokenizer and tokenised data of config's tasks, and where the run computes (device, precision)."""
+    if not world.main:
+        warn = _silent  # rank 0 reports the data problems, once
+    encoder = load_encoder(config)
+    if config.freeze_until != "all":
+        resolve_freeze_until(encoder, config.freeze_until)  # a bad K fails before any data work
+    # Never more tokens than the model has positions, whatever its tokenizer_config.json claims.
+    positions = encoder.config.max_position_embeddings
+    tokenizer = minbert.Tokenizer.from_folder(encoder.source.folder, max_length=positions)
+    # A declared task's files are where its --task-file says: the course's folder only matters for the course's.
+    course = any(get_task(t).declared_in is None for t in config.task_list)
+    data_dir = ensure_data_dir(config.data_dir) if course else None
+    data, record, lengths = {}, {}, {}
+    for task in config.task_list:
+        lengths[task] = min(config.max_length or get_task(task).max_length, tokenizer.max_length)
+        splits = data_mod.read_task(data_dir, task, strict=config.strict_data, warn=warn)
+        record[task] = {s: (d.describe() if d is not None else None) for s, d in splits.items()}
+        data[task] = {s: (encode_split(d, tokenizer, config.pair_mode, lengths[task]) if d is not None else None)
+                      for s, d in splits.items()}
+    device = device_for(world, resolve_device(config.device))
+    # `auto` becomes the precision this device runs fast; config.json keeps both.
+    return RunInputs(encoder, tokenizer, data, record, device, config.task_list, lengths, world=world,
+                     precision=minbert.resolve_precision(config.precision, device),
+                     precision_requested=config.precision)
+
+
+def precision_note(inputs: RunInputs) -> str:
+    """How the precision was chosen, for the run's first line."""
+    native = minbert.native_bf16(inputs.device)
+    if inputs.precision_requested == "auto":
+        why = "native bf16" if native else "no native bf16 on this device: emulated bf16 trains 2-3x slower"
+        return f"precision {inputs.precision} (auto: {why})"
+    if inputs.precision == "bf16" and not native:
+        return "precision bf16 (emulated on this device: 2-3x slower than --precision fp32)"
+    return f"precision {inputs.precision}"
+
+
+def _silent(message: str) -> None:
+    pass
+
+
+def ensure_data_dir(data_dir) -> Path:
+    """The default data/ folder is filled from the course's repository when empty (needs internet)."""
+    folder = data_mod.resolve_data_dir(data_dir)
+    if data_dir is None and not (folder / "ids-sst-train.csv").exists():
+        from .course.starter_data import download_course_data
+        try:
+            download_course_data(folder)
+        except UserError as e:
+            raise UserError(f"no data in {folder} and it cannot be downloaded ({e}); pass --data-dir "
+                            f"or set {data_mod.DATA_DIR_ENV} to the folder with the course's csv files") \
+                from None
+    return folder
+
+
+def subsample_split(split: EncodedSplit, fraction: float, seed: int) -> EncodedSplit:
+    if fraction >= 1:
+        return split
+    keep = data_mod.subsample(range(len(split)), fraction, seed)
+    return EncodedSplit(split.task, [split.ids[i] for i in keep], [split.encodings[i] for i in keep],
+                        split.labels[keep] if split.labels is not None else None,
+                        [split.lengths[i] for i in keep])
+
+
+def multitask_model(config: TrainConfig, encoder: minbert.BertModel, tasks) -> MultitaskModel:
+    """The encoder with the heads the options ask for: one construction for training and for loading a run."""
+    return MultitaskModel(encoder, tasks, config.pair_mode, config.pooling, dropout=config.head_dropout,
+                          task_heads=config.task_heads)

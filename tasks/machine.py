@@ -1,0 +1,67 @@
+"""Where a run computes and what it runs on: the device, autocast, the CPU's name and the package versions.
+
+Shared by training, evaluation, the studies and the benchmarks: speeds differ by CPU kind, so every
+measurement and every run record names the machine it was made on.
+"""
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from minbert import UserError
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise UserError(f"--device: unknown device {name!r}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"--device {name}: CUDA is not available on this machine")
+    return device
+
+
+def autocast(device: torch.device, precision: str):
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+def versions() -> dict:
+    import tokenizers
+    out = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+           "tokenizers": tokenizers.__version__, "platform": platform.platform(), "cpu": cpu_model(),
+           "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads()}
+    out.update(source_commit(Path(__file__).resolve().parents[1]))
+    return out
+
+
+def cpu_model() -> str:
+    """The CPU's model name as lscpu prints it: speeds differ by CPU kind, so every measurement names its own."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def source_commit(repo: Path) -> dict:
+    """The commit the code was run from, and whether it had local changes; {} outside a git checkout.
+
+    Asked of git itself rather than read from .git/, which is a file in a worktree and may keep
+    its refs packed.
+    """
+    def git(*args):
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10,
+                              check=True).stdout
+    try:
+        commit = git("rev-parse", "HEAD").strip()
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {"minbert_commit": commit, "minbert_dirty": dirty}

@@ -1,0 +1,114 @@
+"""A run built once from its options: the model (frozen where asked), the data order, the optimizer and the
+learning-rate schedule, seeded by the options' seed; then, under torchrun, the ranks set apart."""
+import copy
+import random
+import sys
+from typing import Optional
+
+import numpy as np
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+import minbert
+
+from ..heads import MultitaskModel, task_spec
+from ..inputs import RunInputs, multitask_model, subsample_split
+from .callbacks import Console
+from .config import TrainConfig
+from .outputs import Outputs
+from .samplers import build_sampler
+from .smart import Smart
+from .state import Run
+from .step import TaskLoss
+
+
+def build_model(config: TrainConfig, inputs: RunInputs, encoder: Optional[minbert.BertModel] = None) -> MultitaskModel:
+    encoder = copy.deepcopy(inputs.encoder if encoder is None else encoder)
+    if config.freeze_until == "all":
+        frozen = minbert.freeze_encoder(encoder)
+    else:
+        frozen = minbert.freeze_until(encoder, config.freeze_until)
+        if config.freeze_until > encoder.num_layers:
+            print(f"note: --freeze-until {config.freeze_until} is beyond the model's {encoder.num_layers} layers: "
+                  f"the whole encoder is frozen (only the pooler and heads train; --freeze-until all freezes "
+                  f"the pooler too)", file=sys.stderr)
+    model = multitask_model(config, encoder, inputs.tasks)
+    if config.dropout is not None:
+        minbert.set_dropout(model, config.dropout)
+    model.frozen_layers = frozen
+    return model.to(inputs.device)
+
+
+def make_optimizer(config: TrainConfig, model):
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if p.ndim < 2 else decay).append(p)
+    groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if config.optimizer == "minbert":
+        # the torch path's eps (torch.optim.AdamW's default), not the class's course default 1e-6
+        return minbert.AdamW(groups, lr=config.lr, eps=1e-8)
+    return torch.optim.AdamW(groups, lr=config.lr, fused=True)
+
+
+def lr_lambda(total_steps: int, warmup: float, schedule: str = "linear"):
+    """Linear warm-up then linear decay to 0, or (the course's Part 1) a constant rate."""
+    if schedule == "constant":
+        return lambda step: 1.0
+    warm = max(1, int(total_steps * warmup))
+
+    def f(step):
+        if step < warm:
+            return (step + 1) / warm
+        return max(0.0, (total_steps - step) / max(1, total_steps - warm))
+    return f
+
+
+def training_plan(config: TrainConfig, inputs: RunInputs) -> tuple:
+    """The training splits (config's seeded fraction of each task's), the sampler's name and the sampler:
+    what decides the steps of an epoch."""
+    train = {t: subsample_split(inputs.data[t]["train"], config.data_fraction, config.seed) for t in inputs.tasks}
+    sampler_name = "union" if config.surgery != "none" else config.sampler
+    sampler = build_sampler(sampler_name, {t: s.lengths for t, s in train.items()}, config.batch_size,
+                            config.seed, bucket=not config.no_bucketing, num_epochs=config.epochs)
+    return train, sampler_name, sampler
+
+
+def build_run(config: TrainConfig, inputs: RunInputs, outputs: Outputs, encoder: Optional[minbert.BertModel] = None,
+          callbacks=()) -> Run:
+    """A fresh run: model, data order, optimizer and schedule, seeded by config.seed."""
+    torch.manual_seed(config.seed)
+    random.seed(config.seed)
+    np.random.seed(config.seed)
+    model = build_model(config, inputs, encoder)
+    train, sampler_name, sampler = training_plan(config, inputs)
+    per_epoch = sampler.steps_per_epoch()
+    total = per_epoch * config.epochs if config.max_steps is None else min(config.max_steps, per_epoch * config.epochs)
+    optimizer = make_optimizer(config, model)
+    minbert.drop_cast_weights_on_step(optimizer, model)  # fused AdamW leaves no version bump to see
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(total, config.warmup, config.lr_schedule))
+    smart = Smart(model, config.smart_config(), config.pair_mode) if config.smart else None
+    specs = {t: task_spec(t, config.pair_mode, config.task_heads) for t in inputs.tasks}
+    console = [Console()] if outputs.prints and inputs.world.main else []
+    return Run(config, inputs, model, train, sampler, sampler_name, per_epoch, total, optimizer, scheduler, smart,
+               shared=[p for p in model.encoder.parameters() if p.requires_grad],
+               surgery_rng=np.random.default_rng(config.seed),
+               loss_fn=TaskLoss(model, specs, smart, inputs.precision),
+               outputs=outputs, callbacks=[outputs.tensorboard, *console, *callbacks])
+
+
+def start(run: Run) -> None:
+    """A fresh start: under torchrun the same weights on every rank, a different dropout stream on each."""
+    world = run.inputs.world
+    if world.active:
+        torch.manual_seed(int(np.random.SeedSequence([run.config.seed, world.rank]).generate_state(1)[0]))
+
+
+def distribute(run: Run) -> None:
+    """Under torchrun, the loss is computed through DDP, which averages the gradients over the ranks."""
+    device = run.inputs.device
+    if run.inputs.world.active:
+        minbert.fast.rows_backward(run.model, False)  # DDP averages only what autograd hands it
+        # Each forward uses one task's head only, so the other heads are unused parameters.
+        run.loss_fn = DistributedDataParallel(run.loss_fn, device_ids=[device.index] if device.type == "cuda" else None,
+                                              find_unused_parameters=True)

@@ -1,0 +1,55 @@
+"""config.json: what a run was (every option, the model and data files with their hashes, the machine),
+and the options TensorBoard's hparams table shows."""
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Optional
+
+import minbert
+
+from ..inputs import RunInputs
+from ..machine import versions
+from ..registry import get_task
+from .config import TrainConfig
+
+if TYPE_CHECKING:
+    from .state import Run
+
+
+def arguments_record(config: TrainConfig, inputs: RunInputs, command_options: Optional[dict] = None) -> dict:
+    """config.json's "arguments": every option, with the precision used (what --resume continues in), the
+    command's own options, the parsed task list and the precision asked for."""
+    options = config.to_dict()
+    mode = options.pop("prediction_mode")
+    return {**options, "precision": inputs.precision, **(command_options or {}), "prediction_mode": mode,
+            "task_list": list(config.task_list), "precision_requested": inputs.precision_requested}
+
+
+def declarations(tasks) -> dict:
+    """What --task-file declared for the run's own tasks (columns, labels, metric, files); none for the course's."""
+    return {t: get_task(t).describe() for t in tasks if get_task(t).declared_in is not None}
+
+
+def run_record(run: "Run", command_options: Optional[dict] = None) -> dict:
+    """config.json: the options, model, data files, device, package versions and the run's shape."""
+    config, inputs, model = run.config, run.inputs, run.model
+    return {"command": sys.argv, "arguments": arguments_record(config, inputs, command_options), "seed": config.seed,
+            "model": inputs.encoder.source.to_dict() if inputs.encoder.source else None,
+            "data": inputs.data_record, "max_length": inputs.max_lengths, "device": str(inputs.device),
+            "declared_tasks": declarations(inputs.tasks),
+            "versions": versions(),
+            "precision": {"requested": inputs.precision_requested, "used": inputs.precision,
+                          "native_bf16": minbert.native_bf16(inputs.device)},
+            "steps_per_epoch": run.steps_per_epoch, "total_steps": run.total_steps,
+            "frozen_layers": model.frozen_layers, "sampler": run.sampler_name, **inputs.world.describe(),
+            "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
+
+
+_HPARAMS = ("lr", "batch_size", "epochs", "sampler", "surgery", "smart", "freeze_until", "pair_mode",
+            "pooling", "task_heads", "precision", "seed", "data_fraction", "model")
+
+
+def hparams(run: Run) -> dict:
+    """The options TensorBoard's hparams table shows, with the precision used."""
+    values = {**run.config.to_dict(), "precision": run.inputs.precision}
+    return {k: (v if isinstance(v, (int, float, str, bool)) else str(v)) for k, v in values.items() if k in _HPARAMS}
