@@ -1,0 +1,31 @@
+"""Everything around the model: what a task is, training, evaluation, the course's formats, a trained
+model's folder, and the layer studies. `minbert/` (the model) knows nothing of this package.
+
+What a task is (one declarative record per task, and its data):
+    registry.py     TaskConfig: files, columns, labels, head, loss, metric, prediction files, max length
+    task_file.py    tasks a user declares in a JSON file of their own (--task-file)
+    data.py         readers for every registered task's files
+    encoded.py      splits tokenised once; batches cut from them
+    heads.py        the shared encoder with a head per task (MultitaskModel), losses and predictions
+    metrics.py      the metrics a task can name, and the one overall score that picks a model
+
+Shared by every command:
+    inputs.py       RunInputs, prepare: the encoder, tokenizer and tokenised data, loaded once
+    evaluation.py   predict, evaluate, and the prediction files of every task
+    machine.py      device, autocast, the CPU's name, package versions
+    distributed.py  torchrun: the world of processes, its collectives
+    fileio.py       crash-safe writes
+    cli.py          one line and an exit status for a user's mistake
+    openmp.py       imported first by the entry points: OMP_WAIT_POLICY before torch loads
+
+training/       fine-tuning: the loop, its steps, checkpoints, outputs, callbacks, options (see its __init__)
+course/         the course's prediction-file formats, the course-level predictions/ folder and the zip,
+                the starter repository's data files
+trained/        a trained run rebuilt to predict, RUN_DIR/model/ (Hugging Face format, model card),
+                the user's own sentences to score
+ablation/       the layer studies (ablate.py, reproduce.py): sweeps, statistics, summaries, plots,
+                features and linear probes, the reproduction report, one module per study in studies/
+
+Inference (`predict.py`) and the studies use inputs.py and evaluation.py; only `train_multitask.py`,
+`classifier.py` and the studies' sweeps call into training/, through the names its __init__ exports.
+"""

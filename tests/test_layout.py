@@ -1,0 +1,134 @@
+"""The code's shape: imports go one way, modules and functions stay small enough to read."""
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("minbert", "tasks")
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 80
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def runtime_imports(path: Path) -> set:
+    """Modules `path` imports when it is imported: module level, outside `if TYPE_CHECKING:`; relative
+    imports resolved. `from pkg import name` counts as importing pkg.name when that is a module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    found = set()
+
+    def visit(nodes):
+        for node in nodes:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, (ast.If, ast.Try)):
+                visit(node.body + node.orelse + getattr(node, "finalbody", []) +
+                      [n for h in getattr(node, "handlers", []) for n in h.body])
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+                found.add(base)
+                found.update(f"{base}.{alias.name}" for alias in node.names)
+    visit(tree.body)
+    return found
+
+
+def graph(root: Path = REPO) -> dict:
+    modules = {module_name(p): p for package in PACKAGES for p in (root / package).rglob("*.py")}
+    return {name: {m for m in runtime_imports(path) if m in modules and m != name} for name, path in modules.items()}
+
+
+def find_cycle(edges: dict):
+    """One import cycle as a list of modules, or None."""
+    state, stack = {}, []
+
+    def walk(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == "open":
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                cycle = walk(nxt)
+                if cycle:
+                    return cycle
+        stack.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(edges):
+        if node not in state:
+            cycle = walk(node)
+            if cycle:
+                return cycle
+    return None
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycle_in_minbert_or_tasks():
+    assert find_cycle(graph()) is None
+
+
+def test_minbert_knows_nothing_of_tasks_and_the_reference_model_not_the_fast_path():
+    edges = graph()
+    assert not [(a, b) for a, bs in edges.items() if a.startswith("minbert") for b in bs if b.startswith("tasks")]
+    assert "minbert.fast" not in edges["minbert.model"]
+
+
+def python_files_outside_training():
+    for path in REPO.rglob("*.py"):
+        rel = path.relative_to(REPO)
+        if rel.parts[0] in (".venv", "tests", ".git") or rel.parts[:2] == ("tasks", "training"):
+            continue
+        yield path
+
+
+def test_only_trainings_public_names_are_imported_from_outside_it():
+    """Inference, the studies and the benchmarks use tasks.training's __init__, never its modules' insides."""
+    reached_in = []
+    for path in python_files_outside_training():
+        for name in runtime_imports(path):
+            if name.startswith("tasks.training.") and name.count(".") == 2:
+                module = name.rsplit(".", 1)[1]
+                if (REPO / "tasks" / "training" / f"{module}.py").exists():
+                    reached_in.append(f"{path.relative_to(REPO)} imports {name}")
+    assert reached_in == []
+
+
+def test_inference_never_loads_the_training_loop():
+    """predict.py's path (a trained run, evaluation, inputs) imports nothing of training but its options."""
+    edges = graph()
+    seen, todo = set(), ["tasks.evaluation", "tasks.inputs", "tasks.machine"]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(edges.get(name, ()))
+    assert not [m for m in seen if m.startswith("tasks.training")]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_modules_and_functions_stay_readable(package):
+    too_long = []
+    for path in (REPO / package).rglob("*.py"):
+        source = path.read_text(encoding="utf-8")
+        if len(source.splitlines()) > MAX_MODULE_LINES:
+            too_long.append(f"{path.relative_to(REPO)}: {len(source.splitlines())} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    too_long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}: {length} lines")
+    assert too_long == []
