@@ -41,14 +41,10 @@ from minbert import RunFailure, UserError
 from tasks.ablation import arguments, sweep
 from tasks.ablation.studies import STUDIES
 from tasks.cli import exit_status
+from tasks.config import TrainConfig, validate
 from tasks.distributed import launched_world_size
 from tasks.registry import MULTITASK_TASKS, REGISTRY
-from tasks.training import (
-    Interrupted,
-    TrainConfig,
-    add_training_args,
-    validate,
-)
+from tasks.training import Interrupted, add_training_args
 
 TRIAL_STEPS = 300       # SST at fraction 0.01 / 0.1 / 1: ~100 / 11 / 1.1 passes over the data (README: budget)
 TRIAL_EVAL_EVERY = 50

@@ -25,12 +25,14 @@ from pathlib import Path
 
 from minbert import DEFAULT_MODEL, PRECISIONS, RunFailure, UserError
 from tasks.cli import exit_status
+from tasks.config import TrainConfig, parse_tasks, validate, with_environment
 from tasks.course.submission import PART1_MODES, PREDICTIONS_DIR_ENV, course_predictions_dir, publish_predictions
 from tasks.data import DATA_DIR_ENV
 from tasks.fileio import atomic_write_bytes, atomic_write_json
 from tasks.inputs import precision_note, prepare
 from tasks.registry import CLASSIFIER_TASKS, REGISTRY
-from tasks.training import CHECKPOINT, Interrupted, TrainConfig, fit, parse_tasks, validate, with_environment
+from tasks.trained.checkpoints import CHECKPOINT
+from tasks.training import Interrupted, fit
 
 # Per-mode defaults, chosen so that both modes finish within their CPU budgets with the embedded
 # model (bench/README.md): a frozen encoder only runs forward, so `pretrain` affords more epochs.

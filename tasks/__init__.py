@@ -10,6 +10,7 @@ What a task is (one declarative record per task, and its data):
     metrics.py      the metrics a task can name, and the one overall score that picks a model
 
 Shared by every command:
+    config.py       TrainConfig: every training option as one frozen value (SMART's constants included)
     inputs.py       RunInputs, prepare: the encoder, tokenizer and tokenised data, loaded once
     evaluation.py   predict, evaluate, and the prediction files of every task
     machine.py      device, autocast, the CPU's name, package versions
@@ -21,11 +22,11 @@ Shared by every command:
 training/       fine-tuning: the loop, its steps, checkpoints, outputs, callbacks, options (see its __init__)
 course/         the course's prediction-file formats, the course-level predictions/ folder and the zip,
                 the starter repository's data files
-trained/        a trained run rebuilt to predict, RUN_DIR/model/ (Hugging Face format, model card),
-                the user's own sentences to score
+trained/        a trained run rebuilt to predict, its checkpoint files read safely, RUN_DIR/model/
+                (Hugging Face format, model card), the user's own sentences to score
 ablation/       the layer studies (ablate.py, reproduce.py): sweeps, statistics, summaries, plots,
                 features and linear probes, the reproduction report, one module per study in studies/
 
-Inference (`predict.py`) and the studies use inputs.py and evaluation.py; only `train_multitask.py`,
-`classifier.py` and the studies' sweeps call into training/, through the names its __init__ exports.
+Inference (`predict.py`) never loads training/ (tests/test_layout.py holds it so); the training
+commands and the studies' sweeps call into training/ only through the names its __init__ exports.
 """

@@ -3,14 +3,13 @@
 Used by the training loop (dev evaluations, the finished run's files), by `predict.py` and the
 studies, none of which needs the training loop for it.
 """
-from __future__ import annotations
-
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional
 
 import torch
 
+from .config import TrainConfig
 from .course.formats import write_predictions
 from .distributed import SINGLE, World, gather_objects
 from .encoded import EncodedSplit, make_batch
@@ -19,9 +18,6 @@ from .inputs import RunInputs
 from .machine import autocast
 from .metrics import overall_score, raw_mean_score, score
 from .registry import get_task
-
-if TYPE_CHECKING:
-    from .training import TrainConfig
 
 
 @torch.no_grad()

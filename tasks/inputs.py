@@ -4,11 +4,9 @@
 computes (device, precision); `multitask_model` puts the heads the options ask for on an encoder.
 Training, a trained model's predictions and the studies all start here.
 """
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -17,14 +15,12 @@ from minbert import UserError
 from minbert.edits import resolve_freeze_until
 
 from . import data as data_mod
+from .config import TrainConfig
 from .distributed import SINGLE, World, device_for
 from .encoded import EncodedSplit, encode_split
 from .heads import MultitaskModel
 from .machine import resolve_device
 from .registry import get_task
-
-if TYPE_CHECKING:
-    from .training import TrainConfig
 
 
 @dataclass

@@ -295,8 +295,8 @@ def test_part1_resume_keeps_finished_tasks(part1_data, tmp_path, tiny_model):
 
 
 def test_older_pooling_names_mean_what_they_meant():
+    from tasks.config import TrainConfig, with_environment
     from tasks.heads import canonical_pooling
-    from tasks.training import TrainConfig, with_environment
     assert with_environment(TrainConfig(pooling="cls")).pooling == "pooler"  # a resumed older run
     assert canonical_pooling("first") == "cls-token" and canonical_pooling("mean") == "mean"
     with pytest.raises(ValueError):
@@ -309,8 +309,8 @@ def test_a_wholly_frozen_encoder_trains_its_heads_without_dropout_inside(part1_d
     import dataclasses
 
     from tasks import training
+    from tasks.config import TrainConfig
     from tasks.inputs import prepare
-    from tasks.training import TrainConfig
 
     seen = []
 

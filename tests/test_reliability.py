@@ -30,6 +30,7 @@ from tasks import fileio, training
 from tasks.evaluation import predict
 from tasks.heads import task_spec
 from tasks.inputs import prepare
+from tasks.trained.checkpoints import load_checkpoint
 from tasks.training import build as training_build  # the module build.py, whose task_spec is patched
 
 TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -122,7 +123,7 @@ def run(tmp_path, mode, at, argv):
 
 
 def step_in(path: Path) -> int:
-    return json.loads(training.load_checkpoint(path)["progress"])["global_step"]
+    return json.loads(load_checkpoint(path)["progress"])["global_step"]
 
 
 def temp_files(folder: Path) -> list:
@@ -217,7 +218,7 @@ def test_sigkill_with_smart_resumes_the_ema_copy_bitwise(base, tmp_path, referen
     out = tmp_path / "run"
     code, _, _ = run(tmp_path, "kill-after-save", 6, base + SMART + ["--out", str(out)])
     assert code == -signal.SIGKILL
-    assert training.load_checkpoint(out / "checkpoint.pt")["smart"]["ema"]
+    assert load_checkpoint(out / "checkpoint.pt")["smart"]["ema"]
     code, _, err = run(tmp_path, "none", 0, ["--resume", str(out)])
     assert code == 0, err
     assert_same_run(reference_runs["smart"], out)
@@ -227,7 +228,7 @@ def test_killed_after_a_mid_epoch_evaluation_resumes_bitwise(base, tmp_path, ref
     out = tmp_path / "run"
     code, _, _ = run(tmp_path, "kill-after-save", 4, base + EVAL_EVERY + ["--out", str(out)])
     assert code == -signal.SIGKILL
-    progress = json.loads(training.load_checkpoint(out / "checkpoint.pt")["progress"])
+    progress = json.loads(load_checkpoint(out / "checkpoint.pt")["progress"])
     assert progress["global_step"] == 4 and [e["step"] for e in progress["history"]] == [4]
     code, _, err = run(tmp_path, "none", 0, ["--resume", str(out)])
     assert code == 0, err
@@ -411,7 +412,7 @@ def test_nonfinite_stops_naming_step_and_task_keeping_the_checkpoint(base, tmp_p
     assert code == 1 and len(lines) == 1, err
     assert lines[0].startswith(f"error: non-finite {kind}") and "at step 5 on task sst" in lines[0]
     assert step_in(out / "checkpoint.pt") == 4 and not (out / "metrics.json").exists()
-    params = training.load_checkpoint(out / "checkpoint.pt")["model"].values()
+    params = load_checkpoint(out / "checkpoint.pt")["model"].values()
     assert all(torch.isfinite(p).all() for p in params)
 
 

@@ -17,10 +17,11 @@ import predict
 import train_multitask
 from conftest import run_cli
 from minbert.loading import sha256_of
+from tasks.config import TrainConfig
 from tasks.heads import mean_pool
 from tasks.inputs import prepare
+from tasks.trained.checkpoints import BEST, load_checkpoint
 from tasks.trained.saved_run import load_trained
-from tasks.training import BEST, TrainConfig, load_checkpoint
 
 SENTENCES = ["A man is playing a guitar.", "The cat sat on the mat, slowly!", "Short.",
              "Is this the same question as that one?"]

@@ -30,9 +30,10 @@ from typing import Callable, Optional
 import minbert
 from minbert import UserError
 
+from ..config import TrainConfig
 from ..fileio import append_jsonl, atomic_write_text, read_jsonl, safe_join
 from ..inputs import RunInputs, precision_note, prepare
-from ..training import InMemory, Interrupted, TrainConfig, declarations, fit, training_plan
+from ..training import InMemory, Interrupted, declarations, fit, training_plan
 from .summary import finished, report
 
 RESULTS = "results.jsonl"

@@ -23,11 +23,12 @@ from minbert.errors import read_json
 from minbert.loading import read_state_dict
 
 from .. import data as data_mod
+from ..config import TrainConfig
 from ..encoded import encode_split
 from ..heads import MultitaskModel
 from ..inputs import RunInputs, multitask_model
 from ..task_file import declare_tasks
-from ..training import BEST, CHECKPOINT, TrainConfig, load_checkpoint
+from .checkpoints import BEST, CHECKPOINT, load_checkpoint
 from .model_folder import MODEL_DIR, TASKS_JSON
 
 PART1_RESULTS = "classifier.json"

@@ -4,12 +4,11 @@
     build.py        a run built once: model (frozen where asked), data order, optimizer, schedule
     step.py         one optimizer step: task losses, backward, gradient surgery's merge, clipping, non-finite
     state.py        Run (what build_run makes) and TrainState (where the run is; checkpointed)
-    checkpoint.py   writing, reading and restoring checkpoints
+    checkpoint.py   writing checkpoints and restoring a run from one (tasks/trained/checkpoints.py reads them)
     outputs.py      where results go: RunFolder (a command's run folder) or InMemory (an ablation trial)
     callbacks.py    what watches a run: the console's progress, TensorBoard
     record.py       config.json: the run's record
-    config.py       TrainConfig: every training option as one frozen value
-    options.py      the same options as command-line flags
+    options.py      the training options (tasks/config.py's TrainConfig) as command-line flags
     samplers.py     which task and examples each step trains on
     smart.py        SMART regularisation
     surgery.py      gradient surgery (PCGrad, dominant)
@@ -18,8 +17,6 @@ Code outside this package imports the names below, never the modules' insides.
 """
 from .build import build_model, build_run, lr_lambda, training_plan
 from .callbacks import Callback, TensorBoard
-from .checkpoint import BEST, CHECKPOINT, load_checkpoint, no_checkpoint_error
-from .config import TrainConfig, parse_tasks, validate, with_environment
 from .loop import Interrupted, fit
 from .options import add_training_args
 from .outputs import InMemory, Outputs, RunFolder
@@ -28,7 +25,6 @@ from .samplers import SAMPLERS, build_sampler, padding_fraction
 from .state import Run, StepInfo
 from .step import train_step
 
-__all__ = ["BEST", "CHECKPOINT", "SAMPLERS", "Callback", "InMemory", "Interrupted", "Outputs", "Run", "RunFolder",
-           "StepInfo", "TensorBoard", "TrainConfig", "add_training_args", "build_model", "build_run", "build_sampler",
-           "declarations", "fit", "load_checkpoint", "lr_lambda", "no_checkpoint_error", "padding_fraction",
-           "parse_tasks", "train_step", "training_plan", "validate", "with_environment"]
+__all__ = ["SAMPLERS", "Callback", "InMemory", "Interrupted", "Outputs", "Run", "RunFolder", "StepInfo",
+           "TensorBoard", "add_training_args", "build_model", "build_run", "build_sampler", "declarations", "fit",
+           "lr_lambda", "padding_fraction", "train_step", "training_plan"]

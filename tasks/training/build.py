@@ -11,10 +11,10 @@ from torch.nn.parallel import DistributedDataParallel
 
 import minbert
 
+from ..config import TrainConfig
 from ..heads import MultitaskModel, task_spec
 from ..inputs import RunInputs, multitask_model, subsample_split
 from .callbacks import Console
-from .config import TrainConfig
 from .outputs import Outputs
 from .samplers import build_sampler
 from .smart import Smart

@@ -3,9 +3,7 @@ is refused in one line, and restored with every RNG so that a resumed run ends a
 import io
 import json
 import os
-import pickle
 import random
-import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -16,12 +14,8 @@ from minbert import CheckpointError, RunFailure
 
 from ..distributed import World, gather_objects
 from ..fileio import atomic_save_torch
+from ..trained.checkpoints import CHECKPOINT, PREVIOUS_CHECKPOINT, STAGED_CHECKPOINT, first_line, load_checkpoint
 from .state import Run, TrainState
-
-CHECKPOINT = "checkpoint.pt"
-PREVIOUS_CHECKPOINT = "checkpoint.prev.pt"
-STAGED_CHECKPOINT = "checkpoint.next.pt"
-BEST = "best.pt"
 
 
 def rng_state() -> dict:
@@ -52,43 +46,6 @@ def set_rng_state(state: dict):
 
 def _tuples(x):
     return tuple(_tuples(i) for i in x) if isinstance(x, (list, tuple)) else x
-
-
-def _first_line(e: Exception) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:160] if text else type(e).__name__
-
-
-def _previous_offer(path: Path) -> str:
-    previous = path.with_name(PREVIOUS_CHECKPOINT)
-    return (f"; the previous good checkpoint is {previous} (rename it to {path.name} to resume from it)"
-            if previous.exists() and path.name == CHECKPOINT else "")
-
-
-def no_checkpoint_error(path: Path) -> CheckpointError:
-    return CheckpointError(f"{path}: no checkpoint to resume from{_previous_offer(path)}")
-
-
-def load_checkpoint(path: Path) -> dict:
-    """Only tensors and plain containers: `weights_only` refuses anything that could run code.
-
-    The zip archive's CRCs are checked first, so a truncated file or flipped bytes inside
-    a tensor are reported instead of silently resuming from damaged weights.
-    """
-    try:
-        with zipfile.ZipFile(path) as archive:
-            damaged = archive.testzip()
-        if damaged is not None:
-            raise ValueError(f"CRC mismatch in {damaged}")
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise no_checkpoint_error(path) from None
-    except pickle.UnpicklingError:
-        raise CheckpointError(f"{path}: refused: it holds Python objects other than tensors, and loading "
-                              f"them could run code{_previous_offer(path)}") from None
-    except Exception as e:
-        raise CheckpointError(f"{path}: truncated or corrupted checkpoint ({_first_line(e)})"
-                              f"{_previous_offer(path)}") from None
 
 
 @contextmanager
@@ -127,4 +84,4 @@ def restore(run: Run) -> None:
         per_rank = ckpt.get("rng_ranks") or []
         set_rng_state(per_rank[world.rank] if world.active and len(per_rank) == world.size else ckpt["rng"])
     except (KeyError, TypeError, ValueError, RuntimeError) as e:  # another run's, or another version's
-        raise CheckpointError(f"{path}: does not fit this run ({_first_line(e)})") from None
+        raise CheckpointError(f"{path}: does not fit this run ({first_line(e)})") from None

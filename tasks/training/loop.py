@@ -12,12 +12,12 @@ from typing import Optional
 
 import minbert
 
+from ..config import TrainConfig
 from ..distributed import agreed_signal
 from ..evaluation import evaluate
 from ..inputs import RunInputs
 from .build import build_run, distribute, start
 from .checkpoint import restore
-from .config import TrainConfig
 from .outputs import Outputs, RunFolder
 from .state import Run, StepInfo
 from .step import train_step

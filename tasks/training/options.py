@@ -3,13 +3,12 @@ import argparse
 
 from minbert import PRECISIONS
 
+from ..config import BETA_SCHEDULE, EARLY_BETA, EARLY_PERCENT, LATE_BETA, TrainConfig, valid_beta
 from ..course.submission import PREDICTIONS_DIR_ENV
 from ..data import DATA_DIR_ENV
 from ..heads import POOLING_ALIASES, POOLINGS, TASK_HEADS
 from ..registry import REGISTRY
-from .config import TrainConfig
 from .samplers import SAMPLERS
-from .smart import BETA_SCHEDULE, EARLY_BETA, EARLY_PERCENT, LATE_BETA, valid_beta
 
 SAMPLER_HELP = """how tasks share the steps:
   round-robin   tasks take turns, one batch each; an epoch is one pass over the

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Optional
 
 import minbert
 
+from ..config import TrainConfig
 from ..inputs import RunInputs
 from ..machine import versions
 from ..registry import get_task
-from .config import TrainConfig
 
 if TYPE_CHECKING:
     from .state import Run

@@ -19,53 +19,15 @@ fixed target, not a random one.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional
 
 import torch
 from torch import Tensor
 
+from ..config import SmartConfig
 from ..heads import MultitaskModel, sequences, task_spec
 
 _TINY = 1e-12  # keeps the gradient normalisation finite when a gradient is exactly zero
-
-
-# The paper's momentum schedule for the EMA (proximal) copy: 0.99 for the first 10% of the
-# updates, then 0.999 (Jiang et al., Sec. 5, after Izmailov et al. 2018): the anchor first
-# follows the fast-moving early model closely, then averages over ~1000 updates.
-BETA_SCHEDULE = "schedule"
-EARLY_BETA, LATE_BETA, EARLY_PERCENT = 0.99, 0.999, 10
-
-
-@dataclass
-class SmartConfig:
-    """Defaults are the ones the SMART paper reports using (Sec. 5, "Implementation Details")."""
-
-    lambda_s: float = 1.0   # smoothness weight; paper tunes it in {1, 3, 5}
-    eps: float = 1e-5       # L-inf radius of the perturbation ball (paper: epsilon = 1e-5)
-    sigma: float = 1e-5     # std of the Gaussian random start (paper: sigma = 1e-5)
-    eta: float = 1e-3       # ascent step size (paper: eta = 1e-3)
-    steps: int = 1          # projected ascent steps K (paper: T_x = 1)
-    mu: float = 1.0         # proximal-point weight (paper: mu = 1)
-    beta: Union[float, str] = BETA_SCHEDULE  # EMA momentum: a fixed value, or the paper's schedule
-
-    def __post_init__(self):
-        if self.lambda_s < 0 or self.mu < 0 or self.eps < 0 or self.sigma < 0 or self.eta < 0:
-            raise ValueError("SMART weights, radius, noise and step size must be non-negative")
-        if self.steps < 0:
-            raise ValueError("SMART needs a non-negative number of ascent steps")
-        if not valid_beta(self.beta):
-            raise ValueError(f"EMA momentum must lie in [0, 1] or be {BETA_SCHEDULE!r}, got {self.beta!r}")
-
-    def momentum(self, update: int, total_updates: int) -> float:
-        """The EMA momentum after optimizer update `update` (1-based) of `total_updates`."""
-        if self.beta != BETA_SCHEDULE:
-            return float(self.beta)
-        return EARLY_BETA if 100 * update <= EARLY_PERCENT * total_updates else LATE_BETA  # exact, no float
-
-
-def valid_beta(beta) -> bool:
-    return beta == BETA_SCHEDULE or (isinstance(beta, (int, float)) and 0.0 <= beta <= 1.0)
 
 
 class Smart:

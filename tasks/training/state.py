@@ -10,9 +10,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..config import TrainConfig
 from ..heads import MultitaskModel
 from ..inputs import RunInputs
-from .config import TrainConfig
 from .samplers import Sampler
 from .smart import Smart
 
