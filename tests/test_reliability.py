@@ -67,7 +67,7 @@ sys.path.insert(0, sys.argv[1])
 import torch
 from tasks import fileio
 from tasks import training
-from tasks.training import outputs
+from tasks.training import checkpoint, outputs
 import train_multitask
 
 mode, at, argv = sys.argv[2], int(sys.argv[3]), sys.argv[4:]
@@ -82,7 +82,7 @@ if mode == "kill-after-save":  # SIGKILL once the checkpoint of step AT is in pl
             os.kill(os.getpid(), signal.SIGKILL)
     outputs.save_checkpoint = save_checkpoint
 elif mode == "kill-during-save":  # SIGKILL with half of step AT's checkpoint written
-    real_torch_save = outputs.atomic_save_torch
+    real_torch_save = checkpoint.atomic_save_torch
     def atomic_save_torch(path, obj):
         if "progress" in obj and step_of(obj) == at:
             buffer = io.BytesIO()
@@ -93,7 +93,7 @@ elif mode == "kill-during-save":  # SIGKILL with half of step AT's checkpoint wr
                 os.kill(os.getpid(), signal.SIGKILL)
             fileio.atomic_write_with(path, half)
         return real_torch_save(path, obj)
-    outputs.atomic_save_torch = atomic_save_torch
+    checkpoint.atomic_save_torch = atomic_save_torch
 elif mode == "sigterm-rank-1":  # under torchrun, only rank 1 is sent SIGTERM, after step AT
     class SigtermRank1(training.Callback):
         def on_step(self, run, info):
