@@ -1,7 +1,7 @@
 """minBERT: a from-scratch BERT that loads real checkpoints."""
 from .adamw import AdamW
-from .clip import clip_grad_norm_
 from .build import build_model
+from .clip import clip_grad_norm_
 from .config import BertConfig
 from .errors import CheckpointError, DataError, RunFailure, UserError
 from .loading import DEFAULT_MODEL, EMBEDDED_NAMES, ModelSource, from_pretrained, resolve
