@@ -46,7 +46,8 @@ from tasks.distributed import launched_world_size
 from tasks.registry import MULTITASK_TASKS, REGISTRY
 from tasks.training import Interrupted, add_training_args
 
-TRIAL_STEPS = 300       # SST at fraction 0.01 / 0.1 / 1: ~100 / 11 / 1.1 passes over the data (README: budget)
+# SST at fraction 0.01 / 0.1 / 1: ~100 / 11 / 1.1 passes over the data (docs/studies.md: the step budget)
+TRIAL_STEPS = 300
 TRIAL_EVAL_EVERY = 50
 SWEEP_EPOCHS = 1        # with --trial-steps 0
 
@@ -139,7 +140,7 @@ def main(argv=None) -> int:
     try:
         if launched_world_size() > 1:
             raise UserError("ablate.py runs one process per shard: start one per GPU with --shard I/N "
-                            "(see README), not under torchrun")
+                            "(see docs/studies.md), not under torchrun")
         args = parse_args(argv)
         return sweep.run(args, STUDIES[args.mode])
     except (UserError, RunFailure, Interrupted) as e:

@@ -35,9 +35,9 @@ from tasks.trained.checkpoints import CHECKPOINT
 from tasks.training import Interrupted, fit
 
 # Per-mode defaults, chosen so that both modes finish within their CPU budgets with the embedded
-# model (bench/README.md): a frozen encoder only runs forward, so `pretrain` affords more epochs.
+# model (docs/measurements/2026-11-23-part1.md): a frozen encoder only runs forward, so `pretrain` affords more epochs.
 # The head alone trains at the course's constant rate; full fine-tuning takes BERT's warm-up and linear
-# decay, which measured the same as a constant rate on SST (bench/README.md).
+# decay, which measured the same as a constant rate on SST (docs/measurements/2026-11-23-part1.md).
 MODE_DEFAULTS = {"pretrain": {"epochs": 2, "lr": 1e-3, "lr_schedule": "constant"},
                  "finetune": {"epochs": 2, "lr": 5e-5, "lr_schedule": "linear"}}
 RESULTS = "classifier.json"

@@ -1,7 +1,7 @@
 """The reproduction report: the cheapest experiment that tests each paper's headline finding behind
 ablate.py's studies, with 3 seeds and 95% intervals, written to OUT/report.md with its figures.
 
-    python reproduce.py                                   # every experiment (README: wall times)
+    python reproduce.py                                   # every experiment (docs/reproduction/README.md: wall time)
     python reproduce.py --only tamkin-permute,hao-dynamics
     python reproduce.py --seeds 0,1,2,3,4 --out runs/reproduce-5seeds
 

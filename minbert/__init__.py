@@ -1,29 +1,28 @@
 """minBERT: a from-scratch BERT that loads real checkpoints."""
 from .adamw import AdamW
+from .build import build_model
 from .clip import clip_grad_norm_
 from .config import BertConfig
 from .edits import (
-                    REINIT_POLICIES,
-                    freeze_encoder,
-                    freeze_until,
-                    permute_layers,
-                    reinit_embeddings,
-                    reinit_heads,
-                    reinit_layers,
-                    reinit_layers_from,
-                    set_dropout,
-                    truncate_layers,
+    REINIT_POLICIES,
+    freeze_encoder,
+    freeze_until,
+    permute_layers,
+    reinit_embeddings,
+    reinit_heads,
+    reinit_layers,
+    reinit_layers_from,
+    set_dropout,
+    truncate_layers,
 )
 from .errors import CheckpointError, DataError, RunFailure, UserError
-from .fast import drop_cast_weights, drop_cast_weights_on_step
 from .loading import DEFAULT_MODEL, EMBEDDED_NAMES, ModelSource, from_pretrained, resolve
 from .model import BertModel, EncoderOutput
 from .precision import PRECISIONS, native_bf16, resolve_precision
 from .tokenizer import Tokenizer
 
-__all__ = ["AdamW", "clip_grad_norm_", "BertConfig", "BertModel", "EncoderOutput", "CheckpointError", "DataError",
-           "UserError", "RunFailure", "DEFAULT_MODEL", "EMBEDDED_NAMES", "ModelSource", "from_pretrained", "resolve",
-           "drop_cast_weights", "drop_cast_weights_on_step",
-           "REINIT_POLICIES", "freeze_encoder", "freeze_until", "permute_layers", "reinit_embeddings", "reinit_heads", "reinit_layers",
-           "reinit_layers_from", "set_dropout", "truncate_layers", "Tokenizer", "PRECISIONS", "native_bf16",
-           "resolve_precision"]
+__all__ = ["AdamW", "clip_grad_norm_", "BertConfig", "BertModel", "EncoderOutput", "build_model", "CheckpointError",
+           "DataError", "UserError", "RunFailure", "DEFAULT_MODEL", "EMBEDDED_NAMES", "ModelSource",
+           "from_pretrained", "resolve", "REINIT_POLICIES", "freeze_encoder", "freeze_until", "permute_layers",
+           "reinit_embeddings", "reinit_heads", "reinit_layers", "reinit_layers_from", "set_dropout",
+           "truncate_layers", "Tokenizer", "PRECISIONS", "native_bf16", "resolve_precision"]

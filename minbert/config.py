@@ -27,6 +27,7 @@ class BertConfig:
     pad_token_id: int = 0
     # How the forward pass runs, with the same modules and parameters: "fast" (fast.py: padding
     # skipped, cheaper dropout, cast-once evaluation weights) or "reference" (model.py: plain padded BERT).
+    # `build_model` and `from_pretrained` read it; `BertModel(config)` is the reference whatever it says.
     implementation: str = "fast"
 
     def __post_init__(self):

@@ -1,7 +1,8 @@
 """The fast path: the modules of `model.py` with faster forwards, the default implementation.
 
-`use_fast_path` gives some of a model's modules a subclass that only overrides methods, so the
-parameters, the state dict and the loading code are those of the reference. What changes:
+`use_fast_path` (called by `build.build_model`, the one place that chooses) gives some of a model's
+modules a subclass that only overrides methods, so the parameters, the state dict and the loading
+code are those of the reference. What changes:
 
 - Padding is never computed. Between attentions the residual stream is a (rows, hidden) matrix
   of the batch's real tokens (`TokenLayout`), so dense layers, LayerNorm and dropout skip the
@@ -15,9 +16,10 @@ parameters, the state dict and the loading code are those of the reference. What
   regrouped layout, and the padded batch -> rows move of the one kept for attention probabilities).
 - Dropout draws its CPU mask four elements per 64-bit random number (`FastDropout`).
 - The embedding tables' backward adds the looked-up rows into a kept `.grad` buffer instead
-  of making a dense (vocab, hidden) gradient every step (`FastEmbedding`).
+  of making a dense (vocab, hidden) gradient every step (`FastEmbedding`); not under DDP, which
+  a training loop says through the `BertModel` hook `prepare_for_data_parallel`.
 - In evaluation under autocast, weights are cast to the low precision once, not per batch
-  (`CastOnceLinear`).
+  (`CastOnceLinear`), and forgotten after every optimizer step (the hook `watch_optimizer`).
 
 tests/test_fast_path.py holds this path to the reference: outputs, gradients, probabilities, and
 the dropout mask's statistics.
@@ -111,7 +113,7 @@ def _cast_once(module: nn.Module, tensors: tuple, make):
     so evaluation batch after batch would re-cast all weights. The result is the same tensors
     autocast would make, so the outputs are bitwise the same. A change is seen through the
     tensors' version counters (in-place edits, load_state_dict) and storage; an optimizer step
-    needs `drop_cast_weights_on_step`, since fused AdamW does not bump version counters.
+    needs `FastBertModel.watch_optimizer`, since fused AdamW does not bump version counters.
     """
     stamp = tuple((t._version, t.data_ptr()) for t in tensors)
     cached = module.__dict__.get("_eval_weights")
@@ -132,16 +134,6 @@ def drop_cast_weights(model: nn.Module) -> None:
     """Forget the cast evaluation weights of every module of `model`; they are made again when used."""
     for module in model.modules():
         module.__dict__.pop("_eval_weights", None)
-
-
-def drop_cast_weights_on_step(optimizer: torch.optim.Optimizer, model: nn.Module):
-    """Drop `model`'s cast evaluation weights after every step of `optimizer`; returns the hook handle.
-
-    Needed when a model is evaluated under autocast, stepped by an optimizer that does not bump
-    version counters (fused AdamW) without leaving eval mode and without a forward in between
-    that builds a graph (either drops the cache), then evaluated again.
-    """
-    return optimizer.register_step_post_hook(lambda optimizer, args, kwargs: drop_cast_weights(model))
 
 
 class CastOnceLinear(nn.Linear):
@@ -188,8 +180,8 @@ class FastEmbedding(nn.Embedding):
     When `.grad` is None (after zero_grad), the next backward zeroes the kept buffer and makes
     it `.grad` again; so a gradient held on to past `zero_grad` changes under its holder (copy
     it to keep it). Used only on CPU (CUDA's caching allocator keeps its blocks), in training
-    mode with grad enabled and `.rows_backward` True (a DistributedDataParallel run sets it
-    False: DDP must receive every gradient from autograd).
+    mode with grad enabled and `.rows_backward` True (`FastBertModel.prepare_for_data_parallel`
+    sets it False: DDP must receive every gradient from autograd).
     """
 
     rows_backward = True
@@ -474,6 +466,19 @@ class FastBertModel(BertModel):
             hidden = tuple(layout.pad(h) for h in hidden)
         last = layout.pad(last)
         return EncoderOutput(last, self.pooler(last), hidden, attentions)
+
+    def watch_optimizer(self, optimizer: torch.optim.Optimizer):
+        """Drop the cast evaluation weights after every step of `optimizer`; returns the hook's handle.
+
+        Needed when an optimizer that bumps no version counter (fused AdamW) steps the model between
+        two evaluations under autocast with neither a train() nor a graph-building forward between.
+        """
+        return optimizer.register_step_post_hook(lambda optimizer, args, kwargs: drop_cast_weights(self))
+
+    def prepare_for_data_parallel(self) -> "FastBertModel":
+        """Embedding tables' gradients through autograd, for DDP to average (`FastEmbedding`)."""
+        rows_backward(self, False)
+        return self
 
 
 FAST_CLASSES = {nn.Linear: CastOnceLinear, nn.Dropout: FastDropout, nn.Embedding: FastEmbedding,

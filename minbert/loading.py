@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from .build import build_model
 from .config import BertConfig
 from .errors import CheckpointError
 from .model import BertModel
@@ -161,7 +162,7 @@ def from_pretrained(name_or_path: str = "minilm", fallback_to_embedded: bool = F
                     implementation: str = "fast") -> BertModel:
     """Load a BERT checkpoint; the returned model's `.source` records what was loaded.
 
-    `implementation`: "fast" (fast.py) or "reference" (model.py), see `BertConfig`.
+    `implementation`: "fast" (fast.py) or "reference" (model.py), see `BertConfig` and `build_model`.
     """
     folder, how = resolve(str(name_or_path), fallback_to_embedded)
     config = replace(BertConfig.from_json(folder / "config.json"), implementation=implementation)
@@ -170,7 +171,7 @@ def from_pretrained(name_or_path: str = "minilm", fallback_to_embedded: bool = F
         raise CheckpointError(f"{folder}: no weights file ({' or '.join(WEIGHT_FILES)})")
     if not any((folder / f).exists() for f in VOCAB_FILES):
         raise CheckpointError(f"{folder}: no vocabulary ({' or '.join(VOCAB_FILES)})")
-    model = BertModel(config)
+    model = build_model(config)
     ignored = load_into(model, read_state_dict(weights), str(weights))
     name = EMBEDDED_HUB_NAME if how == "embedded" else str(name_or_path)
     model.source = ModelSource(name=name, requested=str(name_or_path), folder=str(folder), weights_file=str(weights),

@@ -6,10 +6,12 @@
                feed-forward (dense, GELU, dense), add & norm            BertIntermediate, BertOutput
     pool     tanh(W h_[CLS] + b)                                        BertPooler
 
-By default models run the fast path of `fast.py` (`BertConfig.implementation`): these modules and
-parameters with faster forwards, tested against this file (tests/test_fast_path.py). Names mirror
-Hugging Face's checkpoint keys (`encoder.layer.3.attention.self.query.weight`), so loading is a
-near-identity mapping (`loading.py`). Shapes: B batch, T tokens, hidden = heads * head_size.
+`BertModel(config)` is always this reference, and this file imports nothing of any other
+implementation. `minbert.build_model` and `from_pretrained` (`build.py`) give by default the fast
+path of `fast.py` over it (`BertConfig.implementation`): these modules and parameters with faster
+forwards, tested against this file (tests/test_fast_path.py). Names mirror Hugging Face's
+checkpoint keys (`encoder.layer.3.attention.self.query.weight`), so loading is a near-identity
+mapping (`loading.py`). Shapes: B batch, T tokens, hidden = heads * head_size.
 """
 import math
 from dataclasses import dataclass
@@ -190,9 +192,6 @@ class BertModel(nn.Module):
         self.pooler = BertPooler(config)
         self.source = None  # set by from_pretrained: what was loaded, for run records
         self.apply(self._init_weights)
-        if config.implementation == "fast":
-            from .fast import use_fast_path  # the same modules and parameters, faster forwards
-            use_fast_path(self)
 
     def _init_weights(self, module):
         """BERT's initialisation: N(0, initializer_range) truncated at 2 std, zero biases, unit LayerNorms."""
@@ -218,6 +217,29 @@ class BertModel(nn.Module):
             attention_mask = torch.ones(x.shape[:2], dtype=torch.long, device=x.device)
         last, hidden, attentions = self.encoder(x, attention_mask, output_hidden_states, output_attentions)
         return EncoderOutput(last, self.pooler(last), hidden, attentions)
+
+    # Hooks for training loops, so that a loop works with any implementation without knowing its
+    # internals. The reference keeps nothing derived from its parameters and computes every
+    # gradient through autograd, so it has nothing to do; fast.py overrides both.
+
+    def watch_optimizer(self, optimizer: torch.optim.Optimizer):
+        """Call once with the optimizer that steps this model's parameters.
+
+        An implementation that keeps copies derived from the parameters (fast.py: the cast evaluation
+        weights) registers a step hook that forgets them after every step, since an optimizer need
+        not bump the parameters' version counters (fused AdamW does not). Returns the hook's
+        removable handle, or None when nothing was registered.
+        """
+        return None
+
+    def prepare_for_data_parallel(self) -> "BertModel":
+        """Call before the model's gradients are taken through DistributedDataParallel.
+
+        DDP averages over the ranks only the gradients that autograd hands it, so an implementation
+        that writes a gradient into `.grad` by itself (fast.py: the embedding tables) stops doing so.
+        Returns the model.
+        """
+        return self
 
     def extra_repr(self) -> str:
         c = self.config

@@ -5,7 +5,7 @@ Ampere on, x86 CPUs with AMX-BF16 or AVX512-BF16, Arm CPUs with BF16), multiplie
 matmul rate: 6x fp32 on a Xeon core with AMX. Without those units torch emulates
 bf16 matmuls through fp32 conversions: on a Cascade Lake Xeon (AVX-512, no BF16) a bf16
 matmul runs at a fifth of the fp32 rate, and a minBERT training step in bf16 takes
-2.2-2.9x as long as in fp32 (README, Speed). `auto` picks whichever is fast here.
+2.2-2.9x as long as in fp32 (docs/speed.md). `auto` picks whichever is fast here.
 """
 import torch
 

@@ -1,13 +1,12 @@
 """The training options as one frozen value, built once from the command line or a run's record.
 
-`TrainConfig` holds every option `train_multitask.py`, `classifier.py` and
-`ablate.py` share, with its default: the argparse flags (`tasks/training/options.py`)
-take their defaults from here, and a trained run is rebuilt from the values it
-recorded (`TrainConfig.from_record`). SMART's constants are options too (`SmartConfig`). A derived configuration (an ablation trial, one
-Part-1 task) is `dataclasses.replace(config, ...)`, so a misspelt option is an
-error rather than a new attribute. What a run resolves on its machine (the
-precision `auto` became, the device) belongs to the run's inputs
-(`tasks.inputs.RunInputs`), not to the options.
+`TrainConfig` holds every option `train_multitask.py`, `classifier.py` and `ablate.py` share, with
+its default: the argparse flags (`tasks/training/options.py`) take their defaults from here, and a
+trained run is rebuilt from the values it recorded (`TrainConfig.from_record`). SMART's constants
+are options too (`SmartConfig`). A derived configuration (an ablation trial, one Part-1 task) is
+`dataclasses.replace(config, ...)`, so a misspelt option is an error rather than a new attribute.
+What a run resolves on its machine (the precision `auto` became, the device) belongs to the run's
+inputs (`tasks.inputs.RunInputs`), not to the options.
 """
 from __future__ import annotations
 
@@ -84,7 +83,7 @@ class TrainConfig:
     data_fraction: float = 1.0
     strict_data: bool = False
     # training
-    epochs: int = 2                           # the default run: as good on dev as 3 (README, Results), a third faster
+    epochs: int = 2                           # as good on dev as 3 (docs/measurements), a third faster
     max_steps: Optional[int] = None
     lr: float = 1e-4
     warmup: float = 0.06

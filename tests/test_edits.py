@@ -81,9 +81,9 @@ SIX_LINEAR_WEIGHTS = ("attention.self.query.weight", "attention.self.key.weight"
 def tiny():
     """A small BERT whose every tensor (biases and LayerNorms too) is away from its initial value, as a
     pretrained model's are, so that a reset to 0 or 1 shows."""
-    model = minbert.BertModel(minbert.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3,
-                                                 num_attention_heads=2, intermediate_size=32,
-                                                 max_position_embeddings=16))
+    model = minbert.build_model(minbert.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3,
+                                                   num_attention_heads=2, intermediate_size=32,
+                                                   max_position_embeddings=16))
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn_like(p))

@@ -40,7 +40,7 @@ def test_cast_weights_are_reused_and_follow_every_change(pretrained, tokenizer):
     assert not torch.equal(after_step, first) and torch.equal(after_step, _uncached(model, batch))
     _train_and_step(model, batch, optimizer)  # a step taken in eval mode (its forward drops the cache)
     assert torch.equal(_hidden(model, batch), _uncached(model, batch))
-    minbert.drop_cast_weights_on_step(optimizer, model)  # what the trainer registers on its optimizer
+    model.watch_optimizer(optimizer)  # what the trainer asks of its encoder
     for p in model.parameters():  # a step with no forward of this model since the last evaluation
         p.grad = torch.full_like(p, 1e-3)
     optimizer.step()

@@ -3,8 +3,10 @@
 Small random models with the same weights in both implementations, batches with varied
 padding: outputs, every parameter's gradient and the attention probabilities must agree
 within float32 rounding; the dropout kernel must drop at rate p and scale kept values by
-1 / (1 - p). Also: importing the library changes nothing process-wide.
+1 / (1 - p). Also: importing the library changes nothing process-wide; the reference imports
+nothing of the fast path; `build_model` alone chooses; the training hooks.
 """
+import ast
 import math
 import os
 import subprocess
@@ -40,7 +42,7 @@ def models(**overrides):
     with torch.no_grad():
         for p in reference.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    fast_model = minbert.BertModel(config)
+    fast_model = minbert.build_model(config)
     fast_model.load_state_dict(reference.state_dict())
     assert type(reference) is minbert.BertModel and type(fast_model) is FastBertModel
     return reference, fast_model
@@ -280,7 +282,7 @@ for path in sorted(glob.glob("tasks/**/*.py", recursive=True)):
     name = path[:-3].replace(os.sep, ".").removesuffix(".__init__")
     if name != "tasks.openmp":  # the entry points' own setting of OMP_WAIT_POLICY, imported by them alone
         __import__(name)
-model = minbert.BertModel(minbert.BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2))
+model = minbert.build_model(minbert.BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2))
 assert dict(os.environ) == env, set(os.environ.items()) ^ set(env.items())
 assert (dict(optimizer._global_optimizer_pre_hooks), dict(optimizer._global_optimizer_post_hooks)) == hooks
 assert umask_calls == [], umask_calls
@@ -310,10 +312,127 @@ def test_importing_the_library_sets_no_environment_hook_or_umask():
     _python(IMPORT_CHECK)
 
 
-@pytest.mark.parametrize("module", ["train_multitask", "classifier", "ablate", "reproduce", "predict", "bench.throughput",
-                                    "bench.epoch"])
+@pytest.mark.parametrize("module", ["train_multitask", "classifier", "ablate", "reproduce", "predict",
+                                    "bench.throughput", "bench.epoch"])
 def test_entry_points_set_the_openmp_wait_policy_before_torch_loads(module):
     _python(ENTRY_POINT_CHECK.replace("{module}", module))
+
+
+# ------------------------------------------------------------------------- one way, and the hooks
+
+def test_build_model_alone_chooses_and_the_choice_draws_nothing():
+    """`build_model` follows `config.implementation`; `BertModel(config)` is the reference whatever the
+    config says. From the same seed all three start with the same weights."""
+    built = {}
+    for implementation in ("fast", "reference"):
+        torch.manual_seed(0)
+        built[implementation] = minbert.build_model(minbert.BertConfig(**CONFIG, implementation=implementation))
+    torch.manual_seed(0)
+    plain = minbert.BertModel(minbert.BertConfig(**CONFIG))  # implementation "fast", the default
+    assert type(built["fast"]) is FastBertModel
+    fast_classes = tuple(fast.FAST_CLASSES.values())
+    for model in (built["reference"], plain):
+        assert type(model) is minbert.BertModel
+        assert not [m for m in model.modules() if isinstance(m, fast_classes)]
+    for model in built.values():
+        assert model.state_dict().keys() == plain.state_dict().keys()
+        for name, tensor in plain.state_dict().items():
+            assert torch.equal(model.state_dict()[name], tensor), name
+
+
+def test_the_reference_imports_nothing_but_its_config():
+    """model.py, read: no import of the fast path anywhere in it, not even inside a function."""
+    tree = ast.parse((REPO / "minbert" / "model.py").read_text())
+    relative = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level}
+    absolute = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    absolute |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and not node.level}
+    assert relative == {"config"}
+    assert not [name for name in absolute if name.split(".")[0] == "minbert"]
+
+
+REFERENCE_ALONE = r"""
+import sys, types
+import torch
+package = types.ModuleType("minbert")  # an empty package: minbert/__init__.py would import every module
+package.__path__ = ["minbert"]
+sys.modules["minbert"] = package
+from minbert.config import BertConfig
+from minbert.model import BertModel
+model = BertModel(BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2))
+assert model.config.implementation == "fast" and type(model) is BertModel
+model.train()(torch.randint(1, 100, (2, 5)), torch.tensor([[1] * 5, [1, 1, 0, 0, 0]])).pooler_output.sum().backward()
+assert model.watch_optimizer(torch.optim.SGD(model.parameters())) is None and model.prepare_for_data_parallel() is model
+loaded = sorted(name for name in sys.modules if name.startswith("minbert."))
+assert loaded == ["minbert.config", "minbert.errors", "minbert.model"], loaded
+"""
+
+
+def test_the_reference_runs_without_the_fast_path_loaded():
+    """model.py imported on its own, a model built, trained a step, given its hooks: minbert.fast never loads."""
+    _python(REFERENCE_ALONE)
+
+
+def _module_attributes(model):
+    return {name: (type(m), sorted(vars(m))) for name, m in model.named_modules()}
+
+
+def test_training_hooks_do_nothing_on_the_reference():
+    reference, _ = models()
+    before = _module_attributes(reference)
+    optimizer = torch.optim.AdamW(reference.parameters())
+    assert reference.watch_optimizer(optimizer) is None and not optimizer._optimizer_step_post_hooks
+    assert reference.prepare_for_data_parallel() is reference
+    assert _module_attributes(reference) == before
+
+
+def _holding_cast_weights(model):
+    return [name for name, m in model.named_modules() if "_eval_weights" in vars(m)]
+
+
+def test_training_hooks_of_the_fast_path():
+    """watch_optimizer: every step drops the cast evaluation weights, until its handle is removed.
+    prepare_for_data_parallel: every embedding gradient comes through autograd, into no kept buffer."""
+    reference, fast_model = models()
+    batch = make_batch(*LENGTHS["mixed"])
+    optimizer = torch.optim.SGD(fast_model.parameters(), lr=0.0)
+
+    def evaluate():
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            fast_model.eval()(**batch)
+        return _holding_cast_weights(fast_model)
+
+    handle = fast_model.watch_optimizer(optimizer)
+    assert evaluate()
+    optimizer.step()
+    assert _holding_cast_weights(fast_model) == []
+    cached = evaluate()
+    handle.remove()
+    optimizer.step()
+    assert _holding_cast_weights(fast_model) == cached
+
+    tables = [m for m in fast_model.modules() if isinstance(m, fast.FastEmbedding)]
+    assert len(tables) == 3 and all(table.rows_backward for table in tables)
+    assert fast_model.prepare_for_data_parallel() is fast_model
+    assert not any(table.rows_backward for table in tables)
+    for model in (reference, fast_model):
+        loss_of(model.train()(**batch), batch["attention_mask"]).backward()
+    assert not [table for table in tables if "_grad_buffer" in vars(table)]
+    for name, p in reference.named_parameters():
+        assert (p.grad - fast_model.get_parameter(name).grad).abs().max().item() <= FP32_TOL, name
+
+
+@pytest.mark.parametrize("task_heads, pair_mode", [("default", "cross"), ("default", "siamese"),
+                                                   ("report", "siamese")])
+def test_the_encoders_hooks_cover_a_multitask_model(task_heads, pair_mode):
+    """The trainer gives the hooks the encoder alone: nothing else of a MultitaskModel is of the fast
+    path, so nothing else keeps cast weights or adds embedding rows into a gradient."""
+    from tasks.heads import MultitaskModel
+    _, encoder = models()
+    tasks = ("sst", "sts") if task_heads == "report" else ("sst", "quora", "sts")
+    model = MultitaskModel(encoder, tasks, pair_mode=pair_mode, task_heads=task_heads)
+    inside = {id(m) for m in model.encoder.modules()}
+    outside = [m for m in model.modules() if id(m) not in inside]
+    assert outside and not [m for m in outside if isinstance(m, tuple(fast.FAST_CLASSES.values()))]
 
 
 def _embedding_pair(padding_idx=0):

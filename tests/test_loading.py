@@ -114,7 +114,7 @@ def test_size_generic_config(tmp_path):
                intermediate_size=128, max_position_embeddings=64)
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     config = minbert.BertConfig.from_json(tmp_path / "config.json")
-    model = minbert.BertModel(config)
+    model = minbert.build_model(config)
     out = model(torch.randint(0, 100, (2, 7)), torch.ones(2, 7, dtype=torch.long))
     assert out.last_hidden_state.shape == (2, 7, 96) and model.num_layers == 3
 

@@ -264,7 +264,7 @@ def test_evaluation_after_training_sees_the_current_weights(base, tmp_path):
     config = train_multitask.parse_args(base + ["--tasks", "sst,sts", "--batch-size", "16", "--max-steps", "8"]).config
     inputs = prepare(config)
     trained = training.fit(config, inputs, training.InMemory())["model"]
-    fresh = training.build_model(config, inputs)
+    fresh = training.build_multitask_model(config, inputs)
     fresh.load_state_dict(trained.state_dict())
     dev = inputs.data["sts"]["dev"]
     assert [predict(m, dev, inputs.tokenizer, inputs.device, 64, "fp32") for m in (trained, fresh)] == \

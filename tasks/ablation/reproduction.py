@@ -8,8 +8,9 @@ the paper's side of zero, not reproduced when it lies on the other side, inconcl
 A finding of "no loss" is an equivalence test instead: reproduced when the interval lies within
 -/+ its margin, not reproduced when it lies wholly outside it.
 
-Scaled down so that each experiment takes 5-25 minutes on a 2-core CPU (fp32; README: wall times): the embedded
-6-layer model, SST-5 (STS for the freezing study), `STEPS` optimizer steps of batch `BATCH` per trial (the
+Scaled down so that each experiment takes 5-25 minutes on a 2-core CPU (fp32; docs/reproduction/README.md:
+wall time): the embedded 6-layer model, SST-5 (STS for the freezing study), `STEPS` optimizer steps of
+batch `BATCH` per trial (the
 budget rule of every sweep: the same steps at every data fraction), dev evaluated once, after the last
 step, and the layer choices below in thirds and halves of the model, so a 12-layer model runs the same
 protocol.

@@ -100,7 +100,7 @@ def _from_run_folder(run_dir: Path, device) -> Trained:
         raise CheckpointError(f"{best}: no weights in the run folder{more}")
     tokenizer_folder = _tokenizer_folder(run_dir, source)
     architecture = source.get("config") or minbert.BertConfig.from_json(tokenizer_folder / "config.json").to_dict()
-    encoder = minbert.BertModel(minbert.BertConfig(**architecture))
+    encoder = minbert.build_model(minbert.BertConfig(**architecture))
     model = multitask_model(config, encoder, config.task_list)
     try:
         model.load_state_dict(load_checkpoint(best)["model"])

@@ -15,7 +15,7 @@
 
 Code outside this package imports the names below, never the modules' insides.
 """
-from .build import build_model, build_run, lr_lambda, training_plan
+from .build import build_multitask_model, build_run, lr_lambda, training_plan
 from .callbacks import Callback, TensorBoard
 from .loop import Interrupted, fit
 from .options import add_training_args
@@ -26,5 +26,5 @@ from .state import Run, StepInfo
 from .step import train_step
 
 __all__ = ["SAMPLERS", "Callback", "InMemory", "Interrupted", "Outputs", "Run", "RunFolder", "StepInfo",
-           "TensorBoard", "add_training_args", "build_model", "build_run", "build_sampler", "declarations", "fit",
-           "lr_lambda", "padding_fraction", "train_step", "training_plan"]
+           "TensorBoard", "add_training_args", "build_multitask_model", "build_run", "build_sampler", "declarations",
+           "fit", "lr_lambda", "padding_fraction", "train_step", "training_plan"]

@@ -22,7 +22,8 @@ from .state import Run
 from .step import TaskLoss
 
 
-def build_model(config: TrainConfig, inputs: RunInputs, encoder: Optional[minbert.BertModel] = None) -> MultitaskModel:
+def build_multitask_model(config: TrainConfig, inputs: RunInputs,
+                          encoder: Optional[minbert.BertModel] = None) -> MultitaskModel:
     encoder = copy.deepcopy(inputs.encoder if encoder is None else encoder)
     if config.freeze_until == "all":
         frozen = minbert.freeze_encoder(encoder)
@@ -80,12 +81,12 @@ def build_run(config: TrainConfig, inputs: RunInputs, outputs: Outputs, encoder:
     torch.manual_seed(config.seed)
     random.seed(config.seed)
     np.random.seed(config.seed)
-    model = build_model(config, inputs, encoder)
+    model = build_multitask_model(config, inputs, encoder)
     train, sampler_name, sampler = training_plan(config, inputs)
     per_epoch = sampler.steps_per_epoch()
     total = per_epoch * config.epochs if config.max_steps is None else min(config.max_steps, per_epoch * config.epochs)
     optimizer = make_optimizer(config, model)
-    minbert.drop_cast_weights_on_step(optimizer, model)  # fused AdamW leaves no version bump to see
+    model.encoder.watch_optimizer(optimizer)  # fused AdamW leaves no version bump to see
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(total, config.warmup, config.lr_schedule))
     smart = Smart(model, config.smart_config(), config.pair_mode) if config.smart else None
     specs = {t: task_spec(t, config.pair_mode, config.task_heads) for t in inputs.tasks}
@@ -108,7 +109,7 @@ def distribute(run: Run) -> None:
     """Under torchrun, the loss is computed through DDP, which averages the gradients over the ranks."""
     device = run.inputs.device
     if run.inputs.world.active:
-        minbert.fast.rows_backward(run.model, False)  # DDP averages only what autograd hands it
+        run.model.encoder.prepare_for_data_parallel()  # DDP averages only what autograd hands it
         # Each forward uses one task's head only, so the other heads are unused parameters.
         run.loss_fn = DistributedDataParallel(run.loss_fn, device_ids=[device.index] if device.type == "cuda" else None,
                                               find_unused_parameters=True)

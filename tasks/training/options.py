@@ -76,8 +76,8 @@ def _data_flags(parser, D: TrainConfig):
     data.add_argument("--task-file", default=D.task_file, metavar="FILE",
                       help="a JSON file declaring your own tasks from GLUE-style TSV or CSV files (one or two "
                            "sentence columns and a label; classification or regression; metric accuracy, mcc, "
-                           "f1, macro_f1, pearson or spearman), usable by name in --tasks: see README, "
-                           "'Your own tasks'")
+                           "f1, macro_f1, pearson or spearman), usable by name in --tasks: see "
+                           "docs/own-tasks.md")
     data.add_argument("--data-fraction", type=float, default=D.data_fraction,
                       help="train on this seeded fraction of each training set, in (0, 1] (default: 1)")
     data.add_argument("--strict-data", action="store_true",
