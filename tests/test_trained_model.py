@@ -20,7 +20,7 @@ from minbert.loading import sha256_of
 from tasks.config import TrainConfig
 from tasks.heads import mean_pool
 from tasks.inputs import prepare
-from tasks.trained.checkpoints import BEST, load_checkpoint
+from tasks.trained.checkpoint_files import BEST, load_checkpoint
 from tasks.trained.saved_run import load_trained
 
 SENTENCES = ["A man is playing a guitar.", "The cat sat on the mat, slowly!", "Short.",

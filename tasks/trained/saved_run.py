@@ -28,7 +28,7 @@ from ..encoded import encode_split
 from ..heads import MultitaskModel
 from ..inputs import RunInputs, multitask_model
 from ..task_file import declare_tasks
-from .checkpoints import BEST, CHECKPOINT, load_checkpoint
+from .checkpoint_files import BEST, CHECKPOINT, load_checkpoint
 from .model_folder import MODEL_DIR, TASKS_JSON
 
 PART1_RESULTS = "classifier.json"

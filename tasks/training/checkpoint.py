@@ -14,7 +14,7 @@ from minbert import CheckpointError, RunFailure
 
 from ..distributed import World, gather_objects
 from ..fileio import atomic_save_torch
-from ..trained.checkpoints import CHECKPOINT, PREVIOUS_CHECKPOINT, STAGED_CHECKPOINT, first_line, load_checkpoint
+from ..trained.checkpoint_files import CHECKPOINT, PREVIOUS_CHECKPOINT, STAGED_CHECKPOINT, first_line, load_checkpoint
 from .state import Run, TrainState
 
 

@@ -16,7 +16,7 @@ from minbert import CheckpointError
 from ..distributed import barrier
 from ..evaluation import write_all_predictions
 from ..fileio import atomic_save_torch, atomic_write_json, remove_stale_temp_files
-from ..trained.checkpoints import BEST, CHECKPOINT
+from ..trained.checkpoint_files import BEST, CHECKPOINT
 from ..trained.model_folder import MODEL_DIR, export_model
 from .callbacks import TensorBoard
 from .checkpoint import rng_states, save_checkpoint, writing
