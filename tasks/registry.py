@@ -2,7 +2,7 @@
 
 Readers (`tasks/data.py`), heads and losses (`tasks/heads.py`), tokenisation
 (`tasks/encoded.py`), metrics (`tasks/metrics.py`), prediction files
-(`tasks/predictions.py`) and the command lines read these records; nothing
+(`tasks/course/formats.py`) and the command lines read these records; nothing
 else branches on a task's name. Adding a task is adding a `TaskConfig` here;
 a user adds one from a file of their own with `--task-file`
 (`tasks/task_file.py`), which registers its records beside the course's.

@@ -1,4 +1,4 @@
-"""Tests of tasks/data.py against the real course files, and of tasks/download.py."""
+"""Tests of tasks/data.py against the real course files, and of tasks/course/starter_data.py."""
 
 import http.server
 import os

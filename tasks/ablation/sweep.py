@@ -2,8 +2,8 @@
 
 A sweep is a list of trials, one per configuration x seed x data fraction,
 planned by its study (studies/). The checkpoint and the tokenised data are
-loaded once (`trainer.prepare`); each trial changes a copy of the encoder and
-hands it to `trainer.fit`, so the training is the trainer's own. Each finished
+loaded once (`tasks.inputs.prepare`); each trial changes a copy of the encoder and
+hands it to `tasks.training.fit`, so the training is the trainer's own. Each finished
 trial is appended to results.jsonl at once: rerunning the same command skips the
 trials already there (so a killed sweep resumes), and a trial that crashed is
 recorded as "failed" and retried next time rather than silently dropped.
@@ -139,7 +139,7 @@ class Sweep:
 
         Nothing else is written unless asked: a trial is cheap to rerun, and a checkpoint
         per trial would take gigabytes over a sweep. The final model goes to `export_to` as a
-        model folder (tasks/export.py), and with --export-models each trial's to
+        model folder (tasks/trained/model_folder.py), and with --export-models each trial's to
         models/<trial name>/. `changes` are training options (TrainConfig's fields) the trial sets.
         """
         tasks = tuple(tasks or self.inputs.tasks)

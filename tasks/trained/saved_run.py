@@ -3,7 +3,7 @@
 From a run folder: the architecture, tokenizer, tasks, pair mode, pooling and
 max lengths come from its config.json, the weights from best.pt (the best
 evaluation's, whether or not the run finished). From a model folder
-(RUN_DIR/model/, tasks/export.py): the encoder through `minbert.from_pretrained`,
+(RUN_DIR/model/, model_folder.py): the encoder through `minbert.from_pretrained`,
 the heads from heads.safetensors, the rest from tasks.json. Nothing is
 repeated on the command line. A Part-1 folder (classifier.py) holds one run
 per task; `run_folders` lists them.

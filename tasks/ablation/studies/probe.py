@@ -4,11 +4,11 @@ Linear probing of each layer's representations, the probing curve of Tamkin et a
 (2020), "Investigating Transferability in Pretrained Language Models": the
 pretrained encoder is frozen, the sentence features of every layer are
 extracted once (layer 0 = the embeddings' output; the [CLS] state "cls-token"
-and the mean of the real tokens "mean"; `tasks/features.py`), and a linear
+and the mean of the real tokens "mean"; `tasks/ablation/features.py`), and a linear
 model is fitted on them to convergence with scikit-learn: logistic regression
 for classification, ridge regression for scores, its L2 penalty chosen on a
 held-out share of the training data (`--probe-penalties`, `--probe-holdout`),
-then refitted on all of it and scored on dev (`tasks/linear_probe.py`).
+then refitted on all of it and scored on dev (`tasks/ablation/linear_probe.py`).
 The fine-tuning options (--epochs, --lr, ...) do not apply: nothing is trained
 by gradient descent. Control: the full-depth model with every layer re-drawn at
 BERT's initialisation (seeded by the trial's seed), probed the same way (what
