@@ -62,7 +62,6 @@ def valid_beta(beta) -> bool:
     return beta == BETA_SCHEDULE or (isinstance(beta, (int, float)) and 0.0 <= beta <= 1.0)
 
 
-
 _SMART = SmartConfig()
 
 

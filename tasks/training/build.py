@@ -76,7 +76,7 @@ def training_plan(config: TrainConfig, inputs: RunInputs) -> tuple:
 
 
 def build_run(config: TrainConfig, inputs: RunInputs, outputs: Outputs, encoder: Optional[minbert.BertModel] = None,
-          callbacks=()) -> Run:
+              callbacks=()) -> Run:
     """A fresh run: model, data order, optimizer and schedule, seeded by config.seed."""
     torch.manual_seed(config.seed)
     random.seed(config.seed)

@@ -3,33 +3,28 @@
 A `Callback` gets the `Run` at each hook; `fit(..., callbacks=[...])` adds the caller's own (a
 benchmark's timers, a test's probe).
 """
-from __future__ import annotations
-
 import sys
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from ..evaluation import progress_bar
-from .state import StepInfo
-
-if TYPE_CHECKING:
-    from .state import Run
+from .state import Run, StepInfo
 
 
 class Callback:
     """Watches a run (`fit(..., callbacks=[...])`): each hook gets the `Run`; override those needed."""
 
-    def on_plan(self, run: "Run", plan: list) -> None:
+    def on_plan(self, run: Run, plan: list) -> None:
         """An epoch's plan (one {task: indices} per step) is made, before its first step."""
 
-    def on_step(self, run: "Run", info: StepInfo) -> None:
+    def on_step(self, run: Run, info: StepInfo) -> None:
         """An optimizer step is done or skipped; run.state counts it already."""
 
-    def on_epoch_end(self, run: "Run") -> None:
+    def on_epoch_end(self, run: Run) -> None:
         """The last step of the epoch, of the run, or before an --eval-every evaluation is done; the evaluation
         (when due) follows."""
 
-    def on_evaluate(self, run: "Run", metrics: dict, seconds: float) -> None:
+    def on_evaluate(self, run: Run, metrics: dict, seconds: float) -> None:
         """Dev metrics, already in run.state.history; `seconds` is what the evaluation took."""
 
 

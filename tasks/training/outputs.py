@@ -3,11 +3,9 @@
 Saving only: checkpoints, the best weights, predictions, the model folder, metrics. The curves are
 the `TensorBoard` callback's, which an `Outputs` opens where its results go.
 """
-from __future__ import annotations
-
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import torch
 
@@ -21,9 +19,7 @@ from ..trained.model_folder import MODEL_DIR, export_model
 from .callbacks import TensorBoard
 from .checkpoint import rng_states, save_checkpoint, writing
 from .record import hparams, run_record
-
-if TYPE_CHECKING:
-    from .state import Run
+from .state import Run
 
 
 class Outputs:
@@ -33,22 +29,22 @@ class Outputs:
     def __init__(self):
         self.tensorboard = TensorBoard()
 
-    def begin(self, run: "Run", resume: bool) -> None:
+    def begin(self, run: Run, resume: bool) -> None:
         """The run is built (and restored): open what the outputs need."""
 
     def checkpoint_path(self) -> Path:
         raise CheckpointError("nothing to resume from: this run keeps no checkpoints")
 
-    def save_checkpoint(self, run: "Run") -> None:
+    def save_checkpoint(self, run: Run) -> None:
         pass
 
-    def keep_best(self, run: "Run") -> None:
+    def keep_best(self, run: Run) -> None:
         """The current weights have the best dev score so far."""
 
-    def restore_best(self, run: "Run") -> None:
+    def restore_best(self, run: Run) -> None:
         """Put the kept best weights back into run.model."""
 
-    def finish(self, run: "Run", result: dict) -> None:
+    def finish(self, run: Run, result: dict) -> None:
         pass
 
     def stopped_note(self) -> str:

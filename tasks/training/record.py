@@ -1,9 +1,7 @@
 """config.json: what a run was (every option, the model and data files with their hashes, the machine),
 and the options TensorBoard's hparams table shows."""
-from __future__ import annotations
-
 import sys
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import minbert
 
@@ -11,9 +9,7 @@ from ..config import TrainConfig
 from ..inputs import RunInputs
 from ..machine import versions
 from ..registry import get_task
-
-if TYPE_CHECKING:
-    from .state import Run
+from .state import Run
 
 
 def arguments_record(config: TrainConfig, inputs: RunInputs, command_options: Optional[dict] = None) -> dict:
@@ -30,7 +26,7 @@ def declarations(tasks) -> dict:
     return {t: get_task(t).describe() for t in tasks if get_task(t).declared_in is not None}
 
 
-def run_record(run: "Run", command_options: Optional[dict] = None) -> dict:
+def run_record(run: Run, command_options: Optional[dict] = None) -> dict:
     """config.json: the options, model, data files, device, package versions and the run's shape."""
     config, inputs, model = run.config, run.inputs, run.model
     return {"command": sys.argv, "arguments": arguments_record(config, inputs, command_options), "seed": config.seed,
