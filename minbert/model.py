@@ -8,10 +8,10 @@
 
 `BertModel(config)` is always this reference, and this file imports nothing of any other
 implementation. `minbert.build_model` and `from_pretrained` (`build.py`) give by default the fast
-path of `fast.py` over it (`BertConfig.implementation`): these modules and parameters with faster
-forwards, tested against this file (tests/test_fast_path.py). Names mirror Hugging Face's
-checkpoint keys (`encoder.layer.3.attention.self.query.weight`), so loading is a near-identity
-mapping (`loading.py`). Shapes: B batch, T tokens, hidden = heads * head_size.
+path of `fast.py` over it (`BertConfig.implementation`; `auto`: on a CPU only): these modules and
+parameters with faster forwards, tested against this file (tests/test_fast_path.py). Names mirror
+Hugging Face's checkpoint keys (`encoder.layer.3.attention.self.query.weight`), so loading is a
+near-identity mapping (`loading.py`). Shapes: B batch, T tokens, hidden = heads * head_size.
 """
 import math
 from dataclasses import dataclass
@@ -68,7 +68,7 @@ class BertSelfAttention(nn.Module):
 
     `written_out` is the readable definition; `forward` runs the same computation through torch's
     fused `scaled_dot_product_attention` (flash / memory-efficient kernels on CUDA) unless the
-    probabilities are asked for, which only the written-out one has (tests/test_fast_path.py holds
+    probabilities are asked for, which only the written-out one has (tests/test_devices.py holds
     the two together, values and gradients).
     """
 
