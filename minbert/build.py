@@ -13,12 +13,12 @@ from dataclasses import replace
 
 import torch
 
-from .config import BertConfig
+from .config import IMPLEMENTATIONS, BertConfig
 from .errors import UserError
 from .fast import use_fast_path
 from .model import BertModel
 
-IMPLEMENTATION_CHOICES = ("auto", "fast", "reference")
+IMPLEMENTATION_CHOICES = IMPLEMENTATIONS  # auto, fast, reference
 
 
 def resolve_implementation(requested: str, device="cpu") -> str:
