@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from minbert import DEFAULT_MODEL, PRECISIONS, RunFailure, UserError
+from minbert import DEFAULT_MODEL, IMPLEMENTATION_CHOICES, PRECISIONS, RunFailure, UserError
 from tasks.cli import exit_status
 from tasks.config import TrainConfig, parse_tasks, validate, with_environment
 from tasks.course.submission import PART1_MODES, PREDICTIONS_DIR_ENV, course_predictions_dir, publish_predictions
@@ -79,9 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"comma-separated, out of {','.join(REGISTRY)} (default: %(default)s)")
     ours.add_argument("--out", default=None, help="run folder (default: runs/part1-<mode>-<date-time>)")
     ours.add_argument("--precision", choices=PRECISIONS, default="auto",
-                      help="bf16 autocast or fp32; auto = bf16 where the device computes it natively "
+                      help="bf16 or fp16 autocast (fp16: CUDA only, with a gradient scaler) or fp32; auto = bf16 "
+                           "where the device computes it natively, else fp16 on a GPU with tensor cores, else fp32 "
                            "(default: %(default)s)")
     ours.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:1 ... (default: auto)")
+    ours.add_argument("--implementation", choices=IMPLEMENTATION_CHOICES, default="auto",
+                      help="fast (minbert/fast.py) or reference (minbert/model.py, SDPA attention); auto = fast "
+                           "on a CPU, the reference on a GPU (default: %(default)s)")
     ours.add_argument("--max-length", type=int, default=None,
                       help="tokens per text (default: each task's own: " +
                            ", ".join(f"{REGISTRY[t].name} {REGISTRY[t].max_length}" for t in CLASSIFIER_TASKS) + ")")
@@ -136,7 +140,8 @@ def task_config(args, task: str) -> TrainConfig:
     config = with_environment(dataclasses.replace(
         TrainConfig(), model=args.model, data_dir=args.data_dir, tasks=task, epochs=args.epochs, lr=args.lr,
         batch_size=args.batch_size, head_dropout=args.hidden_dropout_prob, seed=args.seed, device=args.device,
-        precision=args.precision, max_length=args.max_length, max_steps=args.max_steps,
+        precision=args.precision, implementation=args.implementation, max_length=args.max_length,
+        max_steps=args.max_steps,
         data_fraction=args.data_fraction, eval_batch_size=args.eval_batch_size,
         predictions_dir=args.predictions_dir, prediction_mode=args.prefix, pair_mode="cross",
         pooling="pooler",  # the course's classifier reads BERT's pooler output

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from minbert import PRECISIONS, RunFailure, UserError
+from minbert import IMPLEMENTATION_CHOICES, PRECISIONS, RunFailure, UserError
 from tasks.cli import exit_status
 from tasks.data import DATA_DIR_ENV
 from tasks.encoded import encode_split
@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     compute.add_argument("--precision", choices=PRECISIONS, default="auto",
                          help="auto: the run's own precision where this device computes it natively (the run's "
                               "prediction files come out the same), else fp32 (default: %(default)s)")
+    compute.add_argument("--implementation", choices=IMPLEMENTATION_CHOICES, default="auto",
+                         help="fast: minbert/fast.py; reference: minbert/model.py (SDPA attention); auto = fast on "
+                              "a CPU, the reference on a GPU (default: %(default)s)")
     compute.add_argument("--batch-size", type=int, default=None,
                          help="examples per forward pass (default: the run's --eval-batch-size)")
     return parser
@@ -90,7 +93,7 @@ def course_predictions(args, device) -> None:
     """The course's prediction files of every task of the run(s), and the dev metrics."""
     splits = SPLITS[args.split or "all"]
     for run_dir in run_folders(args.run):
-        trained = load_trained(run_dir, device)
+        trained = load_trained(run_dir, device, args.implementation)
         precision = inference_precision(args.precision, trained, device)
         config = dataclasses.replace(trained.config, eval_batch_size=args.batch_size or trained.config.eval_batch_size)
         print(f"{run_dir}: {', '.join(trained.tasks)} from {trained.origin}; device {device}; precision {precision}",
@@ -115,7 +118,7 @@ def score_input(args, device) -> None:
     """One line per row of the user's file: id, then class and probabilities, or the score."""
     runs = run_folders(args.run)
     run_dir = next((r for r in runs if r.name == args.task), runs[0]) if len(runs) > 1 else runs[0]
-    trained = load_trained(run_dir, device)
+    trained = load_trained(run_dir, device, args.implementation)
     if args.task not in trained.tasks:
         raise UserError(f"--task {args.task}: the model in {run_dir} has no {args.task} head "
                         f"(its tasks: {', '.join(trained.tasks)})")

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 import ablate  # its option parsing is the one every sweep here goes through
-from minbert import PRECISIONS, RunFailure, UserError
+from minbert import IMPLEMENTATION_CHOICES, PRECISIONS, RunFailure, UserError
 from minbert.config import BertConfig
 from minbert.loading import resolve
 from tasks.ablation import arguments, reproduction, sweep
@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                          "else data/)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ... (default: %(default)s)")
     parser.add_argument("--precision", default="auto", choices=PRECISIONS,
+                        help="as train_multitask.py's (default: %(default)s)")
+    parser.add_argument("--implementation", default="auto", choices=IMPLEMENTATION_CHOICES,
                         help="as train_multitask.py's (default: %(default)s)")
     parser.add_argument("--max-steps", type=arguments.positive, default=None, metavar="N",
                         help="cap every trial at N optimizer steps: a smoke run of the pipeline, not a reproduction "
@@ -74,7 +76,8 @@ def main(argv=None) -> int:
         folder, _ = resolve(args.model)
         num_layers = BertConfig.from_json(folder / "config.json").num_hidden_layers
         common = ["--seeds", ",".join(map(str, args.seeds)), "--model", args.model, "--device", args.device,
-                  "--precision", args.precision] + (["--data-dir", args.data_dir] if args.data_dir else []) \
+                  "--precision", args.precision, "--implementation", args.implementation] \
+            + (["--data-dir", args.data_dir] if args.data_dir else []) \
             + (["--max-steps", str(args.max_steps)] if args.max_steps else [])
         root = Path(args.out)
         root.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """minBERT: a from-scratch BERT that loads real checkpoints."""
 from .adamw import AdamW
-from .build import build_model
+from .build import IMPLEMENTATION_CHOICES, build_model, resolve_implementation
 from .clip import clip_grad_norm_
 from .config import BertConfig
 from .edits import (
@@ -18,11 +18,12 @@ from .edits import (
 from .errors import CheckpointError, DataError, RunFailure, UserError
 from .loading import DEFAULT_MODEL, EMBEDDED_NAMES, ModelSource, from_pretrained, resolve
 from .model import BertModel, EncoderOutput
-from .precision import PRECISIONS, native_bf16, resolve_precision
+from .precision import PRECISIONS, native, native_bf16, native_fp16, resolve_precision
 from .tokenizer import Tokenizer
 
 __all__ = ["AdamW", "clip_grad_norm_", "BertConfig", "BertModel", "EncoderOutput", "build_model", "CheckpointError",
            "DataError", "UserError", "RunFailure", "DEFAULT_MODEL", "EMBEDDED_NAMES", "ModelSource",
            "from_pretrained", "resolve", "REINIT_POLICIES", "freeze_encoder", "freeze_until", "permute_layers",
            "reinit_embeddings", "reinit_heads", "reinit_layers", "reinit_layers_from", "set_dropout",
-           "truncate_layers", "Tokenizer", "PRECISIONS", "native_bf16", "resolve_precision"]
+           "truncate_layers", "Tokenizer", "PRECISIONS", "native", "native_bf16", "native_fp16", "resolve_precision",
+           "IMPLEMENTATION_CHOICES", "resolve_implementation"]

@@ -3,17 +3,41 @@
 `model.py` is the reference and knows of no other implementation; `fast.py` builds on it. Models
 are made here (and through `from_pretrained`, which calls `build_model`), so that nothing else,
 the reference least of all, needs to import the fast path.
+
+`auto` is the fast path on a CPU, where it is measured faster (docs/speed.md), and the reference
+elsewhere: the fast path's token regrouping synchronises host and device several times a forward
+and its block sizes are tuned for oneDNN, and it has not been benchmarked on a GPU, whereas the
+reference's attention is torch's fused `scaled_dot_product_attention` on CUDA.
 """
-from .config import BertConfig
+from dataclasses import replace
+
+import torch
+
+from .config import IMPLEMENTATIONS, BertConfig
+from .errors import UserError
 from .fast import use_fast_path
 from .model import BertModel
 
+IMPLEMENTATION_CHOICES = IMPLEMENTATIONS  # auto, fast, reference
 
-def build_model(config: BertConfig) -> BertModel:
-    """A freshly initialised model of `config`'s architecture running `config.implementation`.
+
+def resolve_implementation(requested: str, device="cpu") -> str:
+    """`auto` -> "fast" on a CPU, "reference" on any other device; an explicit choice is kept."""
+    if requested not in IMPLEMENTATION_CHOICES:
+        raise UserError(f"--implementation must be one of {', '.join(IMPLEMENTATION_CHOICES)}, got {requested!r}")
+    if requested != "auto":
+        return requested
+    return "fast" if torch.device(device).type == "cpu" else "reference"
+
+
+def build_model(config: BertConfig, device="cpu") -> BertModel:
+    """A freshly initialised model of `config`'s architecture running `config.implementation`, resolved for
+    `device` (where the model will run; it is built on the CPU) when it is `auto`.
 
     "reference": a plain `BertModel`. "fast": the same model given the fast path's forwards in place
-    (`use_fast_path`), so the parameters, their initial values and the state dict are the same.
+    (`use_fast_path`), so the parameters, their initial values and the state dict are the same. The
+    model's `config.implementation` is the one it runs.
     """
+    config = replace(config, implementation=resolve_implementation(config.implementation, device))
     model = BertModel(config)
     return use_fast_path(model) if config.implementation == "fast" else model

@@ -26,8 +26,9 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
     # How the forward pass runs, with the same modules and parameters: "fast" (fast.py: padding
-    # skipped, cheaper dropout, cast-once evaluation weights) or "reference" (model.py: plain padded BERT).
-    # `build_model` and `from_pretrained` read it; `BertModel(config)` is the reference whatever it says.
+    # skipped, cheaper dropout, cast-once evaluation weights), "reference" (model.py: plain padded BERT,
+    # SDPA attention) or "auto" (build.py: fast on a CPU, else the reference). `build_model` and
+    # `from_pretrained` read it; `BertModel(config)` is the reference whatever it says.
     implementation: str = "fast"
 
     def __post_init__(self):
@@ -66,4 +67,4 @@ class BertConfig:
 
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
-IMPLEMENTATIONS = ("fast", "reference")
+IMPLEMENTATIONS = ("auto", "fast", "reference")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from .build import build_model
+from .build import build_model, resolve_implementation
 from .config import BertConfig
 from .errors import CheckpointError
 from .model import BertModel
@@ -159,13 +159,15 @@ def load_into(model: BertModel, state: dict, origin: str) -> list[str]:
 
 
 def from_pretrained(name_or_path: str = "minilm", fallback_to_embedded: bool = False,
-                    implementation: str = "fast") -> BertModel:
-    """Load a BERT checkpoint; the returned model's `.source` records what was loaded.
+                    implementation: str = "fast", device="cpu") -> BertModel:
+    """Load a BERT checkpoint (on the CPU); the returned model's `.source` records what was loaded.
 
-    `implementation`: "fast" (fast.py) or "reference" (model.py), see `BertConfig` and `build_model`.
+    `implementation`: "fast" (fast.py), "reference" (model.py) or "auto" (the one for `device`, where the
+    model will run), see `BertConfig` and `build_model`.
     """
     folder, how = resolve(str(name_or_path), fallback_to_embedded)
-    config = replace(BertConfig.from_json(folder / "config.json"), implementation=implementation)
+    config = replace(BertConfig.from_json(folder / "config.json"),
+                     implementation=resolve_implementation(implementation, device))
     weights = next((folder / f for f in WEIGHT_FILES if (folder / f).exists()), None)
     if weights is None:
         raise CheckpointError(f"{folder}: no weights file ({' or '.join(WEIGHT_FILES)})")

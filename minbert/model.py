@@ -8,10 +8,10 @@
 
 `BertModel(config)` is always this reference, and this file imports nothing of any other
 implementation. `minbert.build_model` and `from_pretrained` (`build.py`) give by default the fast
-path of `fast.py` over it (`BertConfig.implementation`): these modules and parameters with faster
-forwards, tested against this file (tests/test_fast_path.py). Names mirror Hugging Face's
-checkpoint keys (`encoder.layer.3.attention.self.query.weight`), so loading is a near-identity
-mapping (`loading.py`). Shapes: B batch, T tokens, hidden = heads * head_size.
+path of `fast.py` over it (`BertConfig.implementation`; `auto`: on a CPU only): these modules and
+parameters with faster forwards, tested against this file (tests/test_fast_path.py). Names mirror
+Hugging Face's checkpoint keys (`encoder.layer.3.attention.self.query.weight`), so loading is a
+near-identity mapping (`loading.py`). Shapes: B batch, T tokens, hidden = heads * head_size.
 """
 import math
 from dataclasses import dataclass
@@ -64,7 +64,13 @@ class BertEmbeddings(nn.Module):
 
 class BertSelfAttention(nn.Module):
     """Multi-head scaled dot-product attention over the real (non-padding) tokens: each head weighs
-    the tokens' values by the softmax of its query's scores against their keys."""
+    the tokens' values by the softmax of its query's scores against their keys.
+
+    `written_out` is the readable definition; `forward` runs the same computation through torch's
+    fused `scaled_dot_product_attention` (flash / memory-efficient kernels on CUDA) unless the
+    probabilities are asked for, which only the written-out one has (tests/test_devices.py holds
+    the two together, values and gradients).
+    """
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -79,6 +85,21 @@ class BertSelfAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, self.num_heads, self.head_size).transpose(1, 2)     # (B, heads, T, head_size)
 
+    def written_out(self, q, k, v, padding):
+        """q, k, v: (B, heads, T, head_size); padding: (B, 1, 1, T key), True at padding.
+        Returns (B, heads, T, head_size) and the (B, heads, T query, T key) probabilities."""
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_size)            # (B, heads, T query, T key)
+        scores = scores.masked_fill(padding, torch.finfo(scores.dtype).min)     # no query looks at padding
+        probs = scores.softmax(dim=-1)                                          # each query's row sums to 1
+        return self.dropout(probs) @ v, probs
+
+    def sdpa(self, q, k, v, padding):
+        """`written_out`'s values through the fused kernel (its own dropout mask, same probability)."""
+        bias = torch.zeros(padding.shape, dtype=q.dtype, device=q.device)       # (B, 1, 1, T key)
+        bias = bias.masked_fill(padding, torch.finfo(q.dtype).min)              # as written_out's fill
+        dropout_p = self.dropout.p if self.training else 0.0
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p)
+
     def forward(self, x, attention_mask, output_attentions: bool = False):
         """x: (B, T, hidden); attention_mask: (B, T), 1 at real tokens, 0 at padding.
         Returns (B, T, hidden) and, if asked, the (B, heads, T, T) probabilities (else None)."""
@@ -86,13 +107,13 @@ class BertSelfAttention(nn.Module):
         q = self.split_heads(self.query(x))                                     # (B, heads, T, head_size)
         k = self.split_heads(self.key(x))                                       # (B, heads, T, head_size)
         v = self.split_heads(self.value(x))                                     # (B, heads, T, head_size)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_size)            # (B, heads, T query, T key)
         padding = (attention_mask == 0)[:, None, None, :]                       # (B, 1, 1, T key)
-        scores = scores.masked_fill(padding, torch.finfo(scores.dtype).min)     # no query looks at padding
-        probs = scores.softmax(dim=-1)                                          # each query's row sums to 1
-        y = self.dropout(probs) @ v                                             # (B, heads, T, head_size)
+        if output_attentions:
+            y, probs = self.written_out(q, k, v, padding)
+        else:
+            y, probs = self.sdpa(q, k, v, padding), None
         y = y.transpose(1, 2).reshape(B, T, hidden)                             # (B, T, hidden), heads concatenated
-        return y, (probs if output_attentions else None)
+        return y, probs
 
 
 class BertSelfOutput(nn.Module):

@@ -97,6 +97,7 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     precision: str = "auto"                   # as asked for; RunInputs.precision is the one used
     device: str = "auto"
+    implementation: str = "auto"              # as asked for; the encoder's config holds the one it runs
     dropout: Optional[float] = None
     skip_nonfinite: bool = False
     # SMART

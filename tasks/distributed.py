@@ -65,6 +65,10 @@ def init_world(device_name: str) -> World:
     cuda = device_name.startswith("cuda") or (device_name == "auto" and torch.cuda.is_available())
     backend = "nccl" if cuda else "gloo"
     if cuda:
+        visible = torch.cuda.device_count()
+        if local_rank >= visible:
+            raise UserError(f"torchrun started process {local_rank} on this machine but {visible} GPU(s) are "
+                            f"visible: use --nproc_per_node {visible}, or --device cpu")
         torch.cuda.set_device(local_rank)
     if not dist.is_initialized():
         dist.init_process_group(backend, timeout=timedelta(minutes=30))

@@ -39,16 +39,20 @@ class RunInputs:
     precision_requested: str = "fp32"  # what --precision asked for (auto, bf16 or fp32)
 
 
-def load_encoder(config: TrainConfig) -> minbert.BertModel:
-    """The default model falls back to the embedded one with a warning; a named one never does."""
-    return minbert.from_pretrained(config.model, fallback_to_embedded=config.model == minbert.DEFAULT_MODEL)
+def load_encoder(config: TrainConfig, device: torch.device) -> minbert.BertModel:
+    """The default model falls back to the embedded one with a warning; a named one never does. It runs
+    --implementation, `auto` resolved for `device` (minbert.build)."""
+    return minbert.from_pretrained(config.model, fallback_to_embedded=config.model == minbert.DEFAULT_MODEL,
+                                   implementation=config.implementation, device=device)
 
 
 def prepare(config: TrainConfig, warn: Optional[Callable] = None, world: World = SINGLE) -> RunInputs:
     """The encoder, tokenizer and tokenised data of config's tasks, and where the run computes (device, precision)."""
     if not world.main:
         warn = _silent  # rank 0 reports the data problems, once
-    encoder = load_encoder(config)
+    device = device_for(world, resolve_device(config.device))
+    precision = minbert.resolve_precision(config.precision, device)  # fp16 on a CPU fails before any work
+    encoder = load_encoder(config, device)
     if config.freeze_until != "all":
         resolve_freeze_until(encoder, config.freeze_until)  # a bad K fails before any data work
     # Never more tokens than the model has positions, whatever its tokenizer_config.json claims.
@@ -64,22 +68,24 @@ def prepare(config: TrainConfig, warn: Optional[Callable] = None, world: World =
         record[task] = {s: (d.describe() if d is not None else None) for s, d in splits.items()}
         data[task] = {s: (encode_split(d, tokenizer, config.pair_mode, lengths[task]) if d is not None else None)
                       for s, d in splits.items()}
-    device = device_for(world, resolve_device(config.device))
     # `auto` becomes the precision this device runs fast; config.json keeps both.
     return RunInputs(encoder, tokenizer, data, record, device, config.task_list, lengths, world=world,
-                     precision=minbert.resolve_precision(config.precision, device),
-                     precision_requested=config.precision)
+                     precision=precision, precision_requested=config.precision)
 
 
 def precision_note(inputs: RunInputs) -> str:
-    """How the precision was chosen, for the run's first line."""
-    native = minbert.native_bf16(inputs.device)
+    """How the precision and the implementation were chosen, for the run's first line."""
+    used, device = inputs.precision, inputs.device
+    implementation = f"; implementation {inputs.encoder.config.implementation}"
     if inputs.precision_requested == "auto":
-        why = "native bf16" if native else "no native bf16 on this device: emulated bf16 trains 2-3x slower"
-        return f"precision {inputs.precision} (auto: {why})"
-    if inputs.precision == "bf16" and not native:
-        return "precision bf16 (emulated on this device: 2-3x slower than --precision fp32)"
-    return f"precision {inputs.precision}"
+        if used == "fp32":
+            why = "no native bf16 or fp16 on this device: emulated bf16 trains 2-3x slower"
+        else:
+            why = f"native {used}" + (", no native bf16" if used == "fp16" else "")
+        return f"precision {used} (auto: {why}){implementation}"
+    if not minbert.native(used, device):
+        return f"precision {used} (emulated on this device: 2-3x slower than --precision fp32){implementation}"
+    return f"precision {used}{implementation}"
 
 
 def _silent(message: str) -> None:

@@ -26,8 +26,12 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+LOW_PRECISION = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def autocast(device: torch.device, precision: str):
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+    return torch.autocast(device.type, dtype=LOW_PRECISION.get(precision, torch.bfloat16),
+                          enabled=precision in LOW_PRECISION)
 
 
 def versions() -> dict:

@@ -16,6 +16,16 @@ def find_data_dir():
     return None
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `gpu` run where CUDA is available and are skipped, with the reason, elsewhere."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False here)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def data_dir():
     found = find_data_dir()

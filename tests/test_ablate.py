@@ -19,7 +19,7 @@ from tasks.ablation.studies import STUDIES, dynamics, permute
 from tasks.inputs import prepare
 
 BASE = ["--model", "minilm", "--batch-size", "8", "--max-steps", "2", "--precision", "fp32",
-        "--eval-batch-size", "64"]
+        "--eval-batch-size", "64", "--device", "cpu"]
 
 
 def _argv(data_dir, out, *extra):
@@ -301,7 +301,8 @@ def test_plans_reject_layers_and_heads_the_model_lacks(argv, needle):
 def test_budget_rule_gives_every_data_fraction_the_same_number_of_steps(small_data_dir, data_dir, tmp_path):
     """Every trial trains --trial-steps steps: as many passes over its fraction of the data as that needs."""
     # The defaults on the course's SST (8,544 sentences, batch 32): 3 / 27 / 267 steps a pass at 0.01 / 0.1 / 1.
-    args = ablate.parse_args(["--mode", "reinit", "--task", "sst", "--data-dir", str(data_dir), "--model", "minilm"])
+    args = ablate.parse_args(["--mode", "reinit", "--task", "sst", "--data-dir", str(data_dir), "--model", "minilm",
+                              "--device", "cpu"])
     assert (args.trial_steps, args.config.eval_every) == (300, 50)
     inputs = prepare(args.config)
     for fraction, per_pass, passes in ((0.01, 3, 100), (0.1, 27, 12), (1.0, 267, 2)):
@@ -317,7 +318,7 @@ def test_a_budgeted_trial_trains_its_steps_and_reports_the_final_evaluation(smal
     out = tmp_path / "budget"  # 20 SST rows at fraction 0.5, batch 8: 3 steps a pass, 7 steps = 3 passes
     argv = ["--data-dir", str(small_data_dir), "--out", str(out), "--model", str(tiny_model), "--batch-size", "8",
             "--precision", "fp32", "--mode", "reinit", "--task", "sst", "--from-layer", "2",
-            "--data-fractions", "0.5", "--trial-steps", "7", "--eval-every", "3"]
+            "--data-fractions", "0.5", "--trial-steps", "7", "--eval-every", "3", "--device", "cpu"]
     code, _, err = run_cli(ablate.main, argv)
     assert code == 0, err
     [record] = _lines(out / "results.jsonl")

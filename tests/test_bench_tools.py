@@ -21,7 +21,8 @@ def test_e2e_times_the_parts_of_a_run(tiny_model, small_data_dir, tmp_path):  # 
     out = tmp_path / "e2e.json"
     code, printed, err = run_cli(e2e.main, ["--no-setup", "--data-dir", str(small_data_dir), "--keep", str(tmp_path),
                                             "--json", str(out), "--", "--model", str(tiny_model),
-                                            "--precision", "fp32", "--batch-size", "8", "--max-steps", "3"])
+                                            "--precision", "fp32", "--batch-size", "8", "--max-steps", "3",
+                                            "--device", "cpu"])
     assert code == 0, err
     r = json.loads(out.read_text())
     assert r["steps"] == 3 and r["train_s"] > 0 and r["eval_s"] > 0 and r["finish_s"] > 0
@@ -34,7 +35,7 @@ def test_profile_lists_the_steps_operators_by_kind(tiny_model, small_data_dir, t
     out = tmp_path / "profile.json"
     code, printed, err = run_cli(profile.main, ["--model", str(tiny_model), "--data-dir", str(small_data_dir),
                                                 "--steps", "2", "--warmup", "1", "--top", "5", "--json", str(out),
-                                                "--", "--batch-size", "4"])
+                                                "--", "--batch-size", "4", "--device", "cpu"])
     assert code == 0, err
     figures = json.loads(out.read_text())
     assert figures["kinds"]["matmul"] > 0 and abs(sum(figures["kinds"].values()) - 1) < 1e-6

@@ -136,7 +136,7 @@ def quirky_data(small_data_dir, tmp_path):
 def test_a_test_row_with_an_empty_sentence_or_a_repeated_id_still_gets_one_prediction(quirky_data, tmp_path,
                                                                                       tiny_model):
     out = tmp_path / "run"
-    code, _, err = run_cli(train_multitask.main, [
+    code, _, err = run_cli(train_multitask.main, ["--device", "cpu",
         "--model", str(tiny_model), "--data-dir", str(quirky_data), "--tasks", "sst", "--max-steps", "2",
         "--batch-size", "8", "--precision", "fp32", "--out", str(out)])
     assert code == 0, err
@@ -148,7 +148,7 @@ def test_a_test_row_with_an_empty_sentence_or_a_repeated_id_still_gets_one_predi
 def test_an_unparseable_test_row_stops_the_run_naming_its_line(quirky_data, tmp_path, tiny_model):
     path = quirky_data / "ids-sst-test-student.csv"
     path.write_text(path.read_text() + "13\n")  # a row with no id and no sentence
-    code, out, err = run_cli(train_multitask.main, [
+    code, out, err = run_cli(train_multitask.main, ["--device", "cpu",
         "--model", str(tiny_model), "--data-dir", str(quirky_data), "--tasks", "sst", "--max-steps", "2",
         "--precision", "fp32", "--out", str(tmp_path / "run")])
     assert code == 2
@@ -163,7 +163,7 @@ def test_an_unparseable_test_row_stops_the_run_naming_its_line(quirky_data, tmp_
                                       ["--fine-tune-mode", "last-linear-layer"]])
 def test_part1_run_writes_the_course_files(spelling, part1_data, tmp_path, tiny_model):
     out = tmp_path / "part1"
-    code, stdout, err = run_cli(classifier.main, spelling + [
+    code, stdout, err = run_cli(classifier.main, spelling + ["--device", "cpu",
         "--model", str(tiny_model), "--data-dir", str(part1_data), "--epochs", "1", "--max-steps", "3",
         "--batch_size", "4", "--precision", "fp32", "--out", str(out)])
     assert code == 0, err
@@ -189,7 +189,7 @@ def test_part1_run_writes_the_course_files(spelling, part1_data, tmp_path, tiny_
 
 def test_pretrain_leaves_every_encoder_tensor_bit_identical(part1_data, tmp_path, tiny_model):
     out = tmp_path / "part1"
-    code, _, err = run_cli(classifier.main, [
+    code, _, err = run_cli(classifier.main, ["--device", "cpu",
         "--option", "pretrain", "--model", str(tiny_model), "--data-dir", str(part1_data), "--tasks", "sst",
         "--epochs", "1", "--max-steps", "4", "--batch_size", "4", "--lr", "1e-2", "--precision", "fp32",
         "--out", str(out)])
@@ -206,7 +206,7 @@ def test_pretrain_leaves_every_encoder_tensor_bit_identical(part1_data, tmp_path
 
 
 def test_part1_bad_arguments_are_one_line_exit_2(tmp_path):
-    code, _, err = run_cli(classifier.main, ["--tasks", "sst,nope", "--out", str(tmp_path / "x")])
+    code, _, err = run_cli(classifier.main, ["--device", "cpu", "--tasks", "sst,nope", "--out", str(tmp_path / "x")])
     assert code == 2 and "unknown task 'nope'" in err and len(err.strip().splitlines()) == 1
 
 
@@ -286,7 +286,7 @@ def test_part1_resume_keeps_finished_tasks(part1_data, tmp_path, tiny_model):
     assert code == 0, err
     first = {p.name: p.read_bytes() for p in (out / "predictions").iterdir()}
     (out / "cfimdb" / "metrics.json").unlink()  # as if stopped after cfimdb's final checkpoint
-    code, stdout, err = run_cli(classifier.main, ["--resume", str(out)])
+    code, stdout, err = run_cli(classifier.main, ["--device", "cpu", "--resume", str(out)])
     assert code == 0, err
     assert "sst: already finished" in stdout
     assert {p.name: p.read_bytes() for p in (out / "predictions").iterdir()} == first
@@ -320,7 +320,7 @@ def test_a_wholly_frozen_encoder_trains_its_heads_without_dropout_inside(part1_d
 
     for freeze in ("all", 1):
         config = dataclasses.replace(TrainConfig(), model=str(tiny_model), data_dir=str(part1_data), tasks="sst",
-                                     max_steps=2, precision="fp32", freeze_until=freeze, batch_size=4)
+                                     max_steps=2, precision="fp32", freeze_until=freeze, batch_size=4, device="cpu")
         training.fit(config, prepare(config), training.InMemory(), callbacks=[Watch()])
     assert seen == [(False, True)] * 2 + [(True, True)] * 2
 

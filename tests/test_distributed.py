@@ -82,6 +82,6 @@ def test_shards_of_a_batch_partition_it_with_weights_summing_to_the_world():
 def test_ablate_under_torchrun_points_to_shards(monkeypatch, tmp_path):
     import ablate
     monkeypatch.setenv("WORLD_SIZE", "2")
-    code, _, err = run_cli(ablate.main, ["--mode", "permute", "--out", str(tmp_path / "sweep")])
+    code, _, err = run_cli(ablate.main, ["--device", "cpu", "--mode", "permute", "--out", str(tmp_path / "sweep")])
     assert code == 2 and err.count("\n") == 1 and "--shard" in err, err
     assert not (tmp_path / "sweep").exists()

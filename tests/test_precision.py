@@ -27,7 +27,7 @@ def test_explicit_choice_is_kept(monkeypatch):
     assert minbert.resolve_precision("bf16", "cpu") == "bf16"
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: NATIVE)
     assert minbert.resolve_precision("fp32", "cpu") == "fp32"
-    with pytest.raises(ValueError, match="fp16"):
+    with pytest.raises(minbert.UserError, match="fp16 needs a CUDA GPU"):
         minbert.resolve_precision("fp16", "cpu")
 
 

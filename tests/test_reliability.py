@@ -54,7 +54,7 @@ def tiny_model(tmp_path_factory):
 @pytest.fixture(scope="session")
 def base(tiny_model, small_data_dir):
     return ["--model", str(tiny_model), "--batch-size", "8", "--eval-batch-size", "64", "--precision", "fp32",
-            "--data-dir", str(small_data_dir), "--checkpoint-every", "2"]
+            "--data-dir", str(small_data_dir), "--checkpoint-every", "2", "--device", "cpu"]
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -297,7 +297,7 @@ def run_copy(finished_run, tmp_path):
 
 
 def resume(run_dir):
-    code, _, err = run_cli(train_multitask.main, ["--resume", str(run_dir)])
+    code, _, err = run_cli(train_multitask.main, ["--device", "cpu", "--resume", str(run_dir)])
     return code, [line for line in err.strip().splitlines() if not line.startswith("note:")]
 
 
@@ -478,7 +478,7 @@ def test_bad_arguments_are_rejected_before_anything_is_written(base, tmp_path, a
 
 def test_out_holding_another_run_is_refused(run_copy):
     before = {p.name: p.stat().st_mtime_ns for p in run_copy.iterdir()}
-    code, _, err = run_cli(train_multitask.main, ["--out", str(run_copy), "--max-steps", "1"])
+    code, _, err = run_cli(train_multitask.main, ["--device", "cpu", "--out", str(run_copy), "--max-steps", "1"])
     assert code == 2 and "--resume" in err
     assert {p.name: p.stat().st_mtime_ns for p in run_copy.iterdir()} == before
 

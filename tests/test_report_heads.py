@@ -114,7 +114,8 @@ def test_train_multitask_with_the_report_heads_prints_both_overall_scores(tiny_m
     assert json.loads((out / "config.json").read_text())["arguments"]["task_heads"] == "report"
     # predict.py rebuilds the report's heads, from the run folder and from its exported model folder alone.
     for source, again in ((out, tmp_path / "again"), (out / "model", tmp_path / "again-model")):
-        code, _, err = run_cli(predict.main, [str(source), "--out", str(again), "--data-dir", str(small_data_dir)])
+        code, _, err = run_cli(predict.main, ["--device", "cpu", str(source), "--out", str(again), "--data-dir",
+                                              str(small_data_dir)])
         assert code == 0, err
         for produced in (out / "predictions").iterdir():
             assert (again / produced.name).read_bytes() == produced.read_bytes()

@@ -186,7 +186,8 @@ def test_trainer_moves_the_ema_with_the_scheduled_momentum(small_data_dir, tmp_p
         return real(self, update, total_updates)
 
     monkeypatch.setattr(Smart, "update_ema", spy)
-    code, _, err = run_cli(train_multitask.main, [  # the smoothness term off and short inputs: a quick run
+    code, _, err = run_cli(train_multitask.main, ["--device", "cpu",
+                                                    # the smoothness term off and short inputs: a quick run
         "--model", "minilm", "--data-dir", str(small_data_dir), "--tasks", "sst", "--batch-size", "2",
         "--max-length", "8", "--max-steps", "11", "--precision", "fp32", "--smart", "--smart-lambda-s", "0",
         "--out", str(tmp_path / "run")])

@@ -9,7 +9,7 @@ import train_multitask
 from conftest import run_cli
 from tasks.course.formats import read_predictions
 
-BASE = ["--model", "minilm", "--batch-size", "8", "--eval-batch-size", "64", "--precision", "fp32"]
+BASE = ["--model", "minilm", "--batch-size", "8", "--eval-batch-size", "64", "--precision", "fp32", "--device", "cpu"]
 
 
 def test_short_run_writes_everything(small_data_dir, tmp_path):

@@ -59,7 +59,7 @@ def _same_files(expected: Path, actual: Path) -> list:
 
 
 def test_predict_reproduces_the_runs_prediction_files_byte_for_byte(run_dir, tmp_path):
-    code, out, err = run_cli(predict.main, [str(run_dir), "--out", str(tmp_path)])
+    code, out, err = run_cli(predict.main, ["--device", "cpu", str(run_dir), "--out", str(tmp_path)])
     assert code == 0, err
     names = _same_files(run_dir / "predictions", tmp_path)
     assert {"sst-dev-output.csv", "sst-test-output.csv", "sts-dev-output.csv", "para-dev-output.csv"} <= set(names)
@@ -80,7 +80,7 @@ def test_a_run_predicts_each_dev_file_once(tiny_model, small_data_dir, tmp_path,
 
     monkeypatch.setattr(tasks.evaluation, "predict", counting)
     out = _train(tiny_model, small_data_dir, tmp_path / "run")
-    config = TrainConfig(model=str(tiny_model), data_dir=str(small_data_dir))
+    config = TrainConfig(model=str(tiny_model), data_dir=str(small_data_dir), device="cpu")
     data = prepare(config).data
     for task in ("sst", "quora", "sts"):
         assert calls.count((task, tuple(data[task]["dev"].ids))) == 1, task
@@ -89,14 +89,15 @@ def test_a_run_predicts_each_dev_file_once(tiny_model, small_data_dir, tmp_path,
 
 def test_predict_reproduces_a_part1_runs_files(tiny_model, part1_data, tmp_path):  # noqa: F811
     out = tmp_path / "part1"
-    code, _, err = run_cli(classifier.main, ["--option", "finetune", "--model", str(tiny_model), "--data-dir",
+    code, _, err = run_cli(classifier.main, ["--device", "cpu", "--option", "finetune", "--model", str(tiny_model),
+                                             "--data-dir",
                                              str(part1_data), "--out", str(out), "--precision", "fp32",
                                              "--max-steps", "2", "--epochs", "1"])
     assert code == 0, err
     for task in ("sst", "cfimdb"):
         assert json.loads((out / task / "model" / "tasks.json").read_text())["options"]["prediction_mode"] == \
             "finetune"
-    code, _, err = run_cli(predict.main, [str(out), "--out", str(tmp_path / "again")])
+    code, _, err = run_cli(predict.main, ["--device", "cpu", str(out), "--out", str(tmp_path / "again")])
     assert code == 0, err
     assert _same_files(out / "predictions", tmp_path / "again") == \
         ["finetune-cfimdb-dev-out.csv", "finetune-cfimdb-test-out.csv", "finetune-sst-dev-out.csv",
@@ -107,7 +108,7 @@ def test_input_file_gives_one_line_per_row_agreeing_with_the_dev_predictions(run
     rows = (small_data_dir / "ids-sst-dev.csv").read_text(encoding="utf-8").splitlines()[:6]
     mine = tmp_path / "mine.tsv"
     mine.write_text("\n".join(rows) + "\n", encoding="utf-8")  # the course's own columns: id, sentence
-    code, out, err = run_cli(predict.main, [str(run_dir), "--input", str(mine), "--task", "sst"])
+    code, out, err = run_cli(predict.main, ["--device", "cpu", str(run_dir), "--input", str(mine), "--task", "sst"])
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == "id\tprediction\tp_0\tp_1\tp_2\tp_3\tp_4" and len(lines) == len(rows)  # header + 5 rows
@@ -123,7 +124,8 @@ def test_input_file_gives_one_line_per_row_agreeing_with_the_dev_predictions(run
 def test_stdin_and_named_columns(run_dir, monkeypatch):
     text = "first,second\n" + "".join(f"{a},{b}\n" for a, b in zip(SENTENCES, reversed(SENTENCES)))
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
-    code, out, err = run_cli(predict.main, [str(run_dir), "--input", "-", "--task", "sts", "--columns", "first,second"])
+    code, out, err = run_cli(predict.main, ["--device", "cpu", str(run_dir), "--input", "-", "--task", "sts",
+                                            "--columns", "first,second"])
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == "id\tscore" and [line.split("\t")[0] for line in lines[1:]] == ["2", "3", "4", "5"]
@@ -139,7 +141,7 @@ def test_stdin_and_named_columns(run_dir, monkeypatch):
 def test_bad_input_is_one_line_exit_2(run_dir, tmp_path, argv, needle):
     (tmp_path / "bad.csv").write_text("id,sentence\n1,fine\n")
     argv = [a.format(missing=tmp_path / "no-such.csv", bad=tmp_path / "bad.csv") for a in argv]
-    code, _, err = run_cli(predict.main, [str(run_dir), *argv])
+    code, _, err = run_cli(predict.main, ["--device", "cpu", str(run_dir), *argv])
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
 
 
@@ -166,13 +168,14 @@ def test_transformers_reads_the_model_folder_with_equal_hidden_states(run_dir):
 def test_a_new_run_starts_from_exactly_the_exported_weights(run_dir, small_data_dir, tmp_path):
     folder = run_dir / "model"
     best = load_checkpoint(run_dir / BEST)["model"]
-    inputs = prepare(TrainConfig(model=str(folder), data_dir=str(small_data_dir), tasks="sst"))
+    inputs = prepare(TrainConfig(model=str(folder), data_dir=str(small_data_dir), tasks="sst", device="cpu"))
     loaded = inputs.encoder.state_dict()
     assert loaded.keys() == {k[len("encoder."):] for k in best if k.startswith("encoder.")}
     assert all(torch.equal(loaded[k], best[f"encoder.{k}"]) for k in loaded)
 
     second = tmp_path / "second"
-    code, _, err = run_cli(train_multitask.main, ["--model", str(folder), "--data-dir", str(small_data_dir), "--out",
+    code, _, err = run_cli(train_multitask.main, ["--device", "cpu", "--model", str(folder), "--data-dir",
+                                                  str(small_data_dir), "--out",
                                                   str(second), "--precision", "fp32", "--tasks", "sst",
                                                   "--batch-size", "8", "--max-steps", "1"])
     assert code == 0, err
@@ -198,7 +201,8 @@ def test_the_model_folder_alone_predicts_as_the_run(run_dir, tmp_path):
     folder = tmp_path / "shared-model"
     shutil.copytree(run_dir / "model", folder)  # handed on without the run folder
     data_dir = json.loads((run_dir / "config.json").read_text())["arguments"]["data_dir"]
-    code, _, err = run_cli(predict.main, [str(folder), "--out", str(tmp_path / "out"), "--data-dir", str(data_dir)])
+    code, _, err = run_cli(predict.main, ["--device", "cpu", str(folder), "--out", str(tmp_path / "out"),
+                                          "--data-dir", str(data_dir)])
     assert code == 0, err
     _same_files(run_dir / "predictions", tmp_path / "out")
 
@@ -219,24 +223,25 @@ def _truncate(path: Path) -> None:
 def test_missing_or_truncated_weights_exit_2_naming_the_file(run_dir, small_data_dir, tmp_path):
     copy = _copy(run_dir, tmp_path)
     _truncate(copy / BEST)
-    code, _, err = run_cli(predict.main, [str(copy), "--out", str(tmp_path / "p")])
+    code, _, err = run_cli(predict.main, ["--device", "cpu", str(copy), "--out", str(tmp_path / "p")])
     assert code == 2 and f"{copy / BEST}: truncated or corrupted" in err, err
 
     (copy / BEST).unlink()
     shutil.rmtree(copy / "model")
-    code, _, err = run_cli(predict.main, [str(copy), "--out", str(tmp_path / "p")])
+    code, _, err = run_cli(predict.main, ["--device", "cpu", str(copy), "--out", str(tmp_path / "p")])
     assert code == 2 and f"{copy / BEST}: no weights" in err, err
 
     copy = _copy(run_dir, tmp_path / "again")
     weights = copy / "model" / "model.safetensors"
     _truncate(weights)
-    code, _, err = run_cli(train_multitask.main, ["--model", str(copy / "model"), "--data-dir", str(small_data_dir),
+    code, _, err = run_cli(train_multitask.main, ["--device", "cpu", "--model", str(copy / "model"), "--data-dir",
+                                                  str(small_data_dir),
                                                   "--out", str(tmp_path / "new")])
     assert code == 2 and f"{weights}: cannot read weights" in err, err
-    code, _, err = run_cli(predict.main, [str(copy / "model"), "--out", str(tmp_path / "p")])
+    code, _, err = run_cli(predict.main, ["--device", "cpu", str(copy / "model"), "--out", str(tmp_path / "p")])
     assert code == 2 and f"{weights}: cannot read weights" in err, err
     weights.unlink()
-    code, _, err = run_cli(predict.main, [str(copy / "model"), "--out", str(tmp_path / "p")])
+    code, _, err = run_cli(predict.main, ["--device", "cpu", str(copy / "model"), "--out", str(tmp_path / "p")])
     assert code == 2 and "no weights file (model.safetensors" in err, err
 
 
@@ -245,7 +250,7 @@ def test_a_checkpoint_that_does_not_match_its_config_is_exit_2(run_dir, tmp_path
     record = json.loads((copy / "config.json").read_text())
     record["model"]["config"]["hidden_size"] = 64  # another architecture than best.pt's
     (copy / "config.json").write_text(json.dumps(record))
-    code, _, err = run_cli(predict.main, [str(copy), "--out", str(tmp_path / "p")])
+    code, _, err = run_cli(predict.main, ["--device", "cpu", str(copy), "--out", str(tmp_path / "p")])
     assert code == 2 and f"{copy / BEST}: does not match the run's config.json" in err, err
     assert len(err.strip().splitlines()) == 1
 

@@ -146,8 +146,8 @@ def test_named_labels_comma_separated_files_and_a_regression_range(tmp_path):
 
 # ---------------------------------------------------------------------------- through the commands
 
-BASE = ["--model", "minilm", "--batch-size", "8", "--max-steps", "2", "--precision", "fp32", "--eval-batch-size", "64",
-        "--predictions-dir", ""]
+BASE = ["--device", "cpu", "--model", "minilm", "--batch-size", "8", "--max-steps", "2", "--precision", "fp32",
+        "--eval-batch-size", "64", "--predictions-dir", ""]
 
 
 def test_train_multitask_on_declared_cola_and_mrpc(glue_dir, tmp_path):
@@ -178,7 +178,7 @@ def test_train_multitask_on_declared_cola_and_mrpc(glue_dir, tmp_path):
     # predict.py rebuilds the declared tasks from the run's record and writes the same files again.
     again = tmp_path / "again"
     declare_tasks(None)  # as in a new process: nothing declared yet
-    code, stdout, err = run_cli(predict.main, [str(out), "--out", str(again)])
+    code, stdout, err = run_cli(predict.main, [str(out), "--out", str(again), "--device", "cpu"])
     assert code == 0, err
     for name in ("cola-dev-output.tsv", "cola-test-output.tsv", "mrpc-dev-output.tsv"):
         assert (again / name).read_bytes() == (predictions / name).read_bytes()
@@ -187,12 +187,13 @@ def test_train_multitask_on_declared_cola_and_mrpc(glue_dir, tmp_path):
     mine = tmp_path / "mine.tsv"
     mine.write_text("text\n" + "".join(row.split("\t")[3] + "\n" for row in dev_rows))
     declare_tasks(None)
-    code, stdout, err = run_cli(predict.main, [str(out), "--input", str(mine), "--task", "cola", "--columns", "text"])
+    code, stdout, err = run_cli(predict.main, [str(out), "--input", str(mine), "--task", "cola", "--columns", "text",
+                                               "--device", "cpu"])
     assert code == 0, err
     scored = stdout.strip().splitlines()
     assert scored[0].split("\t")[:2] == ["id", "prediction"] and len(scored) == 13
     assert [int(line.split("\t")[1]) for line in scored[1:]] == values  # the same head on the same sentences
-    code, _, err = run_cli(predict.main, [str(out), "--input", str(mine), "--task", "sst"])
+    code, _, err = run_cli(predict.main, [str(out), "--input", str(mine), "--task", "sst", "--device", "cpu"])
     assert code == 2 and "has no sst head" in err
 
 

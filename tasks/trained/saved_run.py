@@ -66,14 +66,15 @@ def run_folders(path) -> list:
     return [path]
 
 
-def load_trained(path, device: torch.device) -> Trained:
-    """The model of a run folder (config.json + best.pt) or of an exported model folder (tasks.json)."""
+def load_trained(path, device: torch.device, implementation: str = "auto") -> Trained:
+    """The model of a run folder (config.json + best.pt) or of an exported model folder (tasks.json), running
+    `implementation` (`auto`: the one for `device`, minbert.build)."""
     path = Path(path)
     if (path / "config.json").exists() and (path / TASKS_JSON).exists() and not (path / BEST).exists():
-        return _from_model_folder(path, device)
+        return _from_model_folder(path, device, implementation)
     if not (path / "config.json").exists():
         raise UserError(f"{path}: not a run folder (no config.json) nor a model folder (no {TASKS_JSON})")
-    return _from_run_folder(path, device)
+    return _from_run_folder(path, device, implementation)
 
 
 def _with_declared_tasks(config: TrainConfig) -> TrainConfig:
@@ -83,7 +84,7 @@ def _with_declared_tasks(config: TrainConfig) -> TrainConfig:
     return config
 
 
-def _from_run_folder(run_dir: Path, device) -> Trained:
+def _from_run_folder(run_dir: Path, device, implementation: str) -> Trained:
     record = read_json(run_dir / "config.json", CheckpointError, "run record (config.json)")
     try:
         config = _with_declared_tasks(TrainConfig.from_record(record["arguments"]))
@@ -94,13 +95,13 @@ def _from_run_folder(run_dir: Path, device) -> Trained:
     best = run_dir / BEST
     if not best.exists():
         if (run_dir / MODEL_DIR / TASKS_JSON).exists():
-            return _from_model_folder(run_dir / MODEL_DIR, device)
+            return _from_model_folder(run_dir / MODEL_DIR, device, implementation)
         more = (f"; it stopped before its first evaluation: continue it with train_multitask.py --resume {run_dir}"
                 if (run_dir / CHECKPOINT).exists() else "")
         raise CheckpointError(f"{best}: no weights in the run folder{more}")
     tokenizer_folder = _tokenizer_folder(run_dir, source)
     architecture = source.get("config") or minbert.BertConfig.from_json(tokenizer_folder / "config.json").to_dict()
-    encoder = minbert.build_model(minbert.BertConfig(**architecture))
+    encoder = minbert.build_model(minbert.BertConfig(**{**architecture, "implementation": implementation}), device)
     model = multitask_model(config, encoder, config.task_list)
     try:
         model.load_state_dict(load_checkpoint(best)["model"])
@@ -125,7 +126,7 @@ def _tokenizer(folder: Path, encoder: minbert.BertModel) -> minbert.Tokenizer:
     return minbert.Tokenizer.from_folder(folder, max_length=encoder.config.max_position_embeddings)
 
 
-def _from_model_folder(folder: Path, device) -> Trained:
+def _from_model_folder(folder: Path, device, implementation: str) -> Trained:
     described = read_json(folder / TASKS_JSON, CheckpointError, "model folder description")
     try:
         tasks = list(described["tasks"])
@@ -134,7 +135,7 @@ def _from_model_folder(folder: Path, device) -> Trained:
         heads_file = folder / described["heads"]
     except (KeyError, TypeError) as e:
         raise CheckpointError(f"{folder / TASKS_JSON}: not a model folder's description (no {e})") from None
-    encoder = minbert.from_pretrained(str(folder))
+    encoder = minbert.from_pretrained(str(folder), implementation=implementation, device=device)
     model = multitask_model(config, encoder, tasks)
     if not heads_file.exists():
         raise CheckpointError(f"{heads_file}: no such file (the task heads)")
@@ -167,6 +168,6 @@ def inference_precision(requested: str, trained: Trained, device: torch.device) 
     if requested != "auto":
         return minbert.resolve_precision(requested, device)
     run = trained.config.precision
-    if run == "bf16" and not minbert.native_bf16(device):
+    if run in ("bf16", "fp16") and not minbert.native(run, device):
         return "fp32"
     return minbert.resolve_precision(run, device)

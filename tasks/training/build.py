@@ -95,7 +95,8 @@ def build_run(config: TrainConfig, inputs: RunInputs, outputs: Outputs, encoder:
                shared=[p for p in model.encoder.parameters() if p.requires_grad],
                surgery_rng=np.random.default_rng(config.seed),
                loss_fn=TaskLoss(model, specs, smart, inputs.precision),
-               outputs=outputs, callbacks=[outputs.tensorboard, *console, *callbacks])
+               outputs=outputs, callbacks=[outputs.tensorboard, *console, *callbacks],
+               scaler=torch.amp.GradScaler(inputs.device.type, enabled=inputs.precision == "fp16"))
 
 
 def start(run: Run) -> None:

@@ -4,6 +4,7 @@ import io
 import json
 import os
 import random
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -40,8 +41,14 @@ def set_rng_state(state: dict):
     random.setstate(tuple(_tuples(state["python"])))
     kind, keys, *rest = state["numpy"]
     np.random.set_state((kind, keys.numpy(), *rest))
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    saved = state["cuda"]
+    visible = torch.cuda.device_count() if saved and torch.cuda.is_available() else 0
+    for index, cuda_state in enumerate(saved[:visible]):
+        torch.cuda.set_rng_state(cuda_state, index)
+    if len(saved) > visible:  # resumed with fewer GPUs visible than the run saved states for
+        print(f"note: the checkpoint holds the CUDA RNG states of {len(saved)} GPUs and {visible} are visible "
+              f"here: restored {visible}; dropout on the others will not repeat the unbroken run's",
+              file=sys.stderr)
 
 
 def _tuples(x):
@@ -69,7 +76,8 @@ def save_checkpoint(out_dir: Path, state: dict):
 
 
 def restore(run: Run) -> None:
-    """Continue from the last checkpoint: weights, optimizer, schedule, SMART's EMA copy, every RNG, the position."""
+    """Continue from the last checkpoint: weights, optimizer, schedule, fp16's loss scale, SMART's EMA copy, every
+    RNG, the position."""
     path = run.outputs.checkpoint_path()
     ckpt = load_checkpoint(path)
     world = run.inputs.world
@@ -79,6 +87,8 @@ def restore(run: Run) -> None:
         run.scheduler.load_state_dict(ckpt["scheduler"])
         if run.smart is not None:
             run.smart.load_state_dict(ckpt["smart"])
+        if ckpt.get("scaler"):  # fp16's loss scale and its growth count
+            run.scaler.load_state_dict(ckpt["scaler"])
         run.surgery_rng.bit_generator.state = json.loads(ckpt["surgery_rng"])
         run.state = TrainState.from_json(ckpt["progress"])
         per_rank = ckpt.get("rng_ranks") or []

@@ -167,6 +167,8 @@ def finish(run: Run) -> dict:
     result = {"final": state.history[-1]["dev"], "best": best["dev"], "best_epoch": best["epoch"],
               "best_step": best["step"], "history": state.history, "steps": state.global_step,
               "nonfinite_skipped": state.nonfinite_skipped}
+    if run.scaler.is_enabled():
+        result["scaler_skipped"] = state.scaler_skipped  # fp16 overflows: the scaler's routine, not failures
     if best["step"] != state.global_step:
         run.outputs.restore_best(run)
     run.outputs.finish(run, result)

@@ -1,7 +1,7 @@
 """Command-line options shared by `train_multitask.py` and `ablate.py`: same flags, same defaults (TrainConfig's)."""
 import argparse
 
-from minbert import PRECISIONS
+from minbert import IMPLEMENTATION_CHOICES, PRECISIONS
 
 from ..config import BETA_SCHEDULE, EARLY_BETA, EARLY_PERCENT, LATE_BETA, TrainConfig, valid_beta
 from ..course.submission import PREDICTIONS_DIR_ENV
@@ -25,7 +25,8 @@ SAMPLER_HELP = """how tasks share the steps:
 def add_training_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Every TrainConfig option as a flag, its default the dataclass's; `TrainConfig.from_args` reads them back."""
     D = TrainConfig()
-    groups = [adder(parser, D) for adder in (_model_flags, _data_flags, _training_flags, _smart_flags, _output_flags)]
+    adders = (_model_flags, _data_flags, _training_flags, _compute_flags, _smart_flags, _output_flags)
+    groups = [adder(parser, D) for adder in adders]
     parser.set_defaults(prediction_mode=D.prediction_mode)  # Part 2 file names; classifier.py sets its Part-1 mode
     flags = {a.dest for g in groups for a in g._group_actions} | {"prediction_mode"}
     if flags != set(TrainConfig.names()):  # every flag is an option of TrainConfig, and the other way round
@@ -110,17 +111,31 @@ def _training_flags(parser, D: TrainConfig):
                        help="minbert: the from-scratch AdamW; torch: torch.optim.AdamW (fused, "
                             "faster) (default: %(default)s)")
     train.add_argument("--max-grad-norm", type=float, default=D.max_grad_norm, help="(default: %(default)s)")
-    train.add_argument("--precision", choices=PRECISIONS, default=D.precision,
-                       help="bf16 autocast (CPU and CUDA) or full fp32; auto = bf16 where the device "
-                            "computes bf16 natively (CUDA from Ampere on, CPUs with AMX or AVX512-BF16), "
-                            "else fp32, since emulated bf16 trains 2-3x slower (default: %(default)s)")
-    train.add_argument("--device", default=D.device, help="auto, cpu, cuda, cuda:1 ... (default: auto)")
     train.add_argument("--dropout", type=float, default=D.dropout, metavar="P",
                        help="every dropout probability (encoder and heads); 0 makes a run deterministic "
                             "given its batches (default: the checkpoint's config.json, heads 0.1)")
     train.add_argument("--skip-nonfinite", action="store_true",
                        help="skip (and count) batches whose loss is NaN/inf instead of stopping")
     return train
+
+
+PRECISION_HELP = ("bf16 or fp16 autocast (fp16 with a gradient scaler; CUDA only) or full fp32; auto = bf16 where "
+                  "the device computes bf16 natively (CUDA from Ampere on, CPUs with AMX or AVX512-BF16), else fp16 "
+                  "on a CUDA GPU with tensor cores (V100, T4), else fp32, since an emulated 16-bit format trains "
+                  "2-3x slower")
+IMPLEMENTATION_HELP = ("fast: minbert/fast.py (padding skipped, measured on CPUs only); reference: minbert/model.py "
+                       "with torch's fused attention (SDPA); auto = fast on a CPU, the reference on a GPU, where "
+                       "the fast path has not been benchmarked")
+
+
+def _compute_flags(parser, D: TrainConfig):
+    compute = parser.add_argument_group("where and how it computes")
+    compute.add_argument("--device", default=D.device, help="auto, cpu, cuda, cuda:1 ... (default: auto)")
+    compute.add_argument("--precision", choices=PRECISIONS, default=D.precision,
+                         help=PRECISION_HELP + " (default: %(default)s)")
+    compute.add_argument("--implementation", choices=IMPLEMENTATION_CHOICES, default=D.implementation,
+                         help=IMPLEMENTATION_HELP + " (default: %(default)s)")
+    return compute
 
 
 def _smart_flags(parser, D: TrainConfig):

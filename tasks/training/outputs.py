@@ -94,7 +94,8 @@ class RunFolder(Outputs):
             "model": run.model.state_dict(), "optimizer": run.optimizer.state_dict(),
             "scheduler": run.scheduler.state_dict(), "smart": run.smart.state_dict() if run.smart else None,
             "surgery_rng": json.dumps(run.surgery_rng.bit_generator.state), "progress": run.state.to_json(),
-            "rng": per_rank[0], "rng_ranks": per_rank if run.inputs.world.active else None})
+            "rng": per_rank[0], "rng_ranks": per_rank if run.inputs.world.active else None,
+            "scaler": run.scaler.state_dict()})
 
     def keep_best(self, run):
         if self.writes:

@@ -29,6 +29,7 @@ class TrainState:
     best: Optional[dict] = None                  # the history entry with the best overall dev score
     history: list = field(default_factory=list)  # one entry per evaluation: epoch, step, dev, elapsed_s
     nonfinite_skipped: int = 0
+    scaler_skipped: int = 0                      # fp16 steps the gradient scaler skipped (overflow)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -74,3 +75,5 @@ class Run:
     state: TrainState = field(default_factory=TrainState)
     best_predictions: Optional[dict] = None  # (task, split) -> the best evaluation's predictions, in this process
     started: float = 0.0         # time.time() when this process began training: history's elapsed_s
+    scaler: torch.amp.GradScaler = field(default_factory=lambda: torch.amp.GradScaler("cpu", enabled=False))
+    # fp16's loss scaling (step.py); disabled, it passes everything through

@@ -1,5 +1,11 @@
 """One optimizer step: each task's loss (with SMART's terms), the backward passes, gradient surgery's merge,
-clipping, and what a non-finite loss or gradient does."""
+clipping, and what a non-finite loss or gradient does.
+
+In fp16 the losses are scaled before each backward (`Run.scaler`, torch.amp.GradScaler) so that small
+gradients do not flush to zero; the gradients are unscaled before clipping. A step whose scaled gradients
+overflowed is skipped by the scaler, which lowers its scale: fp16's ordinary bookkeeping, counted in
+`TrainState.scaler_skipped`, not a non-finite failure. In bf16 and fp32 the scaler is disabled and does nothing.
+"""
 from contextlib import nullcontext
 from typing import Optional
 
@@ -71,11 +77,19 @@ def train_step(run: Run, step: dict) -> Optional[dict]:
             task_grads[task] = all_reduce_mean_(flatten_grads(run.shared), run.inputs.world)
     if surgery:
         logs.update(_merge_task_gradients(run, task_grads))
+    run.scaler.unscale_(run.optimizer)  # fp16: the true gradients, before clipping
     norm = minbert.clip_grad_norm_([p for p in run.model.parameters() if p.requires_grad], run.config.max_grad_norm)
-    if not torch.isfinite(norm):  # a finite loss can still overflow in the backward pass
+    finite = bool(torch.isfinite(norm))
+    if not finite and not run.scaler.is_enabled():  # a finite loss can still overflow in the backward pass
         return _nonfinite(run, f"gradient norm ({norm.item()})", ",".join(step))
-    logs["train/grad_norm"] = norm
-    run.optimizer.step()
+    if finite:
+        logs["train/grad_norm"] = norm
+    else:  # fp16: the scaler skips this step and lowers its scale
+        run.state.scaler_skipped += 1
+    run.scaler.step(run.optimizer)
+    if run.scaler.is_enabled():
+        logs["train/loss_scale"] = run.scaler.get_scale()
+    run.scaler.update()
     return {k: float(v) for k, v in logs.items()}
 
 
@@ -89,7 +103,7 @@ def _task_backward(run: Run, task: str, indices: list, accumulate: bool) -> dict
         if run.config.surgery != "none":
             for p in run.shared:
                 p.grad = None
-        loss.backward()  # even of a non-finite loss: DDP's all-reduce, once begun, must complete
+        run.scaler.scale(loss).backward()  # even of a non-finite loss: DDP's all-reduce, once begun, must complete
     return _mean_over_ranks(logs, world)  # so every rank sees the same non-finite loss
 
 

@@ -65,7 +65,7 @@ def intermediate(sweep, task: str, trial: Trial):
     if not (folder / TASKS_JSON).exists():
         sweep.fit(stage, sweep.inputs.encoder, name=stage.name, tasks=(task,), export_to=folder)
     dev = json.loads((folder / TASKS_JSON).read_text(encoding="utf-8"))["dev"]
-    return minbert.from_pretrained(str(folder)), dev
+    return minbert.from_pretrained(str(folder), implementation=sweep.inputs.encoder.config.implementation), dev
 
 
 def figures(sweep, records, rows, metric) -> dict:

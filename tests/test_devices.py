@@ -1,0 +1,192 @@
+"""What a GPU changes, held on a CPU: the reference's SDPA attention against its written-out one, the
+implementation and the precision chosen per device (CUDA's capabilities mocked), fp16's gradient scaler
+(skipped steps, its state across a resume), and a resume with fewer GPUs than the run saved RNG states for.
+
+The same on a real GPU: tests/test_gpu.py (marked `gpu`, skipped without CUDA).
+"""
+import json
+import os
+import signal
+
+import pytest
+import torch
+from test_reliability import base, tiny_model  # noqa: F401 (fixtures)
+
+import minbert
+import train_multitask
+from conftest import run_cli
+from tasks import training
+from tasks.inputs import prepare
+from tasks.trained.checkpoint_files import load_checkpoint
+from tasks.training import checkpoint
+
+FP32_TOL = 1e-5
+CONFIG = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+              max_position_embeddings=64, attention_probs_dropout_prob=0.0, implementation="reference")
+
+
+# ------------------------------------------------------------------------------------ SDPA attention
+
+def attention_inputs(lengths=(13, 1, 7, 12), seq=13):
+    torch.manual_seed(0)
+    attention = minbert.BertModel(minbert.BertConfig(**CONFIG)).encoder.layer[0].attention.self
+    x = torch.randn(len(lengths), seq, CONFIG["hidden_size"], requires_grad=True)
+    mask = (torch.arange(seq)[None] < torch.tensor(lengths)[:, None]).long()
+    return attention, x, mask
+
+
+def outputs_and_grads(attention, x, mask, how):
+    """The attention's output on the real tokens, and the gradients of a weighted sum of it."""
+    x.grad = None
+    attention.zero_grad()
+    if how == "sdpa":
+        y, probs = attention(x, mask)
+        assert probs is None
+    else:
+        q, k, v = (attention.split_heads(layer(x)) for layer in (attention.query, attention.key, attention.value))
+        y, _ = attention.written_out(q, k, v, (mask == 0)[:, None, None, :])
+        y = y.transpose(1, 2).reshape(x.shape)
+    y = y * mask[..., None]  # padding positions mean nothing
+    (y * torch.linspace(-1, 1, y.numel()).view(y.shape)).sum().backward()
+    return y.detach(), x.grad.clone(), {n: p.grad.clone() for n, p in attention.named_parameters()}
+
+
+def test_sdpa_attention_matches_the_written_out_one_values_and_gradients():
+    attention, x, mask = attention_inputs()
+    fused, written = (outputs_and_grads(attention, x, mask, how) for how in ("sdpa", "written-out"))
+    assert (fused[0] - written[0]).abs().max().item() <= FP32_TOL
+    assert (fused[1] - written[1]).abs().max().item() <= FP32_TOL
+    for name, g in written[2].items():
+        assert (fused[2][name] - g).abs().max().item() <= FP32_TOL, name
+
+
+def test_probabilities_come_from_the_written_out_attention(monkeypatch):
+    attention, x, mask = attention_inputs()
+    expected, _ = attention(x, mask)
+    monkeypatch.setattr(type(attention), "sdpa", lambda *a: pytest.fail("SDPA has no probabilities"))
+    y, probs = attention(x, mask, output_attentions=True)
+    assert (y - expected).mul(mask[..., None]).abs().max().item() <= FP32_TOL
+    assert probs.shape == (4, 4, 13, 13) and torch.allclose(probs.sum(-1), torch.ones(4, 4, 13))
+    assert probs[1, :, :, 1:].abs().max().item() == 0  # a one-token sequence looks at its one token
+
+
+def test_sdpa_attention_drops_at_the_modules_rate_in_training_only():
+    attention, x, mask = attention_inputs()
+    x = x.detach()
+    with torch.no_grad():
+        attention.eval()
+        evaluated = attention(x, mask)[0]
+        attention.train()
+        attention.dropout.p = 0.0
+        assert torch.allclose(attention(x, mask)[0], evaluated, atol=FP32_TOL)
+        attention.dropout.p = 0.5
+        a, b = attention(x, mask)[0], attention(x, mask)[0]
+    assert not torch.allclose(a, evaluated, atol=1e-3) and not torch.allclose(a, b, atol=1e-3)
+
+
+# ------------------------------------------------------------------------------------ implementation
+
+def test_auto_implementation_is_the_fast_path_on_a_cpu_and_the_reference_elsewhere():
+    config = minbert.BertConfig(**{**CONFIG, "implementation": "auto"})
+    on_cpu, on_gpu = minbert.build_model(config, "cpu"), minbert.build_model(config, torch.device("cuda"))
+    assert type(on_cpu).__name__ == "FastBertModel" and on_cpu.config.implementation == "fast"
+    assert type(on_gpu) is minbert.BertModel and on_gpu.config.implementation == "reference"
+    assert minbert.resolve_implementation("fast", "cuda") == "fast"
+    with pytest.raises(minbert.UserError, match="--implementation"):
+        minbert.resolve_implementation("quick", "cpu")
+
+
+def test_run_records_the_implementation_asked_for_and_used(base, tmp_path):  # noqa: F811
+    out = tmp_path / "run"
+    code, stdout, err = run_cli(train_multitask.main, base + ["--tasks", "sst", "--max-steps", "1",
+                                                              "--implementation", "reference", "--out", str(out)])
+    assert code == 0, err
+    config = json.loads((out / "config.json").read_text())
+    assert config["implementation"] == {"requested": "reference", "used": "reference"}
+    assert config["arguments"]["implementation"] == "reference" and "implementation reference" in stdout
+
+
+# ------------------------------------------------------------------------------------ precision
+
+@pytest.mark.parametrize("capability, bf16, expected", [
+    ((8, 0), True, "bf16"),   # A100
+    ((7, 5), False, "fp16"),  # T4
+    ((7, 0), False, "fp16"),  # V100
+    ((6, 1), False, "fp32"),  # GTX 10x0: fp16 at 1/64 of fp32
+])
+def test_auto_precision_follows_the_gpus_compute_capability(monkeypatch, capability, bf16, expected):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: bf16)
+    assert minbert.resolve_precision("auto", torch.device("cuda")) == expected
+    assert minbert.native("fp16", "cuda") == (capability >= (7, 0))
+    assert minbert.resolve_precision("bf16", "cuda") == "bf16"  # kept, said in the run's first line when emulated
+
+
+def test_fp16_on_a_cpu_is_one_line_exit_2_before_any_work(base, tmp_path):  # noqa: F811
+    out = tmp_path / "run"
+    code, _, err = run_cli(train_multitask.main, base + ["--tasks", "sst", "--max-steps", "1", "--precision", "fp16",
+                                                         "--out", str(out)])
+    assert code == 2 and err.count("\n") == 1 and "--precision fp16 needs a CUDA GPU" in err, err
+    assert not out.exists()
+
+
+def fp16_inputs(base, argv):  # noqa: F811
+    """A run's inputs with fp16 forced on the CPU (whose autocast computes it, slowly): the scaler's
+    bookkeeping is the same on every device."""
+    config = train_multitask.parse_args(base + argv).config
+    inputs = prepare(config)
+    inputs.precision = "fp16"
+    return config, inputs
+
+
+def test_fp16_overflowing_steps_are_skipped_by_the_scaler_not_failures(base, tmp_path, monkeypatch):  # noqa: F811
+    real = torch.amp.GradScaler
+    monkeypatch.setattr(torch.amp, "GradScaler", lambda *a, **k: real(*a, **{**k, "init_scale": float("inf")}))
+    config, inputs = fp16_inputs(base, ["--tasks", "sst", "--max-steps", "3", "--out", str(tmp_path / "run")])
+    before = {k: v.clone() for k, v in inputs.encoder.state_dict().items()}
+    result = training.fit(config, inputs, tmp_path / "run")
+    assert result["scaler_skipped"] == 3 and result["nonfinite_skipped"] == 0 and result["steps"] == 3
+    after = result["model"].encoder.state_dict()
+    assert all(torch.equal(before[k], after[k].cpu()) for k in before)  # every step skipped: nothing moved
+
+
+def test_fp16_resume_restores_the_loss_scale(base, tmp_path):  # noqa: F811
+    out = tmp_path / "run"
+    config, inputs = fp16_inputs(base, ["--tasks", "sst", "--max-steps", "4", "--checkpoint-every", "1",
+                                        "--out", str(out)])
+
+    class StopAt2(training.Callback):
+        def on_step(self, run, info):
+            if run.state.global_step == 2:
+                os.kill(os.getpid(), signal.SIGTERM)  # the loop checkpoints and leaves
+
+    with pytest.raises(training.Interrupted):
+        training.fit(config, inputs, out, callbacks=[StopAt2()])
+    saved = load_checkpoint(out / "checkpoint.pt")
+    assert saved["scaler"]["scale"] == 65536.0
+    saved["scaler"]["scale"] = 1024.0
+    torch.save(saved, out / "checkpoint.pt")
+    scales = []
+
+    class Watch(training.Callback):
+        def on_plan(self, run, plan):
+            scales.append(run.scaler.get_scale())
+
+    result = training.fit(config, inputs, out, resume=True, callbacks=[Watch()])
+    assert scales[0] == 1024.0 and result["steps"] == 4 and result["scaler_skipped"] == 0
+
+
+# ------------------------------------------------------------------------------------ RNG restore
+
+def test_resume_with_fewer_gpus_than_saved_rng_states_restores_those_there_are(monkeypatch, capsys):
+    restored = {}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device: restored.__setitem__(device, state))
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda states: pytest.fail("IndexError on 1 GPU"))
+    state = {**checkpoint.rng_state(), "cuda": [torch.tensor([1], dtype=torch.uint8),
+                                                torch.tensor([2], dtype=torch.uint8)]}
+    checkpoint.set_rng_state(state)
+    assert list(restored) == [0] and restored[0].item() == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "CUDA RNG states of 2 GPUs and 1 are visible" in err
