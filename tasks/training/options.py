@@ -177,3 +177,16 @@ def smart_beta_value(text: str):
     if value is None or not valid_beta(value):
         raise argparse.ArgumentTypeError(f"expected a number in [0, 1] or {BETA_SCHEDULE!r}, got {text!r}")
     return value
+
+
+OPTIMIZER_HELP = ("torch: torch.optim.AdamW, fused (the default: a whole step is ~1.3x faster, "
+                  "docs/measurements/2026-11-25-optimizer.md); minbert: the from-scratch AdamW a student reads "
+                  "in minbert/adamw.py (optimizer.py for the course's check); both with gradient clipping at "
+                  "--max-grad-norm")
+
+
+def add_optimizer_arg(group, default: str = TrainConfig.optimizer):
+    """--optimizer for a command that does not take every training flag (classifier.py)."""
+    group.add_argument("--optimizer", choices=("torch", "minbert"), default=default,
+                       help=OPTIMIZER_HELP + " (default: %(default)s)")
+    return group
