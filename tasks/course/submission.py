@@ -1,14 +1,16 @@
 """The course-level `predictions/` folder and the submission zip, as the course's `prepare_submit.py` makes it.
 
-Every run writes its own `RUN_DIR/predictions/`. A successful `classifier.py`
-or `train_multitask.py` run then copies its files into one course-level folder
-(`predictions/` by default) and records, in that folder's `sources.json`, which
-run each file came from and when. The zip takes every top-level `.py` file,
-the packages the code imports (`minbert/`, `tasks/`: the course's grader must
-be able to read the code) and every prediction file, named as the course's
-`zz.write(file, os.path.join(".", file))` names them, plus a manifest listing
-the runs behind the predictions, so files of different runs are never mixed
-without saying so.
+Every run writes its own `RUN_DIR/predictions/`. A complete `classifier.py`
+or `train_multitask.py` run (no --max-steps, all the data) then copies its
+files into one course-level folder (`predictions/` by default) and records, in
+that folder's `sources.json`, each file's provenance (tasks/course/provenance.py);
+a smoke or partial run does so only into a folder the user names. A file that a
+publication replaces moves to `replaced/<date-time>/` with its record. The zip
+takes every top-level `.py` file, the packages the code imports (`minbert/`,
+`tasks/`: the course's grader must be able to read the code) and every
+prediction file, named as the course's `zz.write(file, os.path.join(".", file))`
+names them, plus a manifest of each file's run, model, steps and dev score. It
+refuses files the course would not accept unless told to take them (`allow`).
 """
 from __future__ import annotations
 

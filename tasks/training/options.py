@@ -150,8 +150,9 @@ def _output_flags(parser, D: TrainConfig):
                           "epoch's end; the best evaluation is kept as best (default: %(default)s = every epoch)")
     out.add_argument("--eval-batch-size", type=int, default=D.eval_batch_size, help="(default: %(default)s)")
     out.add_argument("--predictions-dir", default=D.predictions_dir, metavar="DIR",
-                     help=f"after a successful run, copy its prediction files into this course-level folder, "
-                          f"which prepare_submit.py zips ('' = do not copy) (default: ${PREDICTIONS_DIR_ENV}, "
+                     help=f"after a complete run (no --max-steps, all the data), copy its prediction files into "
+                          f"this course-level folder, which prepare_submit.py zips; named here, even a smoke or "
+                          f"partial run's files are copied ('' = do not copy) (default: ${PREDICTIONS_DIR_ENV}, "
                           f"else predictions/)")
     return out
 
