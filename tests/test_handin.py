@@ -138,9 +138,11 @@ def test_multitask_classifier_takes_the_course_flags_and_writes_where_out_says(t
         "--fine-tune-mode", "full-model", "--batch_size", "16", "--hidden_dropout_prob", "0.2",
         "--out", str(tmp_path / "course"), *[a for t, f in (("sst", "ids-sst"), ("para", "quora"), ("sts", "sts"))
                                              for a in (f"--{t}_train", str(small_data_dir / f"{f}-train.csv"))],
-        "--sst_dev_out", str(outs / "sst-dev-output.csv"), "--sts_test_out", str(outs / "my-sts.csv")])
+        "--sst_dev_out", str(outs / "sst-dev-output.csv"), "--sts_test_out", str(outs / "my-sts.csv"),
+        "--para_test_out", str(outs / "para-test-output.csv")])  # the small data has no Quora test file
     assert code == 0, err
     assert "wrote 2 prediction files where --*_out said" in out
+    assert f"not written: {outs / 'para-test-output.csv'} (this run wrote no para-test-output.csv" in out
     code, _, err = run_cli(train_multitask.main, common + [
         "--batch-size", "16", "--head-dropout", "0.2", "--data-dir", str(small_data_dir),
         "--out", str(tmp_path / "ours")])

@@ -81,8 +81,15 @@ def write_outputs(run_dir: str | os.PathLike, predictions: Path, outputs, comman
     if not outputs:
         return []
     record = run_provenance(run_dir)
-    count, lines = _place([(Path(predictions) / name, Path(target), record) for name, target in outputs], command)
-    return [f"wrote {count} prediction files where --*_out said: " + ", ".join(str(t) for _, t in outputs)] + lines
+    missing = [(name, target) for name, target in outputs if not (Path(predictions) / name).is_file()]
+    present = [(name, target) for name, target in outputs if (name, target) not in missing]
+    lines = [f"not written: {target} (this run wrote no {name}: the task was not trained or has no test file)"
+             for name, target in missing]
+    if not present:
+        return lines
+    count, replaced = _place([(Path(predictions) / name, Path(target), record) for name, target in present], command)
+    return [f"wrote {count} prediction files where --*_out said: " + ", ".join(str(t) for _, t in present)] + \
+        lines + replaced
 
 
 def _place(placed: list, command: list) -> tuple:
@@ -226,7 +233,7 @@ def check_predictions(folder: Path, allow: Iterable[str] = ()) -> tuple:
     return manifest, table, warnings, refusals
 
 
-_TABLE = "  {:30s} {:24s} {:40s} {:>6s} {:>7s} {:16s} {}"
+_TABLE = "  {:38s} {:24s} {:40s} {:>6s} {:>7s} {:16s} {}"
 
 
 def _text(value) -> str:
