@@ -167,6 +167,15 @@ def test_multitask_classifier_default_mode_and_bad_flags(tmp_path, small_data_di
     assert code == 2 and "the same option" in err
 
 
+def test_classifier_takes_2023s_out_flags_and_the_optimizer(tmp_path):
+    import classifier
+    args = classifier.parse_args(["--dev_out", "x.txt", "--test_out", "y.txt", "--optimizer", "minbert",
+                                  "--out", str(tmp_path / "p1")])
+    assert args.prefix == "last-linear-layer" and args.mode == "pretrain"  # neither flag: the 2024 default
+    assert classifier.task_config(args, "sst").optimizer == "minbert"
+    assert classifier.parse_args(["--option", "finetune", "--out", str(tmp_path / "p2")]).prefix == "finetune"
+
+
 # ---------------------------------------------------------------------------------- the course's checks
 
 
