@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_course_assignment import part1_data  # noqa: F401 (fixture)
 from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 import multitask_classifier
@@ -165,6 +166,21 @@ def test_multitask_classifier_default_mode_and_bad_flags(tmp_path, small_data_di
     assert code == 2 and "--sst_train" in err and "ids-sst-train.csv" in err
     code, _, err = run_cli(multitask_classifier.main, ["--batch_size", "8", "--batch-size", "8"])
     assert code == 2 and "the same option" in err
+
+
+def test_a_complete_part1_run_publishes_each_file_with_its_tasks_run(part1_data, tiny_model, tmp_path):
+    import classifier
+    out = tmp_path / "part1"
+    code, stdout, err = run_cli(classifier.main, ["--option", "finetune", "--model", str(tiny_model), "--data-dir",
+                                                  str(part1_data), "--epochs", "1", "--batch_size", "8",
+                                                  "--precision", "fp32", "--out", str(out)])
+    assert code == 0, err
+    assert "copied 4 prediction files" in stdout
+    sources = json.loads((course_folder(tmp_path) / SOURCES).read_text())
+    for task in ("sst", "cfimdb"):
+        record = sources[f"finetune-{task}-dev-out.csv"]
+        assert record["run"] == str((out / task).resolve()) and record["steps"] == record["total_steps"] > 0
+        assert [k for k, _ in run_problems(record)] == ["other-model"]
 
 
 def test_classifier_takes_2023s_out_flags_and_the_optimizer(tmp_path):
