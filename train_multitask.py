@@ -24,7 +24,13 @@ from typing import Optional
 from minbert import RunFailure, UserError
 from tasks.cli import exit_status
 from tasks.config import TrainConfig, validate
-from tasks.course.submission import SUBMISSION_ZIP, make_submission, publish_predictions, write_outputs
+from tasks.course.submission import (
+    SUBMISSION_ZIP,
+    SubmissionRefused,
+    make_submission,
+    publish_predictions,
+    write_outputs,
+)
 from tasks.distributed import SINGLE, barrier, broadcast_from_main, init_world, shutdown
 from tasks.inputs import precision_note, prepare
 from tasks.trained.checkpoint_files import CHECKPOINT, no_checkpoint_error
@@ -150,8 +156,12 @@ def _report(command: Command, config: TrainConfig, result) -> None:
     for line in write_outputs(config.out, run_predictions, command.outputs, sys.argv):
         print(line)
     if command.submission:
-        zip_path, _, _, lines = make_submission(Path(config.out) / SUBMISSION_ZIP, REPO,
-                                                config.predictions_dir or run_predictions)
+        try:
+            zip_path, _, _, lines = make_submission(Path(config.out) / SUBMISSION_ZIP, REPO,
+                                                    config.predictions_dir or run_predictions)
+        except SubmissionRefused as e:
+            raise UserError(f"the run is complete in {config.out}, but no submission zip was written:\n"
+                            + "\n".join(e.lines)) from None
         for line in lines:
             print(line, file=sys.stderr)
         print(f"submission: {zip_path}")

@@ -92,6 +92,13 @@ def test_a_complete_run_survives_a_smoke_run_and_a_second_one_keeps_the_first(ti
         str((tmp_path / "first").resolve())
 
 
+def test_submission_on_the_training_command_refuses_as_prepare_submit_does(tiny_run, tmp_path):
+    code, out, err = tiny_run("run", "--submission")
+    assert code == 2 and "the run is complete in" in err and "no submission zip was written" in err
+    assert "other-model" in err and (tmp_path / "run" / "metrics.json").exists()
+    assert {p.name for p in course_folder(tmp_path).glob("*.csv")} == PART2  # published before the zip
+
+
 def test_mixed_part1_spellings_and_unknown_files_are_refused(tmp_path):
     folder = tmp_path / "preds"
     for mode in ("pretrain", "full-model"):
