@@ -180,7 +180,7 @@ def smart_beta_value(text: str):
     return value
 
 
-OPTIMIZER_HELP = ("torch: torch.optim.AdamW, fused (the default: a whole step is ~1.3x faster, "
+OPTIMIZER_HELP = ("torch: torch.optim.AdamW, fused (the default: a whole step is 1.2-1.3x faster, "
                   "docs/measurements/2026-11-25-optimizer.md); minbert: the from-scratch AdamW a student reads "
                   "in minbert/adamw.py (optimizer.py for the course's check); both with gradient clipping at "
                   "--max-grad-norm")
