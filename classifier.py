@@ -1,18 +1,24 @@
 """The course's Part 1: sentiment classification on SST (5 classes) and CFIMDB (2 classes).
 
-    python classifier.py --option pretrain      # BERT frozen, pooler included: only the classifier trains
-    python classifier.py --option finetune      # every parameter trains
-    python classifier.py --fine-tune-mode full-model   # the newer spelling; its value is the file prefix
+    python classifier.py --fine-tune-mode last-linear-layer   # 2024: BERT frozen, pooler included (the default)
+    python classifier.py --fine-tune-mode full-model          # 2024: every parameter trains
+    python classifier.py --option pretrain | finetune         # the 2023 starter's spelling of the same two
+
+The prediction files are named as the course version you name writes them:
+--fine-tune-mode the 2024 starter's `last-linear-layer-*` / `full-model-*`,
+--option the 2023 starter's `pretrain-*` / `finetune-*`; with neither, the
+2024 starter's default, `last-linear-layer`.
 
 As the course's classifier.py, each task gets its own model (the pooled [CLS]
 vector, dropout, a linear layer) trained on its training file, the best epoch
-on dev kept, and predictions written as `{mode}-sst-dev-out.csv`,
-`{mode}-sst-test-out.csv`, `{mode}-cfimdb-dev-out.csv`, `{mode}-cfimdb-test-out.csv`.
+on dev kept, and predictions written as `{prefix}-sst-dev-out.csv`,
+`{prefix}-sst-test-out.csv`, `{prefix}-cfimdb-dev-out.csv`, `{prefix}-cfimdb-test-out.csv`.
 Training is the same trainer as train_multitask.py (checkpoints, TensorBoard,
 resume, bad-input policy, the exported model/): each task is a run in
 RUN_DIR/<task>/, and `predict.py RUN_DIR` writes the files again. The files go
-to RUN_DIR/predictions/ and, on success, into the course-level predictions/
-folder that Part 2 also writes into and prepare_submit.py zips.
+to RUN_DIR/predictions/ and, when the run is complete (no --max-steps, all the
+data), into the course-level predictions/ folder that Part 2 also writes into
+and prepare_submit.py zips; --predictions-dir DIR publishes any run there.
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
@@ -32,7 +38,7 @@ from tasks.fileio import atomic_write_bytes, atomic_write_json
 from tasks.inputs import precision_note, prepare
 from tasks.registry import CLASSIFIER_TASKS, REGISTRY
 from tasks.trained.checkpoint_files import CHECKPOINT
-from tasks.training import Interrupted, fit
+from tasks.training import Interrupted, add_optimizer_arg, fit
 
 # Per-mode defaults, chosen so that both modes finish within their CPU budgets with the embedded
 # model (docs/measurements/2026-11-23-part1.md): a frozen encoder only runs forward, so `pretrain` affords more epochs.
@@ -53,11 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
     course = parser.add_argument_group("the course's options")
     which = course.add_mutually_exclusive_group()
     which.add_argument("--option", choices=tuple(PART1_MODES), default=None,
-                       help="pretrain: the whole BERT is frozen, pooler included, only the classifier "
-                            "trains; finetune: every parameter trains (default: pretrain)")
+                       help="the 2023 starter's spelling: pretrain: the whole BERT is frozen, pooler "
+                            "included, only the classifier trains; finetune: every parameter trains; files "
+                            "pretrain-*/finetune-*")
     which.add_argument("--fine-tune-mode", choices=tuple(PART1_MODES.values()), default=None,
-                       help="the newer spelling: last-linear-layer = pretrain, full-model = finetune; "
-                            "the value becomes the prediction files' prefix")
+                       help="the 2024 starter's spelling: last-linear-layer = pretrain, full-model = finetune; "
+                            "files last-linear-layer-*/full-model-* (default with neither flag: "
+                            "last-linear-layer, the 2024 starter's)")
     course.add_argument("--epochs", type=int, default=None, help=f"(default: {mode_defaults_text('epochs')})")
     course.add_argument("--lr", type=float, default=None,
                         help=f"peak learning rate (default: {mode_defaults_text('lr')})")
@@ -68,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     course.add_argument("--seed", type=int, default=11711, help="(default: %(default)s)")
     course.add_argument("--use_gpu", "--use-gpu", dest="use_gpu", action="store_true",
                         help="train on CUDA (the same as --device cuda)")
+    course.add_argument("--dev_out", "--test_out", dest="ignored_out", default=None, metavar="PATH",
+                        help="accepted for the 2023 starter's command lines, and ignored as its classifier.py "
+                             "ignores them: the files are always <prefix>-<task>-<split>-out.csv")
 
     ours = parser.add_argument_group("this project's options")
     ours.add_argument("--model", default=DEFAULT_MODEL,
@@ -93,9 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     ours.add_argument("--data-fraction", type=float, default=1.0,
                       help="train on this seeded fraction of each training set (default: 1)")
     ours.add_argument("--eval-batch-size", type=int, default=64, help="(default: %(default)s)")
+    add_optimizer_arg(ours)
     ours.add_argument("--predictions-dir", default=None, metavar="DIR",
-                      help=f"course-level folder the prediction files are copied into on success ('' = do "
-                           f"not copy) (default: ${PREDICTIONS_DIR_ENV}, else predictions/)")
+                      help=f"course-level folder the prediction files are copied into when the run is "
+                           f"complete; named here, even a smoke or partial run's are ('' = do not copy) "
+                           f"(default: ${PREDICTIONS_DIR_ENV}, else predictions/)")
     ours.add_argument("--resume", metavar="RUN_DIR", default=None,
                       help="continue an interrupted Part-1 run: finished tasks are kept, a task with a "
                            "checkpoint resumes from it")
@@ -104,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv):
     args = build_parser().parse_args(argv)
+    saved = {}
     if args.resume:
         saved_path = Path(args.resume) / RESULTS
         try:
@@ -117,9 +131,12 @@ def parse_args(argv):
     if args.fine_tune_mode is not None:
         args.mode = next(k for k, v in PART1_MODES.items() if v == args.fine_tune_mode)
         args.prefix = args.fine_tune_mode
-    else:
-        args.mode = args.option or "pretrain"
-        args.prefix = args.mode
+    elif args.option is not None:
+        args.mode = args.prefix = args.option
+    else:  # neither: the 2024 starter's default and spelling
+        args.mode, args.prefix = "pretrain", PART1_MODES["pretrain"]
+    if args.resume and saved.get("prefix"):  # the files a resumed run has begun to write keep their spelling
+        args.prefix = saved["prefix"]
     defaults = MODE_DEFAULTS[args.mode]
     args.epochs = defaults["epochs"] if args.epochs is None else args.epochs
     args.lr = defaults["lr"] if args.lr is None else args.lr
@@ -147,6 +164,7 @@ def task_config(args, task: str) -> TrainConfig:
         pooling="pooler",  # the course's classifier reads BERT's pooler output
         freeze_until="all" if args.mode == "pretrain" else 0,
         weight_decay=0.0,  # the course's AdamW runs without weight decay
+        optimizer=args.optimizer,
         lr_schedule=MODE_DEFAULTS[args.mode]["lr_schedule"],
         checkpoint_every=0))
     validate(config)
@@ -186,6 +204,9 @@ def main(argv=None) -> int:
                                      "final_dev_accuracy": result["final"][task], "run": str(out / task)}
             atomic_write_json(out / RESULTS, record)
         predictions = [p for task in args.task_list for p in sorted((out / task / "predictions").glob("*.csv"))]
+        if args.ignored_out is not None:
+            print(f"--dev_out/--test_out ignored, as the course's 2023 classifier.py ignores them: the files are "
+                  f"{args.prefix}-<task>-<split>-out.csv", file=sys.stderr)
         for line in _summary(args, record, predictions):
             print(line)
         return 0
@@ -208,8 +229,9 @@ def _summary(args, record, predictions) -> list:
     lines.append(f"predictions in {folder}")
     course_dir = course_predictions_dir(args.predictions_dir)
     if course_dir:
-        copied = publish_predictions(predictions, course_dir, args.out, sys.argv)
-        lines.append(f"copied {len(copied)} prediction files to {course_dir}/ (prepare_submit.py zips them)")
+        runs = {str(Path(args.out) / task): [p for p in predictions if p.parent.parent.name == task]
+                for task in args.task_list}
+        lines += publish_predictions(runs, course_dir, sys.argv, always=args.predictions_dir is not None)
     return lines
 
 

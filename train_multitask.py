@@ -24,7 +24,13 @@ from typing import Optional
 from minbert import RunFailure, UserError
 from tasks.cli import exit_status
 from tasks.config import TrainConfig, validate
-from tasks.course.submission import SUBMISSION_ZIP, make_submission, publish_predictions
+from tasks.course.submission import (
+    SUBMISSION_ZIP,
+    SubmissionRefused,
+    make_submission,
+    publish_predictions,
+    write_outputs,
+)
 from tasks.distributed import SINGLE, barrier, broadcast_from_main, init_world, shutdown
 from tasks.inputs import precision_note, prepare
 from tasks.trained.checkpoint_files import CHECKPOINT, no_checkpoint_error
@@ -52,15 +58,18 @@ class Command:
     config: TrainConfig
     resume: Optional[str] = None   # the run folder to continue
     submission: bool = False
+    publish_always: bool = False   # --predictions-dir named: publish even a smoke or partial run
+    outputs: tuple = ()            # (prediction file name, where a copy goes): multitask_classifier.py's --*_out
 
     def options(self) -> dict:
         """This command's own options, recorded in config.json with the training options."""
-        return {"resume": self.resume, "submission": self.submission}
+        return {"resume": self.resume, "submission": self.submission, "publish_always": self.publish_always}
 
 
-def parse_args(argv) -> Command:
+def parse_args(argv, outputs: tuple = ()) -> Command:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.publish_always = args.predictions_dir is not None  # before the environment's default fills it
     if args.resume:
         args = saved_arguments(parser, args)
     elif args.out is not None and (Path(args.out) / "config.json").exists():
@@ -73,7 +82,7 @@ def parse_args(argv) -> Command:
         raise UserError(f"{Path(args.resume) / 'config.json'}: an argument has the wrong type") from None
     if config.out is None:
         config = dataclasses.replace(config, out=str(Path("runs") / time.strftime("%Y%m%d-%H%M%S")))
-    return Command(config, args.resume, args.submission)
+    return Command(config, args.resume, args.submission, args.publish_always, tuple(outputs))
 
 
 def saved_arguments(parser, args) -> argparse.Namespace:
@@ -89,14 +98,16 @@ def saved_arguments(parser, args) -> argparse.Namespace:
         raise UserError(f"{config}: cannot read the run's arguments ({e})") from None
     defaults = vars(parser.parse_args([]))
     return argparse.Namespace(**{**defaults, **{k: v for k, v in saved.items() if k in defaults},
-                                 "resume": args.resume, "submission": args.submission, "out": str(run_dir)})
+                                 "resume": args.resume, "submission": args.submission, "out": str(run_dir),
+                                 "publish_always": bool(saved.get("publish_always"))})
 
 
-def main(argv=None, callbacks=()) -> int:
-    """`callbacks` watch the training (tasks.training.Callback): bench/epoch.py times it this way."""
+def main(argv=None, callbacks=(), outputs=()) -> int:
+    """`callbacks` watch the training (tasks.training.Callback): bench/epoch.py times it this way.
+    `outputs`: (prediction file name, path) pairs, where copies of the run's files go (multitask_classifier.py)."""
     out, world = None, SINGLE
     try:
-        command = parse_args(argv)
+        command = parse_args(argv, outputs)
         out = command.config.out
         world = init_world(command.config.device)
         out = broadcast_from_main(out, world)  # a clock-named folder: rank 0's name
@@ -139,11 +150,18 @@ def _report(command: Command, config: TrainConfig, result) -> None:
     run_predictions = Path(config.out) / "predictions"
     print(f"predictions in {run_predictions}")
     if config.predictions_dir:
-        copied = publish_predictions(run_predictions.glob("*.csv"), config.predictions_dir, config.out, sys.argv)
-        print(f"copied {len(copied)} prediction files to {config.predictions_dir}/ (prepare_submit.py zips them)")
+        files = sorted(run_predictions.glob("*.csv"))
+        for line in publish_predictions({config.out: files}, config.predictions_dir, sys.argv, command.publish_always):
+            print(line)
+    for line in write_outputs(config.out, run_predictions, command.outputs, sys.argv):
+        print(line)
     if command.submission:
-        zip_path, _, lines = make_submission(Path(config.out) / SUBMISSION_ZIP, REPO,
-                                             config.predictions_dir or run_predictions)
+        try:
+            zip_path, _, _, lines = make_submission(Path(config.out) / SUBMISSION_ZIP, REPO,
+                                                    config.predictions_dir or run_predictions)
+        except SubmissionRefused as e:
+            raise UserError(f"the run is complete in {config.out}, but no submission zip was written:\n"
+                            + "\n".join(e.lines)) from None
         for line in lines:
             print(line, file=sys.stderr)
         print(f"submission: {zip_path}")

@@ -20,8 +20,9 @@ Shared by every command:
     openmp.py       imported first by the entry points: OMP_WAIT_POLICY before torch loads
 
 training/       fine-tuning: the loop, its steps, checkpoints, outputs, callbacks, options (see its __init__)
-course/         the course's prediction-file formats, the course-level predictions/ folder and the zip,
-                the starter repository's data files
+course/         the course's prediction-file formats, the provenance of the course-level predictions/
+                folder's files and the zip that refuses what the course would not take, the starter
+                repository's data files
 trained/        a trained run rebuilt to predict, its checkpoint files read safely, RUN_DIR/model/
                 (Hugging Face format, model card), the user's own sentences to score
 ablation/       the layer studies (ablate.py, reproduce.py): sweeps, statistics, summaries, plots,

@@ -17,7 +17,7 @@ import train_multitask
 from conftest import run_cli
 from tasks import data
 from tasks.course.formats import read_predictions, write_predictions
-from tasks.course.submission import MANIFEST, expected_files, make_submission, publish_predictions
+from tasks.course.submission import MANIFEST, SubmissionRefused, expected_files, make_submission, publish_predictions
 from tasks.encoded import encode_split
 from tasks.heads import MultitaskModel, task_spec
 from tasks.registry import CLASSIFIER_TASKS, MULTITASK_TASKS, REGISTRY
@@ -159,19 +159,21 @@ def test_an_unparseable_test_row_stops_the_run_naming_its_line(quirky_data, tmp_
 # ------------------------------------------------------------------------------------------------ Part 1
 
 
-@pytest.mark.parametrize("spelling", [["--option", "pretrain"], ["--option", "finetune"],
-                                      ["--fine-tune-mode", "last-linear-layer"]])
-def test_part1_run_writes_the_course_files(spelling, part1_data, tmp_path, tiny_model):
+@pytest.mark.parametrize("spelling,prefix", [(["--option", "pretrain"], "pretrain"),
+                                             (["--option", "finetune"], "finetune"),
+                                             (["--fine-tune-mode", "full-model"], "full-model"),
+                                             ([], "last-linear-layer")])  # neither: the 2024 starter's default
+def test_part1_run_writes_the_course_files(spelling, prefix, part1_data, tmp_path, tiny_model):
     out = tmp_path / "part1"
+    course = tmp_path / "named"  # a smoke run publishes only where the command line says
     code, stdout, err = run_cli(classifier.main, spelling + ["--device", "cpu",
         "--model", str(tiny_model), "--data-dir", str(part1_data), "--epochs", "1", "--max-steps", "3",
-        "--batch_size", "4", "--precision", "fp32", "--out", str(out)])
+        "--batch_size", "4", "--precision", "fp32", "--out", str(out), "--predictions-dir", str(course)])
     assert code == 0, err
-    prefix = spelling[1]
     names = {f"{prefix}-{t}-{s}-out.csv" for t in CLASSIFIER_TASKS for s in ("dev", "test")}
     assert {p.name for p in (out / "predictions").iterdir()} == names
-    course = Path(os.environ["MINBERT_PREDICTIONS_DIR"])
     assert names <= {p.name for p in course.iterdir()}
+    assert not Path(os.environ["MINBERT_PREDICTIONS_DIR"]).exists()
     for task in CLASSIFIER_TASKS:
         for split, suffix in (("dev", "dev"), ("test", "test-student")):
             path = out / "predictions" / f"{prefix}-{task}-{split}-out.csv"
@@ -184,7 +186,7 @@ def test_part1_run_writes_the_course_files(spelling, part1_data, tmp_path, tiny_
     assert set(results["tasks"]) == set(CLASSIFIER_TASKS)
     config = json.loads((out / "cfimdb" / "config.json").read_text())
     assert config["max_length"] == {"cfimdb": TINY["max_position_embeddings"]}  # 512, capped by the model
-    assert config["arguments"]["freeze_until"] == ("all" if prefix != "finetune" else 0)
+    assert config["arguments"]["freeze_until"] == ("all" if prefix in ("pretrain", "last-linear-layer") else 0)
 
 
 def test_pretrain_leaves_every_encoder_tensor_bit_identical(part1_data, tmp_path, tiny_model):
@@ -238,13 +240,16 @@ def test_submission_zip_is_the_course_zip_plus_packages_and_manifest(tmp_path):
     runs = root / "runs"
     for run, (task, mode) in {"a": ("sst", "pretrain"), "b": ("cfimdb", "pretrain")}.items():
         path = write_predictions(runs / run, task, "dev", ["x1", "x2"], [1, 0], mode=mode)
-        publish_predictions([path], root / "predictions", runs / run, ["classifier.py"])
+        publish_predictions({runs / run: [path]}, root / "predictions", ["classifier.py"], always=True)
     path = write_predictions(runs / "c", "sts", "dev", ["y"], [2.5])
-    publish_predictions([path], root / "predictions", runs / "c", ["train_multitask.py"])
+    publish_predictions({runs / "c": [path]}, root / "predictions", ["train_multitask.py"], always=True)
     (root / "predictions" / "sst-test-output.csv").write_text("id \t Predicted_Sentiment \nz , 1 \n")  # by hand
 
     course = course_prepare_submit(root)
-    zip_path, names, lines = make_submission(tmp_path / "ours.zip", root, root / "predictions")
+    with pytest.raises(SubmissionRefused):  # runs without a config.json, a file by hand: all of unknown origin
+        make_submission(tmp_path / "ours.zip", root, root / "predictions")
+    zip_path, names, _, lines = make_submission(tmp_path / "ours.zip", root, root / "predictions",
+                                                allow=["unknown-origin"])
     with zipfile.ZipFile(zip_path) as archive:
         ours = {info.filename: (archive.read(info), info.compress_type) for info in archive.infolist()}
     course_entries = {k: v for k, v in course.items() if k != "predictions/sources.json"}
@@ -254,10 +259,10 @@ def test_submission_zip_is_the_course_zip_plus_packages_and_manifest(tmp_path):
     manifest = json.loads(ours[MANIFEST][0])
     assert manifest["files"]["pretrain-sst-dev-out.csv"]["run"] == str((runs / "a").resolve())
     assert manifest["files"]["sst-test-output.csv"]["run"] is None
+    assert manifest["files"]["sst-test-output.csv"]["allowed"] == ["unknown-origin"]
     assert len(manifest["missing"]) == 14 - 4
     text = "\n".join(lines)
     assert "Part 1 pretrain predictions come from 2 different runs" in text
-    assert "predictions/sst-test-output.csv was not written by a run of this project" in text
     assert f"missing 10 of {sum(len(v) for v in expected_files().values())} expected" in text
 
 
@@ -270,8 +275,8 @@ def test_prepare_submit_command(tmp_path, monkeypatch):
     for task in MULTITASK_TASKS:
         for split in ("dev", "test"):
             write_predictions(folder, task, split, ["a"], [1])
-    code, out, err = run_cli(prepare_submit.main, ["--predictions-dir", str(folder), "--out",
-                                                   str(tmp_path / "s.zip")])
+    code, out, err = run_cli(prepare_submit.main, ["--predictions-dir", str(folder), "--out", str(tmp_path / "s.zip"),
+                                                   "--allow", "unknown-origin"])
     assert code == 0 and "missing" not in err  # the newer Part-1 spelling counts for both modes
     assert "  predictions/full-model-cfimdb-test-out.csv" in out and "  classifier.py" in out
     code, _, err = run_cli(prepare_submit.main, ["--predictions-dir", str(tmp_path / "none")])

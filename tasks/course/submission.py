@@ -1,14 +1,16 @@
 """The course-level `predictions/` folder and the submission zip, as the course's `prepare_submit.py` makes it.
 
-Every run writes its own `RUN_DIR/predictions/`. A successful `classifier.py`
-or `train_multitask.py` run then copies its files into one course-level folder
-(`predictions/` by default) and records, in that folder's `sources.json`, which
-run each file came from and when. The zip takes every top-level `.py` file,
-the packages the code imports (`minbert/`, `tasks/`: the course's grader must
-be able to read the code) and every prediction file, named as the course's
-`zz.write(file, os.path.join(".", file))` names them, plus a manifest listing
-the runs behind the predictions, so files of different runs are never mixed
-without saying so.
+Every run writes its own `RUN_DIR/predictions/`. A complete `classifier.py`
+or `train_multitask.py` run (no --max-steps, all the data) then copies its
+files into one course-level folder (`predictions/` by default) and records, in
+that folder's `sources.json`, each file's provenance (tasks/course/provenance.py);
+a smoke or partial run does so only into a folder the user names. A file that a
+publication replaces moves to `replaced/<date-time>/` with its record. The zip
+takes every top-level `.py` file, the packages the code imports (`minbert/`,
+`tasks/`: the course's grader must be able to read the code) and every
+prediction file, named as the course's `zz.write(file, os.path.join(".", file))`
+names them, plus a manifest of each file's run, model, steps and dev score. It
+refuses files the course would not accept unless told to take them (`allow`).
 """
 from __future__ import annotations
 
@@ -22,13 +24,15 @@ from typing import Iterable, Optional
 
 from minbert.errors import UserError
 from minbert.loading import sha256_of
-from tasks.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
+from tasks.course.provenance import incomplete_reason, run_problems, run_provenance
+from tasks.fileio import atomic_write_bytes, atomic_write_json
 from tasks.registry import CLASSIFIER_TASKS, MULTITASK_TASKS, get_task
 
 PREDICTIONS_DIR_ENV = "MINBERT_PREDICTIONS_DIR"
 SUBMISSION_ZIP = "cs224n_default_final_project_submission.zip"
 SOURCES = "sources.json"          # provenance of the course-level folder's files; not zipped as such
 MANIFEST = "submission_manifest.json"
+REPLACED = "replaced"            # files a later run replaced, under replaced/<date-time>/
 PART1_MODES = {"pretrain": "last-linear-layer", "finetune": "full-model"}  # the course's two spellings
 _PACKAGES = ("minbert", "tasks")
 
@@ -47,21 +51,83 @@ def _load_sources(folder: Path) -> dict:
         return {}
 
 
-def publish_predictions(files: Iterable[Path], folder: str | os.PathLike, run_dir: str | os.PathLike,
-                        command: list) -> list:
-    """Copy a finished run's prediction files into the course-level folder, recording their origin."""
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def publish_predictions(runs: dict, folder: str | os.PathLike, command: list, always: bool = False) -> list:
+    """Copy runs' prediction files into the course-level folder with their provenance; returns lines to print.
+
+    `runs`: run folder -> its prediction files. Only complete runs publish unless `always` (the user named
+    the folder): a smoke or partial run never replaces what a real run put there. A file replaced by
+    different bytes is moved to `replaced/<date-time>/` with its provenance: nothing trained for is lost.
+    """
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    sources = _load_sources(folder)
-    when = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    copied = []
-    for path in sorted(Path(p) for p in files):
-        target = atomic_write_text(folder / path.name, path.read_text(encoding="utf-8"))
-        sources[path.name] = {"run": str(Path(run_dir).resolve()), "date": when, "command": list(command),
-                              "sha256": sha256_of(target)}
-        copied.append(target)
-    atomic_write_json(folder / SOURCES, sources)
-    return copied
+    records = {run: run_provenance(run) for run in runs}
+    if not always:
+        reasons = [f"{Path(run).name}: {reason}" for run, record in records.items()
+                   if (reason := incomplete_reason(record))]
+        if reasons:
+            return [f"did not publish to {folder}/ ({'; '.join(reasons)}); to publish anyway, add "
+                    f"--predictions-dir {folder} (prepare_submit.py still refuses such files)"]
+    placed = [(Path(path), folder / Path(path).name, records[run]) for run, files in runs.items() for path in files]
+    count, lines = _place(placed, command)
+    return [f"copied {count} prediction files to {folder}/ (prepare_submit.py zips them)"] + lines
+
+
+def write_outputs(run_dir: str | os.PathLike, predictions: Path, outputs, command: list) -> list:
+    """Copy a run's prediction files where the course's --*_out flags say, each named file to its path, with
+    their provenance in a sources.json beside them (whatever the run was: prepare_submit.py judges it)."""
+    if not outputs:
+        return []
+    record = run_provenance(run_dir)
+    missing = [(name, target) for name, target in outputs if not (Path(predictions) / name).is_file()]
+    present = [(name, target) for name, target in outputs if (name, target) not in missing]
+    lines = [f"not written: {target} (this run wrote no {name}: the task was not trained or has no test file)"
+             for name, target in missing]
+    if not present:
+        return lines
+    count, replaced = _place([(Path(predictions) / name, Path(target), record) for name, target in present], command)
+    return [f"wrote {count} prediction files where --*_out said: " + ", ".join(str(t) for _, t in present)] + \
+        lines + replaced
+
+
+def _place(placed: list, command: list) -> tuple:
+    """Copy (source, target, provenance) triples, recording each in its folder's sources.json and moving a
+    file it replaces into that folder's replaced/<date-time>/. Returns (count, lines naming what was replaced)."""
+    when, replaced = _now(), {}
+    for folder in sorted({target.parent for _, target, _ in placed}):
+        folder.mkdir(parents=True, exist_ok=True)
+        sources = _load_sources(folder)
+        archive = folder / REPLACED / when.strftime("%Y%m%d-%H%M%S")
+        for source, target, record in sorted((t for t in placed if t[1].parent == folder), key=lambda t: t[1]):
+            data = source.read_bytes()
+            if target.is_file() and target.read_bytes() != data:
+                old = sources.get(target.name)
+                kept = _archive(target, archive, old)
+                replaced.setdefault(((old or {}).get("run"), kept), []).append(target.name)
+            atomic_write_bytes(target, data)
+            sources[target.name] = {**record, "command": list(command),
+                                    "published": when.isoformat(timespec="seconds"), "sha256": sha256_of(target)}
+        atomic_write_json(folder / SOURCES, sources)
+    lines = [f"replaced {len(names)} files of {'run ' + run if run else 'unknown origin'} ({', '.join(names)}): "
+             f"kept in {archive}/" for (run, archive), names in replaced.items()]
+    return len(placed), lines
+
+
+def _archive(path: Path, archive: Path, record: Optional[dict]) -> Path:
+    """Move a replaced prediction file into `archive` (or `archive`-2, ... if it holds that name: two runs
+    within a second), with its provenance in that folder's sources.json; returns the folder."""
+    stamp, number = archive, 1
+    while (archive / path.name).exists():
+        number += 1
+        archive = stamp.with_name(f"{stamp.name}-{number}")
+    archive.mkdir(parents=True, exist_ok=True)
+    os.replace(path, archive / path.name)
+    sources = _load_sources(archive)
+    sources[path.name] = record
+    atomic_write_json(archive / SOURCES, sources)
+    return archive
 
 
 def expected_files() -> dict:
@@ -94,46 +160,94 @@ def _code_files(code_root: Path) -> list:
     return files
 
 
-def check_predictions(folder: Path) -> tuple:
-    """(manifest dict, lines to print): what is there, from which runs, what is missing."""
+def _spellings(names) -> set:
+    """Which spellings the Part-1 files among `names` use: '2023' (pretrain/finetune), '2024'."""
+    found = set()
+    for name in names:
+        for old, new in PART1_MODES.items():
+            found |= {"2023"} if name.startswith(old + "-") else {"2024"} if name.startswith(new + "-") else set()
+    return found
+
+
+def _file_record(folder: Path, name: str, sources: dict) -> Optional[dict]:
+    """The provenance of predictions/`name`, or None when no run of this project wrote these bytes."""
+    record = sources.get(name)
+    if record is None or record.get("sha256") != sha256_of(folder / name):
+        return None
+    if "model" not in record and record.get("run") and Path(record["run"], "config.json").exists():
+        record = {**run_provenance(record["run"]), **record}  # published before provenance was recorded
+    return record
+
+
+class SubmissionRefused(UserError):
+    """Prediction files the course would not accept; one line per problem, the table of what was found."""
+
+    def __init__(self, lines: list, table: list):
+        super().__init__("\n".join(lines))
+        self.lines, self.table = lines, table
+
+
+def check_predictions(folder: Path, allow: Iterable[str] = ()) -> tuple:
+    """(manifest dict, table lines, warning lines, refusal lines): what is there, from which runs, what is missing,
+    and what the course would not accept (less the kinds in `allow`)."""
+    allow = set(allow)
     names = {p.name for p in folder.iterdir() if p.is_file() and p.name != SOURCES} if folder.is_dir() else set()
     sources = _load_sources(folder)
-    lines, groups, missing = [], {}, []
+    warnings, refusals, groups, missing = [], [], {}, []
+    files = {name: _file_record(folder, name, sources) for name in sorted(names)}
     for group, expected in expected_files().items():
         found = [f for f in (_present(n, names) for n in expected) if f]
         missing += [n for n in expected if not _present(n, names)]
-        runs = sorted({sources[f]["run"] for f in found if f in sources})
+        runs = sorted({files[f]["run"] for f in found if files[f]})
         groups[group] = {"files": found, "runs": runs}
         if len(runs) > 1:
-            lines.append(f"warning: {group} predictions come from {len(runs)} different runs: " +
-                         "; ".join(f"{r} ({', '.join(f for f in found if sources.get(f, {}).get('run') == r)})"
-                                   for r in runs))
-    files = {}
-    for name in sorted(names):
-        record = sources.get(name)
-        if record is None or record.get("sha256") != sha256_of(folder / name):
-            lines.append(f"warning: predictions/{name} was not written by a run of this project or changed "
-                         f"since: its origin is unknown")
-            record = {"run": None, "date": None}
-        files[name] = {"run": record["run"], "date": record["date"]}
-    if missing:
-        lines.append(f"missing {len(missing)} of {sum(len(v) for v in expected_files().values())} expected "
-                     f"prediction files: {', '.join(missing)}")
-    runs = {}
+            warnings.append(f"warning: {group} predictions come from {len(runs)} different runs: " +
+                            "; ".join(f"{r} ({', '.join(f for f in found if (files[f] or {}).get('run') == r)})"
+                                      for r in runs))
+    problems = {name: run_problems(record) for name, record in files.items()}
+    if _spellings(names) == {"2023", "2024"}:
+        part1 = [n for n in sorted(names) if _spellings([n])]
+        problems[part1[0]] = problems[part1[0]] + [
+            ("mixed-spellings", f"Part 1 files of both spellings: {', '.join(part1)} (keep one course version's)")]
+    manifest_files, table = {}, [_TABLE.format("file", "run", "model", "steps", "dev", "finished", "status")]
     for name, record in files.items():
-        if record["run"]:
-            runs.setdefault(record["run"], {"date": record["date"], "files": []})["files"].append(name)
-    manifest = {"created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "runs": runs, "files": files, "groups": groups, "missing": missing}
-    return manifest, lines
+        kinds = [kind for kind, _ in problems[name]]
+        refused = [(k, text) for k, text in problems[name] if k not in allow]
+        refusals += [f"predictions/{name}: {text} (--allow {k} to hand it in anyway)" for k, text in refused]
+        record = record or {}
+        status = ("refused: " + ",".join(k for k, _ in refused)) if refused else \
+            ("allowed: " + ",".join(kinds)) if kinds else "ok"
+        table.append(_TABLE.format(name, Path(record["run"]).name if record.get("run") else "?",
+                                   record.get("model") or "?", _text(record.get("steps")), _text(record.get("dev")),
+                                   (record.get("date") or "?")[:16], status))
+        manifest_files[name] = {"run": record.get("run"), "model": record.get("model"),
+                                "model_sha256": record.get("model_sha256"), "steps": record.get("steps"),
+                                "max_steps": record.get("max_steps"), "data_fraction": record.get("data_fraction"),
+                                "dev": record.get("dev"), "date": record.get("date"),
+                                "allowed": [k for k in kinds if k in allow]}
+    if missing:
+        warnings.append(f"missing {len(missing)} of {sum(len(v) for v in expected_files().values())} expected "
+                        f"prediction files: {', '.join(missing)}")
+    manifest = {"created": _now().isoformat(timespec="seconds"), "allowed": sorted(allow),
+                "files": manifest_files, "groups": groups, "missing": missing}
+    return manifest, table, warnings, refusals
+
+
+_TABLE = "  {:38s} {:24s} {:40s} {:>6s} {:>7s} {:16s} {}"
+
+
+def _text(value) -> str:
+    return "?" if value is None else f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
 def make_submission(zip_path: str | os.PathLike, code_root: str | os.PathLike,
-                    predictions_dir: str | os.PathLike) -> tuple:
-    """Write the course's submission zip; returns (path, entry names, lines to print).
+                    predictions_dir: str | os.PathLike, allow: Iterable[str] = ()) -> tuple:
+    """Write the course's submission zip; returns (path, entry names, table lines, warning lines).
 
     Entries are stored uncompressed under the names the course's script gives
-    them: `os.path.join(".", file)`, which zipfile normalises to `file`.
+    them: `os.path.join(".", file)`, which zipfile normalises to `file`. Files
+    the course would not accept (less the kinds in `allow`) raise
+    SubmissionRefused, and nothing is written.
     """
     code_root, predictions_dir = Path(code_root), Path(predictions_dir)
     if not code_root.is_dir():
@@ -142,8 +256,10 @@ def make_submission(zip_path: str | os.PathLike, code_root: str | os.PathLike,
         if predictions_dir.is_dir() else []
     if not predictions:
         raise UserError(f"no prediction files in {predictions_dir}: run classifier.py and train_multitask.py "
-                        f"first (they copy their predictions there)")
-    manifest, lines = check_predictions(predictions_dir)
+                        f"first (a complete run copies its predictions there)")
+    manifest, table, warnings, refusals = check_predictions(predictions_dir, allow)
+    if refusals:
+        raise SubmissionRefused(refusals, table)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name in _code_files(code_root):
@@ -152,4 +268,4 @@ def make_submission(zip_path: str | os.PathLike, code_root: str | os.PathLike,
             archive.write(path, os.path.join(".", "predictions", path.name))
         archive.writestr(MANIFEST, json.dumps(manifest, indent=2) + "\n")
         names = archive.namelist()
-    return atomic_write_bytes(zip_path, buffer.getvalue()), names, lines
+    return atomic_write_bytes(zip_path, buffer.getvalue()), names, table, warnings

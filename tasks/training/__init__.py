@@ -18,7 +18,7 @@ Code outside this package imports the names below, never the modules' insides.
 from .build import build_multitask_model, build_run, lr_lambda, training_plan
 from .callbacks import Callback, TensorBoard
 from .loop import Interrupted, fit
-from .options import add_training_args
+from .options import add_optimizer_arg, add_training_args
 from .outputs import InMemory, Outputs, RunFolder
 from .record import declarations
 from .samplers import SAMPLERS, build_sampler, padding_fraction
@@ -26,5 +26,6 @@ from .state import Run, StepInfo
 from .step import train_step
 
 __all__ = ["SAMPLERS", "Callback", "InMemory", "Interrupted", "Outputs", "Run", "RunFolder", "StepInfo",
-           "TensorBoard", "add_training_args", "build_multitask_model", "build_run", "build_sampler", "declarations",
+           "TensorBoard", "add_optimizer_arg",
+           "add_training_args", "build_multitask_model", "build_run", "build_sampler", "declarations",
            "fit", "lr_lambda", "padding_fraction", "train_step", "training_plan"]

@@ -165,8 +165,9 @@ def _output_flags(parser, D: TrainConfig):
                           "epoch's end; the best evaluation is kept as best (default: %(default)s = every epoch)")
     out.add_argument("--eval-batch-size", type=int, default=D.eval_batch_size, help="(default: %(default)s)")
     out.add_argument("--predictions-dir", default=D.predictions_dir, metavar="DIR",
-                     help=f"after a successful run, copy its prediction files into this course-level folder, "
-                          f"which prepare_submit.py zips ('' = do not copy) (default: ${PREDICTIONS_DIR_ENV}, "
+                     help=f"after a complete run (no --max-steps, all the data), copy its prediction files into "
+                          f"this course-level folder, which prepare_submit.py zips; named here, even a smoke or "
+                          f"partial run's files are copied ('' = do not copy) (default: ${PREDICTIONS_DIR_ENV}, "
                           f"else predictions/)")
     return out
 
@@ -192,3 +193,16 @@ def smart_beta_value(text: str):
     if value is None or not valid_beta(value):
         raise argparse.ArgumentTypeError(f"expected a number in [0, 1] or {BETA_SCHEDULE!r}, got {text!r}")
     return value
+
+
+OPTIMIZER_HELP = ("torch: torch.optim.AdamW, fused (the default: a whole step is 1.2-1.3x faster, "
+                  "docs/measurements/2026-11-25-optimizer.md); minbert: the from-scratch AdamW a student reads "
+                  "in minbert/adamw.py (optimizer.py for the course's check); both with gradient clipping at "
+                  "--max-grad-norm")
+
+
+def add_optimizer_arg(group, default: str = TrainConfig.optimizer):
+    """--optimizer for a command that does not take every training flag (classifier.py)."""
+    group.add_argument("--optimizer", choices=("torch", "minbert"), default=default,
+                       help=OPTIMIZER_HELP + " (default: %(default)s)")
+    return group

@@ -1,0 +1,108 @@
+"""Where a prediction file came from, and what about it the course would not accept.
+
+A run's provenance is read from its own folder when its files are published (`config.json`: the
+model and its weights' sha256, --max-steps, --data-fraction, the planned steps; `metrics.json`:
+the steps trained and the best dev score) and kept with each file in the course-level folder's
+`sources.json`, so the zip can judge a file after its run folder is gone.
+
+What the course would not accept, each a kind `prepare_submit.py --allow KIND` can override:
+a smoke run (--max-steps stopped it early), a partial one (--data-fraction < 1), an interrupted
+one (fewer steps than planned), a model other than the course's bert-base-uncased (the embedded
+fallback, or any other), a file no run of this project wrote, and Part 1 files of both spellings.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+from minbert.errors import UserError
+
+COURSE_MODELS = ("bert-base-uncased", "google-bert/bert-base-uncased")  # the only pretrained model it allows
+REFUSALS = {   # kind -> why the course would not take such a file
+    "smoke": "a smoke run, stopped early by --max-steps",
+    "partial-data": "trained on part of the data (--data-fraction < 1)",
+    "interrupted": "a run that trained fewer steps than planned",
+    "fallback-model": "the embedded fallback model, for trying the tool, not the course's bert-base-uncased",
+    "other-model": "a model other than the course's bert-base-uncased",
+    "unknown-origin": "not written by a run of this project, or changed since",
+    "mixed-spellings": "Part 1 files of both the 2023 (pretrain/finetune) and 2024 spellings",
+}
+INCOMPLETE = ("smoke", "partial-data", "interrupted")  # a run that does not publish on its own
+
+
+def _read(path: Path) -> Optional[dict]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _date(path: Path) -> Optional[str]:
+    try:
+        stamp = path.stat().st_mtime
+    except OSError:
+        return None
+    return datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def run_provenance(run_dir: str | os.PathLike) -> dict:
+    """What the run in `run_dir` was: model, steps trained and planned, data fraction, best dev score, date
+    (without its config.json, only the folder: run_problems calls that unknown origin)."""
+    run_dir = Path(run_dir).resolve()
+    config = _read(run_dir / "config.json")
+    if config is None:  # no record of the run: its files are of unknown origin
+        return {"run": str(run_dir), "date": None}
+    metrics = _read(run_dir / "metrics.json")
+    arguments, model = config.get("arguments") or {}, config.get("model") or {}
+    per_epoch, epochs = config.get("steps_per_epoch"), arguments.get("epochs")
+    best = (metrics or {}).get("best") or {}
+    dev = best.get("overall")
+    if dev is None and len(best) >= 1:  # a one-task run (Part 1): that task's score
+        dev = next((v for k, v in best.items() if k != "overall" and v is not None), None)
+    return {"run": str(run_dir), "date": _date(run_dir / "metrics.json"), "model": model.get("name"),
+            "model_resolved_from": model.get("resolved_from"), "model_sha256": model.get("weights_sha256"),
+            "steps": (metrics or {}).get("steps"), "total_steps": config.get("total_steps"),
+            "planned_steps": per_epoch * epochs if per_epoch is not None and epochs is not None else None,
+            "max_steps": arguments.get("max_steps"), "data_fraction": arguments.get("data_fraction"),
+            "finished": metrics is not None, "dev": dev}
+
+
+def run_problems(record: Optional[dict]) -> list:
+    """(kind, one-line reason) for each thing about the run behind a file that the course would not accept."""
+    if not record or not record.get("run") or "model" not in record:
+        return [("unknown-origin", REFUSALS["unknown-origin"])]
+    problems = []
+    steps, planned, max_steps = record.get("steps"), record.get("planned_steps"), record.get("max_steps")
+    if max_steps is not None and (planned is None or max_steps < planned):
+        problems.append(("smoke", f"a smoke run: --max-steps {max_steps} stopped it at step {steps}"
+                                  + (f" of {planned}" if planned else "")))
+    fraction = record.get("data_fraction")
+    if fraction is not None and fraction < 1:
+        problems.append(("partial-data", f"trained on --data-fraction {fraction} of the data"))
+    total = record.get("total_steps")
+    if not record.get("finished") or steps is None or (total is not None and steps < total):
+        problems.append(("interrupted", f"an interrupted run: {steps} of {total} steps trained"))
+    name = record.get("model")
+    if record.get("model_resolved_from") == "embedded":
+        problems.append(("fallback-model", f"model {name}: {REFUSALS['fallback-model']}"))
+    elif name not in COURSE_MODELS:
+        problems.append(("other-model", f"model {name}: {REFUSALS['other-model']}"))
+    return problems
+
+
+def incomplete_reason(record: dict) -> Optional[str]:
+    """Why a run is not complete (smoke, partial or interrupted), or None."""
+    reasons = [text for kind, text in run_problems(record) if kind in INCOMPLETE]
+    return "; ".join(reasons) or None
+
+
+def parse_allow(text: Optional[str]) -> tuple:
+    """--allow KIND,...: the kinds of refusal overridden on purpose."""
+    kinds = tuple(k.strip() for k in (text or "").split(",") if k.strip())
+    unknown = [k for k in kinds if k not in REFUSALS]
+    if unknown:
+        raise UserError(f"--allow: unknown kind {unknown[0]!r}; choose from {', '.join(REFUSALS)}")
+    return kinds
