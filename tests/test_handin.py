@@ -179,7 +179,8 @@ def test_a_complete_part1_run_publishes_each_file_with_its_tasks_run(part1_data,
     import classifier
     out = tmp_path / "part1"
     code, stdout, err = run_cli(classifier.main, ["--option", "finetune", "--device", "cpu", "--model",
-                                                  str(tiny_model), "--data-dir", str(part1_data), "--epochs", "1", "--batch_size", "8",
+                                                  str(tiny_model), "--data-dir", str(part1_data), "--epochs", "1",
+                                                  "--batch_size", "8",
                                                   "--precision", "fp32", "--out", str(out)])
     assert code == 0, err
     assert "copied 4 prediction files" in stdout
