@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 
 from minbert import RunFailure, UserError
-from tasks.ablation import arguments, sweep
+from tasks.ablation import arguments, plateau, sweep
 from tasks.ablation.studies import STUDIES
 from tasks.cli import exit_status
 from tasks.config import TrainConfig, validate
@@ -46,8 +46,8 @@ from tasks.distributed import launched_world_size
 from tasks.registry import MULTITASK_TASKS, REGISTRY
 from tasks.training import Interrupted, add_training_args
 
-# SST at fraction 0.01 / 0.1 / 1: ~100 / 11 / 1.1 passes over the data (docs/studies.md: the step budget)
-TRIAL_STEPS = 300
+# The cap; trials stop earlier on their held-out plateau (docs/studies.md: the budget)
+TRIAL_STEPS = 1000
 TRIAL_EVAL_EVERY = 50
 SWEEP_EPOCHS = 1        # with --trial-steps 0
 
@@ -74,11 +74,6 @@ def build_parser() -> argparse.ArgumentParser:
                        help="fine-tuning seeds; every configuration runs at each (default: --seed)")
     group.add_argument("--data-fractions", type=arguments.fraction_list, default=None, metavar="F,...",
                        help="seeded fractions of the training sets, each in (0, 1] (default: --data-fraction)")
-    group.add_argument("--trial-steps", type=arguments.integer, default=TRIAL_STEPS, metavar="S",
-                       help="every trial takes S optimizer steps whatever its data fraction (as many passes over "
-                            "its share of the training data as that needs, the last cut short; the learning-rate "
-                            "schedule spans the S steps; --max-steps still caps it); 0 = train --epochs passes "
-                            "instead, so small fractions get few steps (default: %(default)s)")
     group.add_argument("--shard", type=arguments.shard, default=None, metavar="I/N",
                        help="run only shard I of N (1-based) of the trials: a trial's shard is a hash of its name, "
                             "so it stays put when seeds or fractions are added, and shards on several GPUs or "
@@ -94,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also write each trial's fine-tuned model, as a finished run's RUN_DIR/model/ (Hugging "
                             "Face format, heads, model card), to models/TRIAL/ in the sweep folder (default: off: "
                             "a model per trial fills the disk over a sweep)")
+    add_budget_args(parser)
     for mode, study in STUDIES.items():
         group = parser.add_argument_group(study.title)
         study.add_arguments(group)
@@ -110,6 +106,28 @@ def build_parser() -> argparse.ArgumentParser:
     for action in parser._actions:
         action.help = sweep_help.get(action.dest, action.help)
     return parser
+
+
+def add_budget_args(parser):
+    group = parser.add_argument_group("budget (docs/studies.md: the budget)")
+    group.add_argument("--trial-steps", type=arguments.integer, default=TRIAL_STEPS, metavar="S",
+                       help="the step cap: a trial takes at most S optimizer steps whatever its data fraction (as "
+                            "many passes over its share of the training data as that needs, the last cut short; "
+                            "the learning-rate schedule spans the S steps; --max-steps still caps it), fewer when "
+                            "it stops on its held-out plateau; 0 = train --epochs passes instead, so small "
+                            "fractions get few steps (default: %(default)s)")
+    group.add_argument("--plateau-patience", type=arguments.integer, default=plateau.PATIENCE, metavar="N",
+                       help="stop a trial after N evaluations in a row (every --eval-every steps) whose score on "
+                            "its held-out training rows is not --plateau-tolerance above the best so far; 0 = off: "
+                            "every trial trains the full --trial-steps (default: %(default)s)")
+    group.add_argument("--plateau-tolerance", type=arguments.non_negative, default=plateau.TOLERANCE, metavar="T",
+                       help="the smallest held-out improvement that counts, in the metric's units (the task's "
+                            "metric for one task, the overall score for several) (default: %(default)s)")
+    group.add_argument("--plateau-holdout", type=arguments.share, default=plateau.HOLDOUT_SHARE, metavar="SHARE",
+                       help="share of each task's trial training rows (its --data-fractions share) held out for "
+                            "the plateau, drawn by the trial's seed and never trained on (default: %(default)s)")
+    group.add_argument("--plateau-holdout-max", type=arguments.positive, default=plateau.HOLDOUT_MAX, metavar="N",
+                       help="at most N held-out rows per task (default: %(default)s)")
 
 
 def parse_args(argv=None) -> argparse.Namespace:

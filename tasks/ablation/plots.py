@@ -292,7 +292,8 @@ def permutation_strip(records, rows, metric: str):
 
 def transfer_matrix(rows, tasks):
     """Final-task metric after an intermediate task (rows) vs direct fine-tuning (top row)."""
-    rows = [r for r in rows if "final" in r["params"] and r["metric"] == f"dev/{r['params']['final']}"]
+    rows = [r for r in rows if "final" in r["params"] and r["metric"] == f"dev/{r['params']['final']}"
+            and not r["params"].get("steps")]  # the equal-steps control arms are not cells of the matrix
     if not rows:
         return None
     fractions = _fractions(rows)
@@ -345,3 +346,51 @@ def dynamics_curves(rows, num_layers: int):
     fig.suptitle("How fine-tuning changes each layer", fontsize=10)
     return fig
 
+
+
+def change_bars(rows, metric: str, mode: str, label: str):
+    """Each configuration's paired change from its study's reference, with its 95% interval, per data fraction."""
+    rows = [r for r in rows if r["mode"] == mode and r["metric"] == metric and r.get("change_mean") is not None]
+    if not rows:
+        return None
+    fractions = _fractions(rows)
+    configs = list(dict.fromkeys(r["config"] for r in rows))
+    fig = Figure(layout="constrained", figsize=(max(4.5, 0.9 * len(configs) + 2.0) * len(fractions), 4.0))
+    axes = fig.subplots(1, len(fractions), squeeze=False, sharey=True)[0]
+    for ax, fraction in zip(axes, fractions):
+        mine = {r["config"]: r for r in rows if r["data_fraction"] == fraction}
+        _errorbar(ax, [mine[c] for c in configs if c in mine], lambda r: configs.index(r["config"]),
+                  value="change_mean", color="k", marker="D", linestyle="none")
+        ax.axhline(0.0, color="0.5", linewidth=0.8)
+        ax.set_xticks(range(len(configs)))
+        ax.set_xticklabels(configs, rotation=20, fontsize=8)
+        ax.set_ylabel(f"{label}: {PRETTY.get(metric, metric)}")
+        ax.set_title(f"data fraction {fraction:g}", fontsize=9)
+    _title(fig, f"{mode}: change from the reference", rows)
+    return fig
+
+
+def restore_curves(rows, num_layers: int):
+    """Per restored layer i: the last layer's SVCCA distance from the fine-tuned model, and the dev score (Hao et
+    al., Fig. 3); solid: layer i alone restored, dashed: layers 0..i."""
+    panels = (("svcca", "SVCCA distance of the last layer from the fine-tuned model"),
+              ("dev", "dev score with the fine-tuned heads"))
+    rows = [r for r in rows if r["metric"].split("/")[0] in {f"restore{b}_{p}" for b in ("", "_below")
+                                                            for p, _ in panels}]
+    if not rows:
+        return None
+    fig = Figure(layout="constrained", figsize=(10, 4.2))
+    for ax, (panel, label) in zip(fig.subplots(1, len(panels)), panels):
+        for i, fraction in enumerate(_fractions(rows)):
+            for prefix, style, what in (("restore", "-", "layer i restored"), ("restore_below", "--", "layers 0..i")):
+                mine = [r for r in rows if r["data_fraction"] == fraction and r["metric"].split("/")[0] ==
+                        f"{prefix}_{panel}"]
+                if mine:
+                    _errorbar(ax, mine, lambda r: int(r["metric"].split("/")[1]), color=f"C{i}", linestyle=style,
+                              marker="o", label=f"{what} ({fraction:g})")
+        ax.set_title(label, fontsize=9)
+        ax.set_xticks(range(num_layers))
+        ax.set_xlabel("restored layer i")
+        ax.legend(fontsize=7)
+    fig.suptitle("Restoring pretrained layers in the fine-tuned model (Hao et al., Fig. 3)", fontsize=10)
+    return fig
