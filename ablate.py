@@ -7,6 +7,8 @@ train_multitask.py would, and measure.
     python ablate.py --mode probe --task sst
     python ablate.py --mode transfer --data-fractions 0.1
     python ablate.py --mode dynamics --seeds 0,1
+    python ablate.py --mode restore --task sst
+    python ablate.py --mode methods --task all --methods smart,pcgrad,siamese
     CUDA_VISIBLE_DEVICES=1 python ablate.py --mode reinit --shard 2/4   # one of four GPUs or machines
     python ablate.py --mode reinit --summarize                          # merge the shards' results
 
@@ -19,10 +21,14 @@ the study's reference configuration paired by seed), plots/*.png and tensorboard
 intermediate models (Hugging Face format) in intermediate/, and --export-models
 every trial's model folder in models/TRIAL/.
 
-Budget: every trial takes --trial-steps optimizer steps (default 300) whatever
-its data fraction, as many passes over its share of the data as that needs,
-evaluated on dev every --eval-every steps (default 50) and after the last; the
-trial's result is its last evaluation, the best one is kept beside it.
+Budget: a trial stops when its score on a held-out part of its own training data
+(--plateau-holdout, drawn by its seed, never trained on; never dev) has not improved by
+--plateau-tolerance for --plateau-patience evaluations in a row, or at --trial-steps
+optimizer steps (the cap, default 1000) whatever its data fraction (as many passes over
+its share of the data as that needs); dev and the held-out rows are evaluated every
+--eval-every steps (default 50) and after the last step; the trial's result is its last
+evaluation, the best one is kept beside it, and its results line records the steps it
+trained and both learning curves. --plateau-patience 0 trains every trial the full cap;
 --trial-steps 0 trains --epochs passes instead.
 
 --shard I/N runs the I-th of N disjoint shares of the trials (a trial's share

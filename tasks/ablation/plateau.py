@@ -6,8 +6,8 @@ needs more steps than the pretrained one), so a verdict on a fixed budget partly
 The plateau is judged on rows of the trial's training data (after --data-fractions), never on dev:
 `split_heldout` draws them with the trial's seed and removes them from the rows the trial trains on.
 They are scored at every evaluation (--eval-every); after `patience` evaluations in a row without an
-improvement of at least `tolerance` over the best held-out score so far, the run ends with a last dev
-evaluation, which is the trial's result as with the fixed budget.
+improvement of at least `tolerance` (and more than none) over the best held-out score so far, the run
+ends with a last dev evaluation, which is the trial's result as with the fixed budget.
 """
 import dataclasses
 from dataclasses import dataclass
@@ -100,7 +100,7 @@ class Plateau(Callback):
         score = held[self.metric]
         self.curve.append({"step": run.state.global_step, "score": score,
                            **{t: held[t] for t in self.tasks}})
-        if self.best is None or score >= self.best + self.rule.tolerance:
+        if self.best is None or (score > self.best and score >= self.best + self.rule.tolerance):
             self.best, self.best_step, self.stale = score, run.state.global_step, 0
             return
         self.stale += 1

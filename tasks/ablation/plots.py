@@ -219,32 +219,35 @@ def heads_heatmap(rows, metric: str, num_layers: int, num_heads: int):
     return fig
 
 
-def heads_by_layer(rows, metric: str, num_layers: int):
-    """Per layer, the change from the unmodified model when one of its heads is re-drawn: each head's mean over
-    seeds as a dot, the layer's mean over its heads with the 95% interval of its per-seed (paired) change."""
+def heads_by_layer(rows, metric: str, num_layers: int, by: str = "layer"):
+    """Per layer (by="layer") or per head index (by="head"), the change from the unmodified model when one head is
+    re-drawn: each head's mean over seeds as a dot, the mean over the layer's heads (or over the layers that had
+    that head re-drawn) with the 95% interval of its per-seed (paired) change."""
     rows = [r for r in rows if r["metric"] == metric and r.get("change_mean") is not None]
     heads = [r for r in rows if r["params"].get("scheme") == "head"]
-    layers = [r for r in rows if r["params"].get("scheme") == "head-layer"]
-    if not heads or not layers:
+    pooled = [r for r in rows if r["params"].get("scheme") == ("head-layer" if by == "layer" else "head-index")]
+    if not heads or not pooled:
         return None
     fractions = _fractions(heads)
     fig = Figure(layout="constrained", figsize=(max(5.0, 0.7 * num_layers + 2.5) * len(fractions), 4.4))
     axes = fig.subplots(1, len(fractions), squeeze=False, sharey=True)[0]
     jitter = np.random.default_rng(0)
+    what = "the layer's heads" if by == "layer" else "the layers with this head re-drawn"
     for ax, fraction in zip(axes, fractions):
         mine = [r for r in heads if r["data_fraction"] == fraction]
-        ax.scatter([r["params"]["layer"] + jitter.uniform(-0.15, 0.15) for r in mine],
+        ax.scatter([r["params"][by] + jitter.uniform(-0.15, 0.15) for r in mine],
                    [r["change_mean"] for r in mine], s=14, color="C0", alpha=0.6, label="one head (mean over seeds)")
-        _errorbar(ax, [r for r in layers if r["data_fraction"] == fraction], lambda r: r["params"]["layer"],
+        _errorbar(ax, [r for r in pooled if r["data_fraction"] == fraction], lambda r: r["params"][by],
                   value="change_mean", color="k", marker="D", linestyle="none",
-                  label="mean over the layer's heads (95% CI, paired by seed)")
+                  label=f"mean over {what} (95% CI, paired by seed)")
         ax.axhline(0.0, color="0.5", linewidth=0.8)
         ax.set_xticks(range(num_layers))
-        ax.set_xlabel("layer of the re-drawn head")
+        ax.set_xlabel("layer of the re-drawn head" if by == "layer" else "index of the re-drawn head")
         ax.set_ylabel(f"change in {PRETTY.get(metric, metric)} from the unmodified model")
         ax.set_title(f"data fraction {fraction:g}", fontsize=9)
         ax.legend(fontsize=7)
-    fig.suptitle("Re-initialising one attention head, per layer", fontsize=10)
+    fig.suptitle(f"Re-initialising one attention head, per {'layer' if by == 'layer' else 'head index'}",
+                 fontsize=10)
     return fig
 
 

@@ -171,7 +171,8 @@ def figures(sweep, records, rows, metric) -> dict:
     return {"reinit_layers": plots.reinit_curve(rows, metric, n),
             "reinit_blocks": plots.reinit_blocks(rows, metric, n),
             "reinit_heads": plots.heads_heatmap(rows, metric, n, heads),
-            "reinit_heads_by_layer": plots.heads_by_layer(rows, metric, n)}
+            "reinit_heads_by_layer": plots.heads_by_layer(rows, metric, n),
+            "reinit_heads_by_index": plots.heads_by_layer(rows, metric, heads, by="head")}
 
 
 STUDY = Study(summary="re-draw layers or heads",
