@@ -73,7 +73,8 @@ def test_plateau_stops_after_patience_evaluations_without_improvement(monkeypatc
     rule = plateau.PlateauRule(patience=patience, tolerance=tolerance)
     callback = plateau.Plateau(rule, ("sst",))
     run = SimpleNamespace(state=SimpleNamespace(global_step=0), total_steps=100, model=None, inputs=None,
-                          config=SimpleNamespace(eval_batch_size=8))
+                          config=SimpleNamespace(eval_batch_size=8),
+                          outputs=SimpleNamespace(tensorboard=SimpleNamespace(writer=None)))
     for step in range(1, len(scores) + 1):
         run.state.global_step = step
         callback.on_evaluate(run, {}, 0.0)

@@ -100,6 +100,9 @@ class Plateau(Callback):
         score = held[self.metric]
         self.curve.append({"step": run.state.global_step, "score": score,
                            **{t: held[t] for t in self.tasks}})
+        writer = run.outputs.tensorboard.writer  # the trial's curves: beside dev/..., what the rule watches
+        if writer is not None:
+            writer.add_scalar(f"{HELDOUT}/{self.metric}", score, run.state.global_step)
         if self.best is None or (score > self.best and score >= self.best + self.rule.tolerance):
             self.best, self.best_step, self.stale = score, run.state.global_step, 0
             return

@@ -66,6 +66,8 @@ def add_arguments(group):
 def note(args):
     if len(args.seed_list) < 2:
         return "one seed, so no seed-vs-seed comparison (pass --seeds 0,1 for one)"
+    if len(args.seed_list) < 3:
+        return "two seeds: the change above the seed-vs-seed floor has no interval (3 seeds or more give one)"
     return None
 
 
