@@ -7,6 +7,8 @@ train_multitask.py would, and measure.
     python ablate.py --mode probe --task sst
     python ablate.py --mode transfer --data-fractions 0.1
     python ablate.py --mode dynamics --seeds 0,1
+    python ablate.py --mode restore --task sst
+    python ablate.py --mode methods --task all --methods smart,pcgrad,siamese
     CUDA_VISIBLE_DEVICES=1 python ablate.py --mode reinit --shard 2/4   # one of four GPUs or machines
     python ablate.py --mode reinit --summarize                          # merge the shards' results
 
@@ -19,10 +21,14 @@ the study's reference configuration paired by seed), plots/*.png and tensorboard
 intermediate models (Hugging Face format) in intermediate/, and --export-models
 every trial's model folder in models/TRIAL/.
 
-Budget: every trial takes --trial-steps optimizer steps (default 300) whatever
-its data fraction, as many passes over its share of the data as that needs,
-evaluated on dev every --eval-every steps (default 50) and after the last; the
-trial's result is its last evaluation, the best one is kept beside it.
+Budget: a trial stops when its score on a held-out part of its own training data
+(--plateau-holdout, drawn by its seed, never trained on; never dev) has not improved by
+--plateau-tolerance for --plateau-patience evaluations in a row, or at --trial-steps
+optimizer steps (the cap, default 1000) whatever its data fraction (as many passes over
+its share of the data as that needs); dev and the held-out rows are evaluated every
+--eval-every steps (default 50) and after the last step; the trial's result is its last
+evaluation, the best one is kept beside it, and its results line records the steps it
+trained and both learning curves. --plateau-patience 0 trains every trial the full cap;
 --trial-steps 0 trains --epochs passes instead.
 
 --shard I/N runs the I-th of N disjoint shares of the trials (a trial's share
@@ -38,7 +44,7 @@ import sys
 from pathlib import Path
 
 from minbert import RunFailure, UserError
-from tasks.ablation import arguments, sweep
+from tasks.ablation import arguments, plateau, sweep
 from tasks.ablation.studies import STUDIES
 from tasks.cli import exit_status
 from tasks.config import TrainConfig, validate
@@ -46,8 +52,8 @@ from tasks.distributed import launched_world_size
 from tasks.registry import MULTITASK_TASKS, REGISTRY
 from tasks.training import Interrupted, add_training_args
 
-# SST at fraction 0.01 / 0.1 / 1: ~100 / 11 / 1.1 passes over the data (docs/studies.md: the step budget)
-TRIAL_STEPS = 300
+# The cap; trials stop earlier on their held-out plateau (docs/studies.md: the budget)
+TRIAL_STEPS = 1000
 TRIAL_EVAL_EVERY = 50
 SWEEP_EPOCHS = 1        # with --trial-steps 0
 
@@ -74,11 +80,6 @@ def build_parser() -> argparse.ArgumentParser:
                        help="fine-tuning seeds; every configuration runs at each (default: --seed)")
     group.add_argument("--data-fractions", type=arguments.fraction_list, default=None, metavar="F,...",
                        help="seeded fractions of the training sets, each in (0, 1] (default: --data-fraction)")
-    group.add_argument("--trial-steps", type=arguments.integer, default=TRIAL_STEPS, metavar="S",
-                       help="every trial takes S optimizer steps whatever its data fraction (as many passes over "
-                            "its share of the training data as that needs, the last cut short; the learning-rate "
-                            "schedule spans the S steps; --max-steps still caps it); 0 = train --epochs passes "
-                            "instead, so small fractions get few steps (default: %(default)s)")
     group.add_argument("--shard", type=arguments.shard, default=None, metavar="I/N",
                        help="run only shard I of N (1-based) of the trials: a trial's shard is a hash of its name, "
                             "so it stays put when seeds or fractions are added, and shards on several GPUs or "
@@ -94,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also write each trial's fine-tuned model, as a finished run's RUN_DIR/model/ (Hugging "
                             "Face format, heads, model card), to models/TRIAL/ in the sweep folder (default: off: "
                             "a model per trial fills the disk over a sweep)")
+    add_budget_args(parser)
     for mode, study in STUDIES.items():
         group = parser.add_argument_group(study.title)
         study.add_arguments(group)
@@ -110,6 +112,28 @@ def build_parser() -> argparse.ArgumentParser:
     for action in parser._actions:
         action.help = sweep_help.get(action.dest, action.help)
     return parser
+
+
+def add_budget_args(parser):
+    group = parser.add_argument_group("budget (docs/studies.md: the budget)")
+    group.add_argument("--trial-steps", type=arguments.integer, default=TRIAL_STEPS, metavar="S",
+                       help="the step cap: a trial takes at most S optimizer steps whatever its data fraction (as "
+                            "many passes over its share of the training data as that needs, the last cut short; "
+                            "the learning-rate schedule spans the S steps; --max-steps still caps it), fewer when "
+                            "it stops on its held-out plateau; 0 = train --epochs passes instead, so small "
+                            "fractions get few steps (default: %(default)s)")
+    group.add_argument("--plateau-patience", type=arguments.integer, default=plateau.PATIENCE, metavar="N",
+                       help="stop a trial after N evaluations in a row (every --eval-every steps) whose score on "
+                            "its held-out training rows is not --plateau-tolerance above the best so far; 0 = off: "
+                            "every trial trains the full --trial-steps (default: %(default)s)")
+    group.add_argument("--plateau-tolerance", type=arguments.non_negative, default=plateau.TOLERANCE, metavar="T",
+                       help="the smallest held-out improvement that counts, in the metric's units (the task's "
+                            "metric for one task, the overall score for several) (default: %(default)s)")
+    group.add_argument("--plateau-holdout", type=arguments.share, default=plateau.HOLDOUT_SHARE, metavar="SHARE",
+                       help="share of each task's trial training rows (its --data-fractions share) held out for "
+                            "the plateau, drawn by the trial's seed and never trained on (default: %(default)s)")
+    group.add_argument("--plateau-holdout-max", type=arguments.positive, default=plateau.HOLDOUT_MAX, metavar="N",
+                       help="at most N held-out rows per task (default: %(default)s)")
 
 
 def parse_args(argv=None) -> argparse.Namespace:

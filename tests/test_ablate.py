@@ -175,7 +175,8 @@ def test_transfer_fills_the_ordered_pair_matrix(small_data_dir, tmp_path):
                                               "--max-steps", "1"))
     assert code == 0, err
     records = {r["config"]: r for r in _lines(out / "results.jsonl")}
-    assert set(records) == {"via=none,final=sst", "via=none,final=sts", "via=sst,final=sts", "via=sts,final=sst"}
+    assert set(records) == {"via=none,final=sst", "via=none,final=sts", "via=sst,final=sts", "via=sts,final=sst",
+                            "via=none,final=sst,steps=x2", "via=none,final=sts,steps=x2"}
     assert set(records["via=sst,final=sts"]["dev"]) == {"sts", "overall", "overall_raw"}
     assert set(records["via=sst,final=sts"]["info"]["intermediate_dev"]) == {"sst", "overall", "overall_raw"}
     assert (out / "plots" / "transfer.png").exists()
@@ -303,10 +304,10 @@ def test_budget_rule_gives_every_data_fraction_the_same_number_of_steps(small_da
     # The defaults on the course's SST (8,544 sentences, batch 32): 3 / 27 / 267 steps a pass at 0.01 / 0.1 / 1.
     args = ablate.parse_args(["--mode", "reinit", "--task", "sst", "--data-dir", str(data_dir), "--model", "minilm",
                               "--device", "cpu"])
-    assert (args.trial_steps, args.config.eval_every) == (300, 50)
+    assert (args.trial_steps, args.config.eval_every, args.plateau_patience) == (1000, 50, 3)
     inputs = prepare(args.config)
     for fraction, per_pass, passes in ((0.01, 3, 100), (0.1, 27, 12), (1.0, 267, 2)):
-        config, spent = sweep.budget(replace(args.config, data_fraction=fraction), inputs, args.trial_steps)
+        config, spent = sweep.budget(replace(args.config, data_fraction=fraction), inputs, 300)
         assert spent == {"steps": 300, "epochs": passes, "steps_per_epoch": per_pass, "eval_every": 50}
         assert (config.max_steps, config.epochs) == (300, passes)
         # --trial-steps 0: --epochs passes, so the steps shrink with the fraction (27 steps at 0.1)
@@ -318,12 +319,16 @@ def test_a_budgeted_trial_trains_its_steps_and_reports_the_final_evaluation(smal
     out = tmp_path / "budget"  # 20 SST rows at fraction 0.5, batch 8: 3 steps a pass, 7 steps = 3 passes
     argv = ["--data-dir", str(small_data_dir), "--out", str(out), "--model", str(tiny_model), "--batch-size", "8",
             "--precision", "fp32", "--mode", "reinit", "--task", "sst", "--from-layer", "2",
-            "--data-fractions", "0.5", "--trial-steps", "7", "--eval-every", "3", "--device", "cpu"]
+            "--data-fractions", "0.5", "--trial-steps", "7", "--eval-every", "3", "--plateau-patience", "0",
+            "--device", "cpu"]
     code, _, err = run_cli(ablate.main, argv)
     assert code == 0, err
     [record] = _lines(out / "results.jsonl")
-    assert record["steps"] == 7 and record["budget"] == {"steps": 7, "epochs": 3, "steps_per_epoch": 3,
-                                                         "eval_every": 3}
+    spent = record["budget"]
+    assert record["steps"] == 7 and {k: spent[k] for k in ("steps", "epochs", "steps_per_epoch", "eval_every")} == \
+        {"steps": 7, "epochs": 3, "steps_per_epoch": 3, "eval_every": 3}
+    assert spent["trained_steps"] == 7 and spent["plateau"] is None and "heldout_curve" not in spent
+    assert [e["step"] for e in spent["dev_curve"]] == [3, 6, 7]
     assert record["best_step"] in (3, 6, 7) and record["dev_best"]["sst"] >= record["dev"]["sst"]
     code, _, err = run_cli(ablate.main, argv + ["--epochs", "2"])
     assert code == 2 and "--epochs applies with --trial-steps 0" in err
@@ -352,7 +357,9 @@ def test_transfer_starts_the_final_stage_from_the_exported_intermediate_model(sm
     # --export-models: every trial's own model folder, with its heads
     trials = {p.name for p in (out / "models").iterdir()}
     assert trials == {"transfer-via=none_final=sst-seed0-frac1", "transfer-via=none_final=sts-seed0-frac1",
-                      "transfer-via=sst_final=sts-seed0-frac1", "transfer-via=sts_final=sst-seed0-frac1"}
+                      "transfer-via=sst_final=sts-seed0-frac1", "transfer-via=sts_final=sst-seed0-frac1",
+                      "transfer-via=none_final=sst_steps=x2-seed0-frac1",
+                      "transfer-via=none_final=sts_steps=x2-seed0-frac1"}
     described = json.loads((out / "models" / "transfer-via=sst_final=sts-seed0-frac1" / "tasks.json").read_text())
     assert list(described["tasks"]) == ["sts"]
 
@@ -362,4 +369,4 @@ def test_transfer_starts_the_final_stage_from_the_exported_intermediate_model(sm
     code, _, err = run_cli(ablate.main, argv)
     assert code == 0, err
     assert not [name for name in started_from if name.startswith("transfer-intermediate")]
-    assert len(_lines(out / "results.jsonl")) == 4
+    assert len(_lines(out / "results.jsonl")) == 6

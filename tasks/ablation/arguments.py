@@ -53,6 +53,14 @@ def number_list(text: str, valid=lambda value: True, requirement: str = "") -> l
     return list(dict.fromkeys(number(t, valid, requirement) for t in items(text)))
 
 
+def non_negative(text: str) -> float:
+    return number(text, lambda value: value >= 0 and value != float("inf"), "must be >= 0")
+
+
+def share(text: str) -> float:
+    return number(text, lambda value: 0 < value < 1, "is not in (0, 1)")
+
+
 def fraction_list(text: str) -> list:
     return number_list(text, lambda value: 0 < value <= 1, "is not in (0, 1]")
 

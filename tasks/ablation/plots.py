@@ -219,32 +219,35 @@ def heads_heatmap(rows, metric: str, num_layers: int, num_heads: int):
     return fig
 
 
-def heads_by_layer(rows, metric: str, num_layers: int):
-    """Per layer, the change from the unmodified model when one of its heads is re-drawn: each head's mean over
-    seeds as a dot, the layer's mean over its heads with the 95% interval of its per-seed (paired) change."""
+def heads_by_layer(rows, metric: str, num_layers: int, by: str = "layer"):
+    """Per layer (by="layer") or per head index (by="head"), the change from the unmodified model when one head is
+    re-drawn: each head's mean over seeds as a dot, the mean over the layer's heads (or over the layers that had
+    that head re-drawn) with the 95% interval of its per-seed (paired) change."""
     rows = [r for r in rows if r["metric"] == metric and r.get("change_mean") is not None]
     heads = [r for r in rows if r["params"].get("scheme") == "head"]
-    layers = [r for r in rows if r["params"].get("scheme") == "head-layer"]
-    if not heads or not layers:
+    pooled = [r for r in rows if r["params"].get("scheme") == ("head-layer" if by == "layer" else "head-index")]
+    if not heads or not pooled:
         return None
     fractions = _fractions(heads)
     fig = Figure(layout="constrained", figsize=(max(5.0, 0.7 * num_layers + 2.5) * len(fractions), 4.4))
     axes = fig.subplots(1, len(fractions), squeeze=False, sharey=True)[0]
     jitter = np.random.default_rng(0)
+    what = "the layer's heads" if by == "layer" else "the layers with this head re-drawn"
     for ax, fraction in zip(axes, fractions):
         mine = [r for r in heads if r["data_fraction"] == fraction]
-        ax.scatter([r["params"]["layer"] + jitter.uniform(-0.15, 0.15) for r in mine],
+        ax.scatter([r["params"][by] + jitter.uniform(-0.15, 0.15) for r in mine],
                    [r["change_mean"] for r in mine], s=14, color="C0", alpha=0.6, label="one head (mean over seeds)")
-        _errorbar(ax, [r for r in layers if r["data_fraction"] == fraction], lambda r: r["params"]["layer"],
+        _errorbar(ax, [r for r in pooled if r["data_fraction"] == fraction], lambda r: r["params"][by],
                   value="change_mean", color="k", marker="D", linestyle="none",
-                  label="mean over the layer's heads (95% CI, paired by seed)")
+                  label=f"mean over {what} (95% CI, paired by seed)")
         ax.axhline(0.0, color="0.5", linewidth=0.8)
         ax.set_xticks(range(num_layers))
-        ax.set_xlabel("layer of the re-drawn head")
+        ax.set_xlabel("layer of the re-drawn head" if by == "layer" else "index of the re-drawn head")
         ax.set_ylabel(f"change in {PRETTY.get(metric, metric)} from the unmodified model")
         ax.set_title(f"data fraction {fraction:g}", fontsize=9)
         ax.legend(fontsize=7)
-    fig.suptitle("Re-initialising one attention head, per layer", fontsize=10)
+    fig.suptitle(f"Re-initialising one attention head, per {'layer' if by == 'layer' else 'head index'}",
+                 fontsize=10)
     return fig
 
 
@@ -292,7 +295,8 @@ def permutation_strip(records, rows, metric: str):
 
 def transfer_matrix(rows, tasks):
     """Final-task metric after an intermediate task (rows) vs direct fine-tuning (top row)."""
-    rows = [r for r in rows if "final" in r["params"] and r["metric"] == f"dev/{r['params']['final']}"]
+    rows = [r for r in rows if "final" in r["params"] and r["metric"] == f"dev/{r['params']['final']}"
+            and not r["params"].get("steps")]  # the equal-steps control arms are not cells of the matrix
     if not rows:
         return None
     fractions = _fractions(rows)
@@ -345,3 +349,51 @@ def dynamics_curves(rows, num_layers: int):
     fig.suptitle("How fine-tuning changes each layer", fontsize=10)
     return fig
 
+
+
+def change_bars(rows, metric: str, mode: str, label: str):
+    """Each configuration's paired change from its study's reference, with its 95% interval, per data fraction."""
+    rows = [r for r in rows if r["mode"] == mode and r["metric"] == metric and r.get("change_mean") is not None]
+    if not rows:
+        return None
+    fractions = _fractions(rows)
+    configs = list(dict.fromkeys(r["config"] for r in rows))
+    fig = Figure(layout="constrained", figsize=(max(4.5, 0.9 * len(configs) + 2.0) * len(fractions), 4.0))
+    axes = fig.subplots(1, len(fractions), squeeze=False, sharey=True)[0]
+    for ax, fraction in zip(axes, fractions):
+        mine = {r["config"]: r for r in rows if r["data_fraction"] == fraction}
+        _errorbar(ax, [mine[c] for c in configs if c in mine], lambda r: configs.index(r["config"]),
+                  value="change_mean", color="k", marker="D", linestyle="none")
+        ax.axhline(0.0, color="0.5", linewidth=0.8)
+        ax.set_xticks(range(len(configs)))
+        ax.set_xticklabels(configs, rotation=20, fontsize=8)
+        ax.set_ylabel(f"{label}: {PRETTY.get(metric, metric)}")
+        ax.set_title(f"data fraction {fraction:g}", fontsize=9)
+    _title(fig, f"{mode}: change from the reference", rows)
+    return fig
+
+
+def restore_curves(rows, num_layers: int):
+    """Per restored layer i: the last layer's SVCCA distance from the fine-tuned model, and the dev score (Hao et
+    al., Fig. 3); solid: layer i alone restored, dashed: layers 0..i."""
+    panels = (("svcca", "SVCCA distance of the last layer from the fine-tuned model"),
+              ("dev", "dev score with the fine-tuned heads"))
+    rows = [r for r in rows if r["metric"].split("/")[0] in {f"restore{b}_{p}" for b in ("", "_below")
+                                                            for p, _ in panels}]
+    if not rows:
+        return None
+    fig = Figure(layout="constrained", figsize=(10, 4.2))
+    for ax, (panel, label) in zip(fig.subplots(1, len(panels)), panels):
+        for i, fraction in enumerate(_fractions(rows)):
+            for prefix, style, what in (("restore", "-", "layer i restored"), ("restore_below", "--", "layers 0..i")):
+                mine = [r for r in rows if r["data_fraction"] == fraction and r["metric"].split("/")[0] ==
+                        f"{prefix}_{panel}"]
+                if mine:
+                    _errorbar(ax, mine, lambda r: int(r["metric"].split("/")[1]), color=f"C{i}", linestyle=style,
+                              marker="o", label=f"{what} ({fraction:g})")
+        ax.set_title(label, fontsize=9)
+        ax.set_xticks(range(num_layers))
+        ax.set_xlabel("restored layer i")
+        ax.legend(fontsize=7)
+    fig.suptitle("Restoring pretrained layers in the fine-tuned model (Hao et al., Fig. 3)", fontsize=10)
+    return fig

@@ -74,3 +74,26 @@ def pooled_paired_interval(members: list, reference: dict) -> dict:
         return None
     return paired_interval({s: float(np.mean([m[s] for m in members])) for s in common}, reference)
 
+
+
+def floor_difference(values: dict, pairs: dict) -> dict:
+    """The mean over seeds {seed: value} minus the mean over seed pairs {(a, b): value} of the same seeds (the
+    seed-vs-seed floor: dynamics' "is layer i's change larger than two seeds' difference?"), with a
+    leave-one-seed-out jackknife interval: both means share the seeds, which are the units (n - 1 degrees of
+    freedom, needing 3 seeds as `pairwise_interval`). None without a seed and a pair in common."""
+    units = sorted(set(values) & {s for pair in pairs for s in pair})
+    pairs = {p: v for p, v in pairs.items() if set(p) <= set(units)}
+    if not units or not pairs:
+        return None
+
+    def statistic(kept):
+        inside = [v for p, v in pairs.items() if set(p) <= kept]
+        return float(np.mean([values[s] for s in kept])) - float(np.mean(inside)) if inside else None
+
+    n, mean = len(units), statistic(set(units))
+    estimates = [statistic(set(units) - {unit}) for unit in units]
+    if n < 3 or any(e is None for e in estimates):
+        return _t_interval(mean, None, n, 0)
+    estimates = np.array(estimates)
+    variance = (n - 1) / n * float(((estimates - estimates.mean()) ** 2).sum())
+    return _t_interval(mean, math.sqrt(variance * n), n, n - 1)

@@ -8,14 +8,15 @@ summary.csv has one row per configuration (or pool), data fraction and metric:
 the final evaluation's mean and 95% interval over seeds (`statistics.py` says
 which values are the units), the best evaluation's beside it (best_*), and the
 paired change from the study's reference configuration at the same seeds
-(change_*).
+(change_*); dynamics' fine-tuning rows are compared with the seed-vs-seed floor (the change minus two seeds'
+difference, its interval over the seeds, `statistics.floor_difference`).
 """
 import csv
 import io
 from pathlib import Path
 
 from ..fileio import atomic_write_bytes, atomic_write_text, safe_join
-from .statistics import interval, pairwise_interval, pooled_interval, pooled_paired_interval
+from .statistics import floor_difference, interval, pairwise_interval, pooled_interval, pooled_paired_interval
 
 SUMMARY = "summary.csv"
 SUMMARY_COLUMNS = ("mode", "config", "data_fraction", "metric", "n", "mean", "std", "ci95_low", "ci95_high",
@@ -116,12 +117,20 @@ def _rows(where: dict, params: dict, members: list, ref, ref_values) -> list:
         if best:
             stats = _interval(best)
             row.update(best_mean=stats["mean"], best_ci95_low=stats["ci95_low"], best_ci95_high=stats["ci95_high"])
-        change = pooled_paired_interval(values, ref_values[metric]) if metric in (ref_values or {}) else None
+        change = _change(values, ref_values[metric]) if metric in (ref_values or {}) else None
         if change is not None:
             row.update(reference=ref, change_n=change["n"], change_mean=change["mean"],
                        change_ci95_low=change["ci95_low"], change_ci95_high=change["ci95_high"])
         rows.append(row)
     return rows
+
+
+def _change(members: list, reference: dict):
+    """The paired change from the reference over common seeds; from a seed-vs-seed reference (its units are seed
+    pairs), one configuration's difference from that floor, its interval over the seeds both share."""
+    if len(members) == 1 and reference and isinstance(next(iter(reference)), tuple):
+        return floor_difference(members[0], reference)
+    return pooled_paired_interval(members, reference)
 
 
 def _interval(members: list) -> dict:

@@ -34,6 +34,7 @@ from ..config import TrainConfig
 from ..fileio import append_jsonl, atomic_write_text, read_jsonl, safe_join
 from ..inputs import RunInputs, precision_note, prepare
 from ..training import InMemory, Interrupted, declarations, fit, training_plan
+from .plateau import Plateau, PlateauRule, dev_curve, plateau_fingerprint, split_heldout
 from .summary import finished, report
 
 RESULTS = "results.jsonl"
@@ -56,6 +57,7 @@ class Study:
     note: Callable = lambda args: None  # a line worth printing before its trials run, or None
     reference: Callable = lambda sweep, params: None  # the group a configuration's paired change is measured from
     pools: Callable = lambda sweep, params: {}  # ({group: params}) -> {label: (params, [groups])}: means over configs
+    trains: bool = True           # its trials fine-tune (the budget and the plateau rule apply)
 
 
 @dataclass
@@ -124,6 +126,7 @@ class Sweep:
         self.config: TrainConfig = args.config
         self.shape = Shape(inputs.encoder.num_layers, inputs.encoder.config.num_attention_heads)
         self.fingerprint = fingerprint(args, inputs, study)
+        self.plateau = PlateauRule.from_args(args)
         self.cache = {}  # what a study keeps from one trial for the next (transfer: the last intermediate model)
 
     def pretrained_copy(self) -> minbert.BertModel:
@@ -133,27 +136,40 @@ class Sweep:
         """The trial's fit result ("best", "final", "model", ...), plus "curves"/"info" where it has them."""
         return self.study.run(self, trial)
 
-    def fit(self, trial: Trial, encoder, name: Optional[str] = None, tasks=None, export_to=None, **changes) -> dict:
-        """Fine-tune `encoder` exactly as train_multitask.py would, for the sweep's budget (`budget`), logging to
-        tensorboard/<name>. The result's model has the final weights: the final evaluation is the trial's result.
+    def fit(self, trial: Trial, encoder, name: Optional[str] = None, tasks=None, export_to=None, steps=None,
+            plateau: bool = True, inputs: Optional[RunInputs] = None, **changes) -> dict:
+        """Fine-tune `encoder` exactly as train_multitask.py would, for the sweep's budget (`budget`: at most
+        `steps` steps, default --trial-steps, stopping earlier on a held-out plateau unless `plateau` is False or
+        the rule is off), logging to tensorboard/<name>. The result's model has the final weights: the final
+        evaluation is the trial's result; its "budget" says what the trial spent (`plateau.py`).
 
         Nothing else is written unless asked: a trial is cheap to rerun, and a checkpoint
         per trial would take gigabytes over a sweep. The final model goes to `export_to` as a
         model folder (tasks/trained/model_folder.py), and with --export-models each trial's to
-        models/<trial name>/. `changes` are training options (TrainConfig's fields) the trial sets.
+        models/<trial name>/. `changes` are training options (TrainConfig's fields) the trial sets; `inputs`
+        replaces the sweep's data (the same tasks, encoded as `changes` need: another --pair-mode).
         """
         tasks = tuple(tasks or self.inputs.tasks)
-        inputs = dataclasses.replace(self.inputs, tasks=tasks)
+        inputs = dataclasses.replace(inputs or self.inputs, tasks=tasks)
         config = dataclasses.replace(self.config, seed=trial.seed, data_fraction=trial.fraction, tasks=",".join(tasks),
                                      **changes)
-        config, spent = budget(config, inputs, self.args.trial_steps)
+        rule = self.plateau if plateau else PlateauRule(patience=0)
+        callbacks, counts = [], None
+        if rule.on:  # the trial's share, less its held-out rows, is the data: trained at fraction 1
+            inputs, counts = split_heldout(inputs, tasks, trial.fraction, trial.seed, rule)
+            config = dataclasses.replace(config, data_fraction=1.0)
+            callbacks.append(Plateau(rule, tasks))
+        config, spent = budget(config, inputs, self.args.trial_steps if steps is None else steps)
         folder = self.fresh_dir("tensorboard", name or trial.name)
         hparams = {"mode": trial.mode, "config": trial.config, "seed": trial.seed, "data_fraction": trial.fraction,
                    "tasks": config.tasks, "stage": name or "trial"}
         if export_to is None and name is None and getattr(self.args, "export_models", False):
             export_to = self.fresh_dir("models", trial.name)
         outputs = InMemory(folder, hparams, final_weights=True, export_to=export_to)
-        result = fit(config, inputs, outputs, encoder=encoder)
+        result = fit(config, inputs, outputs, encoder=encoder, callbacks=callbacks)
+        spent.update(trained_steps=result["steps"], dev_curve=dev_curve(result["history"]), plateau=None)
+        if callbacks:
+            spent.update(plateau=callbacks[0].describe(counts, result["steps"]), heldout_curve=callbacks[0].curve)
         result["budget"] = spent
         return result
 
@@ -166,12 +182,12 @@ class Sweep:
 
 
 def budget(config: TrainConfig, inputs: RunInputs, trial_steps: int) -> tuple:
-    """The sweep's budget rule, applied to one trial's training options: every trial takes `trial_steps` optimizer
+    """The sweep's step cap, applied to one trial's training options: a trial takes at most `trial_steps` optimizer
     steps whatever its data fraction (as many passes over its share of the training data as that needs, the last
-    one cut short, the learning-rate schedule spanning those steps); --max-steps still caps it. With trial_steps
-    0 it trains --epochs passes instead, so the steps scale with the fraction.
+    one cut short, the learning-rate schedule spanning those steps; the plateau rule may end it earlier); --max-steps
+    still caps it. With trial_steps 0 it trains --epochs passes instead, so the steps scale with the fraction.
 
-    Returns the options and what the trial is to spend: steps, epochs, steps per epoch, evaluation interval.
+    Returns the options and the budget: the cap (steps), epochs, steps per epoch, evaluation interval.
     """
     per_epoch = training_plan(config, inputs)[2].steps_per_epoch()
     if trial_steps:
@@ -231,6 +247,9 @@ def fingerprint(args, inputs: RunInputs, study: Study) -> str:
     values["data"] = {task: {split: d and {k: v for k, v in d.items() if k != "path"} for split, d in splits.items()}
                       for task, splits in inputs.data_record.items()}
     values["trial_steps"] = args.trial_steps
+    plateau = plateau_fingerprint(PlateauRule.from_args(args)) if study.trains else None
+    if plateau:  # absent when off: a fixed-budget sweep keeps the fingerprint it had before the rule existed
+        values["plateau"] = plateau
     declared = {t: {k: v for k, v in d.items() if k not in ("files", "declared_in", "description")}
                 for t, d in declarations(config.task_list).items()}
     if declared:  # how a declared task reads its files and scores, not where the files are

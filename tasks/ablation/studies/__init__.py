@@ -10,6 +10,7 @@ name in NAMES.
 """
 import importlib
 
-NAMES = ("reinit", "permute", "probe", "transfer", "dynamics")  # --mode's choices, in --help's order
+# --mode's choices, in --help's order
+NAMES = ("reinit", "permute", "probe", "transfer", "dynamics", "restore", "methods")
 
 STUDIES = {name: importlib.import_module(f"{__name__}.{name}").STUDY for name in NAMES}

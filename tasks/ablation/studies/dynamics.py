@@ -9,7 +9,16 @@ representations (`minbert/analysis.py`), on a seeded sample of --dynamics-exampl
 dev examples of each task, the same sample for every comparison. Protocol, per
 data fraction: one fine-tuning per seed, compared with the pretrained model, and
 every pair of those seeds compared with each other (how much of the change is seed
-noise). Each fine-tuned encoder is kept in models/ for the seed-vs-seed trials.
+noise). Each fine-tuned encoder is kept in models/ for the seed-vs-seed trials. The summary
+compares the fine-tuning's change with that floor per layer (change_* columns, reference
+seed-vs-seed: the change minus the seeds' difference, its interval over the seeds; 3 seeds or
+more for an interval). Weight change against data size: pass several --data-fractions.
+
+`--across-tasks` (two or more tasks) adds Hao et al.'s consistency between datasets: per seed, a
+fine-tuning on each task alone (`finetune,task=T`, compared with the pretrained model) and every
+pair of those compared with each other (`tasks=A-B`) on the sample of every task's dev examples
+(Hao et al. used 200 of each of the two), beside each task's own seed-vs-seed floor
+(`seeds=A-B,task=T`).
 """
 import copy
 import itertools
@@ -19,6 +28,7 @@ import numpy as np
 import torch
 
 import minbert
+from minbert import UserError
 from minbert.analysis import (
     OUTPUT_SUBLAYER_WEIGHT,
     layer_tensor_distances,
@@ -44,6 +54,9 @@ DYNAMICS_EXAMPLES = 500
 
 
 def add_arguments(group):
+    group.add_argument("--across-tasks", action="store_true",
+                       help="also fine-tune on each task alone and compare every two tasks' models, per seed (Hao et "
+                            "al.'s consistency between datasets; needs two or more tasks)")
     group.add_argument("--dynamics-examples", type=positive_or_all, default=DYNAMICS_EXAMPLES, metavar="N|all",
                        help="dev examples per task the models are compared on: a seeded sample, the same for "
                             "every comparison, or 'all' for the whole dev set (default: %(default)s, enough for a "
@@ -53,22 +66,39 @@ def add_arguments(group):
 def note(args):
     if len(args.seed_list) < 2:
         return "one seed, so no seed-vs-seed comparison (pass --seeds 0,1 for one)"
+    if len(args.seed_list) < 3:
+        return "two seeds: the change above the seed-vs-seed floor has no interval (3 seeds or more give one)"
     return None
 
 
 def plan(args, shape: Shape) -> list:
-    """Per fraction: one fine-tuning per seed, then every pair of those seeds compared."""
+    """Per fraction: one fine-tuning per seed, then every pair of those seeds compared; with --across-tasks the
+    same per task alone, and every pair of tasks compared at each seed."""
+    tasks = args.config.task_list
+    if args.across_tasks and len(tasks) < 2:
+        raise UserError("--across-tasks compares fine-tunings on different tasks: give two or more (--tasks sst,sts)")
     trials = []
     for fraction in args.fraction_list:
-        trials += [Trial("dynamics", "finetune", {"kind": "finetune"}, s, fraction) for s in args.seed_list]
-        trials += [Trial("dynamics", f"seeds={a}-{b}", {"kind": "seeds", "seeds": [a, b]}, a, fraction,
-                         group="seed-vs-seed") for a, b in itertools.combinations(args.seed_list, 2)]
+        for task in [None] + (list(tasks) if args.across_tasks else []):
+            suffix = f",task={task}" if task else ""
+            trials += [Trial("dynamics", "finetune" + suffix, {"kind": "finetune", "task": task}, s, fraction)
+                       for s in args.seed_list]
+            trials += [Trial("dynamics", f"seeds={a}-{b}{suffix}", {"kind": "seeds", "seeds": [a, b], "task": task},
+                             a, fraction, group="seed-vs-seed" + suffix)
+                       for a, b in itertools.combinations(args.seed_list, 2)]
+        if args.across_tasks:
+            trials += [Trial("dynamics", f"tasks={a}-{b}", {"kind": "tasks", "tasks": [a, b]}, s, fraction)
+                       for a, b in itertools.combinations(tasks, 2) for s in args.seed_list]
     return trials
 
 
 def run(sweep, trial: Trial) -> dict:
+    task = trial.params.get("task")
     if trial.params["kind"] == "seeds":
-        a, b = (fine_tuned(sweep, trial, s) for s in trial.params["seeds"])
+        a, b = (fine_tuned(sweep, trial, s, task) for s in trial.params["seeds"])
+        return {"curves": compare(sweep, a, b)}
+    if trial.params["kind"] == "tasks":
+        a, b = (fine_tuned(sweep, trial, trial.seed, t) for t in trial.params["tasks"])
         return {"curves": compare(sweep, a, b)}
     result = fine_tune_and_save(sweep, trial)
     result["curves"] = compare(sweep, sweep.inputs.encoder, result["model"].encoder)
@@ -76,8 +106,10 @@ def run(sweep, trial: Trial) -> dict:
 
 
 def fine_tune_and_save(sweep, trial: Trial, name: Optional[str] = None) -> dict:
-    """Fine-tune and keep the encoder in models/, for the seed-vs-seed comparisons."""
-    result = sweep.fit(trial, sweep.inputs.encoder, name=name)
+    """Fine-tune (on the trial's task alone if it names one) and keep the encoder in models/, for the seed-vs-seed
+    and task-vs-task comparisons."""
+    task = trial.params.get("task")
+    result = sweep.fit(trial, sweep.inputs.encoder, name=name, tasks=(task,) if task else None)
     atomic_save_torch(model_path(sweep, trial), result["model"].encoder.state_dict())
     return result
 
@@ -86,14 +118,20 @@ def model_path(sweep, trial: Trial):
     return safe_join(sweep.out, "models", trial.name + ".pt")
 
 
-def fine_tuned(sweep, trial: Trial, seed: int) -> minbert.BertModel:
-    """The fine-tuning of `seed` (saved by its trial; redone if the file is not there yet).
+def finetune_trial(seed: int, fraction: float, task: Optional[str] = None) -> Trial:
+    """The fine-tuning trial of `seed` (on `task` alone, or on every task)."""
+    return Trial("dynamics", "finetune" + (f",task={task}" if task else ""), {"kind": "finetune", "task": task},
+                 seed, fraction)
+
+
+def fine_tuned(sweep, trial: Trial, seed: int, task: Optional[str] = None) -> minbert.BertModel:
+    """The fine-tuning of `seed` (on `task` alone if given; saved by its trial, redone if the file is not there).
 
     Under --shard that trial may belong to another shard, still running:
     the redone fine-tuning logs under a name of this shard's own (the
     model file is written atomically, so either copy is whole).
     """
-    finetune = Trial("dynamics", "finetune", {"kind": "finetune"}, seed, trial.fraction)
+    finetune = finetune_trial(seed, trial.fraction, task)
     path, shard = model_path(sweep, finetune), sweep.args.shard
     if not path.exists():
         name = finetune.name + (f"-redone-shard-{shard[0]}-of-{shard[1]}" if shard else "")
@@ -169,10 +207,17 @@ def compare_encoders(a: minbert.BertModel, b: minbert.BertModel, batches: list, 
             "attention_js": (js_sum / max(sentences, 1)).tolist(), "svcca": svcca}
 
 
+def reference(sweep, params) -> Optional[str]:
+    """A fine-tuning's change is compared with the seed-vs-seed floor of the same training data."""
+    if params.get("kind") != "finetune":
+        return None
+    return "seed-vs-seed" + (f",task={params['task']}" if params.get("task") else "")
+
+
 def figures(sweep, records, rows, metric) -> dict:
     from .. import plots  # matplotlib loads only when a summary is drawn
     return {"dynamics": plots.dynamics_curves(rows, sweep.shape.num_layers)}
 
 
 STUDY = Study(summary="how fine-tuning changes each layer", title="dynamics", add_arguments=add_arguments,
-              note=note, plan=plan, run=run, figures=figures, fingerprint=("dynamics_examples",))
+              note=note, plan=plan, run=run, figures=figures, reference=reference, fingerprint=("dynamics_examples",))

@@ -8,7 +8,9 @@ and the mean of the real tokens "mean"; `tasks/ablation/features.py`), and a lin
 model is fitted on them to convergence with scikit-learn: logistic regression
 for classification, ridge regression for scores, its L2 penalty chosen on a
 held-out share of the training data (`--probe-penalties`, `--probe-holdout`),
-then refitted on all of it and scored on dev (`tasks/ablation/linear_probe.py`).
+then refitted on all of it and scored on dev (`tasks/ablation/linear_probe.py`). Each results line
+keeps the chosen penalty's held-out score (info.holdout_score): the best layer is to be chosen on
+it, on training data, not on the dev score it is then reported with.
 The fine-tuning options (--epochs, --lr, ...) do not apply: nothing is trained
 by gradient descent. Control: the full-depth model with every layer re-drawn at
 BERT's initialisation (seeded by the trial's seed), probed the same way (what
@@ -28,7 +30,7 @@ from minbert import UserError
 from ...inputs import subsample_split
 from ...metrics import overall_score
 from ...registry import get_task
-from ..arguments import int_list, number, number_list
+from ..arguments import int_list, number_list, share
 from ..features import FEATURE_POOLINGS, layer_features
 from ..linear_probe import HOLDOUT, PENALTIES, fit_probe
 from ..summary import SUMMARY
@@ -39,17 +41,13 @@ def penalty_list(text: str) -> list:
     return number_list(text, lambda value: value > 0, "must be > 0 (an L2 penalty)")
 
 
-def holdout_share(text: str) -> float:
-    return number(text, lambda value: 0 < value < 1, "is not in (0, 1)")
-
-
 def add_arguments(group):
     group.add_argument("--layers", type=int_list, default=None, metavar="K,...",
                        help="probe on layer K (K = 0: the embeddings' output) (default: every layer)")
     group.add_argument("--probe-penalties", type=penalty_list, default=list(PENALTIES), metavar="L,...",
                        help="L2 penalties tried, against the summed loss (logistic C = 1/L, ridge alpha = L) "
                             "(default: " + ",".join(f"{p:g}" for p in PENALTIES) + ")")
-    group.add_argument("--probe-holdout", type=holdout_share, default=HOLDOUT, metavar="SHARE",
+    group.add_argument("--probe-holdout", type=share, default=HOLDOUT, metavar="SHARE",
                        help="share of the training examples held out to choose the penalty (default: %(default)s)")
     group.add_argument("--reinit-sweep", default=None, metavar="DIR",
                        help="a reinit sweep's folder (its summary.csv): draw its fine-tuning curve, layers >= k "
@@ -73,7 +71,8 @@ def plan(args, shape: Shape) -> list:
 def run(sweep, trial) -> dict:
     """Fit the trial's probe on each task's features; the features come from `features`, extracted once."""
     p = trial.params
-    dev, info = {}, {"penalty": {}, "holdout": {}, "converged": True, "train_examples": {}, "feature_seconds": 0.0}
+    dev, info = {}, {"penalty": {}, "holdout": {}, "holdout_score": {}, "converged": True, "train_examples": {},
+                     "feature_seconds": 0.0}
     for task in sweep.inputs.tasks:
         cfg = get_task(task)
         (train, t1), (held_out, t2) = (features(sweep, trial, task, split) for split in ("train", "dev"))
@@ -83,13 +82,31 @@ def run(sweep, trial) -> dict:
         dev[task] = fitted.dev
         info["penalty"][task] = fitted.penalty
         info["holdout"][task] = {f"{k:g}": v for k, v in fitted.holdout.items()}
+        info["holdout_score"][task] = fitted.holdout[fitted.penalty]  # where the best layer is chosen, not on dev
         info["converged"] &= fitted.converged
         info["train_examples"][task] = len(train["y"])
         info["feature_seconds"] = round(info["feature_seconds"] + t1 + t2, 1)
     if not info["converged"]:
         print(f"warning: {trial.config}: a probe stopped at its iteration limit before converging", flush=True)
     dev["overall"] = overall_score(dev)
+    info["holdout_score"]["overall"] = overall_score({t: info["holdout_score"][t] for t in sweep.inputs.tasks})
     return {"best": dev, "final": dev, "steps": 0, "info": info}
+
+
+def best_on_holdout(records: list, task: str = "overall", control: bool = False) -> dict:
+    """{(fraction, seed): the record of the layer and pooling whose probe scored best on its held-out training rows
+    (info.holdout_score[task])}: the best layer chosen on training data, to be reported with its dev score. Ties go
+    to the lower layer."""
+    best = {}
+    for r in records:
+        if r.get("status", "ok") != "ok" or bool(r["params"].get("control")) != control:
+            continue
+        key, score = (r["data_fraction"], r["seed"]), r["info"]["holdout_score"][task]
+        held = best.get(key)
+        if held is None or (score, -r["params"]["layer"]) > (held["info"]["holdout_score"][task],
+                                                             -held["params"]["layer"]):
+            best[key] = r
+    return best
 
 
 def features(sweep, trial, task: str, split: str) -> tuple:
@@ -173,4 +190,4 @@ STUDY = Study(summary="converged linear probes on each layer's frozen features",
               title="probe (scikit-learn logistic / ridge regression on frozen features of every layer; [CLS] "
                     "and mean pooling)",
               add_arguments=add_arguments, plan=plan, run=run, figures=figures, note=note,
-              fingerprint=("probe_penalties", "probe_holdout"))
+              fingerprint=("probe_penalties", "probe_holdout"), trains=False)

@@ -33,8 +33,8 @@ def from_layer_list(text: str) -> list:
 
 
 def block_list(text: str) -> list:
-    """START:SIZE blocks of consecutive layers."""
-    return _pairs(text, "START:SIZE (e.g. 2:2)", lambda size: integer(size, minimum=1))
+    """START:SIZE blocks of consecutive layers; *:SIZE (START None) stands for every block of that size."""
+    return _pairs(text, "START:SIZE or *:SIZE (e.g. 2:2)", lambda size: integer(size, minimum=1), any_first=True)
 
 
 def head_list(text: str) -> list:
@@ -42,14 +42,15 @@ def head_list(text: str) -> list:
     return _pairs(text, "LAYER:HEAD or LAYER:* (e.g. 3:5)", lambda head: None if head.strip() == "*" else integer(head))
 
 
-def _pairs(text: str, form: str, second) -> list:
-    """A:B items as (integer A, second(B)); `form` says what an item without its colon should have been."""
+def _pairs(text: str, form: str, second, any_first: bool = False) -> list:
+    """A:B items as (integer A, second(B)), A = * as None if `any_first`; `form` says what an item without its
+    colon should have been."""
     out = []
     for t in items(text):
         first, sep, rest = t.partition(":")
         if not sep:
             raise argparse.ArgumentTypeError(f"{t!r} is not {form}")
-        out.append((integer(first), second(rest)))
+        out.append((None if any_first and first.strip() == "*" else integer(first), second(rest)))
     return out
 
 
@@ -58,8 +59,9 @@ def add_arguments(group):
                        help="reinitialise layers >= K, for each K; 'none' = the layer count, 'all' = 0 "
                             "(default, with no --block/--heads: every K from none to all)")
     group.add_argument("--block", type=block_list, default=None, metavar="START:SIZE,...",
-                       help="reinitialise SIZE consecutive layers from START, and also the complement "
-                            "(every layer but the block)")
+                       help="reinitialise SIZE consecutive layers from START ('block reinitialized'), and also "
+                            "the complement (every layer but the block: 'block preserved'); *:SIZE = every block "
+                            "of SIZE layers (Tamkin et al., Fig. 3: *:3)")
     group.add_argument("--heads", type=head_list, default=None, metavar="L:H,...",
                        help="reinitialise one attention head per trial (its Q/K/V rows and output columns); "
                             "L:* = every head of layer L")
@@ -90,7 +92,7 @@ def plan(args, shape: Shape) -> list:
         configs.append(layers(f"from={k}", "from", range(k, n), **{"from": k}))
     if args.block:  # the blocks' reference: every layer re-drawn, the embeddings as the blocks' are
         configs.append(layers("from=0", "from", range(n), **{"from": 0}))
-    for start, size in args.block or ():
+    for start, size in blocks(args.block or (), n):
         if start + size > n:
             raise UserError(f"--block {start}:{size}: layers {start}..{start + size - 1} are past the model's "
                             f"{n} layers (0..{n - 1})")
@@ -99,6 +101,16 @@ def plan(args, shape: Shape) -> list:
         configs.append(layers(f"keep={start}:{size}", "keep", set(range(n)) - block, start=start, size=size))
     configs += head_configs(args.heads or (), shape, suffix, emb, policy)
     return grid("reinit", configs, args.seed_list, args.fraction_list)
+
+
+def blocks(given, n: int) -> list:
+    """The --block items with *:SIZE spelled out as every start (none when SIZE is past the model)."""
+    out = []
+    for start, size in given:
+        if start is None and size > n:
+            raise UserError(f"--block *:{size}: the model has {n} layers")
+        out += [(s, size) for s in range(n - size + 1)] if start is None else [(start, size)]
+    return list(dict.fromkeys(out))
 
 
 def head_configs(heads, shape: Shape, suffix: str, emb: bool, policy: str) -> list:
@@ -137,15 +149,20 @@ def reference(sweep, params) -> str:
 
 
 def pools(sweep, params) -> dict:
-    """head=L:*: the mean over the heads of layer L that were run (each head averaged over its seeds first)."""
-    heads = {}
+    """head=L:*: the mean over the heads of layer L that were run (each head averaged over its seeds first; BERT Goes
+    to College, Figs. 7-8); head=*:H: the mean over the layers that had head H re-drawn (Figs. 9-10)."""
+    by_layer, by_head = {}, {}
     for group, p in params.items():
         if p.get("scheme") == "head":
-            key = (p["layer"], p["embeddings"])
-            heads.setdefault(key, []).append(group)
-    return {f"head={layer}:*" + (",emb" if emb else ""):
-            ({"scheme": "head-layer", "layer": layer, "embeddings": emb}, groups)
-            for (layer, emb), groups in sorted(heads.items())}
+            by_layer.setdefault((p["layer"], p["embeddings"]), []).append(group)
+            by_head.setdefault((p["head"], p["embeddings"]), []).append(group)
+    out = {f"head={layer}:*" + (",emb" if emb else ""): ({"scheme": "head-layer", "layer": layer, "embeddings": emb},
+                                                           groups)
+           for (layer, emb), groups in sorted(by_layer.items())}
+    out.update({f"head=*:{head}" + (",emb" if emb else ""): ({"scheme": "head-index", "head": head, "embeddings": emb},
+                                                               groups)
+                for (head, emb), groups in sorted(by_head.items()) if len(groups) > 1})
+    return out
 
 
 def figures(sweep, records, rows, metric) -> dict:
@@ -154,7 +171,8 @@ def figures(sweep, records, rows, metric) -> dict:
     return {"reinit_layers": plots.reinit_curve(rows, metric, n),
             "reinit_blocks": plots.reinit_blocks(rows, metric, n),
             "reinit_heads": plots.heads_heatmap(rows, metric, n, heads),
-            "reinit_heads_by_layer": plots.heads_by_layer(rows, metric, n)}
+            "reinit_heads_by_layer": plots.heads_by_layer(rows, metric, n),
+            "reinit_heads_by_index": plots.heads_by_layer(rows, metric, heads, by="head")}
 
 
 STUDY = Study(summary="re-draw layers or heads",

@@ -7,6 +7,12 @@ intermediate task (its TensorBoard run: transfer-intermediate=TASK-...; its mode
 folder: intermediate/FINGERPRINT/transfer-intermediate=TASK-.../), then on
 the final task alone, both at the trial's seed and data fraction. The matrix
 plot shows each pair's final-task metric and its change from direct fine-tuning.
+
+Control (unless --no-equal-steps): a pair trains two stages, each up to the step cap, so it may
+train twice the direct arm's steps; `via=none,final=B,steps=x2` fine-tunes on B directly with
+twice the cap (with --trial-steps 0, twice --epochs), under the same stopping rule, so a pair's
+gain can be told from more training. Each pair's results line records the steps of both of its
+stages (info.total_steps), the intermediate stage's budget (info.intermediate_budget).
 """
 import dataclasses
 import json
@@ -14,9 +20,11 @@ import json
 import minbert
 from minbert import UserError
 
-from ...fileio import safe_join
+from ...fileio import atomic_write_json, safe_join
 from ...trained.model_folder import TASKS_JSON
 from ..sweep import Shape, Study, Trial, grid
+
+STAGE_BUDGET = "budget.json"  # in an intermediate model's folder: what its stage spent (steps, plateau, curves)
 
 
 def plan(args, shape: Shape) -> list:
@@ -29,6 +37,8 @@ def plan(args, shape: Shape) -> list:
     if len(tasks) < 2:
         raise UserError("--mode transfer needs at least two tasks (--task all, or --tasks sst,sts)")
     configs = [(f"via=none,final={b}", {"via": None, "final": b}) for b in tasks]
+    if not args.no_equal_steps:
+        configs += [(f"via=none,final={b},steps=x2", {"via": None, "final": b, "steps": 2}) for b in tasks]
     configs += [(f"via={a},final={b}", {"via": a, "final": b}) for a in tasks for b in tasks if a != b]
     trials = grid("transfer", configs, args.seed_list, args.fraction_list)
     for trial in trials:
@@ -42,18 +52,32 @@ def intermediate_stage(trial: Trial, task: str) -> Trial:
     return dataclasses.replace(trial, config=f"intermediate={task}", params={"via": task}, group="", shard_unit="")
 
 
+def add_arguments(group):
+    group.add_argument("--no-equal-steps", action="store_true",
+                       help="leave out the control arms via=none,final=B,steps=x2 (direct fine-tuning with twice "
+                            "the step cap: as many steps as a pair's two stages may train) (default: run them)")
+
+
 def run(sweep, trial) -> dict:
     via, final = trial.params["via"], trial.params["final"]
     if via is None:
-        return sweep.fit(trial, sweep.inputs.encoder, tasks=(final,))
-    encoder, intermediate_dev = intermediate(sweep, via, trial)
+        times = trial.params.get("steps", 1)
+        if times == 1:
+            return sweep.fit(trial, sweep.inputs.encoder, tasks=(final,))
+        if sweep.args.trial_steps:
+            return sweep.fit(trial, sweep.inputs.encoder, tasks=(final,), steps=times * sweep.args.trial_steps)
+        return sweep.fit(trial, sweep.inputs.encoder, tasks=(final,), epochs=times * sweep.config.epochs)
+    encoder, intermediate_dev, stage_budget = intermediate(sweep, via, trial)
     result = sweep.fit(trial, encoder, tasks=(final,))
-    result["info"] = {"intermediate_dev": intermediate_dev}
+    result["info"] = {"intermediate_dev": intermediate_dev, "intermediate_budget": stage_budget,
+                      "total_steps": (stage_budget or {}).get("trained_steps", 0) + result["steps"]
+                      if stage_budget else None}
     return result
 
 
 def intermediate(sweep, task: str, trial: Trial):
-    """The encoder fine-tuned on `task` (trial's seed and fraction) and its dev metrics.
+    """The encoder fine-tuned on `task` (trial's seed and fraction), its dev metrics and its budget (None if the
+    file recording it is missing: a sweep killed between the model's export and that file).
 
     The intermediate model is exported as a finished run's model folder and the final stage
     starts from it through `minbert.from_pretrained`, as `train_multitask.py --model RUN_DIR/model`
@@ -63,9 +87,12 @@ def intermediate(sweep, task: str, trial: Trial):
     stage = intermediate_stage(trial, task)
     folder = safe_join(sweep.out, "intermediate", sweep.fingerprint, stage.name)
     if not (folder / TASKS_JSON).exists():
-        sweep.fit(stage, sweep.inputs.encoder, name=stage.name, tasks=(task,), export_to=folder)
+        result = sweep.fit(stage, sweep.inputs.encoder, name=stage.name, tasks=(task,), export_to=folder)
+        atomic_write_json(folder / STAGE_BUDGET, result["budget"])
     dev = json.loads((folder / TASKS_JSON).read_text(encoding="utf-8"))["dev"]
-    return minbert.from_pretrained(str(folder), implementation=sweep.inputs.encoder.config.implementation), dev
+    budget_file = folder / STAGE_BUDGET
+    spent = json.loads(budget_file.read_text(encoding="utf-8")) if budget_file.exists() else None
+    return minbert.from_pretrained(str(folder), implementation=sweep.inputs.encoder.config.implementation), dev, spent
 
 
 def figures(sweep, records, rows, metric) -> dict:
@@ -73,4 +100,5 @@ def figures(sweep, records, rows, metric) -> dict:
     return {"transfer": plots.transfer_matrix(rows, sweep.inputs.tasks)}
 
 
-STUDY = Study(summary="intermediate-task fine-tuning", title="transfer", plan=plan, run=run, figures=figures)
+STUDY = Study(summary="intermediate-task fine-tuning", title="transfer", add_arguments=add_arguments, plan=plan,
+              run=run, figures=figures)

@@ -1,0 +1,85 @@
+"""methods: the multitask model's training methods, each against the same model trained without it.
+
+As Gorti & Thiesmeyer, "Freeze Your Layers" (CS224N default project), compare on the multitask
+minBERT: SMART regularisation (`--smart`), gradient surgery (PCGrad, `--surgery pcgrad`; or the
+dominant-task variant), and sentence pairs encoded together (cross: one sequence, `[CLS] a [SEP] b
+[SEP]`) against apart (siamese: each sentence alone). Protocol: the training options as given are
+the baseline (`method=baseline`); each `--methods` entry changes one option from there and is
+fine-tuned at the same seeds and fractions, its change paired by seed with the baseline's. A method
+the baseline already uses (`siamese` under `--pair-mode siamese`) is the baseline and is not run
+twice. A pair mode other than the sweep's re-tokenises the data once (the model and text are the
+same; each pair is encoded the other way).
+"""
+import argparse
+import dataclasses
+
+from minbert import UserError
+
+from ...config import validate
+from ...inputs import prepare
+from ..arguments import items
+from ..sweep import Shape, Study, grid
+
+# name -> the training options it sets (TrainConfig's fields)
+METHODS = {"smart": {"smart": True}, "pcgrad": {"surgery": "pcgrad"}, "dominant": {"surgery": "dominant"},
+           "cross": {"pair_mode": "cross"}, "siamese": {"pair_mode": "siamese"}}
+DEFAULT_METHODS = ("smart", "pcgrad", "cross", "siamese")
+
+
+def method_list(text: str) -> list:
+    chosen = items(text)
+    unknown = [m for m in chosen if m not in METHODS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"{', '.join(unknown)}: not a method (choose from {', '.join(METHODS)})")
+    return chosen
+
+
+def add_arguments(group):
+    group.add_argument("--methods", type=method_list, default=None, metavar="NAME,...",
+                       help=f"the methods compared with the baseline (the training options as given), each changing "
+                            f"one option: smart = --smart, pcgrad / dominant = --surgery, cross / siamese = "
+                            f"--pair-mode (default: {','.join(DEFAULT_METHODS)})")
+
+
+def plan(args, shape: Shape) -> list:
+    """The baseline, then each method that changes an option of it."""
+    config, chosen = args.config, args.methods or list(DEFAULT_METHODS)
+    if any(m in ("pcgrad", "dominant") for m in chosen) and len(config.task_list) < 2:
+        raise UserError("--methods pcgrad/dominant: gradient surgery needs two or more tasks (--task all)")
+    configs = [("method=baseline", {"method": "baseline", "changes": {}})]
+    for name in chosen:
+        changes = METHODS[name]
+        if all(getattr(config, k) == v for k, v in changes.items()):
+            continue  # the baseline already trains this way
+        try:
+            validate(dataclasses.replace(config, **changes))
+        except UserError as e:
+            raise UserError(f"--methods {name}: {e}") from None
+        configs.append((f"method={name}", {"method": name, "changes": dict(changes)}))
+    return grid("methods", configs, args.seed_list, args.fraction_list)
+
+
+def run(sweep, trial) -> dict:
+    changes = dict(trial.params["changes"])
+    inputs = None
+    mode = changes.get("pair_mode", sweep.config.pair_mode)
+    if mode != sweep.config.pair_mode:  # the pairs encoded the other way, once per sweep
+        key = ("pair_mode", mode)
+        if key not in sweep.cache:
+            sweep.cache[key] = prepare(dataclasses.replace(sweep.config, pair_mode=mode))
+        inputs = sweep.cache[key]
+    return sweep.fit(trial, sweep.inputs.encoder, inputs=inputs, **changes)
+
+
+def reference(sweep, params) -> str:
+    return None if params.get("method") == "baseline" else "method=baseline"
+
+
+def figures(sweep, records, rows, metric) -> dict:
+    from .. import plots  # matplotlib loads only when a summary is drawn
+    return {"methods": plots.change_bars(rows, metric, "methods", "change from the baseline (paired by seed)")}
+
+
+STUDY = Study(summary="SMART, gradient surgery, cross vs siamese pairs against the baseline",
+              title="methods (each method changes one training option from the baseline: the options as given)",
+              add_arguments=add_arguments, plan=plan, run=run, figures=figures, reference=reference)
