@@ -228,6 +228,10 @@ def main(argv=None) -> int:
                     continue
                 if args.follow_up and e.name not in reproduction_runs.FOLLOW_UPS[args.follow_up].experiments:
                     continue
+                if args.only and e.name not in args.only and e.name in runs.get(reproduction_runs.FIRST, {}):
+                    print(f"reproduce: {e.name}: read from its kept results (run it with --only {e.name} to "
+                          f"resume it)", flush=True)
+                    continue
                 print(f"reproduce: {e.name}: {e.what}", flush=True)
                 failed |= run_experiment(args, e, ctx, results_dir, report.parent)
         path = reproduction_report.write(results_dir, report, ctx)

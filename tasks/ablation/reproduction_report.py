@@ -147,7 +147,7 @@ def write(results_dir: Path, report_path: Path, ctx) -> Path:
               for v in (*VERDICTS, NOT_RUN, NOT_TESTABLE)}
     report_dir = Path(report_path).parent
     lines = ["# Reproduction report", "",
-             "Written by `reproduce.py` from the raw results in [results/](results) "
+             "Written by `reproduce.py` from the raw results in [results/](results/README.md) "
              "(`python reproduce.py --report-only` rewrites it without training): do not edit by hand.", "",
              f"Scale **{ctx.scale.name}** ({ctx.scale.note}); model **{ctx.model}** ({ctx.n} layers); tasks "
              + ", ".join(f"{role} = {task}" for role, task in ctx.tasks.items()) + ".", "", RULE, "",
