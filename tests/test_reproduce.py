@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from test_user_tasks import glue_dir, task_file  # noqa: F401  (glue_dir is a fixture)
 
 import reproduce
 from conftest import run_cli
@@ -263,3 +264,32 @@ def test_cpu_estimates_are_declared_for_every_runnable_experiment():
     for e in reproduction.EXPERIMENTS.values():
         one, two, _ = reproduction.estimate_minutes(e, CTX)
         assert e.pending or (one > 0 and math.isclose(two, one / reproduction.PARALLEL_SPEEDUP))
+
+
+def test_transfer_is_compared_with_direct_fine_tuning_at_the_same_total_steps():
+    records = []
+    for s in range(5):
+        records += [_record("via=none,final=sts", s, SMALL, {"via": None}, {"sts": 0.70}),
+                    _record("via=none,final=sts,steps=x2", s, SMALL, {"via": None, "steps": 2}, {"sts": 0.78}),
+                    _record("via=quora,final=sts", s, SMALL, {"via": "quora"}, {"sts": 0.80 + 0.001 * s})]
+    results = measures.Results()
+    results.add("transfer", "transfer", records)
+    row = next(r for r in measures.college_transfer(results, CTX) if r.label.startswith("quora then sts"))
+    assert "the same total steps" in row.label and row.estimate["mean"] == pytest.approx(0.022)
+
+
+def test_tasks_model_and_task_file_reach_every_sweep(glue_dir):
+    roles = reproduce.parse_roles("primary=cola,second=mrpc")
+    assert roles["primary"] == "cola" and roles["second"] == "mrpc" and roles["final"] == "sts"
+    assert reproduce.parse_roles("sst2,qnli")["second"] == "qnli"
+    path = str(task_file(glue_dir[0]))
+    args = reproduce.build_parser().parse_args(["--model", "bert-base-uncased", "--task-file", path,
+                                                "--data-dir", str(glue_dir[0])])
+    ctx = reproduction.Context(12, reproduction.SCALES["paper"], roles, model=args.model)
+    spec = reproduction.EXPERIMENTS["reinit-large"].sweeps(ctx)[0]
+    argv = ["--mode", spec.mode, *reproduce.protocol_options(spec, ctx.scale, None),
+            *reproduce.common_options(args, [0, 1])]
+    parsed = reproduce.ablate.parse_args([*argv, "--out", "x"])
+    assert parsed.config.tasks == "cola" and parsed.config.model == "bert-base-uncased"
+    assert parsed.config.task_file == path and parsed.config.lr == 2e-5 and parsed.trial_steps == 0
+    assert parsed.from_layer == [None, *range(11, 0, -1), 0] and parsed.fraction_list == [1.0]

@@ -14,8 +14,7 @@ from .statistics import interval, paired_interval, pairwise_interval
 from .summary import trial_metrics
 from .verdicts import Row
 
-# DECLARED, NOT WIRED: i27b's restore-a-layer curve name in results.jsonl (/tmp/i27-contract.md).
-RESTORE_CURVE = "restore_svcca"
+RESTORE_CURVE = "restore_svcca"   # ablate.py --mode restore: index i = layer i restored to its pretrained values
 
 
 class Results:
@@ -178,7 +177,9 @@ def _probe(results, ctx, layer: int, pooling: str, fraction: float, metric: str 
             value = (r.get("dev") or {}).get(task)
         else:  # the held-out share of the training rows, at the penalty the probe chose on it
             info = r.get("info") or {}
-            value = (info.get("holdout") or {}).get(task, {}).get(f"{(info.get('penalty') or {}).get(task, 0):g}")
+            value = (info.get("holdout_score") or {}).get(task)
+            if value is None:  # results written before holdout_score: the held-out score at the chosen penalty
+                value = (info.get("holdout") or {}).get(task, {}).get(f"{(info.get('penalty') or {}).get(task, 0):g}")
         if value is not None:
             out[r["seed"]] = value
     return out
@@ -301,7 +302,11 @@ def hao_svcca(results, ctx):
 
 def hao_restore(results, ctx):
     bottom, _, top = _thirds(ctx)
-    return _ratio_row(results, ctx, RESTORE_CURVE, top, bottom, "restore distance top / bottom - 1")
+    large = ctx.scale.large
+    series = {name: _mean([results.values("restore", "restore", f"{RESTORE_CURVE}/{i}", "restore", large)
+                           for i in layers]) for name, layers in (("top", top), ("bottom", bottom))}
+    return [Row("restore distance top / bottom - 1", estimate(combine(ratio_minus_one, series["top"],
+                                                                      series["bottom"])))]
 
 
 def hao_seeds(results, ctx):
@@ -312,8 +317,11 @@ def hao_seeds(results, ctx):
 
 def hao_datasets(results, ctx):
     bottom, _, top = _thirds(ctx)
-    return _ratio_row(results, ctx, "svcca", top, bottom, "dataset-vs-dataset SVCCA top / bottom - 1",
-                      group="dataset-vs-dataset", offset=1, experiment="datasets")
+    config, large = f"tasks={ctx.tasks['primary']}-{ctx.tasks['second']}", ctx.scale.large
+    series = {name: _mean([results.values("datasets", "dynamics", f"svcca/{i + 1}", config, large) for i in layers])
+              for name, layers in (("top", top), ("bottom", bottom))}
+    return [Row(f"{config}: SVCCA top / bottom - 1", estimate(combine(ratio_minus_one, series["top"],
+                                                                      series["bottom"])))]
 
 
 # ---------------------------------------------------------------------------- the multitask model's methods
@@ -352,14 +360,20 @@ def freeze_cross(results, ctx):
 
 
 def college_transfer(results, ctx):
+    """Each ordered pair against direct fine-tuning at the same total steps (the x2 arm), when the results have
+    it; results without it compare with the direct arm at its own cap, and the row says so."""
     tasks = (ctx.tasks["pair"], ctx.tasks["final"])
     rows = []
     for via in tasks:
         for final in tasks:
             if via != final:
-                rows.append(Row(f"{via} then {final} minus {final} directly", paired_interval(
-                    results.values("transfer", "transfer", f"dev/{final}", f"via={via},final={final}"),
-                    results.values("transfer", "transfer", f"dev/{final}", f"via=none,final={final}"))))
+                direct = results.values("transfer", "transfer", f"dev/{final}", f"via=none,final={final},steps=x2")
+                arm = "the same total steps"
+                if not direct:
+                    direct = results.values("transfer", "transfer", f"dev/{final}", f"via=none,final={final}")
+                    arm = "half the steps (no equal-steps arm in these results)"
+                rows.append(Row(f"{via} then {final} minus {final} directly at {arm}", paired_interval(
+                    results.values("transfer", "transfer", f"dev/{final}", f"via={via},final={final}"), direct)))
     return rows
 
 

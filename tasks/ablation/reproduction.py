@@ -135,8 +135,8 @@ def _dynamics(ctx):
 
 
 def _datasets(ctx):
-    # DECLARED, NOT WIRED: i27b's cross-dataset comparison (its option and curve name: /tmp/i27-contract.md).
-    return []
+    return [SweepSpec("dynamics", "dynamics", ("--tasks", f"{ctx.tasks['primary']},{ctx.tasks['second']}",
+                                               "--across-tasks", *fractions(ctx.scale.large)))]
 
 
 def _freeze(ctx):
@@ -175,13 +175,15 @@ def _pairs(ctx):
     return out
 
 
-# DECLARED, NOT WIRED: i27b's option giving the direct arm the transfer arm's total steps (/tmp/i27-contract.md).
-TRANSFER_EQUAL_STEPS: tuple = ()
-
-
 def _transfer(ctx):
+    # ablate.py plans the direct arm at twice the cap (via=none,final=B,steps=x2) beside the usual one: the
+    # transfer arm's total steps (issue 27, i27b); the measure compares with it when the results have it.
     return [SweepSpec("transfer", "transfer", ("--tasks", f"{ctx.tasks['pair']},{ctx.tasks['final']}",
-                                               *TRANSFER_EQUAL_STEPS, *fractions(ctx.scale.small)))]
+                                               *fractions(ctx.scale.small)))]
+
+
+def _restore(ctx):
+    return [SweepSpec("restore", "restore", ("--task", ctx.tasks["primary"], *fractions(ctx.scale.large)))]
 
 
 def _heads(layer_of):
@@ -189,6 +191,29 @@ def _heads(layer_of):
         return [SweepSpec("heads", "reinit", ("--task", ctx.tasks["primary"], "--heads", f"{layer_of(ctx)}:*",
                                               *fractions(ctx.scale.large)))]
     return sweeps
+
+
+def _needs_mode(mode: str, option: str = "") -> str:
+    """'' when ablate.py has the study (and its option); else what the experiment waits for."""
+    from .studies import STUDIES
+    if mode not in STUDIES:
+        return f"ablate.py --mode {mode} (issue 27, i27b)"
+    if option:
+        group = []
+        STUDIES[mode].add_arguments(_Collect(group))
+        if option not in group:
+            return f"ablate.py --mode {mode} --{option.replace('_', '-')} (issue 27, i27b)"
+    return ""
+
+
+class _Collect:
+    """Stands in for an argparse group: collects the option names a study declares."""
+
+    def __init__(self, names: list):
+        self.names = names
+
+    def add_argument(self, *flags, **kwargs):
+        self.names.append(kwargs.get("dest") or flags[0].lstrip("-").replace("-", "_"))
 
 
 def _trials(seeds: int, configs: int, fraction_count: int = 1) -> int:
@@ -220,8 +245,16 @@ EXPERIMENTS = {e.name: e for e in (
                "both fractions", _dynamics,
                lambda c: [(_trials(5, 1, 2), SECONDS_PER_STEP["sst"], c.scale.expected_steps), (20, 30.0, 1)],
                figures=(("dynamics", "dynamics"),)),
-    Experiment("datasets", "two fine-tunings on different tasks compared per layer (Hao et al. Figs. 6-7)",
-               _datasets, lambda c: [], pending="i27b's cross-dataset comparison in ablate.py"),
+    Experiment("datasets", "fine-tunings on the primary and the second task compared per layer (Hao et al. Figs. "
+               "6-7; ablate.py --across-tasks)", _datasets,
+               lambda c: [(5, SECONDS_PER_STEP["sst"], c.scale.expected_steps),
+                          (5, SECONDS_PER_STEP["quora"], c.scale.expected_steps),
+                          (5, SECONDS_PER_STEP["multitask"], c.scale.expected_steps), (25, 30.0, 1)],
+               pending=_needs_mode("dynamics", "across_tasks")),
+    Experiment("restore", "each layer of the fine-tuned model restored to its pretrained values, the last "
+               "layer's SVCCA distance (Hao et al. Fig. 3; ablate.py --mode restore)", _restore,
+               lambda c: [(5, SECONDS_PER_STEP["sst"], c.scale.expected_steps), (5 * c.n, 10.0, 1)],
+               pending=_needs_mode("restore")),
     Experiment("freeze", "the top third trained (the rest frozen) against every layer, siamese pairs with the "
                "paper's heads, on STS, SST and Quora", _freeze,
                lambda c: [(5, SECONDS_PER_STEP["sts"], c.scale.expected_steps),
@@ -238,9 +271,10 @@ EXPERIMENTS = {e.name: e for e in (
     Experiment("pairs", "pairs cross-encoded against each sentence encoded alone, STS and Quora", _pairs,
                lambda c: [(10, SECONDS_PER_STEP["sts"], c.scale.expected_steps),
                           (10, SECONDS_PER_STEP["quora"], c.scale.expected_steps)]),
-    Experiment("transfer", "the pair tasks each fine-tuned directly and after the other", _transfer,
+    Experiment("transfer", "the pair tasks each fine-tuned directly (at its own cap and at twice it: the "
+               "transfer arm's total) and after the other", _transfer,
                lambda c: [(_trials(5, 2), SECONDS_PER_STEP["quora"], c.scale.expected_steps),
-                          (_trials(5, 2), SECONDS_PER_STEP["quora"], 2 * c.scale.expected_steps)],
+                          (_trials(5, 4), SECONDS_PER_STEP["quora"], 2 * c.scale.expected_steps)],
                figures=(("transfer", "transfer"),)),
     Experiment("heads-top", "each head of the top layer re-drawn, 3 seeds (the head is the unit)",
                _heads(lambda c: c.n - 1),

@@ -23,7 +23,7 @@ FINDINGS = [
         "pairs; reproduced when any pair is",
         "Weak for STS and Quora: the model was trained on Quora and NLI pairs as a bi-encoder, so an intermediate "
         "pair task mostly teaches it to cross-encode.", experiment="transfer", combine="any",
-        pending="equal total steps for the direct arm (issue 27, i27b)"),
+        ),
     Finding(
         "college-downstream-smaller-drop", PAPER, "We find that reinitializing downstream layers causes a smaller "
         "decrease in performance than reinitializing upstream layers", SETTING + "; layers >= k re-initialised",

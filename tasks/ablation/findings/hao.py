@@ -33,8 +33,7 @@ FINDINGS = [
         "SVCCA distance of the last layer's output after restoring one layer's pretrained values (Fig. 3)",
         "SVCCA distance ratio", 0.5, "restoring a top-third layer moves the output at least 1.5 times as much as "
         "restoring a bottom-third one", "mean restore distance of the top third / of the bottom third - 1, per "
-        "seed", SMALL_MODEL, experiment="dynamics",
-        pending="ablate.py's restore-a-layer measure (issue 27, i27b): its curve's name in results.jsonl"),
+        "seed", SMALL_MODEL, experiment="restore"),
     Finding(
         "hao-seeds-consistent-low", PAPER, "Across different random seeds and different datasets, we observe that "
         "the changes of low layers (0-9th layer) are generally consistent", SETTING,
@@ -48,8 +47,7 @@ FINDINGS = [
         "SVCCA distance between models fine-tuned on two datasets, per layer (Fig. 7)", "SVCCA distance ratio",
         0.5, "as for seeds", "dataset-vs-dataset SVCCA (SST against the second task), top third / bottom third - 1",
         "Weak for Quora: the model was trained on it before; RTE / MNLI / MRPC need --task-file.",
-        experiment="datasets", pending="ablate.py's cross-dataset comparison (issue 27, i27b): its option and "
-                                       "the curve's name in results.jsonl",
+        experiment="datasets",
         elsewhere="python reproduce.py --scale paper --model bert-large-uncased --task-file glue.json "
                   "--tasks primary=rte,second=mnli --only datasets"),
 ]
