@@ -45,9 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="run these experiments (and those their findings read): "
                            + ", ".join(reproduction.EXPERIMENTS) + " (default: all)")
     what.add_argument("--scale", choices=tuple(reproduction.SCALES), default="cpu",
-                      help="cpu: the embedded model, small data fractions, each experiment planned for ~20 min on "
-                           "two cores; paper: the papers' schedule (3 epochs at 2e-5, batch 32, 10%% and 100%% of "
-                           "the data) for a GPU (default: %(default)s)")
+                      help="cpu: the embedded model, small data fractions, a budget stopped on a plateau (--plan "
+                           "estimates each experiment's minutes on two cores); paper: the papers' schedule (3 "
+                           "epochs at 2e-5, batch 32, 10%% and 100%% of the data) for a GPU (default: %(default)s)")
     what.add_argument("--follow-up", default=None, metavar="LABEL",
                       help="run a declared follow-up (its own seeds or options) beside the first run, never over "
                            "it: " + (", ".join(reproduction_runs.FOLLOW_UPS) or "none declared yet"))

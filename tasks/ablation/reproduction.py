@@ -3,12 +3,12 @@
 An experiment is one or more sweeps (a study's --mode and its options; the scale's budget, the seeds, model and
 data options are added) and the findings whose `experiment` names it. Its measures (`measures.py`) turn the
 sweeps' finished trials into each finding's signed effect; `verdicts.py` decides. Its raw results are kept
-with the report (`results.py`), so the report is rebuilt without training.
+with the report (`reproduction_runs.py`), so the report is rebuilt without training.
 
-Scales: `cpu` (the embedded 6-layer model, the course's data cut to small fractions, each experiment planned
-for about 20 minutes on two cores: estimate below) and `paper` (the papers' schedule: 3 epochs at 2e-5, batch
-32, the whole data set against a tenth, for a GPU and bert-base). The layer choices are in thirds of the
-model's depth, so a 12-layer model runs the same protocol.
+Scales: `cpu` (the embedded 6-layer model, the course's data cut to small fractions: the data is cut, not the
+convergence; `estimate_minutes` says what each experiment costs on two cores) and `paper` (the papers'
+schedule: 3 epochs at 2e-5, batch 32, the whole data set against a tenth, for a GPU and bert-base). The layer
+choices are in thirds of the model's depth, so a 12-layer model runs the same protocol.
 """
 from dataclasses import dataclass, field
 from typing import Callable

@@ -98,6 +98,20 @@ def _figure_links(report_dir: Path, experiment, label: str) -> list:
     return out
 
 
+def budget_line(sweeps: dict) -> str:
+    """How the trials' budget ended: on a plateau of held-out training rows, or at the cap (a trial that hit the
+    cap may not have converged, and its verdict then partly measures convergence speed)."""
+    records = [r for rs in sweeps.values() for r in rs if r.get("steps") is not None]
+    if not records:
+        return "Budget: no trained trials."
+    steps = sorted(r["steps"] for r in records)
+    plateau = [((r.get("budget") or {}).get("plateau") or {}) for r in records]
+    stopped = sum(bool(p.get("stopped")) for p in plateau)
+    told = f"{stopped} of {len(records)} stopped on a held-out plateau, {len(records) - stopped} at the cap" \
+        if any(plateau) else "a fixed step budget (no plateau stopping in these results)"
+    return f"Budget: steps trained {steps[0]}-{steps[-1]} (median {steps[len(steps) // 2]}); {told}."
+
+
 def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
     lines = ["## Experiments", "",
              f"Estimated minutes at the {ctx.scale.name} scale: trials x expected steps x seconds per step "
@@ -121,7 +135,8 @@ def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
             trials = sum(len(r) for r in sweeps.values())
             sittings = "; ".join(f"{s['date']}, commit {s['commit']}, {s['cpu']}, {s['wall_time_s'] / 60:.1f} min "
                                  f"wall, +{s.get('trials_added', '?')} trials" for s in meta.get("sittings", []))
-            lines += [f"Run `{label}`: {trials} trials in `results/{e.name}/{label}/`. Sittings: {sittings}.", ""]
+            lines += [f"Run `{label}`: {trials} trials, seeds {meta.get('seeds')}, in `results/{e.name}/{label}/`. "
+                      f"Sittings: {sittings}.", "", budget_line(sweeps), ""]
             lines += [*_figure_links(report_dir, e, label), ""]
     return lines
 
