@@ -293,3 +293,14 @@ def test_tasks_model_and_task_file_reach_every_sweep(glue_dir):
     assert parsed.config.tasks == "cola" and parsed.config.model == "bert-base-uncased"
     assert parsed.config.task_file == path and parsed.config.lr == 2e-5 and parsed.trial_steps == 0
     assert parsed.from_layer == [None, *range(11, 0, -1), 0] and parsed.fraction_list == [1.0]
+
+
+def test_head_reinitialisation_takes_the_head_as_its_unit():
+    records = [_record("from=6", s, LARGE, {"scheme": "from"}, {"sst": 0.45 + 0.01 * s}) for s in range(3)]
+    for h in range(12):
+        records += [_record(f"head=5:{h}", s, LARGE, {"scheme": "head", "layer": 5, "head": h},
+                            {"sst": 0.45 + 0.01 * s + 0.001 * h}) for s in range(3)]
+    results = measures.Results()
+    results.add("heads-top", "heads", records)
+    row = measures.college_heads_top(results, CTX)[0]
+    assert row.estimate["n"] == 12 and row.estimate["mean"] == pytest.approx(0.0055)

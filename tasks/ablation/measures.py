@@ -140,16 +140,22 @@ def _heads(results, ctx, experiment: str):
     return {c: results.values(experiment, "heads", f"dev/{task}", c, large) for c in configs}, none
 
 
+def _mean_over_heads(results, ctx, experiment: str, sign: int) -> list:
+    """sign * (head re-drawn - none), each head averaged over its seeds: the head is the unit (n = heads)."""
+    heads, none = _heads(results, ctx, experiment)
+    per_head = [sign * float(np.mean(list(d.values()))) for d in (combine(minus, v, none) for v in heads.values())
+                if d]
+    which = "top" if sign > 0 else "bottom"
+    return [Row(f"{'each head minus none' if sign > 0 else 'none minus each head'}, {which} layer, mean over "
+                f"{len(per_head)} heads", interval(per_head) if len(per_head) > 1 else None)]
+
+
 def college_heads_top(results, ctx):
-    heads, none = _heads(results, ctx, "heads-top")
-    return [Row(f"{c} minus none", paired_interval(v, none)) for c, v in heads.items()]
+    return _mean_over_heads(results, ctx, "heads-top", +1)
 
 
 def college_heads_bottom(results, ctx):
-    heads, none = _heads(results, ctx, "heads-bottom")
-    per_head = [float(np.mean(list(d.values()))) for d in (combine(minus, none, v) for v in heads.values()) if d]
-    return [Row(f"none minus each head of layer 0, mean over {len(per_head)} heads",
-                interval(per_head) if per_head else None)]
+    return _mean_over_heads(results, ctx, "heads-bottom", -1)
 
 
 # ---------------------------------------------------------------------------- permutation
