@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 # The one-core cost of an optimizer step of batch 16 with all-MiniLM-L6-v2 in fp32 on AMD EPYC (family 25
-# model 1, AVX2), setup and one dev evaluation included, from docs/measurements/2026-11-24-reproduction.md:
-# SST 72-76 s a 120-step trial; STS pairs 77-99 s (every layer trained), 45-55 s (top two); Quora then STS
-# 190-226 s for two stages. Multitask and SMART were not measured there: their figures are guesses, said so.
-SECONDS_PER_STEP = {"sst": 0.62, "sts": 0.73, "sts-top": 0.42, "quora": 0.87, "multitask": 1.9, "smart": 2.2,
-                    "multitask-smart": 5.5}
+# model 1, AVX2), from docs/measurements/2026-11-24-reproduction.md: 120-step trials took 72-76 s on SST, 77-99 s
+# on STS pairs (every layer trained), 45-55 s (top two), 190-226 s for Quora then STS (two stages). Less a trial's
+# fixed cost (model copy, data, one dev evaluation): 20 one-step SST trials took 5.9 min in one process here
+# (2026-11-25, shared machine), 18 s each, 15 s taken as fixed. Multitask and SMART were not measured: guesses.
+TRIAL_OVERHEAD_S = 15.0
+SECONDS_PER_STEP = {"sst": 0.49, "sts": 0.61, "sts-top": 0.29, "quora": 0.74, "multitask": 1.6, "smart": 1.9,
+                    "multitask-smart": 4.8}
 GUESSED = ("multitask", "smart", "multitask-smart")
 PROBE_SECONDS = 3.9           # one probe (features cached per seed and fraction): 96 probes took 6.2 min
 PARALLEL_SPEEDUP = 1.7        # two one-thread worker processes against one process on the same two cores
@@ -40,11 +42,14 @@ class Scale:
 
 
 SCALES = {
-    "cpu": Scale("cpu", ("--trial-steps", "400", "--batch-size", "16", "--eval-every", "40"), 0.03, 0.25, 5, 200,
+    # Expected steps: i27b's pilot (docs/measurements/2026-11-25-ablate-plateau.md, SST at 0.1, batch 32) found the
+    # best held-out score at steps 300-350 and stopped at 450-500; here the patience is 3 evaluations 40 steps
+    # apart, so a trial stops about 120 steps after its best: 350 expected, capped at 600.
+    "cpu": Scale("cpu", ("--trial-steps", "600", "--batch-size", "16", "--eval-every", "40"), 0.03, 0.25, 5, 350,
                  plateau=("--plateau-patience", "3", "--plateau-tolerance", "0.005"),
-                 note="embedded 6-layer model; SST-5 at 0.03 (256 sentences) and 0.25 (2,136); at most 400 steps of "
+                 note="embedded 6-layer model; SST-5 at 0.03 (256 sentences) and 0.25 (2,136); at most 600 steps of "
                       "16, stopped on a plateau of a held-out tenth of the trial's training rows (3 evaluations "
-                      "40 steps apart without a 0.005 gain); 200 steps expected (not yet measured)"),
+                      "40 steps apart without a 0.005 gain); 350 steps expected"),
     "paper": Scale("paper", ("--trial-steps", "0", "--epochs", "3", "--lr", "2e-5", "--batch-size", "32",
                              "--eval-every", "0"), 0.1, 1.0, 5, 0,
                    note="the papers' schedule: 3 epochs at 2e-5, batch 32, 10% and 100% of the data (Singh & "
@@ -290,7 +295,7 @@ EXPERIMENTS = {e.name: e for e in (
 def estimate_minutes(experiment: Experiment, ctx: Context) -> tuple:
     """(minutes in one process, minutes with two one-thread workers, whether a figure in it is a guess)."""
     parts = experiment.cost(ctx)
-    seconds = sum(trials * per * steps for trials, per, steps in parts)
+    seconds = sum(trials * (per * steps + (TRIAL_OVERHEAD_S if steps > 1 else 0)) for trials, per, steps in parts)
     guessed = any(per in (SECONDS_PER_STEP[g] for g in GUESSED) for _, per, _ in parts)
     return seconds / 60, seconds / 60 / PARALLEL_SPEEDUP, guessed
 
