@@ -16,8 +16,9 @@ from typing import Callable
 # The one-core cost of an optimizer step of batch 16 with all-MiniLM-L6-v2 in fp32 on AMD EPYC (family 25
 # model 1, AVX2), from docs/measurements/2026-11-24-reproduction.md: 120-step trials took 72-76 s on SST, 77-99 s
 # on STS pairs (every layer trained), 45-55 s (top two), 190-226 s for Quora then STS (two stages). Less a trial's
-# fixed cost (model copy, data, one dev evaluation): 20 one-step SST trials took 5.9 min in one process here
-# (2026-11-25, shared machine), 18 s each, 15 s taken as fixed. Multitask and SMART were not measured: guesses.
+# fixed cost (model copy, data, one dev evaluation): 20 one-step SST trials took 18 s each on a busy machine
+# (docs/measurements/2026-11-25-reproduce-smoke.md), 15 s taken as fixed. Multitask and SMART were not
+# measured: guesses.
 TRIAL_OVERHEAD_S = 15.0
 SECONDS_PER_STEP = {"sst": 0.49, "sts": 0.61, "sts-top": 0.29, "quora": 0.74, "multitask": 1.6, "smart": 1.9,
                     "multitask-smart": 4.8}
