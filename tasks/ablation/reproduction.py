@@ -22,6 +22,9 @@ from typing import Callable
 TRIAL_OVERHEAD_S = 15.0
 SECONDS_PER_STEP = {"sst": 0.49, "sts": 0.61, "sts-top": 0.29, "quora": 0.74, "multitask": 1.6, "smart": 1.9,
                     "multitask-smart": 4.8}
+# A smoke run of dynamics and restore (2 steps a trial, 3 seeds, one process, the busy Zen 5 EPYC): a seed-vs-seed
+# comparison took 5-16 s, restore's twelve restored models (SVCCA and a dev evaluation each) 275 s a trial.
+COMPARISON_S, RESTORE_S = 12.0, 275.0
 GUESSED = ("multitask", "smart", "multitask-smart")
 PROBE_SECONDS = 3.9           # one probe (features cached per seed and fraction): 96 probes took 6.2 min
 PARALLEL_SPEEDUP = 1.7        # two one-thread worker processes against one process on the same two cores
@@ -249,17 +252,18 @@ EXPERIMENTS = {e.name: e for e in (
                needs=("reinit-small",)),
     Experiment("dynamics", "per layer: weight L2, attention JS, SVCCA, pretrained vs fine-tuned and seed vs seed, "
                "both fractions", _dynamics,
-               lambda c: [(_trials(5, 1, 2), SECONDS_PER_STEP["sst"], c.scale.expected_steps), (20, 30.0, 1)],
+               lambda c: [(_trials(5, 1, 2), SECONDS_PER_STEP["sst"], c.scale.expected_steps),
+                          (20, COMPARISON_S, 1)],
                figures=(("dynamics", "dynamics"),)),
     Experiment("datasets", "fine-tunings on the primary and the second task compared per layer (Hao et al. Figs. "
                "6-7; ablate.py --across-tasks)", _datasets,
                lambda c: [(5, SECONDS_PER_STEP["sst"], c.scale.expected_steps),
                           (5, SECONDS_PER_STEP["quora"], c.scale.expected_steps),
-                          (5, SECONDS_PER_STEP["multitask"], c.scale.expected_steps), (25, 30.0, 1)],
+                          (5, SECONDS_PER_STEP["multitask"], c.scale.expected_steps), (25, COMPARISON_S, 1)],
                pending=_needs_mode("dynamics", "across_tasks")),
     Experiment("restore", "each layer of the fine-tuned model restored to its pretrained values, the last "
                "layer's SVCCA distance (Hao et al. Fig. 3; ablate.py --mode restore)", _restore,
-               lambda c: [(5, SECONDS_PER_STEP["sst"], c.scale.expected_steps), (5 * c.n, 10.0, 1)],
+               lambda c: [(5, SECONDS_PER_STEP["sst"], c.scale.expected_steps), (5, RESTORE_S, 1)],
                pending=_needs_mode("restore")),
     Experiment("freeze", "the top third trained (the rest frozen) against every layer, siamese pairs with the "
                "paper's heads, on STS, SST and Quora", _freeze,
