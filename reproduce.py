@@ -161,8 +161,9 @@ def run_experiment(args, experiment, ctx, results_dir: Path, report_dir: Path, r
            "sweeps": sweeps}
     seconds = time.time() - started
     import torch
+    workers = getattr(args, "workers", None) or "ablate.py's default"
     reproduction_runs.store(results_dir, run, kept, reproduction_runs.sitting(
-        cpu_model(), source_commit(ROOT), seconds, torch.get_num_threads(), int(getattr(args, "workers", 0) or 0)))
+        cpu_model(), source_commit(ROOT), seconds, torch.get_num_threads(), workers))
     print(f"reproduce: {experiment.name} ({label}) done in {seconds / 60:.1f} min; kept in {results_dir}", flush=True)
     return status
 

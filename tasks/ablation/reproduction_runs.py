@@ -103,7 +103,7 @@ def check_one_setting(runs: dict, scale: str, model: str) -> None:
                                 f"{meta.get('model')}: give --results another folder for scale {scale} with {model}")
 
 
-def sitting(cpu: str, commit: dict, seconds: float, threads: int, workers: int) -> dict:
+def sitting(cpu: str, commit: dict, seconds: float, threads: int, workers: str) -> dict:
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu,
             "commit": commit.get("minbert_commit", "?")[:12] + ("+changes" if commit.get("minbert_dirty") else ""),
             "wall_time_s": round(seconds, 1), "threads": threads, "workers": workers}
