@@ -114,9 +114,10 @@ def budget_line(sweeps: dict) -> str:
 
 def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
     lines = ["## Experiments", "",
-             f"Estimated minutes at the {ctx.scale.name} scale: trials x expected steps x seconds per step "
-             f"(`SECONDS_PER_STEP` in `tasks/ablation/reproduction.py`, measured on one core; * marks a guessed "
-             f"figure), in one process and with two one-thread workers ({reproduction.PARALLEL_SPEEDUP}x).", ""]
+             f"Estimated minutes at the {ctx.scale.name} scale: trials x (expected steps x seconds per step + "
+             f"{reproduction.TRIAL_OVERHEAD_S:g} s) (`SECONDS_PER_STEP` in `tasks/ablation/reproduction.py`, "
+             f"measured on one core; * marks a guessed figure), in one process and with two one-thread workers "
+             f"({reproduction.PARALLEL_SPEEDUP}x).", ""]
     for e in reproduction.EXPERIMENTS.values():
         one, two, guessed = reproduction.estimate_minutes(e, ctx)
         seeds = e.seeds or ctx.scale.seeds
