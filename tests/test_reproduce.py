@@ -1,140 +1,306 @@
-"""reproduce.py: each finding's verdict from its interval, the findings read from sweep records as ablate.py
-writes them, and the report written (and resumed) end to end on a small run."""
+"""reproduce.py: the verdict rule on constructed intervals, the declarations' quotes against the papers, the
+measures' units, the kept results (a follow-up never overwrites the first run), the report rebuilt from them
+without training, and a small run end to end."""
 import json
+import math
 
 import numpy as np
 import pytest
+from test_user_tasks import glue_dir, task_file  # noqa: F401  (glue_dir is a fixture)
 
 import reproduce
 from conftest import run_cli
-from tasks.ablation.reproduction import (
-    EXPERIMENTS,
+from minbert import UserError
+from tasks.ablation import measures, reproduction, reproduction_report, reproduction_runs
+from tasks.ablation.findings import BY_ID, FINDINGS
+from tasks.ablation.statistics import interval
+from tasks.ablation.verdicts import (
     INCONCLUSIVE,
-    LARGE,
     NOT_REPRODUCED,
+    NOT_RUN,
+    NOT_TESTABLE,
+    PAPERS_DIR,
     REPRODUCED,
-    SMALL,
-    Results,
+    Row,
     decide,
-    selected,
-    thirds,
+    judge,
+    quote_in_paper,
 )
 
-
-def _interval(low, high):
-    return {"n": 3, "mean": (low + high) / 2, "std": 1.0, "ci95_low": low, "ci95_high": high}
-
-
-def test_a_direction_is_reproduced_only_when_its_interval_excludes_zero_on_the_papers_side():
-    assert decide(_interval(0.01, 0.05), "> 0") == REPRODUCED
-    assert decide(_interval(-0.05, -0.01), "> 0") == NOT_REPRODUCED
-    assert decide(_interval(-0.01, 0.05), "> 0") == INCONCLUSIVE
-    assert decide(_interval(-0.05, -0.01), "< 0") == REPRODUCED
-    assert decide(_interval(0.01, 0.05), "< 0") == NOT_REPRODUCED
-    assert decide(None, "> 0") == INCONCLUSIVE
-    assert decide({"n": 1, "mean": 0.3, "ci95_low": None, "ci95_high": None}, "> 0") == INCONCLUSIVE
+CTX = reproduction.Context(6, reproduction.SCALES["cpu"], dict(reproduction.ROLES))
+SMALL, LARGE = CTX.scale.small, CTX.scale.large
 
 
-def test_no_loss_is_an_equivalence_test_within_the_margin():
-    assert decide(_interval(-0.01, 0.015), "|x| < margin", 0.02) == REPRODUCED
-    assert decide(_interval(-0.05, -0.03), "|x| < margin", 0.02) == NOT_REPRODUCED
-    assert decide(_interval(-0.03, 0.01), "|x| < margin", 0.02) == INCONCLUSIVE
+def _interval(low, high, mean=None):
+    return {"n": 5, "mean": (low + high) / 2 if mean is None else mean, "std": 1.0, "ci95_low": low,
+            "ci95_high": high}
 
 
-def _record(config, seed, fraction, params=None, dev=None, curves=None, group=None):
-    return {"config": config, "group": group or config, "seed": seed, "data_fraction": fraction,
-            "params": params or {}, "dev": dev or {}, "curves": curves, "status": "ok"}
+def test_the_rule_gives_each_verdict_on_constructed_intervals():
+    sesoi = 0.02
+    assert decide(_interval(0.01, 0.05, 0.03), sesoi) == REPRODUCED            # above 0, estimate reaches SESOI
+    assert decide(_interval(0.005, 0.015), sesoi) == NOT_REPRODUCED            # real but bounded below the SESOI
+    assert decide(_interval(-0.05, -0.01), sesoi) == NOT_REPRODUCED            # reversed
+    assert decide(_interval(-0.01, 0.01), sesoi) == NOT_REPRODUCED             # absent: all of it below the SESOI
+    assert decide(_interval(-0.01, 0.05), sesoi) == INCONCLUSIVE               # holds 0 and the SESOI
+    # "reaches" is the point estimate: above zero but the best estimate short of the SESOI is not enough
+    assert decide(_interval(0.001, 0.03, 0.015), sesoi) == INCONCLUSIVE
+    assert decide(_interval(0.001, 0.03, 0.02), sesoi) == REPRODUCED
+    assert decide({"n": 1, "mean": 0.3, "ci95_low": None, "ci95_high": None}, sesoi) == INCONCLUSIVE
+    assert decide(None, sesoi) == NOT_RUN
 
 
-def _reinit_results(score) -> Results:
-    """A tamkin-reinit sweep whose SST accuracy at k and seed s is score(k, fraction, seed)."""
-    results = Results()
-    records = [_record(f"from={k}", s, f, {"scheme": "from", "from": k}, {"sst": score(k, f, s)})
-               for k in (6, 4, 2, 0) for f in (SMALL, LARGE) for s in (0, 1, 2)]
-    results.add("tamkin-reinit", "reinit", records)
+def test_an_equivalence_is_reproduced_inside_the_margin_and_not_outside_it():
+    assert decide(_interval(-0.005, 0.008), 0.01, "equivalence") == REPRODUCED
+    assert decide(_interval(0.012, 0.03), 0.01, "equivalence") == NOT_REPRODUCED
+    assert decide(_interval(-0.04, -0.01), 0.01, "equivalence") == NOT_REPRODUCED
+    assert decide(_interval(-0.02, 0.005), 0.01, "equivalence") == INCONCLUSIVE
+
+
+def test_several_rows_widen_their_intervals_and_combine_as_declared():
+    any_finding = BY_ID["college-not-monotone"]
+    one = {"n": 5, "mean": 0.03, "std": 0.01, "ci95_low": 0.0176, "ci95_high": 0.0424}
+    alone = judge(any_finding, "first", [Row("a", dict(one))])
+    assert alone.outcome == REPRODUCED
+    six = judge(any_finding, "first", [Row(str(i), dict(one)) for i in range(6)])
+    assert six.rows[0].estimate["ci95_low"] < one["ci95_low"]  # Bonferroni over six rows: wider
+    all_finding = BY_ID["freeze-cross-encoding"]
+    tight = {"n": 5, "std": 0.005}
+    mixed = judge(all_finding, "first", [Row("sts", {**tight, "mean": 0.04, "ci95_low": 0.03, "ci95_high": 0.05}),
+                                         Row("quora", {**tight, "mean": -0.01, "ci95_low": -0.02, "ci95_high": 0.0})])
+    assert mixed.outcome == NOT_REPRODUCED
+    assert judge(BY_ID["college-wnli"], "first", []).outcome == NOT_TESTABLE
+
+
+@pytest.mark.parametrize("finding", FINDINGS, ids=[f.id for f in FINDINGS])
+def test_every_quote_is_verbatim_in_its_paper(finding):
+    found = quote_in_paper(finding)
+    if found is None:
+        pytest.skip(f"{PAPERS_DIR / finding.paper} is not on this machine")
+    assert found, f"{finding.id}: the quote is not in {finding.paper}"
+
+
+def test_every_declaration_is_complete_and_wired():
+    for f in FINDINGS:
+        assert f.sesoi > 0 and f.sesoi_reason and f.setting and f.comparison and f.model_note, f.id
+        if f.experiment is None:
+            assert f.untestable, f.id
+        else:
+            assert f.experiment in reproduction.EXPERIMENTS and f.id in measures.MEASURES, f.id
+    papers = {f.paper for f in FINDINGS}
+    assert len(papers) == 5 and all(sum(f.paper == p for f in FINDINGS) >= 4 for p in papers)
+
+
+def _record(config, seed, fraction, params=None, dev=None, curves=None, group=None, info=None, key=None):
+    return {"key": key or f"{config}-{seed}-{fraction}", "config": config, "group": group or config, "seed": seed,
+            "data_fraction": fraction, "params": params or {}, "dev": dev or {}, "curves": curves, "info": info,
+            "status": "ok"}
+
+
+def _reinit(score, seeds=range(5)) -> list:
+    return {f: [_record(f"from={k}", s, f, {"scheme": "from", "from": k}, {"sst": score(k, f, s)})
+                for k in range(7) for s in seeds] for f in (SMALL, LARGE)}
+
+
+def _results(score) -> measures.Results:
+    results, by_fraction = measures.Results(), _reinit(score)
+    results.add("reinit-small", "reinit", by_fraction[SMALL])
+    results.add("reinit-large", "reinit", by_fraction[LARGE])
     return results
 
 
-def test_reinit_findings_follow_the_measured_curve():
-    # Tamkin et al.'s shape: lower layers give most of the gain, and more of it with more data.
-    def concave(k, fraction, seed):
+def test_reinit_measures_are_signed_to_the_papers_direction():
+    def concave(k, fraction, seed):  # pretraining helps, and the upper layers help more with more data
         top = 0.45 if fraction == LARGE else 0.32
-        gain = {0: 0.0, 2: 0.6, 4: 0.85, 6: 1.0}[k] if fraction == LARGE else {0: 0, 2: 0.9, 4: 0.97, 6: 1.0}[k]
-        return 0.25 + (top - 0.25) * gain + 0.003 * seed
-    findings = EXPERIMENTS["tamkin-reinit"].findings(_reinit_results(concave), 6)
-    assert [f.outcome for f in findings] == [REPRODUCED] * 5
-    assert "fraction 0.03" in findings[0].claim and "fraction 0.25" in findings[2].claim
-    assert "re-drawn" in findings[0].claim
-
-    # The opposite: pretraining hurts, and the upper layers carry the gain.
-    def reversed_curve(k, fraction, seed):
-        return 0.45 - 0.02 * (6 - k) ** 0.5 * (1 if k else -3) + 0.001 * seed + (0.01 if fraction == SMALL else 0)
-    outcomes = [f.outcome for f in EXPERIMENTS["tamkin-reinit"].findings(_reinit_results(reversed_curve), 6)]
-    assert outcomes[0] == NOT_REPRODUCED and outcomes[2] == NOT_REPRODUCED
+        return 0.25 + (top - 0.25) * (k / 6) ** (0.5 if fraction == LARGE else 0.2) + 0.003 * seed
+    results = _results(concave)
+    scarce = measures.singh_scarce(results, CTX)[0]
+    assert scarce.estimate["mean"] == pytest.approx(0.07) and decide(scarce.estimate, 0.02) == REPRODUCED
+    tamkin = measures.tamkin_data_size(results, CTX)[0]
+    assert tamkin.estimate["mean"] > 0.02
+    flat = _results(lambda k, f, s: 0.4 + 0.002 * s)   # pretraining does nothing
+    assert decide(measures.singh_scarce(flat, CTX)[0].estimate, 0.02) == NOT_REPRODUCED
+    assert len(measures.college_not_monotone(results, CTX)) == 6
 
 
-def test_dynamics_findings_compare_the_top_half_with_the_bottom_half_and_jackknife_seed_pairs():
-    n = 6
-    growing = [0.1 * (i + 1) for i in range(n)]
+def test_permutation_interval_takes_the_random_order_as_its_unit():
     rng = np.random.default_rng(0)
-    records = [_record("finetune", s, LARGE, {"kind": "finetune"}, {"sst": 0.4},
+    records = [_record("order=0-1-2-3-4-5", s, LARGE, {"original": True}, {"sst": 0.45 + 0.01 * s})
+               for s in range(3)]
+    effects = [0.02, 0.05, 0.01, 0.08, 0.03, 0.04]
+    for i, effect in enumerate(effects):
+        records += [_record(f"order=random{i}", s, LARGE, {"random": True},
+                            {"sst": 0.45 + 0.01 * s - effect + 0.002 * rng.standard_normal()}) for s in range(3)]
+    results = measures.Results()
+    results.add("permute", "permute", records)
+    row = measures.tamkin_permute(results, CTX)[0]
+    assert row.estimate["n"] == len(effects)      # orders, not seeds
+    per_order = [np.mean([0.45 + 0.01 * s - (r["dev"]["sst"]) for s, r in zip(range(3), records[3 + 3 * i:6 + 3 * i])])
+                 for i in range(len(effects))]
+    assert row.estimate["ci95_low"] == pytest.approx(interval(per_order)["ci95_low"])
+
+
+def test_the_probe_layer_is_chosen_on_held_out_training_data_not_dev():
+    records = []
+    for layer in range(7):
+        for s in range(5):
+            dev = 0.4 if layer == 5 else 0.3        # dev would pick layer 5
+            held = 0.5 if layer == 3 else 0.35      # the held-out training share picks layer 3
+            info = {"penalty": {"sst": 1.0}, "holdout": {"sst": {"1": held, "10": 0.0}}}
+            records.append(_record(f"layer={layer},pooling=mean", s, LARGE, {"layer": layer}, {"sst": dev},
+                                   info=info))
+    results = measures.Results()
+    results.add("probe", "probe", records)
+    assert measures.best_probe(results, CTX, LARGE) == (3, "mean")
+
+
+def test_dynamics_ratios_compare_thirds_and_jackknife_seed_pairs():
+    growing = [0.1 * (i + 1) for i in range(6)]
+    rng = np.random.default_rng(0)
+    records = [_record("finetune", s, LARGE, {"kind": "finetune"}, None,
                        {"weight_l2": [v + 0.01 * rng.random() for v in growing],
                         "attention_js": [v + 0.01 * rng.random() for v in growing],
-                        "svcca": [0.0] + [v + 0.01 * rng.random() for v in growing]}) for s in (0, 1, 2)]
-    flat = [0.3] * n
+                        "svcca": [0.0] + [v + 0.01 * rng.random() for v in growing]}) for s in range(5)]
     records += [_record(f"seeds={a}-{b}", a, LARGE, {"kind": "seeds", "seeds": [a, b]}, None,
-                        {"svcca": [0.0] + [v + 0.01 * rng.random() for v in flat]}, group="seed-vs-seed")
-                for a, b in ((0, 1), (0, 2), (1, 2))]
-    results = Results()
-    results.add("hao-dynamics", "dynamics", records)
-    findings = EXPERIMENTS["hao-dynamics"].findings(results, n)
-    assert [f.outcome for f in findings[:3]] == [REPRODUCED] * 3
-    assert findings[0].estimate["mean"] == pytest.approx(0.3, abs=0.01)  # layers 3..5 minus 0..2: 0.45 - 0.15
-    seeds = findings[3]
-    assert seeds.estimate["n"] == 3 and seeds.outcome == INCONCLUSIVE  # flat across layers: the interval holds 0
+                        {"svcca": [0.0] + [0.3 + 0.01 * rng.random() for _ in growing]}, group="seed-vs-seed")
+                for a in range(5) for b in range(a + 1, 5)]
+    results = measures.Results()
+    results.add("dynamics", "dynamics", records)
+    later = measures.singh_later_layers_move(results, CTX)[0]
+    assert later.estimate["mean"] == pytest.approx(0.55 / 0.15 - 1, rel=0.05)
+    invariant = measures.singh_early_invariant(results, CTX)[0]
+    assert invariant.estimate["mean"] == pytest.approx(1 - 0.15 / 0.55, rel=0.05)
+    seeds = measures.hao_seeds(results, CTX)[0]
+    assert seeds.estimate["n"] == 5 and decide(seeds.estimate, 0.5) == NOT_REPRODUCED   # flat: no layer pattern
 
 
-def test_probe_findings_read_the_reinit_sweep_and_experiments_bring_what_they_need():
-    assert [e.name for e in selected(["tamkin-probe"])] == ["tamkin-reinit", "tamkin-probe"]
-    low, _ = thirds(6)
-    assert thirds(6) == (2, 4) and thirds(12) == (4, 8)
-    results = _reinit_results(lambda k, f, s: 0.25 + 0.2 * min(k, 2) / 2 + 0.002 * s)  # saturates at 2 layers
-    probes = [_record(f"layer={layer},pooling={p}", s, f, {"layer": layer, "pooling": p, "control": False},
-                      {"sst": 0.25 + 0.1 * layer / 6 + 0.001 * s})
-              for layer in range(7) for p in ("mean", "cls-token") for s in (0, 1, 2) for f in (SMALL, LARGE)]
-    probes += [_record(f"layer=6,pooling={p},random", s, f, {"layer": 6, "pooling": p, "control": True},
-                       {"sst": 0.25 + 0.0005 * s}) for p in ("mean", "cls-token") for s in (0, 1, 2)
-               for f in (SMALL, LARGE)]
-    results.add("tamkin-probe", "probe", probes)
-    below, more_layers = EXPERIMENTS["tamkin-probe"].findings(results, 6)[:2]
-    assert below.outcome == REPRODUCED and below.estimate["mean"] == pytest.approx(0.35 - 0.45, abs=1e-3)
-    # fine-tuning reaches all its gain with 2 layers, the probe a third of it
-    assert more_layers.outcome == REPRODUCED and more_layers.estimate["mean"] == pytest.approx(1 - 1 / 3, abs=0.02)
+def _run(experiment, label, seeds):
+    return {"experiment": experiment, "run": label, "protocol": 1, "scale": "cpu", "model": "minilm",
+            "tasks": dict(reproduction.ROLES), "seeds": list(seeds), "layers": 6, "sweeps": {"reinit": ["--x"]}}
 
 
-def test_reproduce_runs_its_sweeps_writes_the_report_and_resumes(small_data_dir, tmp_path):
-    out = tmp_path / "reproduce"
-    argv = ["--only", "freeze-your-layers", "--data-dir", str(small_data_dir), "--out", str(out), "--max-steps", "1",
+def _sitting():
+    return {"date": "2026-11-25", "cpu": "test CPU", "commit": "abc", "wall_time_s": 60.0}
+
+
+def test_a_follow_up_never_overwrites_the_first_run(tmp_path, monkeypatch):
+    results_dir = tmp_path / "results"
+    weak = _reinit(lambda k, f, s: 0.40 + 0.002 * k + 0.01 * (s % 2), seeds=range(3))     # first: small effect
+    reproduction_runs.store(results_dir, _run("reinit-small", "first", range(3)), {"reinit": weak[SMALL]}, _sitting())
+    reproduction_runs.store(results_dir, _run("reinit-large", "first", range(3)), {"reinit": weak[LARGE]}, _sitting())
+    strong = _reinit(lambda k, f, s: 0.30 + 0.02 * k + 0.001 * s)
+    # more seeds under the first run's label: refused, whatever the records say
+    with pytest.raises(UserError, match="follow-up"):
+        reproduction_runs.store(results_dir, _run("reinit-small", "first", range(5)), {"reinit": strong[SMALL]},
+                                _sitting())
+    # the same protocol resumed: a kept trial is never replaced, only missing ones are added
+    changed = [dict(r, dev={"sst": 0.99}) for r in weak[SMALL]]
+    reproduction_runs.store(results_dir, _run("reinit-small", "first", range(3)), {"reinit": changed}, _sitting())
+    kept = reproduction_runs.load_jsonl(results_dir / "reinit-small" / "first" / "reinit.jsonl")
+    assert all(r["dev"]["sst"] < 0.99 for r in kept)
+    # a declared follow-up has its own folder; the report shows both verdicts
+    follow = reproduction_runs.FollowUp("five-seeds", ("reinit-small",), "test: five seeds")
+    monkeypatch.setitem(reproduction_runs.FOLLOW_UPS, "five-seeds", follow)
+    reproduction_runs.store(results_dir, _run("reinit-small", "five-seeds", range(5)), {"reinit": strong[SMALL]},
+                            _sitting())
+    by_run = reproduction_report.verdicts(reproduction_runs.load(results_dir), CTX)
+    first, second = by_run["first"]["singh-scarce"], by_run["five-seeds"]["singh-scarce"]
+    assert first.outcome == NOT_REPRODUCED and second.outcome == REPRODUCED
+    report = reproduction_report.write(results_dir, tmp_path / "report.md", CTX).read_text()
+    line = [x for x in report.splitlines() if x.startswith("| <a id=\"singh-scarce\">")]
+    assert len(line) == 2 and "first" in line[0] and "five-seeds" in line[1]
+    assert "**not reproduced**" in line[0] and "**reproduced**" in line[1]
+
+
+def test_report_only_rebuilds_the_report_from_kept_results_without_training(tmp_path, monkeypatch):
+    results_dir, report = tmp_path / "results", tmp_path / "report.md"
+    rows = _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)
+    for name, fraction in (("reinit-small", SMALL), ("reinit-large", LARGE)):
+        reproduction_runs.store(results_dir, _run(name, "first", range(5)), {"reinit": rows[fraction]}, _sitting())
+    monkeypatch.setattr(reproduce, "run_sweep", lambda argv: pytest.fail("--report-only trained"))
+    monkeypatch.setattr(reproduce, "layers_of", lambda model: pytest.fail("--report-only loaded the model"))
+    code, out, err = run_cli(reproduce.main, ["--report-only", "--results", str(results_dir), "--report", str(report)])
+    assert code == 0, err
+    text = report.read_text()
+    for f in FINDINGS:
+        assert f"`{f.id}`" in text
+    scarce = next(x for x in text.splitlines() if x.startswith("| <a id=\"singh-scarce\">"))
+    assert "**reproduced**" in scarce and "+0.180" in scarce
+    assert "**not run yet**" in next(x for x in text.splitlines() if "`tamkin-permute`" in x)
+    assert "**not testable here**" in next(x for x in text.splitlines() if "`college-wnli`" in x)
+    assert "test CPU" in text and "1.0 min wall" in text
+
+
+def test_reproduce_runs_its_sweeps_keeps_their_results_and_resumes(small_data_dir, tmp_path):
+    results_dir = tmp_path / "results"
+    argv = ["--only", "pairs", "--data-dir", str(small_data_dir), "--out", str(tmp_path / "runs"), "--max-steps", "1",
+            "--seeds", "2", "--results", str(results_dir), "--report", str(tmp_path / "report.md"),
             "--precision", "fp32", "--device", "cpu"]
     code, stdout, err = run_cli(reproduce.main, argv)
     assert code == 0, err
-    report = (out / "report.md").read_text()
-    assert "Freeze Your Layers" in report and "| paper | finding |" in report
-    saved = json.loads((out / "report.json").read_text())
-    findings = saved["findings"]["freeze-your-layers"]
-    assert len(findings) == 2 and all(f["estimate"]["n"] == 3 for f in findings)
-    assert {f["outcome"] for f in findings} <= {REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE}
-    for sweep in ("all-layers", "top-layers", "heads-only"):
-        lines = (out / "freeze-your-layers" / sweep / "results.jsonl").read_text().splitlines()
-        assert len(lines) == 3
-    # a second run finds every trial finished and trains nothing
-    code, stdout, err = run_cli(reproduce.main, argv)
+    run = json.loads((results_dir / "pairs" / "first" / "run.json").read_text())
+    assert run["seeds"] == [0, 1] and run["scale"] == "cpu" and run["model"] == "minilm"
+    assert len(run["sittings"]) == 1 and run["sittings"][0]["trials_added"] == 8
+    for sweep in ("sts-cross", "sts-siamese", "quora-cross", "quora-siamese"):
+        assert len(reproduction_runs.load_jsonl(results_dir / "pairs" / "first" / f"{sweep}.jsonl")) == 2
+    assert "`freeze-cross-encoding`" in (tmp_path / "report.md").read_text()
+    code, stdout, err = run_cli(reproduce.main, argv)   # a second sitting finds every trial finished
     assert code == 0, err
-    assert stdout.count("3 already finished") == 3 and "[1/3]" not in stdout
+    run = json.loads((results_dir / "pairs" / "first" / "run.json").read_text())
+    assert [s["trials_added"] for s in run["sittings"]] == [8, 0]
 
 
 @pytest.mark.parametrize("argv, needle", [(["--only", "tamkin"], "no such experiment"),
-                                          (["--seeds", "0"], "at least 2 seeds")])
+                                          (["--seeds", "3"], "follow-up"),
+                                          (["--max-steps", "1"], "--results"),
+                                          (["--follow-up", "nope"], "not declared"),
+                                          (["--tasks", "third=x"], "no role")])
 def test_bad_arguments_exit_2_with_one_line(tmp_path, argv, needle):
     code, _, err = run_cli(reproduce.main, [*argv, "--out", str(tmp_path / "r")])
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_cpu_estimates_are_declared_for_every_runnable_experiment():
+    for e in reproduction.EXPERIMENTS.values():
+        one, two, _ = reproduction.estimate_minutes(e, CTX)
+        assert e.pending or (one > 0 and math.isclose(two, one / reproduction.PARALLEL_SPEEDUP))
+
+
+def test_transfer_is_compared_with_direct_fine_tuning_at_the_same_total_steps():
+    records = []
+    for s in range(5):
+        records += [_record("via=none,final=sts", s, SMALL, {"via": None}, {"sts": 0.70}),
+                    _record("via=none,final=sts,steps=x2", s, SMALL, {"via": None, "steps": 2}, {"sts": 0.78}),
+                    _record("via=quora,final=sts", s, SMALL, {"via": "quora"}, {"sts": 0.80 + 0.001 * s})]
+    results = measures.Results()
+    results.add("transfer", "transfer", records)
+    row = next(r for r in measures.college_transfer(results, CTX) if r.label.startswith("quora then sts"))
+    assert "the same total steps" in row.label and row.estimate["mean"] == pytest.approx(0.022)
+
+
+def test_tasks_model_and_task_file_reach_every_sweep(glue_dir):
+    roles = reproduce.parse_roles("primary=cola,second=mrpc")
+    assert roles["primary"] == "cola" and roles["second"] == "mrpc" and roles["final"] == "sts"
+    assert reproduce.parse_roles("sst2,qnli")["second"] == "qnli"
+    path = str(task_file(glue_dir[0]))
+    args = reproduce.build_parser().parse_args(["--model", "bert-base-uncased", "--task-file", path,
+                                                "--data-dir", str(glue_dir[0])])
+    ctx = reproduction.Context(12, reproduction.SCALES["paper"], roles, model=args.model)
+    spec = reproduction.EXPERIMENTS["reinit-large"].sweeps(ctx)[0]
+    argv = ["--mode", spec.mode, *reproduce.protocol_options(spec, ctx.scale, None),
+            *reproduce.common_options(args, [0, 1])]
+    parsed = reproduce.ablate.parse_args([*argv, "--out", "x"])
+    assert parsed.config.tasks == "cola" and parsed.config.model == "bert-base-uncased"
+    assert parsed.config.task_file == path and parsed.config.lr == 2e-5 and parsed.trial_steps == 0
+    assert parsed.from_layer == [None, *range(11, 0, -1), 0] and parsed.fraction_list == [1.0]
+
+
+def test_head_reinitialisation_takes_the_head_as_its_unit():
+    records = [_record("from=6", s, LARGE, {"scheme": "from"}, {"sst": 0.45 + 0.01 * s}) for s in range(3)]
+    for h in range(12):
+        records += [_record(f"head=5:{h}", s, LARGE, {"scheme": "head", "layer": 5, "head": h},
+                            {"sst": 0.45 + 0.01 * s + 0.001 * h}) for s in range(3)]
+    results = measures.Results()
+    results.add("heads-top", "heads", records)
+    row = measures.college_heads_top(results, CTX)[0]
+    assert row.estimate["n"] == 12 and row.estimate["mean"] == pytest.approx(0.0055)

@@ -1,464 +1,317 @@
-"""The reproduction report: for each paper behind ablate.py, the cheapest experiment that tests its headline
-direction, run as the same sweeps a user runs, and a markdown report with a verdict per finding.
+"""The reproduction's experiments: the ablate.py sweeps that test the papers' findings (`findings/`), at a scale.
 
-An experiment is one or more sweeps (a study's --mode and its options, the scale below added) and the
-findings it tests. A finding is a direction ("x is below y", "x grows toward the top layers") turned into
-one number per seed, or per pair of seeds, whose 95% interval decides: reproduced when the interval lies on
-the paper's side of zero, not reproduced when it lies on the other side, inconclusive when it holds zero.
-A finding of "no loss" is an equivalence test instead: reproduced when the interval lies within
--/+ its margin, not reproduced when it lies wholly outside it.
+An experiment is one or more sweeps (a study's --mode and its options; the scale's budget, the seeds, model and
+data options are added) and the findings whose `experiment` names it. Its measures (`measures.py`) turn the
+sweeps' finished trials into each finding's signed effect; `verdicts.py` decides. Its raw results are kept
+with the report (`reproduction_runs.py`), so the report is rebuilt without training.
 
-Scaled down so that each experiment takes 5-25 minutes on a 2-core CPU (fp32; docs/reproduction/README.md:
-wall time): the embedded 6-layer model, SST-5 (STS for the freezing study), `STEPS` optimizer steps of
-batch `BATCH` per trial (the
-budget rule of every sweep: the same steps at every data fraction), dev evaluated once, after the last
-step, and the layer choices below in thirds and halves of the model, so a 12-layer model runs the same
-protocol.
+Scales: `cpu` (the embedded 6-layer model, the course's data cut to small fractions: the data is cut, not the
+convergence; `estimate_minutes` says what each experiment costs on two cores) and `paper` (the papers'
+schedule: 3 epochs at 2e-5, batch 32, the whole data set against a tenth, for a GPU and bert-base). The layer
+choices are in thirds of the model's depth, so a 12-layer model runs the same protocol.
 """
-import dataclasses
-import json
-import math
-import shutil
-import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable, Optional
+from dataclasses import dataclass, field
+from typing import Callable
 
-import numpy as np
-
-from ..fileio import atomic_write_text, safe_join
-from .statistics import interval, paired_interval, pairwise_interval
-from .summary import trial_metrics
-
-STEPS = 120
-BATCH = 16
-SMALL, LARGE = 0.03, 0.25   # SST: 256 and 2,136 sentences; 120 steps of 16 are 7.5 passes and 0.9 of one
-SEEDS = (0, 1, 2)
-SCALE = ("--trial-steps", str(STEPS), "--batch-size", str(BATCH), "--eval-every", str(STEPS))
-FREEZE_MARGIN = 0.02        # "no loss" from freezing: within 0.02 Pearson of fine-tuning every layer
-
-REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
+# The one-core cost of an optimizer step of batch 16 with all-MiniLM-L6-v2 in fp32 on AMD EPYC (family 25
+# model 1, AVX2), from docs/measurements/2026-11-24-reproduction.md: 120-step trials took 72-76 s on SST, 77-99 s
+# on STS pairs (every layer trained), 45-55 s (top two), 190-226 s for Quora then STS (two stages). Less a trial's
+# fixed cost (model copy, data, one dev evaluation): 20 one-step SST trials took 18 s each on a busy machine
+# (docs/measurements/2026-11-25-reproduce-smoke.md), 15 s taken as fixed. Multitask and SMART were not
+# measured: guesses.
+TRIAL_OVERHEAD_S = 15.0
+SECONDS_PER_STEP = {"sst": 0.49, "sts": 0.61, "sts-top": 0.29, "quora": 0.74, "multitask": 1.6, "smart": 1.9,
+                    "multitask-smart": 4.8}
+# A smoke run of dynamics and restore (2 steps a trial, 3 seeds, one process, the busy Zen 5 EPYC): a seed-vs-seed
+# comparison took 5-16 s, restore's twelve restored models (SVCCA and a dev evaluation each) 275 s a trial.
+COMPARISON_S, RESTORE_S = 12.0, 275.0
+GUESSED = ("multitask", "smart", "multitask-smart")
+PROBE_SECONDS = 3.9           # one probe (features cached per seed and fraction): 96 probes took 6.2 min
+PARALLEL_SPEEDUP = 1.7        # two one-thread worker processes against one process on the same two cores
+PILOT_SD = {                  # per-seed sd of each paired effect in the 2026-11-24 run (n = 3): half-width * sqrt(3)
+    "reinit at 0.25": 0.017,  # / t(0.975, 2) = 4.303; with n = 5 the half-width is 1.24 sd
+    "reinit at 0.03": 0.005, "permute": 0.016, "freeze STS": 0.002, "transfer": 0.025, "dynamics L2": 0.011}
 
 
-# ---------------------------------------------------------------------------- declarations
+@dataclass(frozen=True)
+class Scale:
+    name: str
+    budget: tuple              # ablate.py options every trial takes
+    small: float               # the scarce data fraction
+    large: float               # the plentiful one
+    seeds: int                 # n declared in advance (experiments may declare their own)
+    expected_steps: int        # steps a trial is expected to take (the estimate's); the cap is in `budget`
+    plateau: tuple = ()        # plateau stopping on held-out training rows, when ablate.py has it
+    note: str = ""
+
+
+SCALES = {
+    # Expected steps: i27b's pilot (docs/measurements/2026-11-25-ablate-plateau.md, SST at 0.1, batch 32) found the
+    # best held-out score at steps 300-350 and stopped at 450-500; here the patience is 3 evaluations 40 steps
+    # apart, so a trial stops about 120 steps after its best: 350 expected, capped at 600.
+    "cpu": Scale("cpu", ("--trial-steps", "600", "--batch-size", "16", "--eval-every", "40"), 0.03, 0.25, 5, 350,
+                 plateau=("--plateau-patience", "3", "--plateau-tolerance", "0.005"),
+                 note="embedded 6-layer model; SST-5 at 0.03 (256 sentences) and 0.25 (2,136); at most 600 steps of "
+                      "16, stopped on a plateau of a held-out tenth of the trial's training rows (3 evaluations "
+                      "40 steps apart without a 0.005 gain); 350 steps expected"),
+    "paper": Scale("paper", ("--trial-steps", "0", "--epochs", "3", "--lr", "2e-5", "--batch-size", "32",
+                             "--eval-every", "0"), 0.1, 1.0, 5, 0,
+                   note="the papers' schedule: 3 epochs at 2e-5, batch 32, 10% and 100% of the data (Singh & "
+                        "Giovanardi's); for a GPU with --model bert-base-uncased"),
+}
+
+# Task roles: the study's own task, a second one (task dependence, datasets), the pair tasks of transfer and
+# the pair-encoding tests; `--tasks ROLE=NAME,...` replaces them (with --task-file, e.g. primary=sst2,second=qnli).
+ROLES = {"primary": "sst", "second": "quora", "pair": "quora", "final": "sts", "similarity": "sts"}
+
+
+@dataclass(frozen=True)
+class Context:
+    n: int                      # the model's layers
+    scale: Scale
+    tasks: dict                 # role -> task name
+    heads: int = 12
+    model: str = "minilm"
+
+    @property
+    def low(self) -> int:
+        return max(1, round(self.n / 3))
+
+    @property
+    def high(self) -> int:
+        return max(2, round(2 * self.n / 3))
 
 
 @dataclass(frozen=True)
 class SweepSpec:
-    label: str       # its folder below the experiment's
+    label: str                 # its folder below the experiment's run, and its results file's name
     mode: str
-    options: tuple   # the study's options; the scale, seeds, model and data options are added
+    options: tuple             # the study's options; the scale, seeds, model and data options are added
+    seeds: int = 0             # 0: the experiment's
 
 
 @dataclass(frozen=True)
 class Experiment:
     name: str
-    what: str                    # what is run, in one sentence, for the report
-    sweeps: Callable             # (num_layers, the report's folder) -> [SweepSpec]
-    findings: Callable           # (Results, num_layers) -> [Finding]
-    figures: tuple = ()          # (sweep label, plot name) to show
-    needs: tuple = ()            # experiments whose results its findings read
+    what: str
+    sweeps: Callable            # Context -> [SweepSpec]
+    cost: Callable              # Context -> [(trials, seconds per step or per probe, steps)] for the estimate
+    seeds: int = 0              # 0: the scale's
+    needs: tuple = ()           # experiments whose results its measures read
+    figures: tuple = ()         # (sweep label, plot name)
+    pending: str = ""           # an ablate.py option it needs that has not landed: it is not run until then
+    departures: tuple = field(default=())
 
 
-@dataclass
-class Finding:
-    paper: str
-    claim: str                   # the paper's finding, as tested here
-    measured: str                # what the number is
-    estimate: Optional[dict]     # statistics.interval's result, or None when it could not be measured
-    outcome: str = ""
-    rule: str = "> 0"            # "> 0", "< 0", or "|x| < margin"
-    margin: float = 0.0
-
-    def __post_init__(self):
-        self.outcome = self.outcome or decide(self.estimate, self.rule, self.margin)
+def fractions(*values) -> tuple:
+    return ("--data-fractions", ",".join(f"{v:g}" for v in values))
 
 
-def decide(estimate: Optional[dict], rule: str, margin: float = 0.0) -> str:
-    """The verdict of a 95% interval under the finding's rule."""
-    if not estimate or estimate.get("ci95_low") is None:
-        return INCONCLUSIVE
-    low, high = estimate["ci95_low"], estimate["ci95_high"]
-    if rule == "> 0":
-        return REPRODUCED if low > 0 else NOT_REPRODUCED if high < 0 else INCONCLUSIVE
-    if rule == "< 0":
-        return REPRODUCED if high < 0 else NOT_REPRODUCED if low > 0 else INCONCLUSIVE
-    if rule == "|x| < margin":
-        return REPRODUCED if -margin < low and high < margin else \
-            NOT_REPRODUCED if low >= margin or high <= -margin else INCONCLUSIVE
-    raise ValueError(rule)
+def every_k(ctx: Context) -> str:
+    return ",".join(["none", *map(str, range(ctx.n - 1, 0, -1)), "all"])
 
 
-# ---------------------------------------------------------------------------- reading results
+def _reinit(fraction_of):
+    def sweeps(ctx):
+        return [SweepSpec("reinit", "reinit", ("--task", ctx.tasks["primary"], "--from-layer", every_k(ctx),
+                                               *fractions(fraction_of(ctx.scale))))]
+    return sweeps
 
 
-class Results:
-    """The finished trials of every sweep run, by (experiment, sweep label)."""
-
-    def __init__(self):
-        self.records = {}
-
-    def add(self, experiment: str, label: str, records: list):
-        self.records[(experiment, label)] = records
-
-    def values(self, experiment: str, label: str, metric: str, config: Optional[str] = None,
-               fraction: Optional[float] = None) -> dict:
-        """{seed (or pair of seeds): value} of `metric` over the sweep's trials of that configuration (or group)
-        and data fraction."""
-        out = {}
-        for r in self.records.get((experiment, label), ()):
-            if (config is None or config in (r["config"], r["group"])) and \
-                    (fraction is None or r["data_fraction"] == fraction):
-                value = trial_metrics(r).get(metric)
-                if value is not None:
-                    out[tuple(r["params"]["seeds"]) if "seeds" in r["params"] else r["seed"]] = value
-        return out
-
-    def configs(self, experiment: str, label: str, test=lambda params: True) -> list:
-        return sorted({r["config"] for r in self.records.get((experiment, label), ()) if test(r["params"])})
+def _probe(ctx):
+    return [SweepSpec("probe", "probe", ("--task", ctx.tasks["primary"], *fractions(ctx.scale.small, ctx.scale.large)))]
 
 
-def combine(function, *series: dict) -> dict:
-    """function(a, b, ...) per seed, over the seeds every series has."""
-    common = set(series[0]).intersection(*series[1:]) if series else set()
-    return {s: function(*(x[s] for x in series)) for s in sorted(common)}
+def _permute(ctx):
+    return [SweepSpec("permute", "permute", ("--task", ctx.tasks["primary"], "--trials", "8",
+                                             *fractions(ctx.scale.large)))]
 
 
-def estimate(values: dict) -> Optional[dict]:
-    """The 95% interval of per-seed values (seeds independent) or per-pair values (the jackknife)."""
-    if not values:
-        return None
-    if isinstance(next(iter(values)), tuple):
-        return pairwise_interval(values)
-    return interval(values.values())
+def _blocks(ctx):
+    blocks = f"0:{ctx.low},{ctx.low}:{ctx.high - ctx.low},{ctx.high}:{ctx.n - ctx.high}"
+    return [SweepSpec("blocks", "reinit", ("--task", ctx.tasks["primary"], "--block", blocks,
+                                           *fractions(ctx.scale.large)))]
 
 
-def mean_over(series: list) -> dict:
-    """Per seed, the mean of {seed: value} series (layers, random orders)."""
-    return combine(lambda *v: float(np.mean(v)), *series) if series else {}
+def _task_dependence(ctx):
+    return [SweepSpec("reinit", "reinit", ("--task", ctx.tasks["second"], "--from-layer",
+                                           f"none,{ctx.high},{ctx.low},all", *fractions(ctx.scale.small)))]
 
 
-# ---------------------------------------------------------------------------- the experiments
+def _dynamics(ctx):
+    return [SweepSpec("dynamics", "dynamics", ("--task", ctx.tasks["primary"],
+                                               *fractions(ctx.scale.small, ctx.scale.large)))]
 
 
-def thirds(n: int) -> tuple:
-    """k for "layers >= k re-drawn" at a third and two thirds of the depth (2 and 4 of 6; 4 and 8 of 12)."""
-    return max(1, round(n / 3)), max(2, round(2 * n / 3))
+def _datasets(ctx):
+    return [SweepSpec("dynamics", "dynamics", ("--tasks", f"{ctx.tasks['primary']},{ctx.tasks['second']}",
+                                               "--across-tasks", *fractions(ctx.scale.large)))]
 
 
-def fractions_option(*fractions) -> tuple:
-    return ("--data-fractions", ",".join(f"{f:g}" for f in fractions))
-
-
-def _reinit_sweeps(n, root):
-    low, high = thirds(n)
-    return [SweepSpec("reinit", "reinit", ("--task", "sst", "--from-layer", f"none,{high},{low},all",
-                                           *fractions_option(SMALL, LARGE)))]
-
-
-def _reinit_findings(results: Results, n: int) -> list:
-    low, high = thirds(n)
-    name, out = "tamkin-reinit", []
-
-    def score(k, fraction):
-        return results.values(name, "reinit", "dev/sst", f"from={k}", fraction)
-
-    for fraction in (SMALL, LARGE):
-        pre, none_pretrained = score(n, fraction), score(0, fraction)
-        out.append(Finding(
-            "Tamkin et al. 2020", f"with every layer re-drawn, fine-tuning ends below the pretrained model (fraction "
-            f"{fraction:g})",
-            "SST accuracy, every layer re-drawn minus pretrained (paired by seed)",
-            paired_interval(none_pretrained, pre), rule="< 0"))
-        bottom = combine(lambda a, b: a - b, score(low, fraction), none_pretrained)   # layers 0..low-1 pretrained
-        top = combine(lambda a, b: a - b, pre, score(high, fraction))                # layers high..n-1 pretrained
-        out.append(Finding(
-            "Tamkin et al. 2020", f"lower layers contribute more than upper ones (fraction {fraction:g})",
-            f"gain from pretrained layers 0..{low - 1} (k={low} minus k=0) minus gain from pretrained layers "
-            f"{high}..{n - 1} (k={n} minus k={high})", estimate(combine(lambda a, b: a - b, bottom, top))))
-    upper = {f: combine(lambda a, b: a - b, score(n, f), score(low, f)) for f in (SMALL, LARGE)}
-    out.append(Finding(
-        "Tamkin et al. 2020", "pretrained upper layers help more when fine-tuning data is plentiful",
-        f"gain from pretrained layers {low}..{n - 1} (k={n} minus k={low}) at fraction {LARGE:g} minus at "
-        f"{SMALL:g} (per seed)", estimate(combine(lambda a, b: a - b, upper[LARGE], upper[SMALL]))))
+def _freeze(ctx):
+    out = []
+    for task in (ctx.tasks["similarity"], ctx.tasks["primary"], ctx.tasks["pair"]):
+        base = ("--task", task, "--from-layer", "none", "--pair-mode", "siamese", "--task-heads", "report",
+                *fractions(ctx.scale.large))
+        out += [SweepSpec(f"{task}-all", "reinit", base),
+                SweepSpec(f"{task}-top", "reinit", (*base, "--freeze-until", f"-{ctx.low}"))]
     return out
 
 
-def _permute_sweeps(n, root):
-    return [SweepSpec("permute", "permute", ("--task", "sst", "--trials", "4", *fractions_option(LARGE)))]
+def _multitask(*extra):
+    return ("--task", "all", "--from-layer", "none", *extra)
 
 
-def _permute_findings(results: Results, n: int) -> list:
-    name = "tamkin-permute"
-    shuffled = [results.values(name, "permute", "dev/sst", c)
-                for c in results.configs(name, "permute", lambda p: p.get("random"))]
-    mean_shuffled = mean_over(shuffled)
-    original = results.values(name, "permute", "dev/sst", "order=" + "-".join(map(str, range(n))))
-    redrawn = results.values(name, "permute", "dev/sst", "reinit=all")
-    return [
-        Finding("Tamkin et al. 2020", "a shuffled layer order loses accuracy against the original order",
-                f"SST accuracy, mean over {len(shuffled)} random orders minus the original order (paired by seed)",
-                paired_interval(mean_shuffled, original), rule="< 0"),
-        Finding("Tamkin et al. 2020", "a shuffled pretrained model still beats one with every layer re-drawn",
-                f"SST accuracy, mean over {len(shuffled)} random orders minus every layer re-drawn (paired by seed)",
-                paired_interval(mean_shuffled, redrawn)),
-    ]
+def _surgery(ctx):
+    large = fractions(ctx.scale.large)
+    return [SweepSpec("none", "reinit", (*_multitask(), *large)),
+            SweepSpec("dominant", "reinit", (*_multitask("--surgery", "dominant"), *large))]
 
 
-def _probe_sweeps(n, root):
-    return [SweepSpec("probe", "probe", ("--task", "sst", *fractions_option(SMALL, LARGE),
-                                         "--reinit-sweep", str(Path(root) / "tamkin-reinit" / "reinit")))]
+def _smart(ctx):
+    large, sts = fractions(ctx.scale.large), ("--task", ctx.tasks["similarity"], "--from-layer", "none")
+    return [SweepSpec("sts", "reinit", (*sts, *large)), SweepSpec("sts-smart", "reinit", (*sts, "--smart", *large)),
+            SweepSpec("multitask", "reinit", (*_multitask(), *large)),
+            SweepSpec("multitask-smart", "reinit", (*_multitask("--smart"), *large))]
 
 
-def _probe_findings(results: Results, n: int) -> list:
-    low, _ = thirds(n)
-    name, out = "tamkin-probe", []
-    for fraction in (SMALL, LARGE):
-        def probe(layer, pooling):
-            return results.values(name, "probe", "dev/sst", f"layer={layer},pooling={pooling}", fraction)
-        candidates = [(layer, pooling) for layer in range(n + 1) for pooling in ("mean", "cls-token")
-                      if probe(layer, pooling)]
-        finetuned = {k: results.values("tamkin-reinit", "reinit", "dev/sst", f"from={k}", fraction)
-                     for k in (0, low, n)}
-        if not candidates:
-            best_pooling, best_layer, best = "mean", n, {}
-        else:
-            best_layer, best_pooling = max(candidates, key=lambda c: np.mean(list(probe(*c).values())))
-            best = probe(best_layer, best_pooling)
-        out.append(Finding(
-            "Tamkin et al. 2020", f"a linear probe of the frozen model stays below fine-tuning (fraction {fraction:g})",
-            f"SST accuracy, the best probe (layer {best_layer}, {best_pooling} pooling, chosen by its mean) minus "
-            f"the fine-tuned pretrained model (paired by seed)", paired_interval(best, finetuned[n]), rule="< 0"))
-        # Both curves start from the pretrained embeddings alone (fine-tuning: every layer re-drawn; probing:
-        # layer 0, the embeddings' output) and end at their best (fine-tuning: nothing re-drawn; probing: its
-        # best layer, which need not be the top one).
-
-        def share(value, floor, ceiling):
-            return (value - floor) / (ceiling - floor) if abs(ceiling - floor) > 1e-9 else math.nan
-
-        ft_share = combine(share, finetuned[low], finetuned[0], finetuned[n])
-        probe_share = combine(share, probe(low, best_pooling), probe(0, best_pooling), best)
-        difference = {s: v for s, v in combine(lambda a, b: a - b, ft_share, probe_share).items() if math.isfinite(v)}
-        out.append(Finding(
-            "Tamkin et al. 2020", f"probing needs more pretrained layers than fine-tuning does (fraction {fraction:g})",
-            f"share of the gain over the embeddings alone reached with layers 0..{low - 1}: fine-tuning (k={low} "
-            f"between k=0 and k={n}) minus probing (layer {low} between layer 0 and layer {best_layer}, per seed)",
-            estimate(difference)))
+def _pairs(ctx):
+    out = []
+    for task in (ctx.tasks["similarity"], ctx.tasks["pair"]):
+        base = ("--task", task, "--from-layer", "none", *fractions(ctx.scale.large))
+        out += [SweepSpec(f"{task}-cross", "reinit", (*base, "--pair-mode", "cross")),
+                SweepSpec(f"{task}-siamese", "reinit", (*base, "--pair-mode", "siamese", "--task-heads", "report"))]
     return out
 
 
-def _dynamics_sweeps(n, root):
-    return [SweepSpec("dynamics", "dynamics", ("--task", "sst", *fractions_option(LARGE)))]
+def _transfer(ctx):
+    # ablate.py plans the direct arm at twice the cap (via=none,final=B,steps=x2) beside the usual one: the
+    # transfer arm's total steps (issue 27, i27b); the measure compares with it when the results have it.
+    return [SweepSpec("transfer", "transfer", ("--tasks", f"{ctx.tasks['pair']},{ctx.tasks['final']}",
+                                               *fractions(ctx.scale.small)))]
 
 
-def _dynamics_findings(results: Results, n: int) -> list:
-    name = "hao-dynamics"
-    bottom, top = range(0, n // 2), range(n // 2, n)
-
-    def top_minus_bottom(metric: str, config: str, offset: int = 0) -> Optional[dict]:
-        """Per seed (or pair), the mean over the top half of the layers minus over the bottom half; `offset` 1
-        for curves whose index 0 is the embeddings' output."""
-        series = [results.values(name, "dynamics", f"{metric}/{i + offset}", config) for i in range(n)]
-        if not all(series):
-            return None
-        return estimate(combine(lambda a, b: a - b, mean_over([series[i] for i in top]),
-                                 mean_over([series[i] for i in bottom])))
-
-    halves = f"mean over layers {top[0]}..{top[-1]} minus over layers 0..{bottom[-1]}"
-    return [
-        Finding("Singh & Giovanardi", "fine-tuning moves the upper layers' weights more than the lower ones'",
-                f"L2 distance of the output sub-layer's dense weight, pretrained vs fine-tuned: {halves}",
-                top_minus_bottom("weight_l2", "finetune")),
-        Finding("Hao et al. 2020", "fine-tuning changes the upper layers' attention most",
-                f"attention JS divergence, pretrained vs fine-tuned (per sentence): {halves}",
-                top_minus_bottom("attention_js", "finetune")),
-        Finding("Hao et al. 2020", "fine-tuning changes the upper layers' representations most",
-                f"SVCCA distance, pretrained vs fine-tuned: {halves}",
-                top_minus_bottom("svcca", "finetune", offset=1)),
-        Finding("Hao et al. 2020", "fine-tunings from different seeds agree in the lower layers, differ in the upper",
-                f"SVCCA distance between two seeds' fine-tunings: {halves} (pairs of seeds; jackknife interval)",
-                top_minus_bottom("svcca", "seed-vs-seed", offset=1)),
-    ]
+def _restore(ctx):
+    return [SweepSpec("restore", "restore", ("--task", ctx.tasks["primary"], *fractions(ctx.scale.large)))]
 
 
-def _freeze_sweeps(n, root):
-    # The report's protocol: each sentence encoded alone, its STS head 5 * relu(cos(W1 u, W2 v)).
-    base = ("--task", "sts", "--from-layer", "none", "--pair-mode", "siamese", "--task-heads", "report",
-            *fractions_option(LARGE))
-    low, _ = thirds(n)
-    return [SweepSpec("all-layers", "reinit", base),
-            SweepSpec("top-layers", "reinit", (*base, "--freeze-until", f"-{low}")),
-            SweepSpec("heads-only", "reinit", (*base, "--freeze-until", "all"))]
+def _heads(layer_of):
+    def sweeps(ctx):
+        return [SweepSpec("heads", "reinit", ("--task", ctx.tasks["primary"], "--heads", f"{layer_of(ctx)}:*",
+                                              *fractions(ctx.scale.large)))]
+    return sweeps
 
 
-def _freeze_findings(results: Results, n: int) -> list:
-    name = "freeze-your-layers"
-    low, _ = thirds(n)
-    pearson = {label: results.values(name, label, "dev/sts", f"from={n}")
-               for label in ("all-layers", "top-layers", "heads-only")}
-    return [
-        Finding("Freeze Your Layers (CS224N)", "training only the top layers loses little on STS",
-                f"STS Pearson, only the top {low} layers (and heads) trained minus every layer trained (paired by "
-                f"seed; margin {FREEZE_MARGIN})", paired_interval(pearson["top-layers"], pearson["all-layers"]),
-                rule="|x| < margin", margin=FREEZE_MARGIN),
-        Finding("Freeze Your Layers (CS224N)", "the trained top layers matter: a frozen encoder does worse",
-                f"STS Pearson, only the top {low} layers trained minus only the heads trained (paired by seed)",
-                paired_interval(pearson["top-layers"], pearson["heads-only"])),
-    ]
+def _needs_mode(mode: str, option: str = "") -> str:
+    """'' when ablate.py has the study (and its option); else what the experiment waits for."""
+    from .studies import STUDIES
+    if mode not in STUDIES:
+        return f"ablate.py --mode {mode} (issue 27, i27b)"
+    if option:
+        group = []
+        STUDIES[mode].add_arguments(_Collect(group))
+        if option not in group:
+            return f"ablate.py --mode {mode} --{option.replace('_', '-')} (issue 27, i27b)"
+    return ""
 
 
-def _transfer_sweeps(n, root):
-    return [SweepSpec("transfer", "transfer", ("--tasks", "quora,sts", *fractions_option(SMALL)))]
+class _Collect:
+    """Stands in for an argparse group: collects the option names a study declares."""
+
+    def __init__(self, names: list):
+        self.names = names
+
+    def add_argument(self, *flags, **kwargs):
+        self.names.append(kwargs.get("dest") or flags[0].lstrip("-").replace("-", "_"))
 
 
-def _transfer_findings(results: Results, n: int) -> list:
-    name = "bert-goes-to-college"
-    direct = results.values(name, "transfer", "dev/sts", "via=none,final=sts")
-    via = results.values(name, "transfer", "dev/sts", "via=quora,final=sts")
-    return [Finding("BERT Goes to College", "an intermediate task helps a related final task when its data is scarce",
-                    f"STS Pearson at fraction {SMALL:g}, fine-tuned on Quora first minus directly (paired by seed)",
-                    paired_interval(via, direct))]
+def _trials(seeds: int, configs: int, fraction_count: int = 1) -> int:
+    return seeds * configs * fraction_count
 
 
 EXPERIMENTS = {e.name: e for e in (
-    Experiment("tamkin-reinit",
-               "SST: layers >= k re-drawn (BERT's init), then fine-tuned, k at none, two thirds, one third and all "
-               "of the depth, at two data fractions", _reinit_sweeps, _reinit_findings,
+    Experiment("reinit-small", "layers >= k re-drawn then fine-tuned, every k, the primary task at the small "
+               "fraction", _reinit(lambda s: s.small),
+               lambda c: [(_trials(5, c.n + 1), SECONDS_PER_STEP["sst"], c.scale.expected_steps)],
                figures=(("reinit", "reinit_layers"),)),
-    Experiment("tamkin-permute",
-               "SST: the original layer order, 4 random orders and every layer re-drawn, each fine-tuned",
-               _permute_sweeps, _permute_findings, figures=(("permute", "permute"),)),
-    Experiment("tamkin-probe",
-               "SST: converged linear probes of every layer of the frozen model ([CLS] and mean pooling), against "
-               "the tamkin-reinit fine-tuning curve", _probe_sweeps, _probe_findings,
-               figures=(("probe", "probe"),), needs=("tamkin-reinit",)),
-    Experiment("hao-dynamics",
-               "SST: per layer, weight change, attention JS and SVCCA, pretrained vs fine-tuned and seed vs seed",
-               _dynamics_sweeps, _dynamics_findings, figures=(("dynamics", "dynamics"),)),
-    Experiment("freeze-your-layers",
-               "STS with the report's heads (each sentence encoded alone, 5 * relu(cos(W1 u, W2 v)), mean "
-               "pooling): every layer fine-tuned, only the top third (embeddings and lower layers frozen), and only "
-               "the heads (the encoder frozen)", _freeze_sweeps, _freeze_findings),
-    Experiment("bert-goes-to-college",
-               "Quora and STS: each fine-tuned directly and after the other (intermediate-task transfer)",
-               _transfer_sweeps, _transfer_findings, figures=(("transfer", "transfer"),)),
+    Experiment("reinit-large", "the same at the large fraction", _reinit(lambda s: s.large),
+               lambda c: [(_trials(5, c.n + 1), SECONDS_PER_STEP["sst"], c.scale.expected_steps)],
+               needs=("reinit-small",), figures=(("reinit", "reinit_layers"),)),
+    Experiment("probe", "converged linear probes of every frozen layer ([CLS] and mean), both fractions",
+               _probe, lambda c: [(_trials(5, 2 * (c.n + 2), 2), PROBE_SECONDS, 1)],
+               needs=("reinit-small", "reinit-large"), figures=(("probe", "probe"),)),
+    Experiment("permute", "the original order, 8 random orders and every layer re-drawn, 3 seeds each (the order "
+               "is the unit)", _permute, lambda c: [(_trials(3, 10), SECONDS_PER_STEP["sst"], c.scale.expected_steps)],
+               seeds=3, figures=(("permute", "permute"),)),
+    Experiment("blocks", "a third of the layers re-drawn, or only that third kept (block preserved), against all "
+               "and none re-drawn", _blocks,
+               lambda c: [(_trials(5, 8), SECONDS_PER_STEP["sst"], c.scale.expected_steps)],
+               figures=(("blocks", "reinit_blocks"),)),
+    Experiment("task-dependence", "layers >= k re-drawn on the second task, k at none, two thirds, one third, all",
+               _task_dependence, lambda c: [(_trials(5, 4), SECONDS_PER_STEP["quora"], c.scale.expected_steps)],
+               needs=("reinit-small",)),
+    Experiment("dynamics", "per layer: weight L2, attention JS, SVCCA, pretrained vs fine-tuned and seed vs seed, "
+               "both fractions", _dynamics,
+               lambda c: [(_trials(5, 1, 2), SECONDS_PER_STEP["sst"], c.scale.expected_steps),
+                          (20, COMPARISON_S, 1)],
+               figures=(("dynamics", "dynamics"),)),
+    Experiment("datasets", "fine-tunings on the primary and the second task compared per layer (Hao et al. Figs. "
+               "6-7; ablate.py --across-tasks)", _datasets,
+               lambda c: [(5, SECONDS_PER_STEP["sst"], c.scale.expected_steps),
+                          (5, SECONDS_PER_STEP["quora"], c.scale.expected_steps),
+                          (5, SECONDS_PER_STEP["multitask"], c.scale.expected_steps), (25, COMPARISON_S, 1)],
+               pending=_needs_mode("dynamics", "across_tasks")),
+    Experiment("restore", "each layer of the fine-tuned model restored to its pretrained values, the last "
+               "layer's SVCCA distance (Hao et al. Fig. 3; ablate.py --mode restore)", _restore,
+               lambda c: [(5, SECONDS_PER_STEP["sst"], c.scale.expected_steps), (5, RESTORE_S, 1)],
+               pending=_needs_mode("restore")),
+    Experiment("freeze", "the top third trained (the rest frozen) against every layer, siamese pairs with the "
+               "paper's heads, on STS, SST and Quora", _freeze,
+               lambda c: [(5, SECONDS_PER_STEP["sts"], c.scale.expected_steps),
+                          (5, SECONDS_PER_STEP["sts-top"], c.scale.expected_steps),
+                          (10, SECONDS_PER_STEP["sst"], c.scale.expected_steps),
+                          (10, SECONDS_PER_STEP["quora"], c.scale.expected_steps)]),
+    Experiment("surgery", "multitask fine-tuning with and without gradient surgery (dominant task)", _surgery,
+               lambda c: [(10, SECONDS_PER_STEP["multitask"], c.scale.expected_steps)]),
+    Experiment("smart", "STS alone and multitask, each with and without SMART", _smart,
+               lambda c: [(5, SECONDS_PER_STEP["sts"], c.scale.expected_steps),
+                          (5, SECONDS_PER_STEP["smart"], c.scale.expected_steps),
+                          (5, SECONDS_PER_STEP["multitask"], c.scale.expected_steps),
+                          (5, SECONDS_PER_STEP["multitask-smart"], c.scale.expected_steps)]),
+    Experiment("pairs", "pairs cross-encoded against each sentence encoded alone, STS and Quora", _pairs,
+               lambda c: [(10, SECONDS_PER_STEP["sts"], c.scale.expected_steps),
+                          (10, SECONDS_PER_STEP["quora"], c.scale.expected_steps)]),
+    Experiment("transfer", "the pair tasks each fine-tuned directly (at its own cap and at twice it: the "
+               "transfer arm's total) and after the other", _transfer,
+               lambda c: [(_trials(5, 2), SECONDS_PER_STEP["quora"], c.scale.expected_steps),
+                          (_trials(5, 4), SECONDS_PER_STEP["quora"], 2 * c.scale.expected_steps)],
+               figures=(("transfer", "transfer"),)),
+    Experiment("heads-top", "each head of the top layer re-drawn, 3 seeds (the head is the unit)",
+               _heads(lambda c: c.n - 1),
+               lambda c: [(_trials(3, c.heads + 1), SECONDS_PER_STEP["sst"], c.scale.expected_steps)], seeds=3,
+               figures=(("heads", "reinit_heads_by_layer"),)),
+    Experiment("heads-bottom", "each head of the bottom layer re-drawn, 3 seeds (the head is the unit)",
+               _heads(lambda c: 0),
+               lambda c: [(_trials(3, c.heads + 1), SECONDS_PER_STEP["sst"], c.scale.expected_steps)], seeds=3,
+               figures=(("heads", "reinit_heads_by_layer"),)),
 )}
 
 
+def estimate_minutes(experiment: Experiment, ctx: Context) -> tuple:
+    """(minutes in one process, minutes with two one-thread workers, whether a figure in it is a guess)."""
+    parts = experiment.cost(ctx)
+    seconds = sum(trials * (per * steps + (TRIAL_OVERHEAD_S if steps > 1 else 0)) for trials, per, steps in parts)
+    guessed = any(per in (SECONDS_PER_STEP[g] for g in GUESSED) for _, per, _ in parts)
+    return seconds / 60, seconds / 60 / PARALLEL_SPEEDUP, guessed
+
+
 def selected(names) -> list:
-    """The experiments named (all when None), with those their findings read, in declaration order."""
+    """The experiments named (all when None), with those their measures read, in declaration order."""
     wanted = set(names or EXPERIMENTS)
     for name in list(wanted):
         wanted.update(EXPERIMENTS[name].needs)
     return [e for e in EXPERIMENTS.values() if e.name in wanted]
 
 
-# ---------------------------------------------------------------------------- running and reporting
-
-
-@dataclass
-class Ran:
-    """What one sweep of an experiment took."""
-    experiment: str
-    label: str
-    trials: int
-    seconds: float                 # the trials' own wall time, summed over every run that made them
-    status: int
-    folder: Path
-
-
-def sweep_argv(spec: SweepSpec, folder: Path, common: list) -> list:
-    return ["--mode", spec.mode, *spec.options, *SCALE, "--out", str(folder), *common]
-
-
-def run_experiment(experiment: Experiment, num_layers: int, root: Path, common: list, run_sweep,
-                   results: Results) -> list:
-    """Run (or resume) each of the experiment's sweeps, `run_sweep(argv)` -> (exit status, finished records),
-    adding their records to `results`; what each took."""
-    ran = []
-    folder = safe_join(root, experiment.name)
-    for spec in experiment.sweeps(num_layers, root):
-        out = folder / spec.label
-        status, records = run_sweep(sweep_argv(spec, out, common))
-        results.add(experiment.name, spec.label, records)
-        ran.append(Ran(experiment.name, spec.label, len(records), sum(r.get("wall_time_s", 0) for r in records),
-                       status, out))
-    return ran
-
-
-def write_report(root: Path, experiments: list, results: Results, num_layers: int, ran: list, context: dict) -> Path:
-    """report.md (and report.json) in `root`, the figures copied beside it into figures/."""
-    findings = {e.name: e.findings(results, num_layers) for e in experiments}
-    records = [r for rs in results.records.values() for r in rs]
-    context = {**context, "precision": "/".join(sorted({r.get("precision", "?") for r in records})) or "?",
-               "device": "/".join(sorted({r.get("device", "?") for r in records})) or "?"}
-    figures_dir = root / "figures"
-    lines = ["# Reproduction report", "",
-             f"Model {context['model']} ({num_layers} layers), data {context['data_dir']}, seeds "
-             f"{context['seeds']}, {context['precision']} on {context['device']} ({context['cpu']}, "
-             f"{context.get('threads', '?')} thread(s) per process). "
-             f"Each trial: {STEPS} optimizer steps of batch {BATCH}, whatever its data fraction; its result is the "
-             f"dev evaluation after the last step. Intervals are 95% t-intervals over seeds (paired by seed where "
-             f"two configurations are compared; a jackknife over seeds for seed-vs-seed pairs). Verdict: "
-             f"reproduced when the interval lies on the paper's side of zero, not reproduced when on the other, "
-             f"inconclusive when it holds zero (for 'loses little': within -/+ the margin).", "",
-             "| paper | finding | measured | mean [95% CI] | n | verdict |", "|---|---|---|---|---|---|"]
-    for e in experiments:
-        for f in findings[e.name]:
-            lines.append(f"| {f.paper} | {f.claim} | {f.measured} | {format_estimate(f.estimate)} | "
-                         f"{(f.estimate or {}).get('n', 0)} | **{f.outcome}** |")
-    lines += ["", "## Experiments", ""]
-    for e in experiments:
-        spent = [r for r in ran if r.experiment == e.name]
-        minutes = sum(r.seconds for r in spent) / 60
-        lines += [f"### {e.name}", "", e.what + ".", "",
-                  "Sweeps: " + "; ".join(f"`{_relative(r.folder, root)}/` ({r.trials} trials)" for r in spent) +
-                  f". Trial time {minutes:.1f} min.", ""]
-        for label, plot in e.figures:
-            source = next((r.folder for r in spent if r.label == label), None)
-            png = source / "plots" / f"{plot}.png" if source else None
-            if png and png.exists():
-                figures_dir.mkdir(parents=True, exist_ok=True)
-                target = figures_dir / f"{e.name}-{plot}.png"
-                shutil.copyfile(png, target)
-                lines += [f"![{e.name}: {plot}](figures/{target.name})", ""]
-        for f in findings[e.name]:
-            lines.append(f"- {f.paper}: {f.claim}: {format_estimate(f.estimate)} ({f.measured}) -> **{f.outcome}**")
-        lines.append("")
-    path = root / "report.md"
-    atomic_write_text(path, "\n".join(lines) + "\n")
-    atomic_write_text(root / "report.json", json.dumps(
-        {"context": context, "scale": {"steps": STEPS, "batch": BATCH, "fractions": [SMALL, LARGE]},
-         "findings": {name: [dataclasses.asdict(f) for f in fs] for name, fs in findings.items()},
-         "sweeps": [{**dataclasses.asdict(r), "folder": str(r.folder)} for r in ran]}, indent=1, default=str))
-    return path
-
-
-def _relative(folder: Path, root: Path) -> str:
-    """The sweep's folder as the report names it: relative to the report, so the report can be moved with them."""
-    try:
-        return Path(folder).relative_to(root).as_posix()
-    except ValueError:
-        return str(folder)
-
-
-def format_estimate(e: Optional[dict]) -> str:
-    if not e:
-        return "not measured"
-    if e.get("ci95_low") is None:
-        return f"{e['mean']:+.4f} [no interval]"
-    return f"{e['mean']:+.4f} [{e['ci95_low']:+.4f}, {e['ci95_high']:+.4f}]"
-
-
-def run(names, root: Path, common: list, num_layers: int, run_sweep, context: dict) -> tuple:
-    """Run the experiments named (and those they need), then write the report: (report path, whether a sweep
-    had failed trials)."""
-    experiments = selected(names)
-    results, ran = Results(), []
-    for e in experiments:
-        started = time.time()
-        print(f"reproduce: {e.name}: {e.what}", flush=True)
-        ran += run_experiment(e, num_layers, root, common, run_sweep, results)
-        print(f"reproduce: {e.name} done in {(time.time() - started) / 60:.1f} min", flush=True)
-    path = write_report(root, experiments, results, num_layers, ran, context)
-    return path, any(r.status for r in ran)
+def seeds_of(experiment: Experiment, scale: Scale) -> list:
+    return list(range(experiment.seeds or scale.seeds))

@@ -1,0 +1,53 @@
+"""Hao, Dong, Wei, Xu (2020), "Investigating Learning Dynamics of BERT Fine-Tuning" (AACL).
+
+Their setting: BERT-large (24 layers, 16 heads), MNLI / RTE / SST-2 / MRPC at their full size, 3-5 epochs at
+1e-5 to 3e-5; attention JS divergence and SVCCA distance per layer on the dev set, pretrained vs fine-tuned,
+seed vs seed and dataset vs dataset. "Last layers" there are the top few of 24; here the top third.
+"""
+from ..verdicts import Finding
+
+PAPER = "004_7ef1d0237fc670fe.txt"
+TITLE = "Hao et al. 2020, Investigating Learning Dynamics of BERT Fine-Tuning"
+SETTING = "BERT-large (24 layers), MNLI / RTE / SST-2 / MRPC, full data, 3-5 epochs at 1e-5..3e-5"
+CONCLUSION = ("We conclude that BERT fine-tuning mainly changes the attention mode of the last layers and modifies "
+              "the feature extraction mode of the intermediate and last layers.")
+SMALL_MODEL = ("Carried in kind (any fine-tuned encoder); six layers make 'last' and 'low' coarse, and a sentence "
+               "encoder's top layers were already shaped for sentence-level use.")
+
+FINDINGS = [
+    Finding(
+        "hao-attention-last", PAPER, CONCLUSION, SETTING, "attention JS divergence per layer, pretrained vs "
+        "fine-tuned (Fig. 1)", "JS divergence ratio", 1.0,
+        "'changes drastically' against 'do not change seriously': the top third at least twice the bottom third",
+        "mean JS of the top third / mean JS of the bottom third - 1, per seed, SST at fraction 0.25",
+        SMALL_MODEL, experiment="dynamics"),
+    Finding(
+        "hao-svcca-intermediate-last", PAPER, CONCLUSION, SETTING, "SVCCA distance per layer, pretrained vs "
+        "fine-tuned (Fig. 2)", "SVCCA distance ratio", 0.5,
+        "the intermediate and last layers' representations change at least 1.5 times the low layers'",
+        "mean SVCCA distance of the middle and top thirds / of the bottom third - 1, per seed, fraction 0.25",
+        SMALL_MODEL, experiment="dynamics"),
+    Finding(
+        "hao-restore-low", PAPER, "whether the low layers (0-10) are replaced with their original values or not, "
+        "it has little effect on the final output representation.", SETTING,
+        "SVCCA distance of the last layer's output after restoring one layer's pretrained values (Fig. 3)",
+        "SVCCA distance ratio", 0.5, "restoring a top-third layer moves the output at least 1.5 times as much as "
+        "restoring a bottom-third one", "mean restore distance of the top third / of the bottom third - 1, per "
+        "seed", SMALL_MODEL, experiment="restore"),
+    Finding(
+        "hao-seeds-consistent-low", PAPER, "Across different random seeds and different datasets, we observe that "
+        "the changes of low layers (0-9th layer) are generally consistent", SETTING,
+        "SVCCA distance between two fine-tunings from different seeds, per layer (Fig. 5)", "SVCCA distance ratio",
+        0.5, "two seeds differ at least 1.5 times more in the top third than in the bottom third",
+        "seed-vs-seed SVCCA, mean of the top third / of the bottom third - 1, per pair of seeds (jackknife over "
+        "seeds)", SMALL_MODEL, experiment="dynamics"),
+    Finding(
+        "hao-datasets-consistent-low", PAPER, "Across different random seeds and different datasets, we observe "
+        "that the changes of low layers (0-9th layer) are generally consistent", SETTING,
+        "SVCCA distance between models fine-tuned on two datasets, per layer (Fig. 7)", "SVCCA distance ratio",
+        0.5, "as for seeds", "dataset-vs-dataset SVCCA (SST against the second task), top third / bottom third - 1",
+        "Weak for Quora: the model was trained on it before; RTE / MNLI / MRPC need --task-file.",
+        experiment="datasets",
+        elsewhere="python reproduce.py --scale paper --model bert-large-uncased --task-file glue.json "
+                  "--tasks primary=rte,second=mnli --only datasets"),
+]

@@ -1,0 +1,401 @@
+"""Each finding's signed effect (the paper's direction positive), measured from its experiments' finished trials.
+
+`MEASURES[finding id](results, ctx)` returns its rows (`verdicts.Row`): one for most findings, one per
+fraction, task, pair or head for those tested on several at once. Units: the seed for paired comparisons, the
+pair of seeds (jackknife) for seed-vs-seed, the random order for permutations and the head for head
+reinitialisation (each averaged over its seeds first, the reference paired by seed).
+"""
+import math
+from typing import Optional
+
+import numpy as np
+
+from .statistics import interval, paired_interval, pairwise_interval
+from .summary import trial_metrics
+from .verdicts import Row
+
+RESTORE_CURVE = "restore_svcca"   # ablate.py --mode restore: index i = layer i restored to its pretrained values
+
+
+class Results:
+    """The finished trials of one run of each experiment, by (experiment, sweep label)."""
+
+    def __init__(self):
+        self.records = {}
+
+    def add(self, experiment: str, label: str, records: list):
+        self.records[(experiment, label)] = records
+
+    def has(self, experiment: str) -> bool:
+        return any(e == experiment and rs for (e, _), rs in self.records.items())
+
+    def select(self, experiment: str, label: str, config=None, fraction=None, group=None) -> list:
+        return [r for r in self.records.get((experiment, label), ())
+                if (config is None or config == r["config"]) and (group is None or group == r.get("group"))
+                and (fraction is None or math.isclose(r["data_fraction"], fraction))]
+
+    def values(self, experiment: str, label: str, metric: str, config=None, fraction=None, group=None) -> dict:
+        """{unit: value} of `metric`: the unit is the seed, or the pair of seeds of a seed-vs-seed trial."""
+        out = {}
+        for r in self.select(experiment, label, config, fraction, group):
+            value = trial_metrics(r).get(metric)
+            if value is not None:
+                out[tuple(r["params"]["seeds"]) if "seeds" in r["params"] else r["seed"]] = value
+        return out
+
+
+def combine(function, *series: dict) -> dict:
+    """function(a, b, ...) per unit, over the units every series has."""
+    common = set(series[0]).intersection(*series[1:]) if series else set()
+    return {s: function(*(x[s] for x in series)) for s in sorted(common, key=str)}
+
+
+def estimate(values: dict) -> Optional[dict]:
+    """The 95% interval of per-seed values, or of per-pair values (jackknife over seeds)."""
+    values = {k: v for k, v in values.items() if v is not None and math.isfinite(v)}
+    if not values:
+        return None
+    if isinstance(next(iter(values)), tuple):
+        return pairwise_interval(values)
+    return interval(values.values())
+
+
+def minus(a: float, b: float) -> float:
+    return a - b
+
+
+def ratio_minus_one(a: float, b: float) -> float:
+    return a / b - 1 if b else math.nan
+
+
+def _mean(series: list) -> dict:
+    return combine(lambda *v: float(np.mean(v)), *series) if series and all(series) else {}
+
+
+# ---------------------------------------------------------------------------- partial reinitialisation
+
+
+def score(results, ctx, k: int, fraction: float, experiment: Optional[str] = None) -> dict:
+    """{seed: primary-task dev metric} with layers >= k re-drawn."""
+    experiment = experiment or ("reinit-small" if math.isclose(fraction, ctx.scale.small) else "reinit-large")
+    task = ctx.tasks["second"] if experiment == "task-dependence" else ctx.tasks["primary"]
+    return results.values(experiment, "reinit", f"dev/{task}", f"from={k}", fraction)
+
+
+def _gain(results, ctx, top: int, bottom: int, fraction: float, experiment=None) -> dict:
+    return combine(minus, score(results, ctx, top, fraction, experiment), score(results, ctx, bottom, fraction,
+                                                                               experiment))
+
+
+def singh_scarce(results, ctx):
+    s = ctx.scale.small
+    return [Row(f"k={ctx.n} minus k=0 at {s:g}", paired_interval(score(results, ctx, ctx.n, s),
+                                                                  score(results, ctx, 0, s)))]
+
+
+def tamkin_data_size(results, ctx):
+    s, large = ctx.scale.small, ctx.scale.large
+    values = combine(minus, _gain(results, ctx, ctx.n, ctx.low, large), _gain(results, ctx, ctx.n, ctx.low, s))
+    return [Row(f"gain of layers {ctx.low}..{ctx.n - 1}, {large:g} minus {s:g}", estimate(values))]
+
+
+def singh_data_size(results, ctx):
+    s, large = ctx.scale.small, ctx.scale.large
+    values = combine(minus, _gain(results, ctx, ctx.n, 0, s), _gain(results, ctx, ctx.n, 0, large))
+    return [Row(f"gain of every layer, {s:g} minus {large:g}", estimate(values))]
+
+
+def singh_task_dependence(results, ctx):
+    s = ctx.scale.small
+    values = combine(minus, _gain(results, ctx, ctx.high, ctx.low, s),
+                     _gain(results, ctx, ctx.high, ctx.low, s, "task-dependence"))
+    return [Row(f"middle-third gain, {ctx.tasks['primary']} minus {ctx.tasks['second']}", estimate(values))]
+
+
+def college_downstream(results, ctx):
+    large = ctx.scale.large
+    return [Row(f"k={ctx.high} minus k={ctx.low}", paired_interval(score(results, ctx, ctx.high, large),
+                                                                  score(results, ctx, ctx.low, large)))]
+
+
+def college_not_monotone(results, ctx):
+    large = ctx.scale.large
+    return [Row(f"k={k - 1} minus k={k}", paired_interval(score(results, ctx, k - 1, large),
+                                                          score(results, ctx, k, large)))
+            for k in range(1, ctx.n + 1)]
+
+
+def tamkin_blocks(results, ctx):
+    keep = f"keep={ctx.low}:{ctx.high - ctx.low}"
+    task, large = ctx.tasks["primary"], ctx.scale.large
+    return [Row(f"{keep} minus from=0", paired_interval(
+        results.values("blocks", "blocks", f"dev/{task}", keep, large),
+        results.values("blocks", "blocks", f"dev/{task}", "from=0", large)))]
+
+
+def _heads(results, ctx, experiment: str):
+    task, large = ctx.tasks["primary"], ctx.scale.large
+    none = results.values(experiment, "heads", f"dev/{task}", f"from={ctx.n}", large)
+    configs = sorted({r["config"] for r in results.select(experiment, "heads") if r["params"].get("scheme") == "head"})
+    return {c: results.values(experiment, "heads", f"dev/{task}", c, large) for c in configs}, none
+
+
+def _mean_over_heads(results, ctx, experiment: str, sign: int) -> list:
+    """sign * (head re-drawn - none), each head averaged over its seeds: the head is the unit (n = heads)."""
+    heads, none = _heads(results, ctx, experiment)
+    per_head = [sign * float(np.mean(list(d.values()))) for d in (combine(minus, v, none) for v in heads.values())
+                if d]
+    which = "top" if sign > 0 else "bottom"
+    return [Row(f"{'each head minus none' if sign > 0 else 'none minus each head'}, {which} layer, mean over "
+                f"{len(per_head)} heads", interval(per_head) if len(per_head) > 1 else None)]
+
+
+def college_heads_top(results, ctx):
+    return _mean_over_heads(results, ctx, "heads-top", +1)
+
+
+def college_heads_bottom(results, ctx):
+    return _mean_over_heads(results, ctx, "heads-bottom", -1)
+
+
+# ---------------------------------------------------------------------------- permutation
+
+
+def tamkin_permute(results, ctx):
+    """Original minus each random order, each order averaged over its seeds: the order is the unit."""
+    records = results.select("permute", "permute")
+    task = ctx.tasks["primary"]
+    original = results.values("permute", "permute", f"dev/{task}", "order=" + "-".join(map(str, range(ctx.n))))
+    orders = sorted({r["config"] for r in records if r["params"].get("random")})
+    units = [combine(minus, original, results.values("permute", "permute", f"dev/{task}", o)) for o in orders]
+    units = [float(np.mean(list(u.values()))) for u in units if u]
+    return [Row(f"original minus random order, n = {len(units)} orders", interval(units) if units else None)]
+
+
+# ---------------------------------------------------------------------------- probes
+
+
+def _probe(results, ctx, layer: int, pooling: str, fraction: float, metric: str = "dev") -> dict:
+    task = ctx.tasks["primary"]
+    out = {}
+    for r in results.select("probe", "probe", f"layer={layer},pooling={pooling}", fraction):
+        if metric == "dev":
+            value = (r.get("dev") or {}).get(task)
+        else:  # the held-out share of the training rows, at the penalty the probe chose on it
+            info = r.get("info") or {}
+            value = (info.get("holdout_score") or {}).get(task)
+            if value is None:  # results written before holdout_score: the held-out score at the chosen penalty
+                value = (info.get("holdout") or {}).get(task, {}).get(f"{(info.get('penalty') or {}).get(task, 0):g}")
+        if value is not None:
+            out[r["seed"]] = value
+    return out
+
+
+def best_probe(results, ctx, fraction: float) -> tuple:
+    """(layer, pooling) with the best mean held-out training score: chosen without the dev set."""
+    candidates = [(layer, p) for layer in range(ctx.n + 1) for p in ("mean", "cls-token")
+                  if _probe(results, ctx, layer, p, fraction, "heldout")]
+    if not candidates:
+        return None, None
+    return max(candidates, key=lambda c: np.mean(list(_probe(results, ctx, *c, fraction, "heldout").values())))
+
+
+def singh_probe_peak(results, ctx):
+    rows = []
+    for fraction in (ctx.scale.small, ctx.scale.large):
+        layer, pooling = best_probe(results, ctx, fraction)
+        best = _probe(results, ctx, layer, pooling, fraction) if layer is not None else {}
+        rows.append(Row(f"fine-tuned minus probe (layer {layer}, {pooling}) at {fraction:g}",
+                        paired_interval(score(results, ctx, ctx.n, fraction), best)))
+    return rows
+
+
+def _share(value, floor, ceiling):
+    return (value - floor) / (ceiling - floor) if abs(ceiling - floor) > 1e-9 else math.nan
+
+
+def singh_probe_needs_more(results, ctx):
+    rows = []
+    for fraction in (ctx.scale.small, ctx.scale.large):
+        layer, pooling = best_probe(results, ctx, fraction)
+        if layer is None:
+            rows.append(Row(f"at {fraction:g}", None))
+            continue
+        ft = combine(_share, *(score(results, ctx, k, fraction) for k in (ctx.low, 0, ctx.n)))
+        probe = combine(_share, *(_probe(results, ctx, x, pooling, fraction) for x in (ctx.low, 0, layer)))
+        rows.append(Row(f"share at {ctx.low} layers, fine-tuning minus probing (best layer {layer}) at {fraction:g}",
+                        estimate(combine(minus, ft, probe))))
+    return rows
+
+
+def tamkin_probe_not_sufficient(results, ctx):
+    large = ctx.scale.large
+    layer, _ = best_probe(results, ctx, large)
+    if layer is None:
+        return [Row("no probe results", None)]
+    if layer >= ctx.n:
+        return [Row(f"the best probe layer is the top one ({layer}): nothing to test",
+                    {"n": 0, "mean": math.nan, "std": None, "ci95_low": None, "ci95_high": None})]
+    return [Row(f"k={ctx.n} minus k={layer} (best probe layer) at {large:g}",
+                paired_interval(score(results, ctx, ctx.n, large), score(results, ctx, layer, large)))]
+
+
+def tamkin_probe_align(results, ctx):
+    correlation = {}
+    for fraction in (ctx.scale.small, ctx.scale.large):
+        _, pooling = best_probe(results, ctx, fraction)
+        ft = [score(results, ctx, k, fraction) for k in range(ctx.n + 1)]
+        probe = [_probe(results, ctx, k, pooling, fraction) for k in range(ctx.n + 1)] if pooling else []
+        correlation[fraction] = combine(lambda *v: float(np.corrcoef(v[:len(v) // 2], v[len(v) // 2:])[0, 1]),
+                                        *ft, *probe) if pooling and all(ft) and all(probe) else {}
+    values = combine(minus, correlation[ctx.scale.small], correlation[ctx.scale.large])
+    return [Row(f"corr(fine-tuning, probe) at {ctx.scale.small:g} minus at {ctx.scale.large:g}", estimate(values))]
+
+
+# ---------------------------------------------------------------------------- dynamics
+
+
+def _layers_mean(results, ctx, curve: str, layers, fraction, group=None, offset: int = 0, experiment="dynamics"):
+    """{unit: mean of `curve` over `layers`}; `offset` 1 for curves whose index 0 is the embeddings' output."""
+    config = None if group else "finetune"
+    series = [results.values(experiment, experiment, f"{curve}/{i + offset}", config, fraction, group)
+              for i in layers]
+    return _mean(series)
+
+
+def _thirds(ctx):
+    return range(0, ctx.low), range(ctx.low, ctx.high), range(ctx.high, ctx.n)
+
+
+def _ratio_row(results, ctx, curve, upper, lower, label, group=None, offset=0, experiment="dynamics"):
+    large = ctx.scale.large
+    values = combine(ratio_minus_one, _layers_mean(results, ctx, curve, upper, large, group, offset, experiment),
+                     _layers_mean(results, ctx, curve, lower, large, group, offset, experiment))
+    return [Row(label, estimate(values))]
+
+
+def singh_later_layers_move(results, ctx):
+    bottom, _, top = _thirds(ctx)
+    return _ratio_row(results, ctx, "weight_l2", top, bottom, "L2 top third / bottom third - 1")
+
+
+def singh_early_invariant(results, ctx):
+    bottom, _, top = _thirds(ctx)
+    large = ctx.scale.large
+    values = combine(lambda b, t: 1 - b / t if t else math.nan,
+                     _layers_mean(results, ctx, "weight_l2", bottom, large),
+                     _layers_mean(results, ctx, "weight_l2", top, large))
+    return [Row("1 - L2 bottom third / top third", estimate(values))]
+
+
+def singh_more_data(results, ctx):
+    every = range(ctx.n)
+    values = combine(ratio_minus_one, _layers_mean(results, ctx, "weight_l2", every, ctx.scale.large),
+                     _layers_mean(results, ctx, "weight_l2", every, ctx.scale.small))
+    return [Row(f"mean L2 at {ctx.scale.large:g} / at {ctx.scale.small:g} - 1", estimate(values))]
+
+
+def hao_attention(results, ctx):
+    bottom, _, top = _thirds(ctx)
+    return _ratio_row(results, ctx, "attention_js", top, bottom, "JS top third / bottom third - 1")
+
+
+def hao_svcca(results, ctx):
+    bottom, middle, top = _thirds(ctx)
+    return _ratio_row(results, ctx, "svcca", [*middle, *top], bottom, "SVCCA middle and top / bottom - 1",
+                      offset=1)
+
+
+def hao_restore(results, ctx):
+    bottom, _, top = _thirds(ctx)
+    large = ctx.scale.large
+    series = {name: _mean([results.values("restore", "restore", f"{RESTORE_CURVE}/{i}", "restore", large)
+                           for i in layers]) for name, layers in (("top", top), ("bottom", bottom))}
+    return [Row("restore distance top / bottom - 1", estimate(combine(ratio_minus_one, series["top"],
+                                                                      series["bottom"])))]
+
+
+def hao_seeds(results, ctx):
+    bottom, _, top = _thirds(ctx)
+    return _ratio_row(results, ctx, "svcca", top, bottom, "seed-vs-seed SVCCA top / bottom - 1",
+                      group="seed-vs-seed", offset=1)
+
+
+def hao_datasets(results, ctx):
+    bottom, _, top = _thirds(ctx)
+    config, large = f"tasks={ctx.tasks['primary']}-{ctx.tasks['second']}", ctx.scale.large
+    series = {name: _mean([results.values("datasets", "dynamics", f"svcca/{i + 1}", config, large) for i in layers])
+              for name, layers in (("top", top), ("bottom", bottom))}
+    return [Row(f"{config}: SVCCA top / bottom - 1", estimate(combine(ratio_minus_one, series["top"],
+                                                                      series["bottom"])))]
+
+
+# ---------------------------------------------------------------------------- the multitask model's methods
+
+
+def _arms(results, experiment: str, a: str, b: str, metric: str, label: str):
+    return Row(label, paired_interval(results.values(experiment, a, metric), results.values(experiment, b, metric)))
+
+
+def freeze_sts(results, ctx):
+    task = ctx.tasks["similarity"]
+    return [_arms(results, "freeze", f"{task}-top", f"{task}-all", f"dev/{task}", f"{task}: top third minus all")]
+
+
+def freeze_marginal(results, ctx):
+    return [_arms(results, "freeze", f"{t}-top", f"{t}-all", f"dev/{t}", f"{t}: top third minus all")
+            for t in (ctx.tasks["primary"], ctx.tasks["pair"])]
+
+
+def freeze_surgery(results, ctx):
+    return [_arms(results, "surgery", "dominant", "none", "dev/overall", "dominant minus none (overall)")]
+
+
+def freeze_smart_sts(results, ctx):
+    task = ctx.tasks["similarity"]
+    return [_arms(results, "smart", "sts-smart", "sts", f"dev/{task}", "STS alone: SMART minus without")]
+
+
+def freeze_smart_multitask(results, ctx):
+    return [_arms(results, "smart", "multitask-smart", "multitask", "dev/overall", "multitask: SMART minus without")]
+
+
+def freeze_cross(results, ctx):
+    return [_arms(results, "pairs", f"{t}-cross", f"{t}-siamese", f"dev/{t}", f"{t}: cross minus siamese")
+            for t in (ctx.tasks["similarity"], ctx.tasks["pair"])]
+
+
+def college_transfer(results, ctx):
+    """Each ordered pair against direct fine-tuning at the same total steps (the x2 arm), when the results have
+    it; results without it compare with the direct arm at its own cap, and the row says so."""
+    tasks = (ctx.tasks["pair"], ctx.tasks["final"])
+    rows = []
+    for via in tasks:
+        for final in tasks:
+            if via != final:
+                direct = results.values("transfer", "transfer", f"dev/{final}", f"via=none,final={final},steps=x2")
+                arm = "the same total steps"
+                if not direct:
+                    direct = results.values("transfer", "transfer", f"dev/{final}", f"via=none,final={final}")
+                    arm = "half the steps (no equal-steps arm in these results)"
+                rows.append(Row(f"{via} then {final} minus {final} directly at {arm}", paired_interval(
+                    results.values("transfer", "transfer", f"dev/{final}", f"via={via},final={final}"), direct)))
+    return rows
+
+
+MEASURES = {
+    "tamkin-data-size": tamkin_data_size, "tamkin-probe-not-sufficient": tamkin_probe_not_sufficient,
+    "tamkin-probe-align": tamkin_probe_align, "tamkin-permute": tamkin_permute, "tamkin-blocks-sst": tamkin_blocks,
+    "singh-scarce": singh_scarce, "singh-data-size": singh_data_size, "singh-task-dependence": singh_task_dependence,
+    "singh-later-layers-move": singh_later_layers_move, "singh-early-invariant": singh_early_invariant,
+    "singh-more-data-moves-more": singh_more_data, "singh-probe-peak": singh_probe_peak,
+    "singh-probe-needs-more": singh_probe_needs_more,
+    "hao-attention-last": hao_attention, "hao-svcca-intermediate-last": hao_svcca, "hao-restore-low": hao_restore,
+    "hao-seeds-consistent-low": hao_seeds, "hao-datasets-consistent-low": hao_datasets,
+    "college-intermediate-task": college_transfer, "college-downstream-smaller-drop": college_downstream,
+    "college-not-monotone": college_not_monotone, "college-heads-top-help": college_heads_top,
+    "college-heads-bottom-hurt": college_heads_bottom,
+    "freeze-improves-sts": freeze_sts, "freeze-marginal-sst-quora": freeze_marginal,
+    "freeze-surgery-no-effect": freeze_surgery, "freeze-smart-sts": freeze_smart_sts,
+    "freeze-smart-multitask": freeze_smart_multitask, "freeze-cross-encoding": freeze_cross,
+}

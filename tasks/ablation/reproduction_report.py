@@ -1,0 +1,184 @@
+"""report.md from the kept results alone (`reproduction_runs.py`): per paper, every finding's line with its
+verdict on each run (the first, then any labelled follow-up), the experiments with their wall time, the
+figures and the protocol history. Nothing here trains; `reproduce.py --report-only` is this."""
+import math
+from pathlib import Path
+
+from ..fileio import atomic_write_text
+from . import reproduction, reproduction_runs
+from .findings import FINDINGS, PAPERS
+from .measures import MEASURES
+from .verdicts import NOT_RUN, NOT_TESTABLE, VERDICTS, judge
+
+RULE = ("Each effect is signed so that the paper's direction is positive. **Reproduced**: the 95% interval lies "
+        "above zero and its point estimate reaches the smallest effect of interest (SESOI). **Not reproduced**: the "
+        "whole interval lies below the SESOI (absent, reversed, or too small to matter). **Inconclusive**: "
+        "otherwise. A 'no effect' finding (equivalence) is reproduced when the interval lies within -/+ the SESOI "
+        "and not reproduced when it lies wholly outside. A finding tested on several rows at once widens each "
+        "row's interval to 1 - 0.05/rows (Bonferroni). SESOIs, seeds and rules were fixed before any run "
+        "(`tasks/ablation/findings/`).")
+
+
+def fmt(estimate) -> str:
+    if not estimate:
+        return "no results"
+    mean, low, high = estimate.get("mean"), estimate.get("ci95_low"), estimate.get("ci95_high")
+    if mean is None or not math.isfinite(mean):
+        return "nothing to measure"
+    if low is None:
+        return f"{mean:+.3f} [no interval], n={estimate.get('n')}"
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}], n={estimate.get('n')}"
+
+
+def verdicts(runs: dict, ctx) -> dict:
+    """{run label: {finding id: Verdict}} for the first run and each follow-up that has results."""
+    out = {}
+    for label in [reproduction_runs.FIRST, *sorted(set(runs) - {reproduction_runs.FIRST})]:
+        results = reproduction_runs.results_for(runs, label)
+        covered = set(runs.get(label, {}))
+        out[label] = {}
+        for f in FINDINGS:
+            if label != reproduction_runs.FIRST and f.experiment not in covered:
+                continue
+            if f.experiment is None or not results.has(f.experiment):
+                out[label][f.id] = judge(f, label, [])
+            else:
+                out[label][f.id] = judge(f, label, MEASURES[f.id](results, ctx))
+    return out
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _effect(v) -> str:
+    if v.outcome in (NOT_TESTABLE, NOT_RUN) or not v.rows:
+        return "-"
+    if len(v.rows) == 1:
+        return fmt(v.rows[0].estimate)
+    return "<br>".join(f"{r.label}: {fmt(r.estimate)} ({r.verdict})" for r in v.rows)
+
+
+def paper_section(paper: str, by_run: dict) -> list:
+    lines = [f"## {PAPERS[paper]}", "", f"`../shared/papers/{paper}`", "",
+             "| finding | the paper says | tested here | run | effect [95% CI] | SESOI | verdict | the embedded "
+             "model |",
+             "|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for f in (f for f in FINDINGS if f.paper == paper):
+        for label, found in by_run.items():
+            v = found.get(f.id)
+            if v is None:
+                continue
+            tested = f.tested if f.experiment else f"not testable here: {f.untestable}"
+            sesoi = f"{f.sesoi:g}" + (" (equivalence)" if f.kind == "equivalence" else "")
+            lines.append(f"| <a id=\"{f.id}\"></a>`{f.id}` | \"{_cell(f.quote)}\" | {_cell(tested)} | {label} "
+                         f"(protocol {f.protocol}) | {_effect(v)} | {sesoi} | **{v.outcome}** | "
+                         f"{_cell(f.model_note)} |")
+        extra = [f"the paper's setting: {f.setting}", f"its comparison: {f.comparison}", f"metric: {f.metric}",
+                 f"SESOI {f.sesoi:g}: {f.sesoi_reason}"]
+        if f.experiment:
+            extra.append(f"experiment: [{f.experiment}](#experiment-{f.experiment})")
+        if f.untestable:
+            extra.append(("not testable here: " if not f.experiment else "part not tested here: ") + f.untestable)
+        if f.elsewhere:
+            extra.append(f"where it can be tested: `{f.elsewhere}`")
+        if f.pending:
+            extra.append(f"waits for: {f.pending}")
+        notes.append(f"- `{f.id}`: " + "; ".join(extra) + ".")
+    return lines + ["", *notes, ""]
+
+
+def _figure_links(report_dir: Path, experiment, label: str) -> list:
+    out = []
+    for sweep, plot in experiment.figures:
+        name = f"{experiment.name}-{label}-{plot}.png"
+        if (report_dir / "figures" / name).exists():
+            out.append(f"![{experiment.name} ({label}): {plot}](figures/{name})")
+    return out
+
+
+def budget_line(sweeps: dict) -> str:
+    """How the trials' budget ended: on a plateau of held-out training rows, or at the cap (a trial that hit the
+    cap may not have converged, and its verdict then partly measures convergence speed)."""
+    records = [r for rs in sweeps.values() for r in rs if r.get("steps") is not None]
+    if not records:
+        return "Budget: no trained trials."
+    steps = sorted(r["steps"] for r in records)
+    plateau = [((r.get("budget") or {}).get("plateau") or {}) for r in records]
+    stopped = sum(bool(p.get("stopped")) for p in plateau)
+    told = f"{stopped} of {len(records)} stopped on a held-out plateau, {len(records) - stopped} at the cap" \
+        if any(plateau) else "a fixed step budget (no plateau stopping in these results)"
+    return f"Budget: steps trained {steps[0]}-{steps[-1]} (median {steps[len(steps) // 2]}); {told}."
+
+
+def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
+    lines = ["## Experiments", "",
+             f"Estimated minutes at the {ctx.scale.name} scale: trials x (expected steps x seconds per step + "
+             f"{reproduction.TRIAL_OVERHEAD_S:g} s) (`SECONDS_PER_STEP` in `tasks/ablation/reproduction.py`, "
+             f"measured on one core; * marks a guessed figure), in one process and with two one-thread workers "
+             f"({reproduction.PARALLEL_SPEEDUP}x).", ""]
+    for e in reproduction.EXPERIMENTS.values():
+        one, two, guessed = reproduction.estimate_minutes(e, ctx)
+        seeds = e.seeds or ctx.scale.seeds
+        lines += [f"### <a id=\"experiment-{e.name}\"></a>{e.name}", "", e.what + ".", "",
+                  f"Seeds: {seeds}. Findings: " + ", ".join(f"[{f.id}](#{f.id})" for f in FINDINGS
+                                                           if f.experiment == e.name) + ".", ""]
+        if ctx.scale.name == "cpu":
+            lines += [f"Estimate: {one:.0f} min in one process, {two:.0f} min with --workers 2"
+                      f"{' (*)' if guessed else ''}.", ""]
+        if e.pending:
+            lines += [f"Not run yet: waits for {e.pending}.", ""]
+        for label, experiments in runs.items():
+            if e.name not in experiments:
+                continue
+            meta, sweeps = experiments[e.name]
+            trials = sum(len(r) for r in sweeps.values())
+            sittings = "; ".join(f"{s['date']}, commit {s['commit']}, {s['cpu']}, {s['wall_time_s'] / 60:.1f} min "
+                                 f"wall, +{s.get('trials_added', '?')} trials" for s in meta.get("sittings", []))
+            lines += [f"Run `{label}`: {trials} trials, seeds {meta.get('seeds')}, in `results/{e.name}/{label}/`. "
+                      f"Sittings: {sittings}.", "", budget_line(sweeps), ""]
+            lines += [*_figure_links(report_dir, e, label), ""]
+    return lines
+
+
+def history_section(runs: dict) -> list:
+    lines = ["## Protocol history", "",
+             "Before this report's declarations (issue 27), the report tested reworded claims with 3 seeds and no "
+             "SESOI: its verdict table and the follow-ups made then are kept in "
+             "[the README's history](README.md#history-the-report-before-issue-27).", ""]
+    for label in runs:
+        follow = reproduction_runs.FOLLOW_UPS.get(label)
+        reason = f": {follow.reason} (protocol {follow.protocol})" if follow else ": the declared protocol"
+        lines.append(f"- `{label}`" + reason + " - " + ", ".join(sorted(runs[label])) + ".")
+    if not runs:
+        lines.append("- No run kept yet.")
+    return lines + [""]
+
+
+def write(results_dir: Path, report_path: Path, ctx) -> Path:
+    runs = reproduction_runs.load(results_dir)
+    by_run = verdicts(runs, ctx)
+    counts = {v: sum(x.outcome == v for x in by_run.get(reproduction_runs.FIRST, {}).values())
+              for v in (*VERDICTS, NOT_RUN, NOT_TESTABLE)}
+    report_dir = Path(report_path).parent
+    lines = ["# Reproduction report", "",
+             "Written by `reproduce.py` from the raw results in [results/](results/README.md) "
+             "(`python reproduce.py --report-only` rewrites it without training): do not edit by hand.", "",
+             f"Scale **{ctx.scale.name}** ({ctx.scale.note}); model **{ctx.model}** ({ctx.n} layers); tasks "
+             + ", ".join(f"{role} = {task}" for role, task in ctx.tasks.items()) + ".", "", RULE, "",
+             f"{len(FINDINGS)} findings, first run: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".", ""]
+    for paper in PAPERS:
+        lines += paper_section(paper, by_run)
+    lines += experiments_section(runs, ctx, report_dir)
+    lines += history_section(runs)
+    lines += ["## Departures from the papers", "",
+              "- The model: at the cpu scale the embedded all-MiniLM-L6-v2 (6 x 384, a sentence-pair contrastive "
+              "encoder trained on Quora duplicates and NLI among others, zero-shot STS 0.838, not an MLM). Each "
+              "line says what it can carry.",
+              "- The data: the course's SST-5, Quora and STS in place of GLUE; GLUE tasks run through `--task-file` "
+              "and `--tasks ROLE=NAME`.",
+              "- Depth: 'last', 'middle' and 'low' layers are thirds of the model.",
+              "- The budget: the scale's, shown above; the papers trained 3-9 epochs.", ""]
+    atomic_write_text(report_path, "\n".join(lines) + "\n")
+    return Path(report_path)

@@ -1,0 +1,109 @@
+"""The reproduction's raw results, kept with the report: one folder per experiment and run.
+
+    RESULTS/EXPERIMENT/RUN/run.json        what was run (scale, model, tasks, seeds, each sweep's options) and
+                                           each sitting that added trials (commit, CPU, date, wall time)
+    RESULTS/EXPERIMENT/RUN/SWEEP.jsonl     the sweep's finished trials, as ablate.py wrote them
+
+RUN is "first" for the declared protocol, or a follow-up's label (`FOLLOW_UPS`): extra seeds or a changed
+protocol never replace the first run's trials. Storing into a run folder whose run.json says another protocol
+(seeds, options, model, scale) is refused; a trial already kept is never replaced, so a run resumed in a
+later sitting only adds the trials it lacked.
+"""
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from minbert import UserError
+
+from ..fileio import atomic_write_text, safe_join
+from .measures import Results
+
+FIRST = "first"
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """A labelled run after the first: its own seeds or options, the reason, declared before it runs."""
+    label: str
+    experiments: tuple
+    reason: str
+    seeds: tuple = ()            # () = the first run's
+    extra_options: tuple = ()    # added to every sweep of its experiments
+    protocol: int = 2
+
+
+FOLLOW_UPS: dict = {}            # label -> FollowUp; none declared yet
+
+
+def protocol_of(run: dict) -> dict:
+    """What makes two sittings the same run: the fields that change what a trial measures."""
+    return {k: run.get(k) for k in ("experiment", "run", "scale", "model", "tasks", "seeds", "sweeps")}
+
+
+def store(results_dir: Path, run: dict, records: dict, sitting: dict) -> Path:
+    """Keep a run's finished trials ({sweep label: records}) and this sitting; refuse another protocol."""
+    folder = safe_join(Path(results_dir), run["experiment"], run["run"])
+    meta_path = folder / "run.json"
+    meta = {**run, "sittings": []}
+    if meta_path.exists():
+        kept = json.loads(meta_path.read_text(encoding="utf-8"))
+        if protocol_of(kept) != protocol_of(run):
+            changed = [k for k, v in protocol_of(run).items() if kept.get(k) != v]
+            raise UserError(f"{meta_path}: this run was made with other {', '.join(changed)}; extra seeds or a "
+                            f"changed protocol are a follow-up with its own label (FOLLOW_UPS in "
+                            f"tasks/ablation/reproduction_runs.py, then --follow-up LABEL), never a replacement")
+        meta = kept
+    folder.mkdir(parents=True, exist_ok=True)
+    added = 0
+    for label, new in records.items():
+        path = safe_join(folder, f"{label}.jsonl")
+        old = load_jsonl(path)
+        keys = {r["key"] for r in old}
+        fresh = [r for r in new if r["key"] not in keys]
+        added += len(fresh)
+        atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in old + fresh))
+    meta["sittings"] = [*meta.get("sittings", []), {**sitting, "trials_added": added}]
+    atomic_write_text(meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    return folder
+
+
+def load_jsonl(path: Path) -> list:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def load(results_dir: Path) -> dict:
+    """{run label: {experiment: (run.json, {sweep label: records})}} of every kept run."""
+    out = {}
+    for meta_path in sorted(Path(results_dir).glob("*/*/run.json")):
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        sweeps = {p.stem: load_jsonl(p) for p in sorted(meta_path.parent.glob("*.jsonl"))}
+        out.setdefault(meta["run"], {})[meta["experiment"]] = (meta, sweeps)
+    return out
+
+
+def results_for(runs: dict, label: str) -> Results:
+    """The trials a run label's findings read: the first runs, with the label's own runs in their place."""
+    results = Results()
+    for source in (FIRST, label) if label != FIRST else (FIRST,):
+        for experiment, (_, sweeps) in runs.get(source, {}).items():
+            for sweep_label, records in sweeps.items():
+                results.add(experiment, sweep_label, records)
+    return results
+
+
+def check_one_setting(runs: dict, scale: str, model: str) -> None:
+    """A results folder holds one scale and one model: a report mixes neither."""
+    for label, experiments in runs.items():
+        for experiment, (meta, _) in experiments.items():
+            if (meta.get("scale"), meta.get("model")) != (scale, model):
+                raise UserError(f"the results folder holds {experiment}/{label} at scale {meta.get('scale')} with "
+                                f"{meta.get('model')}: give --results another folder for scale {scale} with {model}")
+
+
+def sitting(cpu: str, commit: dict, seconds: float, threads: int, workers: str) -> dict:
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu,
+            "commit": commit.get("minbert_commit", "?")[:12] + ("+changes" if commit.get("minbert_dirty") else ""),
+            "wall_time_s": round(seconds, 1), "threads": threads, "workers": workers}
