@@ -135,8 +135,7 @@ def common_options(args, seeds: list) -> list:
 
 def protocol_options(spec, scale, follow) -> list:
     """What a sweep's trials measure, besides seeds and model: recorded in run.json and compared across sittings."""
-    plateau = list(scale.plateau) if scale.plateau and _ablate_has("plateau_patience") else []
-    return [*spec.options, *scale.budget, *plateau, *(follow.extra_options if follow else ())]
+    return [*spec.options, *scale.budget, *scale.plateau, *(follow.extra_options if follow else ())]
 
 
 def run_experiment(args, experiment, ctx, results_dir: Path, report_dir: Path, run_sweep=run_sweep) -> int:
@@ -173,9 +172,6 @@ def run_experiment(args, experiment, ctx, results_dir: Path, report_dir: Path, r
 def print_plan(args, ctx) -> None:
     for e in reproduction.EXPERIMENTS.values():
         one, two, guessed = reproduction.estimate_minutes(e, ctx)
-        if e.pending:
-            print(f"{e.name}: waits for {e.pending}")
-            continue
         guess = " (a guessed step cost)" if guessed else ""
         if args.scale != "cpu":
             print(f"{e.name}: python reproduce.py --scale {args.scale} --model {args.model} --only {e.name}")
@@ -226,9 +222,6 @@ def main(argv=None) -> int:
         failed = 0
         if not args.report_only:
             for e in reproduction.selected(args.only):
-                if e.pending:
-                    print(f"reproduce: {e.name}: not run, waits for {e.pending}", flush=True)
-                    continue
                 if args.follow_up and e.name not in reproduction_runs.FOLLOW_UPS[args.follow_up].experiments:
                     continue
                 if args.only and e.name not in args.only and e.name in runs.get(reproduction_runs.FIRST, {}):

@@ -14,6 +14,8 @@ from minbert import UserError
 from tasks.ablation import measures, reproduction, reproduction_report, reproduction_runs
 from tasks.ablation.findings import BY_ID, FINDINGS
 from tasks.ablation.statistics import interval
+from tasks.ablation.studies import STUDIES
+from tasks.ablation.sweep import Shape
 from tasks.ablation.verdicts import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
@@ -260,10 +262,50 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, argv, needle):
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
 
 
-def test_cpu_estimates_are_declared_for_every_runnable_experiment():
+def test_cpu_estimates_are_declared_for_every_experiment():
     for e in reproduction.EXPERIMENTS.values():
         one, two, _ = reproduction.estimate_minutes(e, CTX)
-        assert e.pending or (one > 0 and math.isclose(two, one / reproduction.PARALLEL_SPEEDUP))
+        assert one > 0 and math.isclose(two, one / reproduction.PARALLEL_SPEEDUP), e.name
+
+
+@pytest.mark.parametrize("scale", list(reproduction.SCALES))
+def test_every_experiments_sweeps_parse_with_ablate_and_plan_their_trials(scale):
+    ctx = reproduction.Context(6, reproduction.SCALES[scale], dict(reproduction.ROLES))
+    args = reproduce.build_parser().parse_args(["--model", "minilm"])
+    for e in reproduction.EXPERIMENTS.values():
+        seeds = reproduction.seeds_of(e, ctx.scale)
+        for spec in e.sweeps(ctx):
+            argv = ["--mode", spec.mode, *reproduce.protocol_options(spec, ctx.scale, None),
+                    *reproduce.common_options(args, seeds), "--out", "unused"]
+            parsed = reproduce.ablate.parse_args(argv)
+            trials = STUDIES[spec.mode].plan(parsed, Shape(num_layers=6, num_heads=12))
+            assert trials, f"{e.name}/{spec.label}: no trials"
+            assert {t.seed for t in trials} <= set(seeds) and parsed.seed_list == seeds, f"{e.name}/{spec.label}"
+            assert parsed.plateau_patience == (3 if scale == "cpu" else 0), f"{e.name}/{spec.label}"
+
+
+def test_smart_and_surgery_are_methods_sweeps_paired_by_seed_with_one_baseline():
+    specs = {s.label: s for s in reproduction.EXPERIMENTS["methods"].sweeps(CTX)}
+    args = reproduce.build_parser().parse_args(["--model", "minilm"])
+    configs = {}
+    for label, spec in specs.items():
+        parsed = reproduce.ablate.parse_args(["--mode", spec.mode, *reproduce.protocol_options(spec, CTX.scale, None),
+                                              *reproduce.common_options(args, [0, 1]), "--out", "unused"])
+        assert parsed.config.pair_mode == "siamese" and parsed.config.task_heads == "report"
+        configs[label] = sorted({t.config for t in STUDIES["methods"].plan(parsed, Shape(6, 12))})
+    assert configs == {"multitask": ["method=baseline", "method=dominant", "method=smart"],
+                       "sts": ["method=baseline", "method=smart"]}
+    records = []
+    for s in range(5):
+        records += [_record("method=baseline", s, LARGE, {"method": "baseline"}, {"sts": 0.80, "overall": 0.60}),
+                    _record("method=smart", s, LARGE, {"method": "smart"}, {"sts": 0.83, "overall": 0.605}),
+                    _record("method=dominant", s, LARGE, {"method": "dominant"}, {"sts": 0.8, "overall": 0.58})]
+    results = measures.Results()
+    results.add("methods", "multitask", records)
+    results.add("methods", "sts", [r for r in records if r["config"] != "method=dominant"])
+    assert measures.freeze_smart_sts(results, CTX)[0].estimate["mean"] == pytest.approx(0.03)
+    assert measures.freeze_smart_multitask(results, CTX)[0].estimate["mean"] == pytest.approx(0.005)
+    assert measures.freeze_surgery(results, CTX)[0].estimate["mean"] == pytest.approx(-0.02)
 
 
 def test_transfer_is_compared_with_direct_fine_tuning_at_the_same_total_steps():

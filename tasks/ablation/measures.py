@@ -347,17 +347,23 @@ def freeze_marginal(results, ctx):
             for t in (ctx.tasks["primary"], ctx.tasks["pair"])]
 
 
+def _method(results, sweep: str, method: str, metric: str, label: str):
+    """ablate.py --mode methods: method=NAME minus method=baseline, paired by seed."""
+    return Row(label, paired_interval(results.values("methods", sweep, metric, f"method={method}"),
+                                      results.values("methods", sweep, metric, "method=baseline")))
+
+
 def freeze_surgery(results, ctx):
-    return [_arms(results, "surgery", "dominant", "none", "dev/overall", "dominant minus none (overall)")]
+    return [_method(results, "multitask", "dominant", "dev/overall", "dominant minus none (overall)")]
 
 
 def freeze_smart_sts(results, ctx):
     task = ctx.tasks["similarity"]
-    return [_arms(results, "smart", "sts-smart", "sts", f"dev/{task}", "STS alone: SMART minus without")]
+    return [_method(results, "sts", "smart", f"dev/{task}", "STS alone: SMART minus without")]
 
 
 def freeze_smart_multitask(results, ctx):
-    return [_arms(results, "smart", "multitask-smart", "multitask", "dev/overall", "multitask: SMART minus without")]
+    return [_method(results, "multitask", "smart", "dev/overall", "multitask: SMART minus without")]
 
 
 def freeze_cross(results, ctx):

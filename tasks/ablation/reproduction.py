@@ -41,7 +41,7 @@ class Scale:
     large: float               # the plentiful one
     seeds: int                 # n declared in advance (experiments may declare their own)
     expected_steps: int        # steps a trial is expected to take (the estimate's); the cap is in `budget`
-    plateau: tuple = ()        # plateau stopping on held-out training rows, when ablate.py has it
+    plateau: tuple = ()        # ablate.py's plateau options: stopping on held-out training rows, or off
     note: str = ""
 
 
@@ -56,6 +56,7 @@ SCALES = {
                       "40 steps apart without a 0.005 gain); 350 steps expected"),
     "paper": Scale("paper", ("--trial-steps", "0", "--epochs", "3", "--lr", "2e-5", "--batch-size", "32",
                              "--eval-every", "0"), 0.1, 1.0, 5, 0,
+                   plateau=("--plateau-patience", "0"),  # the fixed schedule on every training row, as the papers
                    note="the papers' schedule: 3 epochs at 2e-5, batch 32, 10% and 100% of the data (Singh & "
                         "Giovanardi's); for a GPU with --model bert-base-uncased"),
 }
@@ -99,7 +100,6 @@ class Experiment:
     seeds: int = 0              # 0: the scale's
     needs: tuple = ()           # experiments whose results its measures read
     figures: tuple = ()         # (sweep label, plot name)
-    pending: str = ""           # an ablate.py option it needs that has not landed: it is not run until then
     departures: tuple = field(default=())
 
 
@@ -158,21 +158,13 @@ def _freeze(ctx):
     return out
 
 
-def _multitask(*extra):
-    return ("--task", "all", "--from-layer", "none", *extra)
-
-
-def _surgery(ctx):
-    large = fractions(ctx.scale.large)
-    return [SweepSpec("none", "reinit", (*_multitask(), *large)),
-            SweepSpec("dominant", "reinit", (*_multitask("--surgery", "dominant"), *large))]
-
-
-def _smart(ctx):
-    large, sts = fractions(ctx.scale.large), ("--task", ctx.tasks["similarity"], "--from-layer", "none")
-    return [SweepSpec("sts", "reinit", (*sts, *large)), SweepSpec("sts-smart", "reinit", (*sts, "--smart", *large)),
-            SweepSpec("multitask", "reinit", (*_multitask(), *large)),
-            SweepSpec("multitask-smart", "reinit", (*_multitask("--smart"), *large))]
+def _methods(ctx):
+    # ablate.py --mode methods: the baseline (the options as given) and each method changing one option, paired
+    # by seed; one sweep per baseline, so SMART and gradient surgery share the multitask one. The paper's
+    # setting: siamese pairs with its heads (its SMART and surgery runs predate its cross-encoding).
+    paper = ("--pair-mode", "siamese", "--task-heads", "report", *fractions(ctx.scale.large))
+    return [SweepSpec("multitask", "methods", ("--task", "all", *paper, "--methods", "smart,dominant")),
+            SweepSpec("sts", "methods", ("--task", ctx.tasks["similarity"], *paper, "--methods", "smart"))]
 
 
 def _pairs(ctx):
@@ -186,7 +178,7 @@ def _pairs(ctx):
 
 def _transfer(ctx):
     # ablate.py plans the direct arm at twice the cap (via=none,final=B,steps=x2) beside the usual one: the
-    # transfer arm's total steps (issue 27, i27b); the measure compares with it when the results have it.
+    # transfer arm's total steps; the measure compares with it when the results have it.
     return [SweepSpec("transfer", "transfer", ("--tasks", f"{ctx.tasks['pair']},{ctx.tasks['final']}",
                                                *fractions(ctx.scale.small)))]
 
@@ -200,29 +192,6 @@ def _heads(layer_of):
         return [SweepSpec("heads", "reinit", ("--task", ctx.tasks["primary"], "--heads", f"{layer_of(ctx)}:*",
                                               *fractions(ctx.scale.large)))]
     return sweeps
-
-
-def _needs_mode(mode: str, option: str = "") -> str:
-    """'' when ablate.py has the study (and its option); else what the experiment waits for."""
-    from .studies import STUDIES
-    if mode not in STUDIES:
-        return f"ablate.py --mode {mode} (issue 27, i27b)"
-    if option:
-        group = []
-        STUDIES[mode].add_arguments(_Collect(group))
-        if option not in group:
-            return f"ablate.py --mode {mode} --{option.replace('_', '-')} (issue 27, i27b)"
-    return ""
-
-
-class _Collect:
-    """Stands in for an argparse group: collects the option names a study declares."""
-
-    def __init__(self, names: list):
-        self.names = names
-
-    def add_argument(self, *flags, **kwargs):
-        self.names.append(kwargs.get("dest") or flags[0].lstrip("-").replace("-", "_"))
 
 
 def _trials(seeds: int, configs: int, fraction_count: int = 1) -> int:
@@ -259,25 +228,23 @@ EXPERIMENTS = {e.name: e for e in (
                "6-7; ablate.py --across-tasks)", _datasets,
                lambda c: [(5, SECONDS_PER_STEP["sst"], c.scale.expected_steps),
                           (5, SECONDS_PER_STEP["quora"], c.scale.expected_steps),
-                          (5, SECONDS_PER_STEP["multitask"], c.scale.expected_steps), (25, COMPARISON_S, 1)],
-               pending=_needs_mode("dynamics", "across_tasks")),
+                          (5, SECONDS_PER_STEP["multitask"], c.scale.expected_steps), (25, COMPARISON_S, 1)]),
     Experiment("restore", "each layer of the fine-tuned model restored to its pretrained values, the last "
                "layer's SVCCA distance (Hao et al. Fig. 3; ablate.py --mode restore)", _restore,
-               lambda c: [(5, SECONDS_PER_STEP["sst"], c.scale.expected_steps), (5, RESTORE_S, 1)],
-               pending=_needs_mode("restore")),
+               lambda c: [(5, SECONDS_PER_STEP["sst"], c.scale.expected_steps), (5, RESTORE_S, 1)]),
     Experiment("freeze", "the top third trained (the rest frozen) against every layer, siamese pairs with the "
                "paper's heads, on STS, SST and Quora", _freeze,
                lambda c: [(5, SECONDS_PER_STEP["sts"], c.scale.expected_steps),
                           (5, SECONDS_PER_STEP["sts-top"], c.scale.expected_steps),
                           (10, SECONDS_PER_STEP["sst"], c.scale.expected_steps),
                           (10, SECONDS_PER_STEP["quora"], c.scale.expected_steps)]),
-    Experiment("surgery", "multitask fine-tuning with and without gradient surgery (dominant task)", _surgery,
-               lambda c: [(10, SECONDS_PER_STEP["multitask"], c.scale.expected_steps)]),
-    Experiment("smart", "STS alone and multitask, each with and without SMART", _smart,
-               lambda c: [(5, SECONDS_PER_STEP["sts"], c.scale.expected_steps),
-                          (5, SECONDS_PER_STEP["smart"], c.scale.expected_steps),
-                          (5, SECONDS_PER_STEP["multitask"], c.scale.expected_steps),
-                          (5, SECONDS_PER_STEP["multitask-smart"], c.scale.expected_steps)]),
+    Experiment("methods", "SMART and gradient surgery (dominant task) each against the same training without "
+               "it, paired by seed: multitask, and STS alone for SMART; siamese pairs with the paper's heads",
+               _methods,
+               lambda c: [(_trials(5, 2), SECONDS_PER_STEP["multitask"], c.scale.expected_steps),
+                          (5, SECONDS_PER_STEP["multitask-smart"], c.scale.expected_steps),
+                          (5, SECONDS_PER_STEP["sts"], c.scale.expected_steps),
+                          (5, SECONDS_PER_STEP["smart"], c.scale.expected_steps)]),
     Experiment("pairs", "pairs cross-encoded against each sentence encoded alone, STS and Quora", _pairs,
                lambda c: [(10, SECONDS_PER_STEP["sts"], c.scale.expected_steps),
                           (10, SECONDS_PER_STEP["quora"], c.scale.expected_steps)]),

@@ -83,8 +83,6 @@ def paper_section(paper: str, by_run: dict) -> list:
             extra.append(("not testable here: " if not f.experiment else "part not tested here: ") + f.untestable)
         if f.elsewhere:
             extra.append(f"where it can be tested: `{f.elsewhere}`")
-        if f.pending:
-            extra.append(f"waits for: {f.pending}")
         notes.append(f"- `{f.id}`: " + "; ".join(extra) + ".")
     return lines + ["", *notes, ""]
 
@@ -127,8 +125,6 @@ def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
         if ctx.scale.name == "cpu":
             lines += [f"Estimate: {one:.0f} min in one process, {two:.0f} min with --workers 2"
                       f"{' (*)' if guessed else ''}.", ""]
-        if e.pending:
-            lines += [f"Not run yet: waits for {e.pending}.", ""]
         for label, experiments in runs.items():
             if e.name not in experiments:
                 continue

@@ -53,7 +53,6 @@ class Finding:
     kind: str = "direction"        # "direction" or "equivalence"
     combine: str = "single"        # "single", "any" or "all" over the measured rows
     protocol: int = 1              # a changed protocol or extra seeds is a new declaration with protocol + 1
-    pending: str = ""              # a measure whose study option has not landed yet: what it waits for
 
 
 @dataclass

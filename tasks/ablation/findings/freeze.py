@@ -33,19 +33,22 @@ FINDINGS = [
         "freeze-surgery-no-effect", PAPER, "Gradient surgery did not have a substantial impact on performance, "
         "and was discarded.", SETTING + "; their surgery projects onto the dominant task's gradient",
         "multitask training with and without gradient surgery", "dev overall score", 0.01,
-        "equivalence margin 0.01 of the overall score", "--surgery dominant minus none, multitask, within -/+ 0.01",
-        "Carried: a property of the optimiser on these three tasks.", experiment="surgery", kind="equivalence"),
+        "equivalence margin 0.01 of the overall score",
+        "multitask, siamese pairs with the paper's heads: --surgery dominant minus none, paired by seed, within "
+        "-/+ 0.01",
+        "Carried: a property of the optimiser on these three tasks.", experiment="methods", kind="equivalence"),
     Finding(
         "freeze-smart-sts", PAPER, "SMART regularization improved performance on the semantic textual similarity "
         "head when that head was finetuned in isolation.", SETTING, "STS alone, with and without SMART",
         "STS dev Pearson", 0.02, "as for freezing: 0.01 of the overall score",
-        "STS alone: --smart minus without", NEAR_CEILING, experiment="smart"),
+        "STS alone, siamese with the paper's head: --smart minus without, paired by seed", NEAR_CEILING,
+        experiment="methods"),
     Finding(
         "freeze-smart-multitask", PAPER, "There was no improvement for the other tasks in isolation, and no "
         "improvement when doing multi-task finetuning.", SETTING, "multitask with and without SMART",
         "dev overall score", 0.01, "equivalence margin 0.01 of the overall score",
-        "multitask: --smart minus without, within -/+ 0.01", "Carried in kind.", experiment="smart",
-        kind="equivalence"),
+        "multitask, siamese pairs with the paper's heads: --smart minus without, paired by seed, within -/+ 0.01",
+        "Carried in kind.", experiment="methods", kind="equivalence"),
     Finding(
         "freeze-cross-encoding", PAPER, "concatenating the sentence pairs for the paraphrase detection and "
         "semantic textual similarity tasks before inputting into minBERT had a large impact on performance.",
