@@ -85,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "machines sharing --out never run or write the same trial; each appends to "
                             "results.shard-I-of-N.jsonl, skips trials finished in any results file there, and "
                             "writes the summary if it finishes the sweep (default: every trial, results.jsonl)")
+    group.add_argument("--workers", type=arguments.positive_or_auto, default=None, metavar="N",
+                       help="trials run side by side in N worker processes of one thread each (a CPU's threads "
+                            "split between them), CPU only; auto = one per CPU on a CPU (two one-thread runs on "
+                            "2 cores did 1.7x the work of one two-thread run), 1 on a GPU; 1 = one trial at a "
+                            "time in this process. Recorded in each results line (default: auto)")
     group.add_argument("--summarize", action="store_true",
                        help="train nothing: merge every results file in --out (results.jsonl, "
                             "results.shard-*.jsonl), say how many trials are finished, missing and failed, and "

@@ -63,6 +63,12 @@ def _reference_line(ax, row, color, style, label, x_span=None):
         ax.fill_between(x_span, lo, hi, color=color, alpha=0.12)
 
 
+def _legend(ax):
+    """The axes' legend outside them, at their right: inside, it could sit on a line or dots of the data (the
+    permutation strip's original order did). Constrained layout makes room for it."""
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+
+
 def _metric_axis(ax, metric: str):
     """Label the axis; keep it within the metric's range, which a 2-seed t-interval easily overshoots."""
     task = metric.split("/", 1)[-1]
@@ -100,7 +106,7 @@ def reinit_curve(rows, metric: str, num_layers: int):
     ax.set_xticks(range(num_layers + 1))
     ax.set_xlabel(f"k: layers k..{num_layers - 1} reinitialised (k = {num_layers}: none, 0: all)")
     _metric_axis(ax, metric)
-    ax.legend(fontsize=7)
+    _legend(ax)
     _title(fig, "Re-initialising the top layers before fine-tuning", rows)
     return fig
 
@@ -139,7 +145,7 @@ def reinit_blocks(rows, metric: str, num_layers: int):
         ax.set_xlabel("block of layers")
         ax.set_title(f"data fraction {fraction:g}", fontsize=9)
         _metric_axis(ax, metric)
-        ax.legend(fontsize=7)
+        _legend(ax)
     _title(fig, "Re-initialising a block of layers, or all but the block", blocks)
     return fig
 
@@ -176,7 +182,7 @@ def probe_curve(rows, metric: str, num_layers: int, finetuned=None):
         ax.set_title(f"probe on the {names.get(pooling, pooling)}", fontsize=9)
         ax.set_xticks(range(num_layers + 1))
         ax.set_xlabel("k: pretrained layers kept (probe: features of layer k; 0 = embeddings)")
-        ax.legend(fontsize=7)
+        _legend(ax)
         _metric_axis(ax, metric)
     _title(fig, "Linear probes on frozen pretrained layers" + (" beside fine-tuning" if finetuned else ""), rows)
     return fig
@@ -243,7 +249,7 @@ def heads_by_layer(rows, metric: str, num_layers: int):
         ax.set_xlabel("layer of the re-drawn head")
         ax.set_ylabel(f"change in {PRETTY.get(metric, metric)} from the unmodified model")
         ax.set_title(f"data fraction {fraction:g}", fontsize=9)
-        ax.legend(fontsize=7)
+        _legend(ax)
     fig.suptitle("Re-initialising one attention head, per layer", fontsize=10)
     return fig
 
@@ -284,7 +290,7 @@ def permutation_strip(records, rows, metric: str):
     ax.set_xlim(-0.6, len(fractions) - 0.4)
     ax.set_xlabel("data fraction")
     _metric_axis(ax, metric)
-    ax.legend(fontsize=7)
+    _legend(ax)
     fig.suptitle("Fine-tuning with the layers in a random order\n(lines: mean over seeds, bands: 95% CI)",
                  fontsize=10)
     return fig
@@ -341,7 +347,7 @@ def dynamics_curves(rows, num_layers: int):
         ax.set_title(label, fontsize=9)
         ax.set_ylim(bottom=max(ax.get_ylim()[0], 0.0))  # distances: an interval below 0 means nothing
         ax.set_xlabel("layer (0 = embeddings)" if name == "svcca" else "layer")
-        ax.legend(fontsize=7)
+        _legend(ax)
     fig.suptitle("How fine-tuning changes each layer", fontsize=10)
     return fig
 
