@@ -25,6 +25,10 @@ evaluated on dev every --eval-every steps (default 50) and after the last; the
 trial's result is its last evaluation, the best one is kept beside it.
 --trial-steps 0 trains --epochs passes instead.
 
+On a CPU the trials run side by side in worker processes of one thread each
+(--workers, default: one per CPU); each running trial prints a progress line about
+every 30 s.
+
 --shard I/N runs the I-th of N disjoint shares of the trials (a trial's share
 is a hash of its name), appending to results.shard-I-of-N.jsonl, so shards on
 several GPUs or machines can share one folder; --summarize then merges every

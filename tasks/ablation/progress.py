@@ -9,6 +9,7 @@ import time
 
 from ..training import Callback
 
+EVERY_S = 30.0   # a running trial's progress line this often, as training's without a terminal
 
 class Progress:
     """A tqdm bar over the whole sweep on a terminal; otherwise one line per trial with the time left. The
@@ -54,9 +55,9 @@ class TrialLines(Callback):
     """A running trial's progress, as training prints it without a terminal: a line about every `every` seconds
     (step, losses, examples/s, time left in the trial), the first within `every` of its start."""
 
-    def __init__(self, trial, say, every: float = 30.0):
+    def __init__(self, trial, say, every: float = None):
         self.label = f"{trial.mode} {trial.config} seed={trial.seed} fraction={trial.fraction:g}"
-        self.say, self.every = say, every
+        self.say, self.every = say, EVERY_S if every is None else every
         self.started = None
 
     def on_plan(self, run, plan):
