@@ -14,7 +14,7 @@ import ablate
 from conftest import run_cli
 from minbert import UserError
 from tasks.ablation import plots, progress, sweep, workers
-from tasks.ablation.studies import permute
+from tasks.ablation.studies import permute, probe
 
 BASE = ["--model", "minilm", "--batch-size", "8", "--max-steps", "3", "--precision", "fp32", "--eval-batch-size", "64",
         "--device", "cpu", "--mode", "permute", "--trials", "1", "--task", "all"]
@@ -114,6 +114,9 @@ def test_units_keep_a_shard_units_trials_together_in_plan_order():
     assert [t.name for u in units for t in u.items] == [t.name for t in [trials[0], trials[1], trials[4]]
                                                          + trials[2:4] + trials[5:]]
     assert [u.items for u in units if len(u.items) > 1] == [[trials[1], trials[4]]]
+    # probes share the features of one seed and fraction: one unit each, however many layers
+    probes = [sweep.Trial("probe", f"layer={k}", {}, seed, 1.0) for seed in (0, 1) for k in range(3)]
+    assert [len(u.items) for u in sweep.units(probes, probe.STUDY.worker_unit)] == [3, 3]
 
 
 def test_worker_count_auto_is_the_cpus_on_a_cpu_and_one_on_a_gpu(monkeypatch):
@@ -121,7 +124,7 @@ def test_worker_count_auto_is_the_cpus_on_a_cpu_and_one_on_a_gpu(monkeypatch):
     trials = [sweep.Trial("permute", f"c{i}", {}, 0, 1.0) for i in range(3)]
 
     def count(device, wanted=None):
-        return sweep.worker_count(SimpleNamespace(args=SimpleNamespace(workers=wanted),
+        return sweep.worker_count(SimpleNamespace(args=SimpleNamespace(workers=wanted), study=permute.STUDY,
                                                   inputs=SimpleNamespace(device=torch.device(device))), trials)
 
     assert count("cpu") == 3  # four CPUs, but three trials

@@ -63,6 +63,7 @@ class Study:
     note: Callable = lambda args: None  # a line worth printing before its trials run, or None
     reference: Callable = lambda sweep, params: None  # the group a configuration's paired change is measured from
     pools: Callable = lambda sweep, params: {}  # ({group: params}) -> {label: (params, [groups])}: means over configs
+    worker_unit: Callable = lambda trial: None  # trials with one value run in one worker process (sharing its cache)
 
 
 @dataclass
@@ -353,6 +354,7 @@ def run_trials(sweep: Sweep, pending: list, total: int, path: Path) -> int:
     """Run and record each trial as it finishes, in worker processes side by side where --workers allows; the
     number that failed."""
     count = worker_count(sweep, pending)
+    grouped = units(pending, sweep.study.worker_unit)
     threads = max(1, workers.cpu_count() // count) if count > 1 else torch.get_num_threads()
     if pending:
         print(f"running {len(pending)} trials in {count} {'worker processes' if count > 1 else 'process'} of "
@@ -376,7 +378,7 @@ def run_trials(sweep: Sweep, pending: list, total: int, path: Path) -> int:
             for trial in pending:
                 record(trial, job(trial, progress.line))
         else:
-            workers.run_units(units(pending), count, job, record, progress.line,
+            workers.run_units(grouped, count, job, record, progress.line,
                               lambda trial, reason: record(trial, lost(sweep, trial, reason)))
     except Interrupted as e:
         raise Interrupted(e.exit_code - 128, f"stopped by a signal; finished trials are in {path}; rerun the same "
@@ -395,14 +397,15 @@ def worker_count(sweep: Sweep, pending: list) -> int:
     if wanted > 1 and not workers.can_fork():
         print("note: this platform cannot fork worker processes; the trials run one at a time", flush=True)
         return 1
-    return max(1, min(wanted, len(units(pending))))
+    return max(1, min(wanted, len(units(pending, sweep.study.worker_unit))))
 
 
-def units(trials: list) -> list:
-    """The trials grouped by shard unit (trials sharing one run in one worker, in order), in plan order."""
+def units(trials: list, worker_unit=lambda trial: None) -> list:
+    """The trials grouped by the study's worker unit, else by shard unit (trials sharing one run in one worker, in
+    order), in plan order."""
     grouped = {}
     for trial in trials:
-        grouped.setdefault(trial.shard_unit or trial.name, []).append(trial)
+        grouped.setdefault(worker_unit(trial) or trial.shard_unit or trial.name, []).append(trial)
     return [workers.Unit(i, items) for i, items in enumerate(grouped.values())]
 
 
