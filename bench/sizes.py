@@ -109,11 +109,11 @@ def print_table(rows: list, precision: str):
 
     print(f"\nside by side ({precision}; SST / Quora; minutes per default epoch = {DEFAULT_EPOCH_STEPS} steps x 32 "
           f"at the mean training examples/s, evaluation not counted):")
-    print(f"{'model':22s}{'train ex/s':>16s}{'train vs tf':>16s}{'eval vs tf':>16s}{'share of ceiling':>20s}"
+    print(f"{'model':30s}{'train ex/s':>16s}{'train vs tf':>16s}{'eval vs tf':>16s}{'share of ceiling':>20s}"
           f"{'peak MiB (vs tf)':>20s}{'min/epoch':>11s}")
     for r in rows:
         memory = f"{r['peak_rss_mib']:.0f} ({r['peak_rss_ratio']:.2f})"
-        print(f"{r['model']:22s}{pair(r['train_examples_per_s'], '{:.1f}'):>16s}"
+        print(f"{r['model']:30s}{pair(r['train_examples_per_s'], '{:.1f}'):>16s}"
               f"{pair(r['train_ratio'], '{:.2f}x'):>16s}{pair(r['eval_ratio'], '{:.2f}x'):>16s}"
               f"{pair([100 * s for s in r['share_of_ceiling']], '{:.0f}%'):>20s}"
               f"{memory:>20s}"

@@ -63,10 +63,15 @@ def _reference_line(ax, row, color, style, label, x_span=None):
         ax.fill_between(x_span, lo, hi, color=color, alpha=0.12)
 
 
+LEGEND_WIDTH = 2.6  # inches a legend takes beside its axes
+
+
 def _legend(ax):
     """The axes' legend outside them, at their right: inside, it could sit on a line or dots of the data (the
-    permutation strip's original order did). Constrained layout makes room for it."""
+    permutation strip's original order did). The figure widens by the legend, so the axes keep their width."""
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    width, height = ax.figure.get_size_inches()
+    ax.figure.set_size_inches(width + LEGEND_WIDTH, height)
 
 
 def _metric_axis(ax, metric: str):
