@@ -3,6 +3,7 @@ stop on a signal, print progress during a trial; plot legends stay outside the d
 import json
 import multiprocessing
 import os
+import signal
 import time
 from types import SimpleNamespace
 
@@ -15,6 +16,7 @@ from conftest import run_cli
 from minbert import UserError
 from tasks.ablation import plots, progress, sweep, workers
 from tasks.ablation.studies import permute, probe
+from tasks.training import Interrupted
 
 BASE = ["--model", "minilm", "--batch-size", "8", "--max-steps", "3", "--precision", "fp32", "--eval-batch-size", "64",
         "--device", "cpu", "--mode", "permute", "--trials", "1", "--task", "all"]
@@ -104,6 +106,24 @@ def test_a_stop_in_the_parent_ends_every_worker_and_keeps_what_finished(monkeypa
         workers.run_units(units, 2, _sleepy, record, lines.append, lambda item, reason: None)
     assert sorted(finished) == [0, 1] and "started 0" in lines
     assert not multiprocessing.active_children()  # no worker left running
+
+
+def _stopped_by_a_signal(item, say):
+    if item == 1:
+        raise Interrupted(signal.SIGTERM, "stopped by SIGTERM at step 3")  # as the trainer's handler does
+    time.sleep(60 if item > 1 else 0)
+    return {"item": item}
+
+
+def test_a_signal_to_one_worker_stops_the_sweep(monkeypatch):
+    monkeypatch.setattr(workers, "STOP_GRACE_S", 5.0)
+    finished = []
+    units = [workers.Unit(i, [i]) for i in range(3)]
+    with pytest.raises(Interrupted, match="stopped by SIGTERM") as stop:
+        workers.run_units(units, 2, _stopped_by_a_signal, lambda item, line: finished.append(item), print,
+                          lambda item, reason: None)
+    assert stop.value.exit_code == 128 + signal.SIGTERM and finished == [0]
+    assert not multiprocessing.active_children()
 
 
 def test_units_keep_a_shard_units_trials_together_in_plan_order():

@@ -116,6 +116,8 @@ def _handle(message: tuple, workers: dict, pending: list, on_record, on_line):
             _give(worker, pending)
     elif kind == "raise":
         raise payload
+    elif kind == "stopped":
+        raise Interrupted(payload, f"worker process {worker.process.pid} stopped by {signal.Signals(payload).name}")
 
 
 def _give(worker: _Worker, pending: list):
@@ -160,17 +162,14 @@ def _serve(wid: int, inbox, outbox, job, threads: int, parent: int):
         while (unit := inbox.get()) is not None:
             for item in unit.items:
                 outbox.put(("record", wid, job(item, say)))
-    except BaseException as e:  # noqa: BLE001  (a stop or an error the parent re-raises)
-        if not isinstance(e, (KeyboardInterrupt, SystemExit)) and not _is_interrupt(e):
-            outbox.put(("raise", wid, _picklable(e)))
+    except (Interrupted, KeyboardInterrupt) as e:  # a signal to this worker stops the sweep, as in a serial run
+        outbox.put(("stopped", wid, e.exit_code - 128 if isinstance(e, Interrupted) else signal.SIGINT))
+    except BaseException as e:  # noqa: BLE001  (an error the parent re-raises)
+        outbox.put(("raise", wid, _picklable(e)))
     finally:
         outbox.close()
         outbox.join_thread()
     os._exit(0)  # no atexit handlers: they belong to the parent (pytest's, TensorBoard's)
-
-
-def _is_interrupt(e: BaseException) -> bool:
-    return isinstance(e, Interrupted)
 
 
 def _picklable(e: BaseException) -> BaseException:
