@@ -35,10 +35,11 @@ def default_cache() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "minbert-bench"
 
 
-def bert_base_shaped(cache: Path, seed: int = 0) -> Path:
-    """A checkpoint folder with bert-base's shape (transformers.BertConfig() defaults), seeded random weights and
-    the embedded model's vocabulary; built once into `cache`, atomically (a killed build leaves no folder)."""
-    folder = Path(cache) / BERT_BASE_DIR
+def bert_base_shaped(cache: Path, seed: int = 0, **shape) -> Path:
+    """A checkpoint folder with bert-base's shape (transformers.BertConfig() defaults; `shape` overrides them, for
+    tests), seeded random weights and the embedded model's vocabulary; built once into `cache`, atomically (a
+    killed build leaves no folder)."""
+    folder = Path(cache) / (BERT_BASE_DIR if not shape else "-".join(f"{k}={v}" for k, v in sorted(shape.items())))
     if (folder / "model.safetensors").exists():
         return folder
     import torch
@@ -50,7 +51,7 @@ def bert_base_shaped(cache: Path, seed: int = 0) -> Path:
     building = Path(tempfile.mkdtemp(prefix=f".{BERT_BASE_DIR}-", dir=folder.parent))
     try:
         torch.manual_seed(seed)
-        config = transformers.BertConfig()
+        config = transformers.BertConfig(**shape)
         transformers.BertModel(config).save_pretrained(building, safe_serialization=True)
         for name in TOKENIZER_FILES:
             if (embedded / name).exists():
