@@ -15,8 +15,8 @@ class Progress:
     """A tqdm bar over the whole sweep on a terminal; otherwise one line per trial with the time left. The
     running trials' progress lines (`line`) go above the bar, or between those lines."""
 
-    def __init__(self, total: int, done: int):
-        self.total, self.done = total, done
+    def __init__(self, total: int, done: int, workers: int = 1):
+        self.total, self.done, self.workers = total, done, workers
         self.started, self.ran = time.time(), 0
         self.bar = None
         if sys.stdout.isatty():
@@ -43,7 +43,10 @@ class Progress:
             self.bar.update(1)
             self.bar.write(line)
             return
-        left = (time.time() - self.started) / self.ran * (self.total - self.done)
+        # Side by side, the workers' first trials end at about the same time: until each has finished one, count
+        # the trials running beside this one as done, or the first estimate is `workers` times too long.
+        rate = max(self.ran, min(self.workers, self.ran + self.total - self.done)) / (time.time() - self.started)
+        left = (self.total - self.done) / rate
         print(line + (f", about {_duration(left)} left" if self.done < self.total else ""), flush=True)
 
     def close(self):

@@ -359,7 +359,7 @@ def run_trials(sweep: Sweep, pending: list, total: int, path: Path) -> int:
     if pending:
         print(f"running {len(pending)} trials in {count} {'worker processes' if count > 1 else 'process'} of "
               f"{threads} thread{'s' * (threads > 1)} each", flush=True)
-    progress = Progress(total, total - len(pending))
+    progress = Progress(total, total - len(pending), count)
     failed = 0
 
     def record(trial: Trial, line: dict):
