@@ -31,6 +31,10 @@ evaluation, the best one is kept beside it, and its results line records the ste
 trained and both learning curves. --plateau-patience 0 trains every trial the full cap;
 --trial-steps 0 trains --epochs passes instead.
 
+On a CPU the trials run side by side in worker processes of one thread each
+(--workers, default: one per CPU); each running trial prints a progress line about
+every 30 s.
+
 --shard I/N runs the I-th of N disjoint shares of the trials (a trial's share
 is a hash of its name), appending to results.shard-I-of-N.jsonl, so shards on
 several GPUs or machines can share one folder; --summarize then merges every
@@ -86,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "machines sharing --out never run or write the same trial; each appends to "
                             "results.shard-I-of-N.jsonl, skips trials finished in any results file there, and "
                             "writes the summary if it finishes the sweep (default: every trial, results.jsonl)")
+    group.add_argument("--workers", type=arguments.positive_or_auto, default=None, metavar="N",
+                       help="trials run side by side in N worker processes of one thread each (a CPU's threads "
+                            "split between them), CPU only; auto = one per CPU on a CPU (two one-thread runs on "
+                            "2 cores did 1.7x the work of one two-thread run), 1 on a GPU; 1 = one trial at a "
+                            "time in this process. Recorded in each results line (default: auto)")
     group.add_argument("--summarize", action="store_true",
                        help="train nothing: merge every results file in --out (results.jsonl, "
                             "results.shard-*.jsonl), say how many trials are finished, missing and failed, and "

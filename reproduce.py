@@ -71,10 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="as train_multitask.py's (default: %(default)s)")
     setting.add_argument("--implementation", default="auto", choices=IMPLEMENTATION_CHOICES,
                          help="as train_multitask.py's (default: %(default)s)")
-    if _ablate_has("workers"):
-        setting.add_argument("--workers", default=None, metavar="N",
-                             help="ablate.py's --workers: trials side by side in one-thread processes "
-                                  "(default: ablate.py's)")
+    setting.add_argument("--workers", default=None, metavar="N",
+                         help="ablate.py's --workers: trials side by side in one-thread processes "
+                              "(default: ablate.py's)")
     where = parser.add_argument_group("where things go")
     where.add_argument("--out", default="runs/reproduce", help="the sweeps' folders (default: %(default)s)")
     where.add_argument("--results", default=None, help=f"the kept raw results (default: {RESULTS})")
@@ -86,10 +85,6 @@ def build_parser() -> argparse.ArgumentParser:
                        help="N seeds instead of the declared ones; only with --max-steps (more seeds for a "
                             "reproduction are a follow-up)")
     return parser
-
-
-def _ablate_has(dest: str) -> bool:
-    return any(action.dest == dest for action in ablate.build_parser()._actions)
 
 
 def parse_roles(text) -> dict:
@@ -129,7 +124,7 @@ def common_options(args, seeds: list) -> list:
     out += ["--data-dir", args.data_dir] if args.data_dir else []
     out += ["--task-file", args.task_file] if args.task_file else []
     out += ["--max-steps", str(args.max_steps)] if args.max_steps else []
-    out += ["--workers", args.workers] if getattr(args, "workers", None) else []
+    out += ["--workers", args.workers] if args.workers else []
     return out
 
 
@@ -162,7 +157,7 @@ def run_experiment(args, experiment, ctx, results_dir: Path, report_dir: Path, r
            "sweeps": sweeps}
     seconds = time.time() - started
     import torch
-    workers = getattr(args, "workers", None) or "ablate.py's default"
+    workers = args.workers or "ablate.py's default"
     reproduction_runs.store(results_dir, run, kept, reproduction_runs.sitting(
         cpu_model(), source_commit(ROOT), seconds, torch.get_num_threads(), workers))
     print(f"reproduce: {experiment.name} ({label}) done in {seconds / 60:.1f} min; kept in {results_dir}", flush=True)

@@ -18,8 +18,10 @@ from tasks.ablation import arguments, sweep
 from tasks.ablation.studies import STUDIES, dynamics, permute
 from tasks.inputs import prepare
 
+# --workers 1: these tests patch the trainer in this process and read the results in plan order
+# (worker processes: tests/test_sweep_workers.py)
 BASE = ["--model", "minilm", "--batch-size", "8", "--max-steps", "2", "--precision", "fp32",
-        "--eval-batch-size", "64", "--device", "cpu"]
+        "--eval-batch-size", "64", "--workers", "1", "--device", "cpu"]
 
 
 def _argv(data_dir, out, *extra):

@@ -113,7 +113,8 @@ def test_siamese_pairs_give_sentence_bert_features(pretrained, tokenizer):
     assert features["mean"].shape[-1] == 4 * h and np.allclose(features["mean"][:, 0], expected, atol=1e-6)
 
 
-BASE = ["--device", "cpu", "--model", "minilm", "--precision", "fp32", "--eval-batch-size", "64"]
+# --workers 1: these tests read results in plan order
+BASE = ["--device", "cpu", "--model", "minilm", "--precision", "fp32", "--eval-batch-size", "64", "--workers", "1"]
 
 
 def test_probe_sweep_fits_every_layer_and_leaves_the_encoder_untouched(small_data_dir, tmp_path, pretrained):

@@ -33,6 +33,11 @@ def positive_or_all(text: str):
     return None if text.strip() == "all" else positive(text)
 
 
+def positive_or_auto(text: str):
+    """A count >= 1, or 'auto' (None): the caller's default."""
+    return None if text.strip() == "auto" else positive(text)
+
+
 def int_list(text: str) -> list:
     return list(dict.fromkeys(integer(t) for t in items(text)))
 

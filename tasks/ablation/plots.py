@@ -63,6 +63,17 @@ def _reference_line(ax, row, color, style, label, x_span=None):
         ax.fill_between(x_span, lo, hi, color=color, alpha=0.12)
 
 
+LEGEND_WIDTH = 2.6  # inches a legend takes beside its axes
+
+
+def _legend(ax):
+    """The axes' legend outside them, at their right: inside, it could sit on a line or dots of the data (the
+    permutation strip's original order did). The figure widens by the legend, so the axes keep their width."""
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    width, height = ax.figure.get_size_inches()
+    ax.figure.set_size_inches(width + LEGEND_WIDTH, height)
+
+
 def _metric_axis(ax, metric: str):
     """Label the axis; keep it within the metric's range, which a 2-seed t-interval easily overshoots."""
     task = metric.split("/", 1)[-1]
@@ -100,7 +111,7 @@ def reinit_curve(rows, metric: str, num_layers: int):
     ax.set_xticks(range(num_layers + 1))
     ax.set_xlabel(f"k: layers k..{num_layers - 1} reinitialised (k = {num_layers}: none, 0: all)")
     _metric_axis(ax, metric)
-    ax.legend(fontsize=7)
+    _legend(ax)
     _title(fig, "Re-initialising the top layers before fine-tuning", rows)
     return fig
 
@@ -139,7 +150,7 @@ def reinit_blocks(rows, metric: str, num_layers: int):
         ax.set_xlabel("block of layers")
         ax.set_title(f"data fraction {fraction:g}", fontsize=9)
         _metric_axis(ax, metric)
-        ax.legend(fontsize=7)
+        _legend(ax)
     _title(fig, "Re-initialising a block of layers, or all but the block", blocks)
     return fig
 
@@ -176,7 +187,7 @@ def probe_curve(rows, metric: str, num_layers: int, finetuned=None):
         ax.set_title(f"probe on the {names.get(pooling, pooling)}", fontsize=9)
         ax.set_xticks(range(num_layers + 1))
         ax.set_xlabel("k: pretrained layers kept (probe: features of layer k; 0 = embeddings)")
-        ax.legend(fontsize=7)
+        _legend(ax)
         _metric_axis(ax, metric)
     _title(fig, "Linear probes on frozen pretrained layers" + (" beside fine-tuning" if finetuned else ""), rows)
     return fig
@@ -245,7 +256,7 @@ def heads_by_layer(rows, metric: str, num_layers: int, by: str = "layer"):
         ax.set_xlabel("layer of the re-drawn head" if by == "layer" else "index of the re-drawn head")
         ax.set_ylabel(f"change in {PRETTY.get(metric, metric)} from the unmodified model")
         ax.set_title(f"data fraction {fraction:g}", fontsize=9)
-        ax.legend(fontsize=7)
+        _legend(ax)
     fig.suptitle(f"Re-initialising one attention head, per {'layer' if by == 'layer' else 'head index'}",
                  fontsize=10)
     return fig
@@ -287,7 +298,7 @@ def permutation_strip(records, rows, metric: str):
     ax.set_xlim(-0.6, len(fractions) - 0.4)
     ax.set_xlabel("data fraction")
     _metric_axis(ax, metric)
-    ax.legend(fontsize=7)
+    _legend(ax)
     fig.suptitle("Fine-tuning with the layers in a random order\n(lines: mean over seeds, bands: 95% CI)",
                  fontsize=10)
     return fig
@@ -345,7 +356,7 @@ def dynamics_curves(rows, num_layers: int):
         ax.set_title(label, fontsize=9)
         ax.set_ylim(bottom=max(ax.get_ylim()[0], 0.0))  # distances: an interval below 0 means nothing
         ax.set_xlabel("layer (0 = embeddings)" if name == "svcca" else "layer")
-        ax.legend(fontsize=7)
+        _legend(ax)
     fig.suptitle("How fine-tuning changes each layer", fontsize=10)
     return fig
 
@@ -394,6 +405,6 @@ def restore_curves(rows, num_layers: int):
         ax.set_title(label, fontsize=9)
         ax.set_xticks(range(num_layers))
         ax.set_xlabel("restored layer i")
-        ax.legend(fontsize=7)
+        _legend(ax)
     fig.suptitle("Restoring pretrained layers in the fine-tuned model (Hao et al., Fig. 3)", fontsize=10)
     return fig

@@ -12,6 +12,9 @@ A sweep can be split into shards (`--shard I/N`) run at once on several GPUs
 or machines sharing the folder: a trial's shard is a hash of its name, each
 shard appends to its own results.shard-I-of-N.jsonl, and every results file
 in the folder counts as done and is merged for the summary (`--summarize`).
+
+On a CPU the trials run side by side in one-thread worker processes (`--workers`, default one per
+CPU: workers.py); each prints a progress line about every 30 s (`TrialLines`).
 """
 import copy
 import dataclasses
@@ -27,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+import torch
+
 import minbert
 from minbert import UserError
 
@@ -34,7 +39,9 @@ from ..config import TrainConfig
 from ..fileio import append_jsonl, atomic_write_text, read_jsonl, safe_join
 from ..inputs import RunInputs, precision_note, prepare
 from ..training import InMemory, Interrupted, declarations, fit, training_plan
+from . import workers
 from .plateau import Plateau, PlateauRule, dev_curve, plateau_fingerprint, split_heldout
+from .progress import Progress, TrialLines
 from .summary import finished, report
 
 RESULTS = "results.jsonl"
@@ -58,6 +65,7 @@ class Study:
     reference: Callable = lambda sweep, params: None  # the group a configuration's paired change is measured from
     pools: Callable = lambda sweep, params: {}  # ({group: params}) -> {label: (params, [groups])}: means over configs
     trains: bool = True           # its trials fine-tune (the budget and the plateau rule apply)
+    worker_unit: Callable = lambda trial: None  # trials with one value run in one worker process (sharing its cache)
 
 
 @dataclass
@@ -128,6 +136,7 @@ class Sweep:
         self.fingerprint = fingerprint(args, inputs, study)
         self.plateau = PlateauRule.from_args(args)
         self.cache = {}  # what a study keeps from one trial for the next (transfer: the last intermediate model)
+        self.callbacks = []  # what watches each fit: the running trial's progress lines
 
     def pretrained_copy(self) -> minbert.BertModel:
         return copy.deepcopy(self.inputs.encoder)
@@ -166,7 +175,7 @@ class Sweep:
         if export_to is None and name is None and getattr(self.args, "export_models", False):
             export_to = self.fresh_dir("models", trial.name)
         outputs = InMemory(folder, hparams, final_weights=True, export_to=export_to)
-        result = fit(config, inputs, outputs, encoder=encoder, callbacks=callbacks)
+        result = fit(config, inputs, outputs, encoder=encoder, callbacks=[*callbacks, *self.callbacks])
         spent.update(trained_steps=result["steps"], dev_curve=dev_curve(result["history"]), plateau=None)
         if callbacks:
             spent.update(plateau=callbacks[0].describe(counts, result["steps"]), heldout_curve=callbacks[0].curve)
@@ -201,9 +210,7 @@ def budget(config: TrainConfig, inputs: RunInputs, trial_steps: int) -> tuple:
 def attempt(sweep: Sweep, trial: Trial) -> dict:
     """Run one trial and return its results line; a crash becomes a "failed" line, retried on the next run."""
     started = time.time()
-    record = {"key": trial.key(sweep.fingerprint), "mode": trial.mode, "config": trial.config, "group": trial.group,
-              "params": trial.params, "seed": trial.seed, "data_fraction": trial.fraction,
-              "fingerprint": sweep.fingerprint, "precision": sweep.inputs.precision, "device": str(sweep.inputs.device)}
+    record = trial_record(sweep, trial)
     try:
         result = sweep.run_trial(trial)
     except (UserError, Interrupted):
@@ -218,6 +225,13 @@ def attempt(sweep: Sweep, trial: Trial) -> dict:
              "info": result.get("info")}
     return {**record, "status": "ok", **{k: v for k, v in found.items() if v is not None},
             "wall_time_s": round(time.time() - started, 1), "finished_at": _utc_now()}
+
+
+def trial_record(sweep: Sweep, trial: Trial) -> dict:
+    """What every results line of a trial says, whatever became of it."""
+    return {"key": trial.key(sweep.fingerprint), "mode": trial.mode, "config": trial.config, "group": trial.group,
+            "params": trial.params, "seed": trial.seed, "data_fraction": trial.fraction,
+            "fingerprint": sweep.fingerprint, "precision": sweep.inputs.precision, "device": str(sweep.inputs.device)}
 
 
 def _utc_now() -> str:
@@ -357,15 +371,35 @@ def run_shard(sweep: Sweep, trials: list) -> int:
 
 
 def run_trials(sweep: Sweep, pending: list, total: int, path: Path) -> int:
-    """Run and record each trial as it finishes; the number that failed."""
-    progress = Progress(total, total - len(pending))
+    """Run and record each trial as it finishes, in worker processes side by side where --workers allows; the
+    number that failed."""
+    count = worker_count(sweep, pending)
+    grouped = units(pending, sweep.study.worker_unit)
+    threads = max(1, workers.cpu_count() // count) if count > 1 else torch.get_num_threads()
+    if pending:
+        print(f"running {len(pending)} trials in {count} {'worker processes' if count > 1 else 'process'} of "
+              f"{threads} thread{'s' * (threads > 1)} each", flush=True)
+    progress = Progress(total, total - len(pending), count)
     failed = 0
+
+    def record(trial: Trial, line: dict):
+        nonlocal failed
+        line = {**line, "workers": count, "threads": threads}
+        append_jsonl(path, line)
+        failed += line["status"] != "ok"
+        progress.update(trial, line)
+
+    def job(trial: Trial, say) -> dict:
+        sweep.callbacks = [TrialLines(trial, say)]
+        return attempt(sweep, trial)
+
     try:
-        for trial in pending:
-            record = attempt(sweep, trial)
-            append_jsonl(path, record)
-            failed += record["status"] != "ok"
-            progress.update(trial, record)
+        if count == 1:
+            for trial in pending:
+                record(trial, job(trial, progress.line))
+        else:
+            workers.run_units(grouped, count, job, record, progress.line,
+                              lambda trial, reason: record(trial, lost(sweep, trial, reason)))
     except Interrupted as e:
         raise Interrupted(e.exit_code - 128, f"stopped by a signal; finished trials are in {path}; rerun the same "
                                              f"command to resume") from None
@@ -374,38 +408,28 @@ def run_trials(sweep: Sweep, pending: list, total: int, path: Path) -> int:
     return failed
 
 
-class Progress:
-    """A tqdm bar over the whole sweep on a terminal; otherwise one line per trial with the time left."""
-
-    def __init__(self, total: int, done: int):
-        self.total, self.done = total, done
-        self.started, self.ran = time.time(), 0
-        self.bar = None
-        if sys.stdout.isatty():
-            from tqdm import tqdm
-            self.bar = tqdm(total=total, initial=done, unit="trial", dynamic_ncols=True, desc="sweep")
-
-    def update(self, trial: Trial, record: dict):
-        self.done += 1
-        self.ran += 1
-        if record["status"] == "ok":
-            dev = record.get("dev") or {}
-            outcome = " ".join(f"{k}={v:.4f}" for k, v in dev.items() if v is not None) or "ok"
-        else:
-            outcome = f"FAILED ({record['error'][:120]})"
-        line = f"[{self.done}/{self.total}] {trial.mode} {trial.config} seed={trial.seed} " \
-               f"fraction={trial.fraction:g}: {outcome} ({record['wall_time_s']:.0f}s)"
-        if self.bar is not None:
-            self.bar.update(1)
-            self.bar.write(line)
-            return
-        left = (time.time() - self.started) / self.ran * (self.total - self.done)
-        print(line + (f", about {_duration(left)} left" if self.done < self.total else ""), flush=True)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
+def worker_count(sweep: Sweep, pending: list) -> int:
+    """--workers (auto: one per CPU on a CPU, one on a GPU), no more than there are units to run."""
+    wanted = sweep.args.workers or workers.auto_workers(sweep.inputs.device)
+    if wanted > 1 and sweep.inputs.device.type != "cpu":
+        raise UserError(f"--workers {wanted}: worker processes run on a CPU only; on GPUs run one shard per GPU "
+                        f"(--shard I/N, docs/studies.md)")
+    if wanted > 1 and not workers.can_fork():
+        print("note: this platform cannot fork worker processes; the trials run one at a time", flush=True)
+        return 1
+    return max(1, min(wanted, len(units(pending, sweep.study.worker_unit))))
 
 
-def _duration(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+def units(trials: list, worker_unit=lambda trial: None) -> list:
+    """The trials grouped by the study's worker unit, else by shard unit (trials sharing one run in one worker, in
+    order), in plan order."""
+    grouped = {}
+    for trial in trials:
+        grouped.setdefault(worker_unit(trial) or trial.shard_unit or trial.name, []).append(trial)
+    return [workers.Unit(i, items) for i, items in enumerate(grouped.values())]
+
+
+def lost(sweep: Sweep, trial: Trial, reason: str) -> dict:
+    """The results line of a trial whose worker died under it: failed, retried on the next run."""
+    return {**trial_record(sweep, trial), "status": "failed", "error": reason, "wall_time_s": 0.0,
+            "finished_at": _utc_now()}

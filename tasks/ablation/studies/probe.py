@@ -190,4 +190,6 @@ STUDY = Study(summary="converged linear probes on each layer's frozen features",
               title="probe (scikit-learn logistic / ridge regression on frozen features of every layer; [CLS] "
                     "and mean pooling)",
               add_arguments=add_arguments, plan=plan, run=run, figures=figures, note=note,
-              fingerprint=("probe_penalties", "probe_holdout"), trains=False)
+              fingerprint=("probe_penalties", "probe_holdout"), trains=False,
+              # the features of one encoder and training subset are extracted once for every probe on them
+              worker_unit=lambda trial: ("probe", trial.seed, trial.fraction))

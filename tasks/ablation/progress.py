@@ -1,0 +1,87 @@
+"""What a running sweep prints: a line per finished trial (a bar on a terminal) and the running trials' own
+progress lines, as training prints them without a terminal.
+
+The trials' lines come from `TrialLines`, a training callback: in a worker process it sends them to
+the parent (workers.py), which prints them with the rest, so lines never interleave mid-line.
+"""
+import sys
+import time
+
+from ..training import Callback
+
+EVERY_S = 30.0   # a running trial's progress line this often, as training's without a terminal
+
+class Progress:
+    """A tqdm bar over the whole sweep on a terminal; otherwise one line per trial with the time left. The
+    running trials' progress lines (`line`) go above the bar, or between those lines."""
+
+    def __init__(self, total: int, done: int, workers: int = 1):
+        self.total, self.done, self.workers = total, done, workers
+        self.started, self.ran = time.time(), 0
+        self.bar = None
+        if sys.stdout.isatty():
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, initial=done, unit="trial", dynamic_ncols=True, desc="sweep")
+
+    def line(self, text: str):
+        if self.bar is not None:
+            self.bar.write(text)
+        else:
+            print(text, flush=True)
+
+    def update(self, trial, record: dict):
+        self.done += 1
+        self.ran += 1
+        if record["status"] == "ok":
+            dev = record.get("dev") or {}
+            outcome = " ".join(f"{k}={v:.4f}" for k, v in dev.items() if v is not None) or "ok"
+        else:
+            outcome = f"FAILED ({record['error'][:120]})"
+        line = f"[{self.done}/{self.total}] {trial.mode} {trial.config} seed={trial.seed} " \
+               f"fraction={trial.fraction:g}: {outcome} ({record['wall_time_s']:.0f}s)"
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.write(line)
+            return
+        # Side by side, the workers' first trials end at about the same time: until each has finished one, count
+        # the trials running beside this one as done, or the first estimate is `workers` times too long.
+        rate = max(self.ran, min(self.workers, self.ran + self.total - self.done)) / (time.time() - self.started)
+        left = (self.total - self.done) / rate
+        print(line + (f", about {_duration(left)} left" if self.done < self.total else ""), flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+class TrialLines(Callback):
+    """A running trial's progress, as training prints it without a terminal: a line about every `every` seconds
+    (step, losses, examples/s, time left in the trial), the first within `every` of its start."""
+
+    def __init__(self, trial, say, every: float = None):
+        self.label = f"{trial.mode} {trial.config} seed={trial.seed} fraction={trial.fraction:g}"
+        self.say, self.every = say, EVERY_S if every is None else every
+        self.started = None
+
+    def on_plan(self, run, plan):
+        if self.started is None:  # the first epoch's plan: a trial of several epochs gets one per epoch
+            self.started = self.last = time.time()
+            self.first_step, self.examples = run.state.global_step, 0
+
+    def on_step(self, run, info):
+        self.examples += info.examples
+        now = time.time()
+        if now - self.last < self.every:
+            return
+        self.last = now
+        step, total = run.state.global_step, run.total_steps
+        rate = (step - self.first_step) / (now - self.started)
+        left = (total - step) / rate if rate > 0 else float("inf")
+        losses = " ".join(f"{k.rsplit('/', 1)[-1]}={v:.4f}" for k, v in (info.losses or {}).items()
+                          if k.startswith("train/loss/"))
+        self.say(f"  {self.label}: step {step}/{total} loss {losses or '-'} {self.examples / (now - self.started):.1f} "
+                 f"ex/s, {_duration(left)} left in the trial")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
