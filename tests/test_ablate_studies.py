@@ -17,7 +17,8 @@ from tasks.ablation.studies import STUDIES, probe
 from tasks.ablation.summary import summarise
 from tasks.inputs import prepare, subsample_split
 
-SMALL = ["--batch-size", "8", "--precision", "fp32", "--eval-batch-size", "64", "--device", "cpu"]
+SMALL = ["--batch-size", "8", "--precision", "fp32", "--eval-batch-size", "64", "--device", "cpu",
+         "--workers", "1"]  # in-process: some tests patch the trainer
 
 
 def _run(data_dir, out, model, *extra):
