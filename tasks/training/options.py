@@ -107,9 +107,7 @@ def _training_flags(parser, D: TrainConfig):
                        help="gradient surgery between tasks on the shared encoder (uses the union "
                             "sampler): pcgrad projects away conflicting components; dominant keeps "
                             "only the largest-norm task gradient whole (default: %(default)s)")
-    train.add_argument("--optimizer", choices=("minbert", "torch"), default=D.optimizer,
-                       help="minbert: the from-scratch AdamW; torch: torch.optim.AdamW (fused, "
-                            "faster) (default: %(default)s)")
+    add_optimizer_arg(train, D.optimizer)
     train.add_argument("--max-grad-norm", type=float, default=D.max_grad_norm, help="(default: %(default)s)")
     train.add_argument("--dropout", type=float, default=D.dropout, metavar="P",
                        help="every dropout probability (encoder and heads); 0 makes a run deterministic "
@@ -202,7 +200,8 @@ OPTIMIZER_HELP = ("torch: torch.optim.AdamW, fused (the default: a whole step is
 
 
 def add_optimizer_arg(group, default: str = TrainConfig.optimizer):
-    """--optimizer for a command that does not take every training flag (classifier.py)."""
+    """--optimizer: in the training group, and alone for a command that does not take every training flag
+    (classifier.py)."""
     group.add_argument("--optimizer", choices=("torch", "minbert"), default=default,
                        help=OPTIMIZER_HELP + " (default: %(default)s)")
     return group
