@@ -25,6 +25,12 @@ class EncodedSplit:
     def __len__(self):
         return len(self.ids)
 
+    def rows(self, indices: list) -> "EncodedSplit":
+        """The split cut down to `indices` (a list of row numbers), in that order."""
+        return EncodedSplit(self.task, [self.ids[i] for i in indices], [self.encodings[i] for i in indices],
+                            self.labels[indices] if self.labels is not None else None,
+                            [self.lengths[i] for i in indices])
+
 
 def encode_split(dataset: Dataset, tokenizer: Tokenizer, pair_mode: str,
                  max_length: Optional[int] = None) -> EncodedSplit:

@@ -109,10 +109,7 @@ def ensure_data_dir(data_dir) -> Path:
 def subsample_split(split: EncodedSplit, fraction: float, seed: int) -> EncodedSplit:
     if fraction >= 1:
         return split
-    keep = data_mod.subsample(range(len(split)), fraction, seed)
-    return EncodedSplit(split.task, [split.ids[i] for i in keep], [split.encodings[i] for i in keep],
-                        split.labels[keep] if split.labels is not None else None,
-                        [split.lengths[i] for i in keep])
+    return split.rows(data_mod.subsample(range(len(split)), fraction, seed))
 
 
 def multitask_model(config: TrainConfig, encoder: minbert.BertModel, tasks) -> MultitaskModel:

@@ -56,13 +56,6 @@ def heldout_indices(rows: int, share: float, most: int, seed: int) -> list:
     return sorted(np.random.default_rng([seed, 27]).choice(rows, size=count, replace=False).tolist())
 
 
-def _rows(split, indices: list):
-    return dataclasses.replace(split, ids=[split.ids[i] for i in indices],
-                               encodings=[split.encodings[i] for i in indices],
-                               labels=split.labels[indices] if split.labels is not None else None,
-                               lengths=[split.lengths[i] for i in indices])
-
-
 def split_heldout(inputs: RunInputs, tasks, fraction: float, seed: int, rule: PlateauRule) -> tuple:
     """(inputs whose training rows are the trial's share (`fraction`, drawn by `seed` as training draws it) minus
     the held-out rows, which are the split HELDOUT; {task: (training rows, held-out rows)}).
@@ -76,7 +69,7 @@ def split_heldout(inputs: RunInputs, tasks, fraction: float, seed: int, rule: Pl
             raise UserError(f"{task}: the trial's training share has {len(share)} row(s); the plateau needs two "
                              f"or more (one held out): raise --data-fractions or pass --plateau-patience 0")
         kept = [i for i in range(len(share)) if i not in held]
-        data[task] = {**inputs.data[task], "train": _rows(share, kept), HELDOUT: _rows(share, sorted(held))}
+        data[task] = {**inputs.data[task], "train": share.rows(kept), HELDOUT: share.rows(sorted(held))}
         train_record = dict(record[task].get("train") or {})
         train_record.update(trial_fraction=fraction, trial_rows=len(kept), heldout_rows=len(held))
         record[task] = {**record[task], "train": train_record}
