@@ -12,6 +12,13 @@ DATA_DIR_HELP = ("the course's csv files (default: $MINBERT_DATA_DIR, else <repo
                  "../shared/data/cs224n beside the repository)")
 
 
+def add_trainer_setting(parser) -> None:
+    """--model, --precision and --data-dir of a benchmark that times the trainer's own steps."""
+    parser.add_argument("--model", default="minilm", help="checkpoint name or folder (default: %(default)s)")
+    parser.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto")
+    parser.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
+
+
 def data_dir(arg=None) -> Path:
     """The trainer's data folder (--data-dir, else $MINBERT_DATA_DIR, else <repo>/data).
 

@@ -19,18 +19,16 @@ import statistics
 import sys
 import time
 
-from bench.common import DATA_DIR_HELP
+from bench.common import add_trainer_setting
 
 OPTIMIZERS = ("torch", "minbert")
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m bench.optimizer", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="minilm", help="checkpoint name or folder (default: %(default)s)")
-    p.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto")
+    add_trainer_setting(p)
     p.add_argument("--steps", type=int, default=10, help="steps timed per round (default: %(default)s)")
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds (default: %(default)s)")
-    p.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
     args = p.parse_args(argv)
     if args.steps < 1 or args.rounds < 1:
         p.error("--steps and --rounds must be positive")

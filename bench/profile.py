@@ -17,7 +17,7 @@ import sys
 import time
 from collections import defaultdict
 
-from bench.common import DATA_DIR_HELP
+from bench.common import add_trainer_setting
 
 # Operator name -> kind. The first pattern contained in the name decides; anything else is "other".
 KINDS = (
@@ -46,12 +46,10 @@ def kind_of(name: str) -> str:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="minilm", help="checkpoint name or folder (default: %(default)s)")
-    p.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto")
+    add_trainer_setting(p)
     p.add_argument("--steps", type=int, default=12, help="profiled optimizer steps (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=4, help="untimed steps first (default: %(default)s)")
     p.add_argument("--top", type=int, default=25, help="operators listed (default: %(default)s)")
-    p.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
     p.add_argument("--json", default=None, help="also write the figures to this file")
     p.add_argument("train_options", nargs=argparse.REMAINDER,
                    help="after --: train_multitask.py options for the profiled run (e.g. -- --max-length 64)")
