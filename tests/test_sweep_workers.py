@@ -51,6 +51,13 @@ def test_two_workers_give_the_serial_runs_scores_bit_for_bit(small_data_dir, tmp
     assert {(r["workers"], r["threads"]) for r in _records(tmp_path / "parallel")} == {(2, 1)}
     assert {(r["workers"], r["threads"]) for r in _records(tmp_path / "serial")} == {(1, 1)}
     assert (tmp_path / "parallel" / "summary.csv").read_text() == (tmp_path / "serial" / "summary.csv").read_text()
+    # Workers finish in any order: the summary's rows must not follow the results file's order.
+    summary = (tmp_path / "serial" / "summary.csv").read_text()
+    results = tmp_path / "serial" / "results.jsonl"
+    results.write_text("\n".join(reversed(results.read_text().splitlines())) + "\n")
+    code, _, err = run_cli(ablate.main, [*argv, "--out", str(tmp_path / "serial"), "--summarize"])
+    assert code == 0, err
+    assert (tmp_path / "serial" / "summary.csv").read_text() == summary
 
 
 def test_a_dead_worker_loses_only_its_trial_which_the_next_run_retries(small_data_dir, tmp_path, monkeypatch):

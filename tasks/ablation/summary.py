@@ -40,10 +40,13 @@ def report(sweep, trials: list, records: list, write: bool = True) -> bool:
     """Print how many of the sweep's trials are finished, missing and failed, over every results file, and
     write summary.csv and the plots; a shard (write=False) writes them only once the sweep is complete, so
     two shards finishing at once both write the same thing. Whether they were written."""
-    ok = finished(records, sweep.args.mode, sweep.fingerprint)
+    keys = [t.key(sweep.fingerprint) for t in trials]
+    # In plan order, not the results files' order, which workers and shards finishing in any order would
+    # carry into summary.csv's rows.
+    place = {key: i for i, key in enumerate(keys)}
+    ok = sorted(finished(records, sweep.args.mode, sweep.fingerprint), key=lambda r: place.get(r["key"], len(place)))
     ok_keys = {r["key"] for r in ok}
     failed_keys = {r["key"] for r in records if r.get("status") == "failed"} - ok_keys
-    keys = [t.key(sweep.fingerprint) for t in trials]
     n_ok, n_failed = sum(k in ok_keys for k in keys), sum(k in failed_keys for k in keys)
     print(f"sweep: {len(trials)} trials: {n_ok} finished, {len(trials) - n_ok - n_failed} missing, {n_failed} "
           f"failed", flush=True)
