@@ -164,14 +164,21 @@ def run_experiment(args, experiment, ctx, results_dir: Path, report_dir: Path, r
     return status
 
 
-def print_plan(args, ctx) -> None:
+def print_plan(args, ctx, runs: dict) -> None:
+    """Each experiment's command and estimate; for a kept run, what its sittings took beside the estimate (the
+    estimate's step costs were measured on an fp32-only CPU; a bf16 CPU and plateau stops take less)."""
     for e in reproduction.EXPERIMENTS.values():
         one, two, guessed = reproduction.estimate_minutes(e, ctx)
         guess = " (a guessed step cost)" if guessed else ""
+        kept = [f"{label} run took {sum(s['wall_time_s'] for s in meta.get('sittings', [])) / 60:.1f} min "
+                f"({', '.join(sorted({s['cpu'] for s in meta.get('sittings', [])}))})"
+                for label, experiments in runs.items() if e.name in experiments
+                for meta in [experiments[e.name][0]]]
+        measured = f"; {'; '.join(kept)}" if kept else ""
         if args.scale != "cpu":
-            print(f"{e.name}: python reproduce.py --scale {args.scale} --model {args.model} --only {e.name}")
+            print(f"{e.name}: python reproduce.py --scale {args.scale} --model {args.model} --only {e.name}{measured}")
             continue
-        print(f"{e.name}: ~{one:.0f} min in one process, ~{two:.0f} min with two workers{guess}: "
+        print(f"{e.name}: ~{one:.0f} min in one process, ~{two:.0f} min with two workers{guess}{measured}: "
               f"python reproduce.py --scale {args.scale} --only {e.name}")
 
 
@@ -212,7 +219,7 @@ def main(argv=None) -> int:
             layers = layers_of(args.model)
         ctx = context(args, layers)
         if args.plan:
-            print_plan(args, ctx)
+            print_plan(args, ctx, runs)
             return 0
         failed = 0
         if not args.report_only:

@@ -233,6 +233,20 @@ def test_report_only_rebuilds_the_report_from_kept_results_without_training(tmp_
     assert "test CPU" in text and "1.0 min wall" in text
 
 
+def test_the_plan_shows_what_a_kept_run_took_beside_its_estimate(tmp_path, monkeypatch):
+    results_dir = tmp_path / "results"
+    rows = _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)
+    reproduction_runs.store(results_dir, _run("reinit-small", "first", range(5)), {"reinit": rows[SMALL]}, _sitting())
+    reproduction_runs.store(results_dir, _run("reinit-small", "first", range(5)), {"reinit": rows[SMALL]},
+                            dict(_sitting(), wall_time_s=30.0))   # a second sitting adds its time
+    monkeypatch.setattr(reproduce, "layers_of", lambda model: pytest.fail("--plan loaded the model"))
+    code, out, err = run_cli(reproduce.main, ["--plan", "--results", str(results_dir)])
+    assert code == 0, err
+    lines = {x.split(":")[0]: x for x in out.splitlines()}
+    assert "first run took 1.5 min (test CPU)" in lines["reinit-small"]
+    assert "took" not in lines["reinit-large"] and "--only reinit-large" in lines["reinit-large"]
+
+
 def test_reproduce_runs_its_sweeps_keeps_their_results_and_resumes(small_data_dir, tmp_path):
     results_dir = tmp_path / "results"
     argv = ["--only", "pairs", "--data-dir", str(small_data_dir), "--out", str(tmp_path / "runs"), "--max-steps", "1",
