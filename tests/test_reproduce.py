@@ -360,3 +360,32 @@ def test_head_reinitialisation_takes_the_head_as_its_unit():
     results.add("heads-top", "heads", records)
     row = measures.college_heads_top(results, CTX)[0]
     assert row.estimate["n"] == 12 and row.estimate["mean"] == pytest.approx(0.0055)
+
+
+def _trial(group, rows, curve, fraction=0.03, metric="sst"):
+    plateau = {"holdout_rows": {metric: rows}, "tolerance": 0.005, "metric": metric, "stopped": True}
+    return {"group": group, "config": group, "seed": 0, "data_fraction": fraction, "steps": curve[-1][0],
+            "budget": {"heldout_curve": [{"step": s, "score": v} for s, v in curve], "plateau": plateau}}
+
+
+def test_the_budget_shows_learning_curves_and_flags_a_held_out_set_too_small_to_decide_a_plateau(tmp_path):
+    curve = [(40, 0.30), (80, 0.42), (120, 0.38), (160, 0.42)]
+    small = {"reinit": [_trial("from=0", 26, curve), _trial("from=6", 26, curve)]}
+    large = {"reinit": [_trial("from=0", 400, curve, fraction=0.25)]}
+    pearson = {"sts": [_trial("from=6", 26, curve, metric="sts")]}   # a correlation moves by no one sentence
+    assert "26 held-out rows one sentence is 0.038 of accuracy" in reproduction_report.budget_line(small)
+    assert "held-out rows one sentence" not in reproduction_report.budget_line(large)
+    assert "held-out rows one sentence" not in reproduction_report.budget_line(pearson)
+    links = reproduction_report.learning_curve_link(tmp_path, "reinit-small", "first", small)
+    assert links == ["![reinit-small (first): learning curves on held-out training rows]"
+                     "(figures/reinit-small-first-learning-curves.png)"]
+    assert (tmp_path / "figures" / "reinit-small-first-learning-curves.png").read_bytes()[:4] == b"\x89PNG"
+    no_curves = {"reinit": [dict(_trial("from=0", 26, curve), budget={})]}
+    assert reproduction_report.learning_curve_link(tmp_path, "x", "first", no_curves) == []
+
+
+def test_a_probe_experiments_budget_says_probes_not_steps():
+    probes = {"probe": [{"mode": "probe", "steps": 0, "info": {"converged": True}},
+                        {"mode": "probe", "steps": 0, "info": {"converged": False}}]}
+    line = reproduction_report.budget_line(probes)
+    assert "linear probes on frozen layers, 1 of 2 converged" in line and "steps trained" not in line

@@ -408,3 +408,51 @@ def restore_curves(rows, num_layers: int):
         _legend(ax)
     fig.suptitle("Restoring pretrained layers in the fine-tuned model (Hao et al., Fig. 3)", fontsize=10)
     return fig
+
+
+MAX_COLOURED_GROUPS = 10  # beyond this many configurations a legend is unreadable: every trial is drawn grey
+
+
+def learning_curves(sweeps: dict):
+    """Each sweep's trials as held-out score against steps, a dot where each stopped: whether the budget took the
+    trials to their plateau. Held-out rows are a share of the trial's own training data, never dev. `sweeps` maps
+    a sweep's name to its trial records (`results.jsonl` rows); None when no trial kept a held-out curve."""
+    panels = {}
+    for name, records in sweeps.items():  # one panel per sweep and data fraction: their held-out sets differ
+        records = [r for r in records if (r.get("budget") or {}).get("heldout_curve")]
+        fractions = sorted({r.get("data_fraction") for r in records}, key=str)
+        for fraction in fractions:
+            title = name if len(fractions) == 1 else f"{name}, fraction {fraction:g}"
+            panels[title] = [r for r in records if r.get("data_fraction") == fraction]
+    if not panels:
+        return None
+    columns = min(3, len(panels))
+    rows_of_panels = math.ceil(len(panels) / columns)
+    fig = Figure(layout="constrained", figsize=(5.0 * columns, 3.4 * rows_of_panels))
+    axes = np.atleast_1d(fig.subplots(rows_of_panels, columns)).ravel()
+    for ax, (name, records) in zip(axes, sorted(panels.items())):
+        groups = sorted({str(r.get("group") or r.get("config")) for r in records})
+        coloured = len(groups) <= MAX_COLOURED_GROUPS
+        labelled = set()
+        for r in sorted(records, key=lambda r: (str(r.get("group") or r.get("config")), r.get("seed", 0),
+                                                r.get("data_fraction", 0))):
+            group = str(r.get("group") or r.get("config"))
+            curve = r["budget"]["heldout_curve"]
+            colour = f"C{groups.index(group) % 10}" if coloured else "0.5"
+            label = group if coloured and group not in labelled else None
+            labelled.add(group)
+            steps, scores = [p["step"] for p in curve], [p["score"] for p in curve]
+            ax.plot(steps, scores, color=colour, linewidth=0.8, alpha=0.7, label=label)
+            ax.plot(steps[-1:], scores[-1:], "o", color=colour, markersize=3)
+        held_out = sum(((records[0]["budget"].get("plateau") or {}).get("holdout_rows") or {}).values())
+        ax.set_title(f"{name}: {len(records)} trials" + (f", {held_out} held-out rows" if held_out else ""),
+                     fontsize=9)
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel("held-out training rows: score")
+        if coloured:
+            _legend(ax)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle("Learning curves on each trial's held-out training rows (a dot: where the trial stopped)",
+                 fontsize=10)
+    return fig

@@ -4,8 +4,10 @@ figures and the protocol history. Nothing here trains; `reproduce.py --report-on
 import math
 from pathlib import Path
 
-from ..fileio import atomic_write_text
-from . import reproduction, reproduction_runs
+from ..fileio import atomic_write_bytes, atomic_write_text
+from ..metrics import CORRELATIONS
+from ..registry import REGISTRY
+from . import plots, reproduction, reproduction_runs
 from .findings import FINDINGS, PAPERS
 from .measures import MEASURES
 from .verdicts import NOT_RUN, NOT_TESTABLE, VERDICTS, judge
@@ -102,12 +104,45 @@ def budget_line(sweeps: dict) -> str:
     records = [r for rs in sweeps.values() for r in rs if r.get("steps") is not None]
     if not records:
         return "Budget: no trained trials."
+    probes = [r for r in records if r.get("mode") == "probe"]
+    if probes and len(probes) == len(records):
+        converged = sum(bool((r.get("info") or {}).get("converged")) for r in probes)
+        return (f"Budget: no fine-tuning steps: linear probes on frozen layers, {converged} of {len(probes)} "
+                f"converged (penalty chosen on held-out training rows).")
     steps = sorted(r["steps"] for r in records)
     plateau = [((r.get("budget") or {}).get("plateau") or {}) for r in records]
     stopped = sum(bool(p.get("stopped")) for p in plateau)
     told = f"{stopped} of {len(records)} stopped on a held-out plateau, {len(records) - stopped} at the cap" \
         if any(plateau) else "a fixed step budget (no plateau stopping in these results)"
-    return f"Budget: steps trained {steps[0]}-{steps[-1]} (median {steps[len(steps) // 2]}); {told}."
+    return (f"Budget: steps trained {steps[0]}-{steps[-1]} (median {steps[len(steps) // 2]}); {told}."
+            + coarse_holdout_note(plateau))
+
+
+def coarse_holdout_note(plateaus: list) -> str:
+    """A warning where the held-out set is so small that one sentence moves its accuracy by more than the plateau's
+    tolerance: such a trial's stop is decided by which few sentences flip, not by its convergence."""
+    coarse = set()
+    for p in plateaus:
+        rows, tolerance = sum((p.get("holdout_rows") or {}).values()), p.get("tolerance")
+        declared = REGISTRY.get(p.get("metric", ""))
+        if rows and tolerance and declared is not None and declared.metric not in CORRELATIONS \
+                and 1 / rows > tolerance:
+            coarse.add((rows, tolerance))
+    return "".join(f" With {rows} held-out rows one sentence is {1 / rows:.3f} of accuracy, over the plateau's "
+                   f"tolerance of {tolerance:g}: where the held-out set is this small, a trial's stop is decided "
+                   f"by a few sentences rather than by convergence (the learning curves show it)."
+                   for rows, tolerance in sorted(coarse))
+
+
+def learning_curve_link(report_dir: Path, name: str, label: str, sweeps: dict) -> list:
+    """Draw the run's learning curves from its kept results (so `--report-only` draws them too) and link them."""
+    fig = plots.learning_curves(sweeps)
+    if fig is None:
+        return []
+    file = f"{name}-{label}-learning-curves.png"
+    (report_dir / "figures").mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(report_dir / "figures" / file, plots.png_bytes(fig))
+    return [f"![{name} ({label}): learning curves on held-out training rows](figures/{file})"]
 
 
 def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
@@ -134,7 +169,7 @@ def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
                                  f"wall, +{s.get('trials_added', '?')} trials" for s in meta.get("sittings", []))
             lines += [f"Run `{label}`: {trials} trials, seeds {meta.get('seeds')}, in `results/{e.name}/{label}/`. "
                       f"Sittings: {sittings}.", "", budget_line(sweeps), ""]
-            lines += [*_figure_links(report_dir, e, label), ""]
+            lines += [*learning_curve_link(report_dir, e.name, label, sweeps), *_figure_links(report_dir, e, label), ""]
     return lines
 
 
