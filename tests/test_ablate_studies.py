@@ -100,6 +100,20 @@ def test_a_trial_stops_on_its_plateau_and_records_its_learning_curves(small_data
     assert record["dev"] == {k: v for k, v in spent["dev_curve"][-1].items() if k != "step"}  # the last evaluation
 
 
+def test_a_held_out_set_too_small_for_the_tolerance_is_warned_before_any_trial(small_data_dir, tmp_path,
+                                                                                 tiny_model):  # noqa: F811
+    assert plateau.coarse_holdout("sst", 26, 0.005).startswith("sst: 26 held-out rows, so one sentence is 0.038")
+    assert plateau.coarse_holdout("sst", 500, 0.005) is None       # 0.002 a sentence: under the tolerance
+    assert plateau.coarse_holdout("sts", 26, 0.005) is None        # a correlation: no fixed step per row
+    argv = ["--data-dir", str(small_data_dir), "--model", str(tiny_model), *SMALL, "--mode", "reinit", "--task",
+            "sst", "--from-layer", "none", "--trial-steps", "2", "--eval-every", "2", "--plateau-holdout", "0.25"]
+    code, _, err = run_cli(ablate.main, [*argv, "--out", str(tmp_path / "coarse"), "--plateau-tolerance", "0.05"])
+    assert code == 0, err
+    assert "warning: fraction 1: sst: 10 held-out rows, so one sentence is 0.100 of accuracy" in err
+    code, _, err = run_cli(ablate.main, [*argv, "--out", str(tmp_path / "fine"), "--plateau-tolerance", "0.2"])
+    assert code == 0 and "held-out rows" not in err
+
+
 # ---------------------------------------------------------------------------- controls
 
 

@@ -373,9 +373,10 @@ def test_the_budget_shows_learning_curves_and_flags_a_held_out_set_too_small_to_
     small = {"reinit": [_trial("from=0", 26, curve), _trial("from=6", 26, curve)]}
     large = {"reinit": [_trial("from=0", 400, curve, fraction=0.25)]}
     pearson = {"sts": [_trial("from=6", 26, curve, metric="sts")]}   # a correlation moves by no one sentence
-    assert "26 held-out rows one sentence is 0.038 of accuracy" in reproduction_report.budget_line(small)
-    assert "held-out rows one sentence" not in reproduction_report.budget_line(large)
-    assert "held-out rows one sentence" not in reproduction_report.budget_line(pearson)
+    line = reproduction_report.budget_line(small)
+    assert "Warning: sst: 26 held-out rows, so one sentence is 0.038 of accuracy" in line
+    assert "Warning" not in reproduction_report.budget_line(large)
+    assert "Warning" not in reproduction_report.budget_line(pearson)
     links = reproduction_report.learning_curve_link(tmp_path, "reinit-small", "first", small)
     assert links == ["![reinit-small (first): learning curves on held-out training rows]"
                      "(figures/reinit-small-first-learning-curves.png)"]

@@ -19,6 +19,8 @@ from minbert import UserError
 
 from ..evaluation import evaluate
 from ..inputs import RunInputs, subsample_split
+from ..metrics import CORRELATIONS
+from ..registry import REGISTRY
 from ..training import Callback
 
 HELDOUT = "heldout"  # the held-out rows' split name in a trial's inputs
@@ -52,8 +54,25 @@ def heldout_indices(rows: int, share: float, most: int, seed: int) -> list:
     and one row always left to train on), drawn by `seed`; sorted. None of them for fewer than two rows."""
     if rows < 2:
         return []
-    count = min(max(1, round(rows * share)), most, rows - 1)
+    count = heldout_count(rows, share, most)
     return sorted(np.random.default_rng([seed, 27]).choice(rows, size=count, replace=False).tolist())
+
+
+def heldout_count(rows: int, share: float, most: int) -> int:
+    """How many of a task's `rows` training rows `heldout_indices` holds out (0 for fewer than two)."""
+    return min(max(1, round(rows * share)), most, rows - 1) if rows >= 2 else 0
+
+
+def coarse_holdout(task: str, heldout_rows: int, tolerance: float) -> Optional[str]:
+    """A one-line warning where one held-out sentence moves the task's accuracy by more than the tolerance: the
+    rule then stops a trial when a few sentences flip, not when it has converged. None otherwise, and for a
+    correlation metric, which no single row moves by a fixed step."""
+    declared = REGISTRY.get(task)
+    if not heldout_rows or declared is None or declared.metric in CORRELATIONS or 1 / heldout_rows <= tolerance:
+        return None
+    return (f"{task}: {heldout_rows} held-out rows, so one sentence is {1 / heldout_rows:.3f} of accuracy, over "
+            f"the plateau's tolerance of {tolerance:g}: the stop is decided by a few sentences rather than by "
+            f"convergence (raise --plateau-holdout, or --plateau-patience 0 for the fixed cap)")
 
 
 def split_heldout(inputs: RunInputs, tasks, fraction: float, seed: int, rule: PlateauRule) -> tuple:

@@ -5,11 +5,10 @@ import math
 from pathlib import Path
 
 from ..fileio import atomic_write_bytes, atomic_write_text
-from ..metrics import CORRELATIONS
-from ..registry import REGISTRY
 from . import plots, reproduction, reproduction_runs
 from .findings import FINDINGS, PAPERS
 from .measures import MEASURES
+from .plateau import coarse_holdout
 from .verdicts import NOT_RUN, NOT_TESTABLE, VERDICTS, judge
 
 RULE = ("Each effect is signed so that the paper's direction is positive. **Reproduced**: the 95% interval lies "
@@ -119,19 +118,10 @@ def budget_line(sweeps: dict) -> str:
 
 
 def coarse_holdout_note(plateaus: list) -> str:
-    """A warning where the held-out set is so small that one sentence moves its accuracy by more than the plateau's
-    tolerance: such a trial's stop is decided by which few sentences flip, not by its convergence."""
-    coarse = set()
-    for p in plateaus:
-        rows, tolerance = sum((p.get("holdout_rows") or {}).values()), p.get("tolerance")
-        declared = REGISTRY.get(p.get("metric", ""))
-        if rows and tolerance and declared is not None and declared.metric not in CORRELATIONS \
-                and 1 / rows > tolerance:
-            coarse.add((rows, tolerance))
-    return "".join(f" With {rows} held-out rows one sentence is {1 / rows:.3f} of accuracy, over the plateau's "
-                   f"tolerance of {tolerance:g}: where the held-out set is this small, a trial's stop is decided "
-                   f"by a few sentences rather than by convergence (the learning curves show it)."
-                   for rows, tolerance in sorted(coarse))
+    """The plateau rule's warning (`plateau.coarse_holdout`) for each held-out set of the run too small for it."""
+    notes = sorted({coarse_holdout(p.get("metric", ""), sum((p.get("holdout_rows") or {}).values()),
+                                   p.get("tolerance") or 0) or "" for p in plateaus} - {""})
+    return "".join(f" Warning: {note}; the learning curves show it." for note in notes)
 
 
 def learning_curve_link(report_dir: Path, name: str, label: str, sweeps: dict) -> list:

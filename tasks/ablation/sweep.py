@@ -37,10 +37,18 @@ from minbert import UserError
 
 from ..config import TrainConfig
 from ..fileio import append_jsonl, atomic_write_text, read_jsonl, safe_join
-from ..inputs import RunInputs, precision_note, prepare
+from ..inputs import RunInputs, precision_note, prepare, subsample_split
 from ..training import InMemory, Interrupted, declarations, fit, training_plan
 from . import workers
-from .plateau import Plateau, PlateauRule, dev_curve, plateau_fingerprint, split_heldout
+from .plateau import (
+    Plateau,
+    PlateauRule,
+    coarse_holdout,
+    dev_curve,
+    heldout_count,
+    plateau_fingerprint,
+    split_heldout,
+)
 from .progress import Progress, TrialLines
 from .summary import finished, report
 
@@ -359,6 +367,7 @@ def run_shard(sweep: Sweep, trials: list) -> int:
     print(f"{args.mode}: {share} trials, {len(mine) - len(pending)} already finished in {sweep.out}; results go to "
           f"{path.name}", flush=True)
     note_other_options(sweep, previous)
+    warn_coarse_holdout(sweep, pending)
     failed = run_trials(sweep, pending, len(mine), path)
     if not report(sweep, trials, merged_results(sweep.out, own=path), write=args.shard is None):
         print("summary: written by the shard that finishes the sweep, or now by the same command with "
@@ -368,6 +377,19 @@ def run_shard(sweep: Sweep, trials: list) -> int:
               f"retry them", file=sys.stderr)
         return 1
     return 0
+
+
+def warn_coarse_holdout(sweep: Sweep, trials: list) -> None:
+    """Before any trial, once per data fraction: where the plateau's held-out set is too small for its tolerance
+    (`plateau.coarse_holdout`). Single-task sweeps only: several tasks stop on the overall score."""
+    rule, tasks = sweep.plateau, sweep.inputs.tasks
+    if not rule.on or len(tasks) != 1:
+        return
+    for fraction in sorted({t.fraction for t in trials}):
+        rows = len(subsample_split(sweep.inputs.data[tasks[0]]["train"], fraction, 0))
+        note = coarse_holdout(tasks[0], heldout_count(rows, rule.holdout_share, rule.holdout_max), rule.tolerance)
+        if note:
+            print(f"warning: fraction {fraction:g}: {note}", file=sys.stderr, flush=True)
 
 
 def run_trials(sweep: Sweep, pending: list, total: int, path: Path) -> int:
