@@ -172,6 +172,10 @@ def history_section(runs: dict) -> list:
         follow = reproduction_runs.FOLLOW_UPS.get(label)
         reason = f": {follow.reason} (protocol {follow.protocol})" if follow else ": the declared protocol"
         lines.append(f"- `{label}`" + reason + " - " + ", ".join(sorted(runs[label])) + ".")
+    for label, follow in reproduction_runs.FOLLOW_UPS.items():
+        if label not in runs:
+            lines.append(f"- `{label}` (declared, not run yet: `python reproduce.py --follow-up {label} --only "
+                         f"{','.join(follow.experiments)}`): {follow.reason} (protocol {follow.protocol}).")
     if not runs:
         lines.append("- No run kept yet.")
     return lines + [""]
