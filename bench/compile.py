@@ -22,8 +22,10 @@ random numbers and fuses the mask; `--dropout mask` draws fast.py's mask eagerly
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -103,7 +105,9 @@ def use_region(encoder, region, eager_mask: bool, rows_seen: set) -> None:
 def main(argv=None):
     args = parse_args(argv)
     if not args.warm_cache:  # read when inductor first compiles
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="minbert-bench-inductor-")
+        cache = tempfile.mkdtemp(prefix="minbert-bench-inductor-")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+        atexit.register(shutil.rmtree, cache, ignore_errors=True)
     import torch
     from torch._dynamo.utils import counters
 

@@ -34,11 +34,13 @@ def test_the_region_between_attentions_is_the_fast_paths_layer_work():
     assert all("forward" not in layer.__dict__ for layer in model.encoder.layer)
 
 
-def test_the_benchmark_times_compiled_against_eager_steps(tiny_model, small_data_dir, tmp_path):  # noqa: F811
+def test_the_benchmark_times_compiled_against_eager_steps(tiny_model, small_data_dir, tmp_path,  # noqa: F811
+                                                          monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # the test's own, removed with it
     out = tmp_path / "compile.json"
     code, printed, err = run_cli(bench_compile.main, [
         "--model", str(tiny_model), "--data-dir", str(small_data_dir), "--precision", "fp32", "--steps", "1",
-        "--rounds", "2", "--warmup", "1", "--recompile-steps", "2", "--json", str(out),
+        "--rounds", "2", "--warmup", "1", "--recompile-steps", "2", "--warm-cache", "--json", str(out),
         "--", "--batch-size", "4", "--device", "cpu"])
     assert code == 0, err
     figures = json.loads(out.read_text())
