@@ -444,9 +444,10 @@ def learning_curves(sweeps: dict):
             steps, scores = [p["step"] for p in curve], [p["score"] for p in curve]
             ax.plot(steps, scores, color=colour, linewidth=0.8, alpha=0.7, label=label)
             ax.plot(steps[-1:], scores[-1:], "o", color=colour, markersize=3)
-        held_out = sum(((records[0]["budget"].get("plateau") or {}).get("holdout_rows") or {}).values())
-        ax.set_title(f"{name}: {len(records)} trials" + (f", {held_out} held-out rows" if held_out else ""),
-                     fontsize=9)
+        held_out = {task: rows for r in records
+                    for task, rows in ((r["budget"].get("plateau") or {}).get("holdout_rows") or {}).items()}
+        ax.set_title(f"{name}: {len(records)} trials" + (", held-out rows " + ", ".join(
+            f"{task} {rows}" for task, rows in sorted(held_out.items())) if held_out else ""), fontsize=9)
         ax.set_xlabel("optimizer step")
         ax.set_ylabel("held-out training rows: score")
         if coloured:
