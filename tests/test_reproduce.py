@@ -298,7 +298,6 @@ def test_every_experiments_sweeps_parse_with_ablate_and_plan_their_trials(scale)
             assert parsed.plateau_patience == (3 if scale == "cpu" else 0), f"{e.name}/{spec.label}"
 
 
-
 def test_every_declared_follow_up_names_real_experiments_and_its_options_reach_their_sweeps():
     args = reproduce.build_parser().parse_args(["--model", "minilm"])
     for follow in reproduction_runs.FOLLOW_UPS.values():
@@ -315,6 +314,7 @@ def test_every_declared_follow_up_names_real_experiments_and_its_options_reach_t
     parsed = reproduce.ablate.parse_args(["--mode", spec.mode, *reproduce.protocol_options(spec, CTX.scale, cap),
                                           "--out", "unused"])
     assert parsed.plateau_patience == 0     # the follow-up's option wins over the scale's plateau
+
 
 def test_smart_and_surgery_are_methods_sweeps_paired_by_seed_with_one_baseline():
     specs = {s.label: s for s in reproduction.EXPERIMENTS["methods"].sweeps(CTX)}

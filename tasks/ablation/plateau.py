@@ -52,9 +52,9 @@ class PlateauRule:
 def heldout_indices(rows: int, share: float, most: int, seed: int) -> list:
     """Which of a task's `rows` training rows are held out: about `share` of them (at least one, at most `most`,
     and one row always left to train on), drawn by `seed`; sorted. None of them for fewer than two rows."""
-    if rows < 2:
-        return []
     count = heldout_count(rows, share, most)
+    if not count:
+        return []
     return sorted(np.random.default_rng([seed, 27]).choice(rows, size=count, replace=False).tolist())
 
 

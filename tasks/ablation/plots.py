@@ -431,12 +431,12 @@ def learning_curves(sweeps: dict):
     fig = Figure(layout="constrained", figsize=(5.0 * columns, 3.4 * rows_of_panels))
     axes = np.atleast_1d(fig.subplots(rows_of_panels, columns)).ravel()
     for ax, (name, records) in zip(axes, sorted(panels.items())):
-        groups = sorted({str(r.get("group") or r.get("config")) for r in records})
+        group_of = {id(r): str(r.get("group") or r.get("config")) for r in records}
+        groups = sorted(set(group_of.values()))
         coloured = len(groups) <= MAX_COLOURED_GROUPS
         labelled = set()
-        for r in sorted(records, key=lambda r: (str(r.get("group") or r.get("config")), r.get("seed", 0),
-                                                r.get("data_fraction", 0))):
-            group = str(r.get("group") or r.get("config"))
+        for r in sorted(records, key=lambda r: (group_of[id(r)], r.get("seed", 0))):
+            group = group_of[id(r)]
             curve = r["budget"]["heldout_curve"]
             colour = f"C{groups.index(group) % 10}" if coloured else "0.5"
             label = group if coloured and group not in labelled else None
