@@ -210,7 +210,7 @@ def test_a_follow_up_never_overwrites_the_first_run(tmp_path, monkeypatch):
     assert first.outcome == NOT_REPRODUCED and second.outcome == REPRODUCED
     report = reproduction_report.write(results_dir, tmp_path / "report.md", CTX).read_text()
     line = [x for x in report.splitlines() if x.startswith("| <a id=\"singh-scarce\">")]
-    assert len(line) == 2 and "first" in line[0] and "five-seeds" in line[1]
+    assert len(line) == 2 and "first (protocol 1)" in line[0] and "five-seeds (protocol 2)" in line[1]
     assert "**not reproduced**" in line[0] and "**reproduced**" in line[1]
 
 

@@ -73,8 +73,10 @@ def paper_section(paper: str, by_run: dict) -> list:
                 continue
             tested = f.tested if f.experiment else f"not testable here: {f.untestable}"
             sesoi = f"{f.sesoi:g}" + (" (equivalence)" if f.kind == "equivalence" else "")
+            follow = reproduction_runs.FOLLOW_UPS.get(label)   # a follow-up's run has its own protocol number
+            protocol = follow.protocol if follow else f.protocol
             lines.append(f"| <a id=\"{f.id}\"></a>`{f.id}` | \"{_cell(f.quote)}\" | {_cell(tested)} | {label} "
-                         f"(protocol {f.protocol}) | {_effect(v)} | {sesoi} | **{v.outcome}** | "
+                         f"(protocol {protocol}) | {_effect(v)} | {sesoi} | **{v.outcome}** | "
                          f"{_cell(f.model_note)} |")
         extra = [f"the paper's setting: {f.setting}", f"its comparison: {f.comparison}", f"metric: {f.metric}",
                  f"SESOI {f.sesoi:g}: {f.sesoi_reason}"]
