@@ -50,3 +50,22 @@ def test_worker_report_reaches_the_parent_and_a_failed_worker_is_one_line():
         run_worker([sys.executable, "-c", "import sys; sys.stderr.write('boom'); sys.exit(3)"], "the worker")
     with pytest.raises(SystemExit, match=r"bench: the worker failed \(exit 0\)"):  # exited without reporting
         run_worker([sys.executable, "-c", "print('nothing')"], "the worker")
+
+
+def test_gpu_bench_times_both_models_and_the_trainer(small_data_dir, tmp_path):
+    """bench.gpu's logic, run on the CPU (its synchronisation and memory figures are CUDA's alone)."""
+    from bench import gpu, sizes
+    model = sizes.bert_base_shaped(tmp_path, num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                   intermediate_size=128)
+    out = tmp_path / "gpu.json"
+    code, stdout, err = run_cli(gpu.main, ["--model", str(model), "--device", "cpu", "--precisions", "fp32",
+                                           "--tasks", "sst", "--batch-size", "4", "--steps", "4", "--warmup", "1",
+                                           "--rounds", "2", "--data-dir", str(small_data_dir),
+                                           "--trainer-steps", "1,3", "--trainer-settings", "default (auto precision)",
+                                           "--json", str(out)])
+    assert code == 0, err
+    result = json.loads(out.read_text())
+    (row,) = result["models"]
+    assert row["train_ratio"] > 0 and row["eval_ratio"] > 0 and row["minbert_train_examples_per_s"] > 0
+    (trainer,) = result["trainer"]
+    assert "error" not in trainer and trainer["implementation"] == "fast" and set(trainer["wall_s"]) == {"1", "3"}

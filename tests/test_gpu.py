@@ -3,7 +3,7 @@ torch's, the precision the GPU's compute capability gives, a short run, a kill a
 data parallelism against one process.
 
 Every test here is marked `gpu` and skipped without CUDA (tests/conftest.py): `pytest -m gpu` runs
-just these. None of them has run yet: the project's machines have no GPU (docs/speed.md).
+just these. First run on an NVIDIA H200, 2026-11-26 (docs/measurements/2026-11-26-h200-first-gpu-run.md).
 """
 import json
 
