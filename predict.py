@@ -126,13 +126,12 @@ def score_input(args, device) -> None:
     rows = read_user_file(args.input, args.task, columns)
     cfg, spec = get_task(args.task), task_spec(args.task, trained.config.pair_mode, trained.config.task_heads)
     part = encode_split(rows, trained.tokenizer, trained.config.pair_mode, trained.max_lengths[args.task])
-    if cfg.head == "regress":
-        header = ["score"]
+    header = [cfg.kind.prediction_column, *cfg.kind.probability_columns(cfg)]
+    if spec.probabilities is None:  # a score
 
         def values(outputs):
             return spec.predict(outputs)[:, None]
-    else:  # the class, then each class's probability (a binary head: P(1))
-        header = ["prediction"] + [f"p_{c}" for c in (range(cfg.num_classes) if cfg.head == "classify" else (1,))]
+    else:  # the class, then each class's probability (one logit: P(1))
 
         def values(outputs):
             probabilities = spec.probabilities(outputs).reshape(len(outputs), -1)
@@ -141,10 +140,10 @@ def score_input(args, device) -> None:
                     inference_precision(args.precision, trained, device), label=f"scoring {args.task}", values=values)
     lines = ["\t".join(["id", *header])]
     for example_id, row in zip(part.ids, found):
-        if cfg.head == "regress":
-            shown = [f"{v:.4f}" for v in row]
-        else:
+        if cfg.kind.integer_labels:
             shown = [str(int(row[0]))] + [f"{p:.4f}" for p in row[1:]]
+        else:
+            shown = [f"{v:.4f}" for v in row]
         lines.append("\t".join([example_id, *shown]))
     text = "\n".join(lines) + "\n"
     if args.out and args.out != STDIN:

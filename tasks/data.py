@@ -175,7 +175,7 @@ def _parse_label(raw: str | None, spec: TaskConfig):
         return None, "non-numeric label"
     if not math.isfinite(value):
         return None, "non-finite label"
-    if spec.integer_labels:
+    if spec.kind.integer_labels:
         if value != int(value):
             return None, "non-integer label"
         value = int(value)

@@ -40,11 +40,12 @@ class ProbeFit:
 
 
 def make_probe(kind: str, penalty: float, seed: int = 0):
-    """A standardising scaler and a logistic ("classify") or ridge ("regress") estimator, unfitted."""
+    """A standardising scaler and a "logistic" (classes) or "ridge" (scores) estimator, unfitted: `kind` is the
+    task's head kind's `probe` (tasks/head_kinds.py)."""
     from sklearn.linear_model import LogisticRegression, Ridge
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
-    if kind == "regress":
+    if kind == "ridge":
         estimator = Ridge(alpha=penalty)
     else:
         estimator = LogisticRegression(C=1.0 / penalty, max_iter=MAX_ITER, tol=TOLERANCE, random_state=seed)
@@ -72,7 +73,7 @@ def fit_probe(train_x: np.ndarray, train_y: np.ndarray, dev_x: np.ndarray, dev_y
               metric: str, penalties=PENALTIES, holdout: float = HOLDOUT, seed: int = 0) -> ProbeFit:
     """Choose the penalty on a held-out share of train, refit on all of train, score on dev.
 
-    `kind` is "classify" (labels are classes) or "regress" (labels are scores).
+    `kind` is "logistic" (labels are classes) or "ridge" (labels are scores): the head kind's `probe`.
     """
     if not 0 < holdout < 1:
         raise ValueError(f"holdout must be in (0, 1), got {holdout}")
@@ -80,7 +81,7 @@ def fit_probe(train_x: np.ndarray, train_y: np.ndarray, dev_x: np.ndarray, dev_y
     order = np.random.default_rng(seed).permutation(n)
     n_held = min(n - 1, max(1, round(n * holdout)))
     held, kept = order[:n_held], order[n_held:]
-    if kind != "regress" and len(np.unique(train_y[kept])) < 2:
+    if kind == "logistic" and len(np.unique(train_y[kept])) < 2:
         raise ValueError(f"the {len(kept)} training examples left after the hold-out have one class only")
     scores, all_converged = {}, True
     for penalty in sorted(penalties, reverse=True):  # strongest first: a tie keeps the simpler probe
