@@ -22,6 +22,7 @@ from .course.submission import course_predictions_dir
 from .data import DATA_DIR_ENV, TASKS
 from .heads import POOLING_ALIASES, TASK_HEADS, canonical_pooling, report_heads_problem
 from .registry import REGISTRY
+from .schedules import SCHEDULES
 from .task_file import declare_tasks
 
 # The paper's momentum schedule for the EMA (proximal) copy: 0.99 for the first 10% of the
@@ -180,7 +181,7 @@ def validate(c: TrainConfig) -> None:
     tasks = parse_tasks(c.tasks)
     checks = [
         (c.lr > 0, f"--lr must be > 0, got {c.lr}"),
-        (c.lr_schedule in ("linear", "constant"), f"--lr-schedule must be linear or constant, got {c.lr_schedule!r}"),
+        (c.lr_schedule in SCHEDULES, f"--lr-schedule must be one of {', '.join(SCHEDULES)}, got {c.lr_schedule!r}"),
         (0 < c.data_fraction <= 1, f"--data-fraction must be in (0, 1], got {c.data_fraction}"),
         (c.epochs >= 1, f"--epochs must be >= 1, got {c.epochs}"),
         (c.max_steps is None or c.max_steps >= 1, f"--max-steps must be >= 1, got {c.max_steps}"),

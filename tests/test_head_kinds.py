@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 import minbert
-from test_reliability import TINY, tiny_model  # noqa: F401 (fixture)
 from tasks import head_kinds, registry
 from tasks.course.formats import prediction_text
 from tasks.data import read_split

@@ -8,6 +8,7 @@ from ..course.submission import PREDICTIONS_DIR_ENV
 from ..data import DATA_DIR_ENV
 from ..heads import POOLING_ALIASES, POOLINGS, TASK_HEADS
 from ..registry import REGISTRY
+from ..schedules import SCHEDULES, schedules_help
 from .samplers import SAMPLERS
 
 SAMPLER_HELP = """how tasks share the steps:
@@ -94,9 +95,8 @@ def _training_flags(parser, D: TrainConfig):
     train.add_argument("--lr", type=float, default=D.lr, help="peak learning rate (default: %(default)s)")
     train.add_argument("--warmup", type=float, default=D.warmup,
                        help="fraction of steps of linear warm-up before linear decay (default: %(default)s)")
-    train.add_argument("--lr-schedule", choices=("linear", "constant"), default=D.lr_schedule,
-                       help="linear: warm-up then linear decay to 0; constant: --lr throughout, no warm-up "
-                            "(the course's classifier.py) (default: %(default)s)")
+    train.add_argument("--lr-schedule", choices=tuple(SCHEDULES), default=D.lr_schedule,
+                       help=schedules_help() + " (default: %(default)s)")
     train.add_argument("--weight-decay", type=float, default=D.weight_decay, help="(default: %(default)s)")
     train.add_argument("--batch-size", type=int, default=D.batch_size, help="(default: %(default)s)")
     train.add_argument("--seed", type=int, default=D.seed, help="(default: %(default)s)")
