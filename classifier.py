@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from minbert import DEFAULT_MODEL, IMPLEMENTATION_CHOICES, PRECISIONS, RunFailure, UserError
+from minbert import DEFAULT_IMPLEMENTATION, DEFAULT_MODEL, IMPLEMENTATION_CHOICES, PRECISIONS, RunFailure, UserError
 from tasks.cli import exit_status
 from tasks.config import TrainConfig, parse_tasks, validate, with_environment
 from tasks.course.submission import PART1_MODES, PREDICTIONS_DIR_ENV, course_predictions_dir, publish_predictions
@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "where the device computes it natively, else fp16 on a GPU with tensor cores, else fp32 "
                            "(default: %(default)s)")
     ours.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:1 ... (default: auto)")
-    ours.add_argument("--implementation", choices=IMPLEMENTATION_CHOICES, default="auto",
+    ours.add_argument("--implementation", choices=IMPLEMENTATION_CHOICES, default=DEFAULT_IMPLEMENTATION,
                       help="fast (minbert/fast.py) or reference (minbert/model.py, SDPA attention); auto = fast "
                            "on a CPU, the reference on a GPU (default: %(default)s)")
     ours.add_argument("--max-length", type=int, default=None,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from minbert import IMPLEMENTATION_CHOICES, PRECISIONS, RunFailure, UserError
+from minbert import DEFAULT_IMPLEMENTATION, IMPLEMENTATION_CHOICES, PRECISIONS, RunFailure, UserError
 from tasks.cli import exit_status
 from tasks.data import DATA_DIR_ENV
 from tasks.encoded import encode_split
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     compute.add_argument("--precision", choices=PRECISIONS, default="auto",
                          help="auto: the run's own precision where this device computes it natively (the run's "
                               "prediction files come out the same), else fp32 (default: %(default)s)")
-    compute.add_argument("--implementation", choices=IMPLEMENTATION_CHOICES, default="auto",
+    compute.add_argument("--implementation", choices=IMPLEMENTATION_CHOICES, default=DEFAULT_IMPLEMENTATION,
                          help="fast: minbert/fast.py; reference: minbert/model.py (SDPA attention); auto = fast on "
                               "a CPU, the reference on a GPU (default: %(default)s)")
     compute.add_argument("--batch-size", type=int, default=None,

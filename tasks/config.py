@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
-from minbert import DEFAULT_MODEL, UserError
+from minbert import DEFAULT_IMPLEMENTATION, DEFAULT_MODEL, UserError
 
 from .course.submission import course_predictions_dir
 from .data import DATA_DIR_ENV, TASKS
@@ -98,7 +98,7 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     precision: str = "auto"                   # as asked for; RunInputs.precision is the one used
     device: str = "auto"
-    implementation: str = "auto"              # as asked for; the encoder's config holds the one it runs
+    implementation: str = DEFAULT_IMPLEMENTATION  # as asked for; the encoder's config holds the one it runs
     dropout: Optional[float] = None
     skip_nonfinite: bool = False
     # SMART

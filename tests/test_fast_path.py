@@ -250,7 +250,8 @@ def test_dropout_is_identity_when_off_and_seeded():
 # ------------------------------------------------------------------------------------ selection
 
 def test_implementation_is_chosen_by_config_and_from_pretrained():
-    assert minbert.BertConfig().implementation == "fast"
+    assert minbert.BertConfig().implementation == minbert.DEFAULT_IMPLEMENTATION == "auto"  # on a CPU: fast
+    assert type(minbert.build_model(minbert.BertConfig(**CONFIG))) is FastBertModel
     with pytest.raises(minbert.CheckpointError, match="implementation"):
         minbert.BertConfig(implementation="turbo")
     reference = minbert.from_pretrained("minilm", implementation="reference")
@@ -328,7 +329,7 @@ def test_build_model_alone_chooses_and_the_choice_draws_nothing():
         torch.manual_seed(0)
         built[implementation] = minbert.build_model(minbert.BertConfig(**CONFIG, implementation=implementation))
     torch.manual_seed(0)
-    plain = minbert.BertModel(minbert.BertConfig(**CONFIG))  # implementation "fast", the default
+    plain = minbert.BertModel(minbert.BertConfig(**CONFIG))  # implementation "auto", the default
     assert type(built["fast"]) is FastBertModel
     fast_classes = tuple(fast.FAST_CLASSES.values())
     for model in (built["reference"], plain):
@@ -359,7 +360,7 @@ sys.modules["minbert"] = package
 from minbert.config import BertConfig
 from minbert.model import BertModel
 model = BertModel(BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2))
-assert model.config.implementation == "fast" and type(model) is BertModel
+assert model.config.implementation == "auto" and type(model) is BertModel
 model.train()(torch.randint(1, 100, (2, 5)), torch.tensor([[1] * 5, [1, 1, 0, 0, 0]])).pooler_output.sum().backward()
 assert model.watch_optimizer(torch.optim.SGD(model.parameters())) is None and model.prepare_for_data_parallel() is model
 loaded = sorted(name for name in sys.modules if name.startswith("minbert."))
