@@ -29,8 +29,8 @@ import sys
 import time
 from pathlib import Path
 
-from minbert import DEFAULT_IMPLEMENTATION, DEFAULT_MODEL, IMPLEMENTATION_CHOICES, PRECISIONS, RunFailure, UserError
-from tasks.cli import exit_status
+from minbert import DEFAULT_IMPLEMENTATION, DEFAULT_MODEL, IMPLEMENTATION_CHOICES, PRECISIONS, UserError
+from tasks.cli import run_command
 from tasks.config import TrainConfig, parse_tasks, validate, with_environment
 from tasks.course.submission import PART1_MODES, PREDICTIONS_DIR_ENV, course_predictions_dir, publish_predictions
 from tasks.data import DATA_DIR_ENV
@@ -190,32 +190,32 @@ def run_task(args, task: str) -> dict:
 
 
 def main(argv=None) -> int:
-    args = None
-    try:
-        args = parse_args(argv)
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        record = {"command": sys.argv, "arguments": {k: v for k, v in vars(args).items() if k != "task_list"},
-                  "tasks": {}}
+    return run_command(argv, parse_args, run, stops=(Interrupted,), interrupted=_how_to_resume)
+
+
+def run(args) -> None:
+    """Each task's run in turn, then the dev accuracies and the prediction files in one folder."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    record = {"command": sys.argv, "arguments": {k: v for k, v in vars(args).items() if k != "task_list"},
+              "tasks": {}}
+    atomic_write_json(out / RESULTS, record)
+    for task in args.task_list:
+        result = run_task(args, task)
+        record["tasks"][task] = {"dev_accuracy": result["best"][task], "best_epoch": result["best_epoch"],
+                                 "final_dev_accuracy": result["final"][task], "run": str(out / task)}
         atomic_write_json(out / RESULTS, record)
-        for task in args.task_list:
-            result = run_task(args, task)
-            record["tasks"][task] = {"dev_accuracy": result["best"][task], "best_epoch": result["best_epoch"],
-                                     "final_dev_accuracy": result["final"][task], "run": str(out / task)}
-            atomic_write_json(out / RESULTS, record)
-        predictions = [p for task in args.task_list for p in sorted((out / task / "predictions").glob("*.csv"))]
-        if args.ignored_out is not None:
-            print(f"--dev_out/--test_out ignored, as the course's 2023 classifier.py ignores them: the files are "
-                  f"{args.prefix}-<task>-<split>-out.csv", file=sys.stderr)
-        for line in _summary(args, record, predictions):
-            print(line)
-        return 0
-    except (UserError, RunFailure, Interrupted) as e:
-        return exit_status(e)
-    except KeyboardInterrupt:
-        resumable = args is not None and Path(args.out, RESULTS).exists()
-        print("interrupted" + (f"; resume with --resume {args.out}" if resumable else ""), file=sys.stderr)
-        return 130
+    predictions = [p for task in args.task_list for p in sorted((out / task / "predictions").glob("*.csv"))]
+    if args.ignored_out is not None:
+        print(f"--dev_out/--test_out ignored, as the course's 2023 classifier.py ignores them: the files are "
+              f"{args.prefix}-<task>-<split>-out.csv", file=sys.stderr)
+    for line in _summary(args, record, predictions):
+        print(line)
+
+
+def _how_to_resume(args) -> str:
+    resumable = args is not None and Path(args.out, RESULTS).exists()
+    return "interrupted" + (f"; resume with --resume {args.out}" if resumable else "")
 
 
 def _summary(args, record, predictions) -> list:

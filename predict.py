@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
-from minbert import DEFAULT_IMPLEMENTATION, IMPLEMENTATION_CHOICES, PRECISIONS, RunFailure, UserError
-from tasks.cli import exit_status
+from minbert import DEFAULT_IMPLEMENTATION, IMPLEMENTATION_CHOICES, PRECISIONS, UserError
+from tasks.cli import run_command
 from tasks.data import DATA_DIR_ENV
 from tasks.encoded import encode_split
 from tasks.evaluation import predict, write_all_predictions
@@ -153,20 +153,16 @@ def score_input(args, device) -> None:
 
 
 def main(argv=None) -> int:
-    try:
-        args = parse_args(argv)
-        device = resolve_device(args.device)
-        with torch.inference_mode():
-            if args.input is not None:
-                score_input(args, device)
-            else:
-                course_predictions(args, device)
-        return 0
-    except (UserError, RunFailure) as e:
-        return exit_status(e)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return run_command(argv, parse_args, run)
+
+
+def run(args) -> None:
+    device = resolve_device(args.device)
+    with torch.inference_mode():
+        if args.input is not None:
+            score_input(args, device)
+        else:
+            course_predictions(args, device)
 
 
 if __name__ == "__main__":

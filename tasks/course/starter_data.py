@@ -20,7 +20,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from minbert.errors import DataError, UserError
+from minbert.errors import DataError
+from tasks.cli import run_command
 from tasks.registry import REGISTRY
 
 BASE_URL = "https://raw.githubusercontent.com/gpoesia/minbert-default-final-project/main/data/"
@@ -154,6 +155,14 @@ def download_course_data(
 
 
 def main(argv=None) -> int:
+    return run_command(argv, parse_args, run)
+
+
+def run(args) -> None:
+    download_course_data(args.dest, timeout=args.timeout, base_url=args.base_url, force=args.force)
+
+
+def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="data/download.py",
         description="Download the CS224N default-project data files (SST, Quora, STS, CFIMDB) "
@@ -166,17 +175,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not args.timeout > 0:
         parser.error("--timeout must be positive")
-    try:
-        download_course_data(
-            args.dest,
-            timeout=args.timeout,
-            base_url=args.base_url,
-            force=args.force,
-        )
-    except UserError as exc:
-        print(f"error: {_one_line(exc)}", file=sys.stderr)
-        return 2
-    return 0
+    return args
 
 
 if __name__ == "__main__":
