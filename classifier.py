@@ -37,7 +37,7 @@ from tasks.data import DATA_DIR_ENV
 from tasks.fileio import atomic_write_bytes, atomic_write_json
 from tasks.inputs import precision_note, prepare
 from tasks.registry import CLASSIFIER_TASKS, REGISTRY
-from tasks.trained.checkpoint_files import CHECKPOINT
+from tasks.saved.checkpoint_files import CHECKPOINT
 from tasks.training import Interrupted, add_optimizer_arg, fit
 
 # Per-mode defaults, chosen so that both modes finish within their CPU budgets with the embedded

@@ -32,8 +32,8 @@ from tasks.heads import task_spec
 from tasks.machine import resolve_device
 from tasks.metrics import overall_score, score
 from tasks.registry import get_task
-from tasks.trained.saved_run import course_inputs, inference_precision, load_trained, run_folders
-from tasks.trained.user_input import STDIN, read_user_file
+from tasks.saved.saved_run import course_inputs, inference_precision, load_trained, run_folders
+from tasks.saved.user_input import STDIN, read_user_file
 
 SPLITS = {"dev": ("dev",), "test": ("test",), "all": ("dev", "test")}
 

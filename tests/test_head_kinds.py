@@ -72,7 +72,7 @@ def test_a_fourth_head_kind_runs_through_every_site(ordinal_task, tiny_model, tm
     assert text == "id\tprediction\na\t0\nb\t0\nc\t3\nd\t4\n"
     with pytest.raises(ValueError, match="not one of"):
         prediction_text("stars", ["a"], [5])
-    from tasks.trained.model_folder import describe_heads
+    from tasks.saved.model_folder import describe_heads
     assert describe_heads(model, {})["tasks"]["stars"]["reads"].endswith(", a class: the score rounded")
 
 
