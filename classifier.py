@@ -41,7 +41,7 @@ from tasks.saved.checkpoint_files import CHECKPOINT
 from tasks.training import Interrupted, add_optimizer_arg, fit
 
 # Per-mode defaults, chosen so that both modes finish within their CPU budgets with the embedded
-# model (docs/measurements/2026-11-23-part1.md): a frozen encoder only runs forward, so `pretrain` affords more epochs.
+# model (docs/measurements/2026-11-23-part1.md): 2 epochs each (the course's 10 are sized for a GPU and bert-base).
 # The head alone trains at the course's constant rate; full fine-tuning takes BERT's warm-up and linear
 # decay, which measured the same as a constant rate on SST (docs/measurements/2026-11-23-part1.md).
 MODE_DEFAULTS = {"pretrain": {"epochs": 2, "lr": 1e-3, "lr_schedule": "constant"},
@@ -50,7 +50,7 @@ RESULTS = "classifier.json"
 
 
 def mode_defaults_text(key: str) -> str:
-    """e.g. '3 for pretrain, 2 for finetune', for --help."""
+    """e.g. '0.001 for pretrain, 5e-05 for finetune', for --help."""
     return ", ".join(f"{d[key]} for {mode}" for mode, d in MODE_DEFAULTS.items())
 
 

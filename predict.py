@@ -30,7 +30,7 @@ from tasks.evaluation import predict, write_all_predictions
 from tasks.fileio import atomic_write_text
 from tasks.heads import task_spec
 from tasks.machine import resolve_device
-from tasks.metrics import overall_score, score
+from tasks.metrics import compute_metric, overall_score
 from tasks.registry import get_task
 from tasks.saved.saved_run import course_inputs, inference_precision, load_trained, run_folders
 from tasks.saved.user_input import STDIN, read_user_file
@@ -101,7 +101,7 @@ def course_predictions(args, device) -> None:
         inputs = course_inputs(trained, args.data_dir or _existing(trained.data_dir), splits, device, precision)
         out = Path(args.out) if args.out else Path(args.run) / "predictions"
         written = write_all_predictions(trained.model, inputs, out, config, show=True, splits=splits)
-        dev = {task: score(get_task(task).metric, values, inputs.data[task]["dev"].labels.tolist())
+        dev = {task: compute_metric(get_task(task).metric, values, inputs.data[task]["dev"].labels.tolist())
                for (task, split), values in written.items() if split == "dev"}
         if dev:
             dev["overall"] = overall_score(dev)

@@ -20,7 +20,7 @@ from minbert import DEFAULT_IMPLEMENTATION, DEFAULT_MODEL, UserError
 
 from .course.submission import course_predictions_dir
 from .data import DATA_DIR_ENV, TASKS
-from .heads import POOLING_ALIASES, TASK_HEADS, canonical_pooling, report_heads_problem
+from .heads import HEAD_DESIGNS, POOLING_ALIASES, canonical_pooling, report_heads_problem
 from .registry import REGISTRY
 from .schedules import SCHEDULES
 from .task_file import declare_tasks
@@ -204,8 +204,8 @@ def validate(c: TrainConfig) -> None:
     for ok, message in checks:
         if not ok:
             raise UserError(message)
-    if c.task_heads not in TASK_HEADS:
-        raise UserError(f"--task-heads must be one of {', '.join(TASK_HEADS)}, got {c.task_heads!r}")
+    if c.task_heads not in HEAD_DESIGNS:
+        raise UserError(f"--task-heads must be one of {', '.join(HEAD_DESIGNS)}, got {c.task_heads!r}")
     problem = report_heads_problem(tasks, c.pair_mode) if c.task_heads == "report" else None
     if problem:
         raise UserError(f"--task-heads report: {problem}")

@@ -4,7 +4,7 @@ A batch for a task is a dict of tensors: in `cross` pair mode (and for SST) one
 sequence (`input_ids`, `token_type_ids`, `attention_mask`); in `siamese` mode
 two sequences, prefixed `a_` and `b_`. Each task's head is of the head kind its
 registry record names (`tasks/head_kinds.py`), in one of two head designs
-(`TASK_HEADS`): this project's (`default`: linear layers) or those of the
+(`HEAD_DESIGNS`): this project's (`default`: linear layers) or those of the
 CS224N report "Freeze Your Layers" (`report`: an MLP for single sentences, a
 bilinear form and a projected cosine for siamese pairs). Heads return raw
 outputs, and `task_spec` turns them into losses, predictions and the
@@ -27,7 +27,7 @@ SEQ_KEYS = ("input_ids", "token_type_ids", "attention_mask")
 # layer over the [CLS] state, what the course's classifier reads), or the raw [CLS] state.
 POOLINGS = ("mean", "pooler", "cls-token")
 POOLING_ALIASES = {"cls": "pooler", "first": "cls-token"}  # the names earlier runs and sweeps recorded
-TASK_HEADS = ("default", "report")  # the head designs (--task-heads)
+HEAD_DESIGNS = ("default", "report")  # the designs of the task heads (--task-heads)
 
 
 def canonical_pooling(name: str) -> str:
@@ -81,8 +81,8 @@ class MultitaskModel(nn.Module):
         super().__init__()
         if pair_mode not in ("cross", "siamese"):
             raise ValueError(f"unknown pair mode {pair_mode!r}")
-        if task_heads not in TASK_HEADS:
-            raise ValueError(f"unknown task heads {task_heads!r}; expected one of {', '.join(TASK_HEADS)}")
+        if task_heads not in HEAD_DESIGNS:
+            raise ValueError(f"unknown task-head design {task_heads!r}; expected one of {', '.join(HEAD_DESIGNS)}")
         if task_heads == "report" and report_heads_problem(tasks, pair_mode):
             raise ValueError(report_heads_problem(tasks, pair_mode))
         self.encoder = encoder
@@ -92,7 +92,7 @@ class MultitaskModel(nn.Module):
         self.task_heads = task_heads
         self.dropout = nn.Dropout(dropout)
         h = encoder.config.hidden_size
-        make = _make_report_head if task_heads == "report" else _make_head
+        make = _report_design_head if task_heads == "report" else _default_design_head
         heads = {}
         for task in self.tasks:
             head = make(get_task(task), h, pair_mode)
@@ -140,7 +140,7 @@ class MultitaskModel(nn.Module):
         return self.heads[task](self.dropout(pair_features(u, v))).squeeze(-1)
 
 
-def _make_head(cfg: TaskConfig, hidden: int, pair_mode: str) -> Optional[nn.Linear]:
+def _default_design_head(cfg: TaskConfig, hidden: int, pair_mode: str) -> Optional[nn.Linear]:
     """A linear layer on the sentence vector; siamese pairs see Sentence-BERT's [u, v, |u-v|, u*v]."""
     siamese_pair = cfg.is_pair and pair_mode == "siamese"
     if cfg.kind.siamese_cosine and siamese_pair:
@@ -193,7 +193,7 @@ class ProjectedCosineHead(nn.Module):
         return F.cosine_similarity(self.first(u), self.second(v), dim=-1)
 
 
-def _make_report_head(cfg: TaskConfig, hidden: int, pair_mode: str) -> nn.Module:
+def _report_design_head(cfg: TaskConfig, hidden: int, pair_mode: str) -> nn.Module:
     """The report's heads: an MLP on one sentence vector; on two (siamese pairs) a bilinear logit, or for a
     score the projected cosine. `report_heads_problem` has ruled out the pairs they cannot serve."""
     if not cfg.is_pair:

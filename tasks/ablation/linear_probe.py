@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..metrics import score
+from ..metrics import compute_metric
 
 PENALTIES = (1e-2, 1e-1, 1.0, 10.0, 100.0, 1e3, 1e4)
 HOLDOUT = 0.2
@@ -87,11 +87,11 @@ def fit_probe(train_x: np.ndarray, train_y: np.ndarray, dev_x: np.ndarray, dev_y
     for penalty in sorted(penalties, reverse=True):  # strongest first: a tie keeps the simpler probe
         probe, converged = _fit(kind, penalty, train_x[kept], train_y[kept], seed)
         all_converged &= converged
-        scores[penalty] = score(metric, probe.predict(train_x[held]), train_y[held])
+        scores[penalty] = compute_metric(metric, probe.predict(train_x[held]), train_y[held])
     best = max(scores, key=lambda p: (scores[p], p))
     probe, converged = _fit(kind, best, train_x, train_y, seed)
     predictions = probe.predict(dev_x)
     iterations = int(np.max(getattr(probe[-1], "n_iter_", 0) or 0))
-    return ProbeFit(dev=score(metric, predictions, dev_y), penalty=best, holdout=scores,
+    return ProbeFit(dev=compute_metric(metric, predictions, dev_y), penalty=best, holdout=scores,
                     converged=all_converged and converged, iterations=iterations, model=probe,
                     dev_predictions=predictions)
