@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import minbert
-from minbert import fast
+from minbert import fast, fast_layers
 from minbert.fast import FastBertModel, TokenLayout
 
 REPO = Path(__file__).resolve().parents[1]
@@ -225,7 +225,7 @@ def test_dropout_drops_at_rate_p_and_scales_kept_values(p, dtype):
     n = 1 << 20
     torch.manual_seed(0)
     x = torch.ones(n, dtype=dtype, requires_grad=True)
-    out = fast.dropout(x, p, training=True)
+    out = fast_layers.dropout(x, p, training=True)
     out.float().sum().backward()
     dropped = out == 0
     # Five binomial standard deviations: a correct kernel fails this once in ~3.5 million seeds.
@@ -240,11 +240,11 @@ def test_dropout_drops_at_rate_p_and_scales_kept_values(p, dtype):
 
 def test_dropout_is_identity_when_off_and_seeded():
     x = torch.randn(1000)
-    assert fast.dropout(x, 0.1, training=False) is x and fast.dropout(x, 0.0, training=True) is x
+    assert fast_layers.dropout(x, 0.1, training=False) is x and fast_layers.dropout(x, 0.0, training=True) is x
     torch.manual_seed(3)
-    a = fast.dropout(x, 0.1, training=True)
+    a = fast_layers.dropout(x, 0.1, training=True)
     torch.manual_seed(3)
-    assert torch.equal(a, fast.dropout(x, 0.1, training=True))
+    assert torch.equal(a, fast_layers.dropout(x, 0.1, training=True))
 
 
 # ------------------------------------------------------------------------------------ selection
@@ -411,7 +411,7 @@ def test_training_hooks_of_the_fast_path():
     optimizer.step()
     assert _holding_cast_weights(fast_model) == cached
 
-    tables = [m for m in fast_model.modules() if isinstance(m, fast.FastEmbedding)]
+    tables = [m for m in fast_model.modules() if isinstance(m, fast_layers.FastEmbedding)]
     assert len(tables) == 3 and all(table.rows_backward for table in tables)
     assert fast_model.prepare_for_data_parallel() is fast_model
     assert not any(table.rows_backward for table in tables)
@@ -439,7 +439,7 @@ def test_the_encoders_hooks_cover_a_multitask_model(task_heads, pair_mode):
 def _embedding_pair(padding_idx=0):
     torch.manual_seed(3)
     reference = torch.nn.Embedding(50, 8, padding_idx=padding_idx)
-    rows = fast.FastEmbedding(50, 8, padding_idx=padding_idx)
+    rows = fast_layers.FastEmbedding(50, 8, padding_idx=padding_idx)
     rows.load_state_dict(reference.state_dict())
     return reference, rows
 
@@ -482,7 +482,7 @@ def test_row_gradient_embedding_adds_into_a_gradient_it_did_not_make_and_steps_a
     with torch.no_grad():
         torch.testing.assert_close(rows(ids), reference(ids))
     rows.train()
-    fast.rows_backward(rows, False)
+    fast_layers.rows_backward(rows, False)
     rows.weight.grad = None
     rows(ids).sum().backward()
     assert "_grad_buffer" not in rows.__dict__ and rows.weight.grad[2, 0] == 2
@@ -498,4 +498,4 @@ def test_fast_model_word_embeddings_gradient_is_reused_between_steps():
             loss_of(model(**batch), batch["attention_mask"]).backward()
         torch.testing.assert_close(fast_model.embeddings.word_embeddings.weight.grad,
                                    reference.embeddings.word_embeddings.weight.grad, rtol=0, atol=FP32_TOL)
-    assert isinstance(fast_model.embeddings.word_embeddings, fast.FastEmbedding)
+    assert isinstance(fast_model.embeddings.word_embeddings, fast_layers.FastEmbedding)
