@@ -23,6 +23,7 @@ import urllib.request
 from minbert.errors import DataError
 from tasks.cli import run_command
 from tasks.registry import REGISTRY
+from tasks.text_files import one_line
 
 BASE_URL = "https://raw.githubusercontent.com/gpoesia/minbert-default-final-project/main/data/"
 
@@ -31,10 +32,6 @@ COURSE_FILES = tuple(name for task in REGISTRY.values() for name in task.files.v
 
 DEFAULT_DEST = pathlib.Path(__file__).resolve().parents[2] / "data"
 _CHUNK = 1 << 16
-
-
-def _one_line(text) -> str:
-    return " ".join(str(text).split())
 
 
 def _resolve_host(host: str, port: int, timeout: float) -> None:
@@ -59,7 +56,7 @@ def _resolve_host(host: str, port: int, timeout: float) -> None:
     if thread.is_alive():
         raise DataError(f"cannot reach {host}: name lookup timed out after {timeout:g} s")
     if "error" in result:
-        raise DataError(f"cannot reach {host}: {_one_line(result['error'])}")
+        raise DataError(f"cannot reach {host}: {one_line(result['error'])}")
 
 
 def _fetch(url: str, target: pathlib.Path, timeout: float) -> int:
@@ -92,13 +89,13 @@ def _fetch(url: str, target: pathlib.Path, timeout: float) -> int:
         tmp_name = None
         return size
     except urllib.error.HTTPError as exc:
-        raise DataError(f"{name}: download from {url} failed: HTTP {exc.code} {_one_line(exc.reason)}") from None
+        raise DataError(f"{name}: download from {url} failed: HTTP {exc.code} {one_line(exc.reason)}") from None
     except urllib.error.URLError as exc:
-        raise DataError(f"{name}: cannot download {url}: {_one_line(exc.reason)}") from None
+        raise DataError(f"{name}: cannot download {url}: {one_line(exc.reason)}") from None
     except (TimeoutError, socket.timeout):
         raise DataError(f"{name}: download from {url} timed out after {timeout:g} s") from None
     except OSError as exc:
-        raise DataError(f"{name}: download from {url} failed: {_one_line(exc)}") from None
+        raise DataError(f"{name}: download from {url} failed: {one_line(exc)}") from None
     finally:
         if tmp_name is not None:
             try:
@@ -129,7 +126,7 @@ def download_course_data(
     try:
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise DataError(f"{dest}: cannot create folder: {_one_line(exc)}") from None
+        raise DataError(f"{dest}: cannot create folder: {one_line(exc)}") from None
 
     todo = [f for f in files if force or not (dest / f).exists()]
     done = [dest / f for f in files if f not in todo]
