@@ -122,8 +122,3 @@ def head_kind(name: str) -> HeadKind:
         return HEAD_KINDS[name]
     except KeyError:
         raise ValueError(f"unknown head kind {name!r}; expected one of {', '.join(HEAD_KINDS)}") from None
-
-
-def metric_names() -> tuple:
-    """Every metric some head kind fits, each once, in declaration order."""
-    return tuple(dict.fromkeys(m for kind in HEAD_KINDS.values() for m in kind.metrics))

@@ -16,12 +16,9 @@ from typing import Mapping, Optional, Union
 
 from minbert.errors import UserError
 
-from .head_kinds import BINARY, CLASSIFY, REGRESS, HeadKind, head_kind, metric_names
+from .head_kinds import BINARY, CLASSIFY, REGRESS, HeadKind, head_kind
 
 SPLITS = ("train", "dev", "test")  # "test" is the course's test-student file
-# The metrics a task may name (tasks/metrics.py computes them; each head kind lists those that fit it): mcc is
-# Matthews correlation, f1 the positive class's (label 1; two classes only), macro_f1 the mean over classes.
-METRIC_NAMES = metric_names()
 PREDICTION_STYLES = ("course", "tsv")
 
 Column = Union[str, int]  # a header's column name, or a 0-based index in a file without a header
@@ -150,10 +147,6 @@ def get_task(name: str) -> TaskConfig:
         return REGISTRY[name]
     except KeyError:
         raise UserError(f"unknown task {name!r}; expected one of {', '.join(REGISTRY)}") from None
-
-
-def task_names() -> tuple:
-    return tuple(REGISTRY)
 
 
 def set_declared_tasks(configs) -> None:

@@ -87,7 +87,8 @@ def test_the_course_kinds_records():
     assert CLASSIFY.probability_columns(sst) == ["p_0", "p_1", "p_2", "p_3", "p_4"]
     assert (BINARY.probability_columns(quora), REGRESS.probability_columns(sts)) == (["p_1"], [])
     assert [k.probe for k in (CLASSIFY, BINARY, REGRESS)] == ["logistic", "logistic", "ridge"]
-    assert registry.METRIC_NAMES == ("accuracy", "mcc", "f1", "macro_f1", "pearson", "spearman")
+    assert [k.metrics for k in (CLASSIFY, BINARY, REGRESS)] == [("accuracy", "mcc", "f1", "macro_f1")] * 2 + [
+        ("pearson", "spearman")]
     assert REGRESS.output_note(sts) == ", score 5.0 * sigmoid(logit)"
     with pytest.raises(ValueError, match="unknown head kind 'multi'"):
         head_kinds.head_kind("multi")
