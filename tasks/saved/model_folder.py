@@ -24,7 +24,7 @@ from ..registry import get_task
 from .model_card import model_card
 
 MODEL_DIR = "model"
-HEADS = "heads.safetensors"
+HEADS_FILE = "heads.safetensors"
 TASKS_JSON = "tasks.json"
 FORMAT = 1
 # The options a head needs besides its weights (TrainConfig names), recorded in tasks.json.
@@ -38,7 +38,7 @@ def export_model(folder, model: MultitaskModel, record: dict, result: dict, toke
     ("best" or "final") the exported weights earned."""
     folder = Path(folder)
     save_pretrained(model.encoder, folder, tokenizer_folder, atomic_write_bytes)
-    atomic_write_bytes(folder / HEADS, safetensors_of(model.heads))
+    atomic_write_bytes(folder / HEADS_FILE, safetensors_of(model.heads))
     description = describe_heads(model, record.get("max_length") or {})
     siamese = model.pair_mode == "siamese"
     if siamese:
@@ -47,7 +47,7 @@ def export_model(folder, model: MultitaskModel, record: dict, result: dict, toke
     atomic_write_text(folder / "README.md", model_card(record, result, description["tasks"], siamese))
     arguments = record.get("arguments") or {}
     atomic_write_json(folder / TASKS_JSON, {
-        "format": FORMAT, "made_by": "minbert-multitask", "encoder": "model.safetensors", "heads": HEADS,
+        "format": FORMAT, "made_by": "minbert-multitask", "encoder": "model.safetensors", "heads": HEADS_FILE,
         "options": {k: arguments.get(k) for k in HEAD_OPTIONS}, **description, "dev": result.get(scores)})
     return folder
 
