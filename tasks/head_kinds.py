@@ -39,7 +39,7 @@ class Reading:
 class HeadKind:
     """What a head kind is, from the labels in a task's files to the columns of `predict.py --input`."""
     name: str                  # as task records, config.json, tasks.json and the model card write it
-    word: str                  # the kind in a sentence: "a classification task"
+    word: str                  # the kind in a sentence: "a {word} task" (a declared task's metric error)
     label_dtype: torch.dtype   # of the labels tensor a split is encoded with
     integer_labels: bool       # a label is a class number (a file's "3.0" is read as 3, "3.5" refused)
     has_classes: bool          # the task gives num_classes, and the head has one output per class
