@@ -29,19 +29,19 @@ import sys
 import time
 from pathlib import Path
 
-from minbert import DEFAULT_MODEL, IMPLEMENTATION_CHOICES, PRECISIONS, RunFailure, UserError
-from tasks.cli import exit_status
+from minbert import DEFAULT_IMPLEMENTATION, DEFAULT_MODEL, IMPLEMENTATION_CHOICES, PRECISIONS, UserError
+from tasks.cli import run_command
 from tasks.config import TrainConfig, parse_tasks, validate, with_environment
 from tasks.course.submission import PART1_MODES, PREDICTIONS_DIR_ENV, course_predictions_dir, publish_predictions
 from tasks.data import DATA_DIR_ENV
 from tasks.fileio import atomic_write_bytes, atomic_write_json
 from tasks.inputs import precision_note, prepare
 from tasks.registry import CLASSIFIER_TASKS, REGISTRY
-from tasks.trained.checkpoint_files import CHECKPOINT
+from tasks.saved.checkpoint_files import CHECKPOINT
 from tasks.training import Interrupted, add_optimizer_arg, fit
 
 # Per-mode defaults, chosen so that both modes finish within their CPU budgets with the embedded
-# model (docs/measurements/2026-11-23-part1.md): a frozen encoder only runs forward, so `pretrain` affords more epochs.
+# model (docs/measurements/2026-11-23-part1.md): 2 epochs each (the course's 10 are sized for a GPU and bert-base).
 # The head alone trains at the course's constant rate; full fine-tuning takes BERT's warm-up and linear
 # decay, which measured the same as a constant rate on SST (docs/measurements/2026-11-23-part1.md).
 MODE_DEFAULTS = {"pretrain": {"epochs": 2, "lr": 1e-3, "lr_schedule": "constant"},
@@ -50,7 +50,7 @@ RESULTS = "classifier.json"
 
 
 def mode_defaults_text(key: str) -> str:
-    """e.g. '3 for pretrain, 2 for finetune', for --help."""
+    """e.g. '0.001 for pretrain, 5e-05 for finetune', for --help."""
     return ", ".join(f"{d[key]} for {mode}" for mode, d in MODE_DEFAULTS.items())
 
 
@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "where the device computes it natively, else fp16 on a GPU with tensor cores, else fp32 "
                            "(default: %(default)s)")
     ours.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:1 ... (default: auto)")
-    ours.add_argument("--implementation", choices=IMPLEMENTATION_CHOICES, default="auto",
+    ours.add_argument("--implementation", choices=IMPLEMENTATION_CHOICES, default=DEFAULT_IMPLEMENTATION,
                       help="fast (minbert/fast.py) or reference (minbert/model.py, SDPA attention); auto = fast "
                            "on a CPU, the reference on a GPU (default: %(default)s)")
     ours.add_argument("--max-length", type=int, default=None,
@@ -190,32 +190,32 @@ def run_task(args, task: str) -> dict:
 
 
 def main(argv=None) -> int:
-    args = None
-    try:
-        args = parse_args(argv)
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        record = {"command": sys.argv, "arguments": {k: v for k, v in vars(args).items() if k != "task_list"},
-                  "tasks": {}}
+    return run_command(argv, parse_args, run, stops=(Interrupted,), interrupted=_how_to_resume)
+
+
+def run(args) -> None:
+    """Each task's run in turn, then the dev accuracies and the prediction files in one folder."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    record = {"command": sys.argv, "arguments": {k: v for k, v in vars(args).items() if k != "task_list"},
+              "tasks": {}}
+    atomic_write_json(out / RESULTS, record)
+    for task in args.task_list:
+        result = run_task(args, task)
+        record["tasks"][task] = {"dev_accuracy": result["best"][task], "best_epoch": result["best_epoch"],
+                                 "final_dev_accuracy": result["final"][task], "run": str(out / task)}
         atomic_write_json(out / RESULTS, record)
-        for task in args.task_list:
-            result = run_task(args, task)
-            record["tasks"][task] = {"dev_accuracy": result["best"][task], "best_epoch": result["best_epoch"],
-                                     "final_dev_accuracy": result["final"][task], "run": str(out / task)}
-            atomic_write_json(out / RESULTS, record)
-        predictions = [p for task in args.task_list for p in sorted((out / task / "predictions").glob("*.csv"))]
-        if args.ignored_out is not None:
-            print(f"--dev_out/--test_out ignored, as the course's 2023 classifier.py ignores them: the files are "
-                  f"{args.prefix}-<task>-<split>-out.csv", file=sys.stderr)
-        for line in _summary(args, record, predictions):
-            print(line)
-        return 0
-    except (UserError, RunFailure, Interrupted) as e:
-        return exit_status(e)
-    except KeyboardInterrupt:
-        resumable = args is not None and Path(args.out, RESULTS).exists()
-        print("interrupted" + (f"; resume with --resume {args.out}" if resumable else ""), file=sys.stderr)
-        return 130
+    predictions = [p for task in args.task_list for p in sorted((out / task / "predictions").glob("*.csv"))]
+    if args.ignored_out is not None:
+        print(f"--dev_out/--test_out ignored, as the course's 2023 classifier.py ignores them: the files are "
+              f"{args.prefix}-<task>-<split>-out.csv", file=sys.stderr)
+    for line in _summary(args, record, predictions):
+        print(line)
+
+
+def _how_to_resume(args) -> str:
+    resumable = args is not None and Path(args.out, RESULTS).exists()
+    return "interrupted" + (f"; resume with --resume {args.out}" if resumable else "")
 
 
 def _summary(args, record, predictions) -> list:

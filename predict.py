@@ -22,18 +22,18 @@ from pathlib import Path
 
 import torch
 
-from minbert import IMPLEMENTATION_CHOICES, PRECISIONS, RunFailure, UserError
-from tasks.cli import exit_status
+from minbert import DEFAULT_IMPLEMENTATION, IMPLEMENTATION_CHOICES, PRECISIONS, UserError
+from tasks.cli import run_command
 from tasks.data import DATA_DIR_ENV
 from tasks.encoded import encode_split
 from tasks.evaluation import predict, write_all_predictions
 from tasks.fileio import atomic_write_text
 from tasks.heads import task_spec
 from tasks.machine import resolve_device
-from tasks.metrics import overall_score, score
+from tasks.metrics import compute_metric, overall_score
 from tasks.registry import get_task
-from tasks.trained.saved_run import course_inputs, inference_precision, load_trained, run_folders
-from tasks.trained.user_input import STDIN, read_user_file
+from tasks.saved.saved_run import course_inputs, inference_precision, load_trained, run_folders
+from tasks.saved.user_input import STDIN, read_user_file
 
 SPLITS = {"dev": ("dev",), "test": ("test",), "all": ("dev", "test")}
 
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     compute.add_argument("--precision", choices=PRECISIONS, default="auto",
                          help="auto: the run's own precision where this device computes it natively (the run's "
                               "prediction files come out the same), else fp32 (default: %(default)s)")
-    compute.add_argument("--implementation", choices=IMPLEMENTATION_CHOICES, default="auto",
+    compute.add_argument("--implementation", choices=IMPLEMENTATION_CHOICES, default=DEFAULT_IMPLEMENTATION,
                          help="fast: minbert/fast.py; reference: minbert/model.py (SDPA attention); auto = fast on "
                               "a CPU, the reference on a GPU (default: %(default)s)")
     compute.add_argument("--batch-size", type=int, default=None,
@@ -101,7 +101,7 @@ def course_predictions(args, device) -> None:
         inputs = course_inputs(trained, args.data_dir or _existing(trained.data_dir), splits, device, precision)
         out = Path(args.out) if args.out else Path(args.run) / "predictions"
         written = write_all_predictions(trained.model, inputs, out, config, show=True, splits=splits)
-        dev = {task: score(get_task(task).metric, values, inputs.data[task]["dev"].labels.tolist())
+        dev = {task: compute_metric(get_task(task).metric, values, inputs.data[task]["dev"].labels.tolist())
                for (task, split), values in written.items() if split == "dev"}
         if dev:
             dev["overall"] = overall_score(dev)
@@ -126,13 +126,12 @@ def score_input(args, device) -> None:
     rows = read_user_file(args.input, args.task, columns)
     cfg, spec = get_task(args.task), task_spec(args.task, trained.config.pair_mode, trained.config.task_heads)
     part = encode_split(rows, trained.tokenizer, trained.config.pair_mode, trained.max_lengths[args.task])
-    if cfg.head == "regress":
-        header = ["score"]
+    header = [cfg.kind.prediction_column, *cfg.kind.probability_columns(cfg)]
+    if spec.probabilities is None:  # a score
 
         def values(outputs):
             return spec.predict(outputs)[:, None]
-    else:  # the class, then each class's probability (a binary head: P(1))
-        header = ["prediction"] + [f"p_{c}" for c in (range(cfg.num_classes) if cfg.head == "classify" else (1,))]
+    else:  # the class, then each class's probability (one logit: P(1))
 
         def values(outputs):
             probabilities = spec.probabilities(outputs).reshape(len(outputs), -1)
@@ -141,10 +140,10 @@ def score_input(args, device) -> None:
                     inference_precision(args.precision, trained, device), label=f"scoring {args.task}", values=values)
     lines = ["\t".join(["id", *header])]
     for example_id, row in zip(part.ids, found):
-        if cfg.head == "regress":
-            shown = [f"{v:.4f}" for v in row]
-        else:
+        if cfg.kind.integer_labels:
             shown = [str(int(row[0]))] + [f"{p:.4f}" for p in row[1:]]
+        else:
+            shown = [f"{v:.4f}" for v in row]
         lines.append("\t".join([example_id, *shown]))
     text = "\n".join(lines) + "\n"
     if args.out and args.out != STDIN:
@@ -154,20 +153,16 @@ def score_input(args, device) -> None:
 
 
 def main(argv=None) -> int:
-    try:
-        args = parse_args(argv)
-        device = resolve_device(args.device)
-        with torch.inference_mode():
-            if args.input is not None:
-                score_input(args, device)
-            else:
-                course_predictions(args, device)
-        return 0
-    except (UserError, RunFailure) as e:
-        return exit_status(e)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return run_command(argv, parse_args, run)
+
+
+def run(args) -> None:
+    device = resolve_device(args.device)
+    with torch.inference_mode():
+        if args.input is not None:
+            score_input(args, device)
+        else:
+            course_predictions(args, device)
 
 
 if __name__ == "__main__":

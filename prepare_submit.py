@@ -25,8 +25,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from minbert import UserError
-from tasks.cli import exit_status
+from tasks.cli import run_command
 from tasks.course.provenance import REFUSALS, parse_allow
 from tasks.course.submission import (
     PREDICTIONS_DIR_ENV,
@@ -53,18 +52,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    return run_command(argv, build_parser().parse_args, run)
+
+
+def run(args) -> int:
     folder = course_predictions_dir(args.predictions_dir or None)
     try:
         path, names, table, warnings = make_submission(args.out, REPO, folder, parse_allow(args.allow))
-    except SubmissionRefused as e:
+    except SubmissionRefused as e:  # every problem on its own line, under the table of what was found
         print("\n".join(e.table))
         for line in e.lines:
             print(f"error: {line}", file=sys.stderr)
         print(f"error: {len(e.lines)} problems; no zip written", file=sys.stderr)
         return 2
-    except UserError as e:
-        return exit_status(e)
     print("\n".join(table))
     for name in names:
         print(f"  {name}")

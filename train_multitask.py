@@ -33,7 +33,7 @@ from tasks.course.submission import (
 )
 from tasks.distributed import SINGLE, barrier, broadcast_from_main, init_world, shutdown
 from tasks.inputs import precision_note, prepare
-from tasks.trained.checkpoint_files import CHECKPOINT, no_checkpoint_error
+from tasks.saved.checkpoint_files import CHECKPOINT, no_checkpoint_error
 from tasks.training import Interrupted, RunFolder, add_training_args, fit
 
 REPO = Path(__file__).resolve().parent

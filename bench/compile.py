@@ -70,7 +70,7 @@ def between_attentions(y, x, so, inter, out, keep1, keep2, scale, p, training, a
 
 def compiled_layer_forward(layer, region, eager_mask: bool, approximate: str, rows_seen: set):
     """A `BertLayer.forward` for the fast path whose work after attention runs in `region`."""
-    from minbert.fast import _keep_mask
+    from minbert.fast_layers import keep_mask
     so, inter, out = layer.attention.output, layer.intermediate, layer.output
 
     def forward(x, layout, output_attentions=False):
@@ -80,8 +80,8 @@ def compiled_layer_forward(layer, region, eager_mask: bool, approximate: str, ro
         keep1 = keep2 = None
         scale = 1.0
         if eager_mask and training and p > 0:
-            keep1, kept = _keep_mask(x.shape, p, x.dtype, x.device)
-            keep2, _ = _keep_mask(x.shape, p, x.dtype, x.device)
+            keep1, kept = keep_mask(x.shape, p, x.dtype, x.device)
+            keep2, _ = keep_mask(x.shape, p, x.dtype, x.device)
             scale = 1.0 / kept
         x = region(y, x, (so.dense.weight, so.dense.bias, so.LayerNorm.weight, so.LayerNorm.bias, so.LayerNorm.eps),
                    (inter.dense.weight, inter.dense.bias),

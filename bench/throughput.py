@@ -93,7 +93,7 @@ def head_classes(task: str) -> int:
     every task runs the same loss.
     """
     cfg = get_task(task)
-    return cfg.num_classes if cfg.head == "classify" else 2
+    return cfg.num_classes if cfg.kind.has_classes else 2
 
 
 def trainer_sampler() -> str:

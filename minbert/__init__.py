@@ -2,7 +2,7 @@
 from .adamw import AdamW
 from .build import IMPLEMENTATION_CHOICES, build_model, resolve_implementation
 from .clip import clip_grad_norm_
-from .config import BertConfig
+from .config import DEFAULT_IMPLEMENTATION, BertConfig
 from .edits import (
     REINIT_POLICIES,
     freeze_encoder,
@@ -26,4 +26,4 @@ __all__ = ["AdamW", "clip_grad_norm_", "BertConfig", "BertModel", "EncoderOutput
            "from_pretrained", "resolve", "REINIT_POLICIES", "freeze_encoder", "freeze_until", "permute_layers",
            "reinit_embeddings", "reinit_heads", "reinit_layers", "reinit_layers_from", "set_dropout",
            "truncate_layers", "Tokenizer", "PRECISIONS", "native", "native_bf16", "native_fp16", "resolve_precision",
-           "IMPLEMENTATION_CHOICES", "resolve_implementation"]
+           "DEFAULT_IMPLEMENTATION", "IMPLEMENTATION_CHOICES", "resolve_implementation"]

@@ -4,8 +4,9 @@
 are made here (and through `from_pretrained`, which calls `build_model`), so that nothing else,
 the reference least of all, needs to import the fast path.
 
-`auto` is the fast path on a CPU, where it is measured faster (docs/speed.md), and the reference
-elsewhere: the fast path's token regrouping synchronises host and device several times a forward
+`auto`, the default of every builder and command line (`DEFAULT_IMPLEMENTATION`, declared once beside
+the choices in config.py), is the fast path on a CPU, where it is measured faster (docs/speed.md),
+and the reference elsewhere: the fast path's token regrouping synchronises host and device several times a forward
 and its block sizes are tuned for oneDNN, and it has not been benchmarked on a GPU, whereas the
 reference's attention is torch's fused `scaled_dot_product_attention` on CUDA.
 """

@@ -9,6 +9,11 @@ from pathlib import Path
 
 from .errors import CheckpointError, read_json
 
+IMPLEMENTATIONS = ("auto", "fast", "reference")
+# The one default of every model builder and command line (--implementation): `auto`, which `build.py` resolves
+# to the fast path on a CPU and the reference elsewhere.
+DEFAULT_IMPLEMENTATION = "auto"
+
 
 @dataclass
 class BertConfig:
@@ -29,7 +34,7 @@ class BertConfig:
     # skipped, cheaper dropout, cast-once evaluation weights), "reference" (model.py: plain padded BERT,
     # SDPA attention) or "auto" (build.py: fast on a CPU, else the reference). `build_model` and
     # `from_pretrained` read it; `BertModel(config)` is the reference whatever it says.
-    implementation: str = "fast"
+    implementation: str = DEFAULT_IMPLEMENTATION
 
     def __post_init__(self):
         if self.hidden_size % self.num_attention_heads:
@@ -67,4 +72,3 @@ class BertConfig:
 
 
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
-IMPLEMENTATIONS = ("auto", "fast", "reference")

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from .build import build_model, resolve_implementation
-from .config import BertConfig
+from .config import DEFAULT_IMPLEMENTATION, BertConfig
 from .errors import CheckpointError
 from .model import BertModel
 
@@ -159,11 +159,11 @@ def load_into(model: BertModel, state: dict, origin: str) -> list[str]:
 
 
 def from_pretrained(name_or_path: str = "minilm", fallback_to_embedded: bool = False,
-                    implementation: str = "fast", device="cpu") -> BertModel:
+                    implementation: str = DEFAULT_IMPLEMENTATION, device="cpu") -> BertModel:
     """Load a BERT checkpoint (on the CPU); the returned model's `.source` records what was loaded.
 
-    `implementation`: "fast" (fast.py), "reference" (model.py) or "auto" (the one for `device`, where the
-    model will run), see `BertConfig` and `build_model`.
+    `implementation`: "fast" (fast.py), "reference" (model.py) or "auto" (the default: the one for `device`,
+    where the model will run), see `BertConfig` and `build_model`.
     """
     folder, how = resolve(str(name_or_path), fallback_to_embedded)
     config = replace(BertConfig.from_json(folder / "config.json"),

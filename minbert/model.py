@@ -7,8 +7,8 @@
     pool     tanh(W h_[CLS] + b)                                        BertPooler
 
 `BertModel(config)` is always this reference, and this file imports nothing of any other
-implementation. `minbert.build_model` and `from_pretrained` (`build.py`) give by default the fast
-path of `fast.py` over it (`BertConfig.implementation`; `auto`: on a CPU only): these modules and
+implementation. `minbert.build_model` and `from_pretrained` (`build.py`) give by default, on a CPU, the fast
+path of `fast.py` over it (`BertConfig.implementation`, `auto` by default): these modules and
 parameters with faster forwards, tested against this file (tests/test_fast_path.py). Names mirror
 Hugging Face's checkpoint keys (`encoder.layer.3.attention.self.query.weight`), so loading is a
 near-identity mapping (`loading.py`). Shapes: B batch, T tokens, hidden = heads * head_size.

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
-from minbert import DEFAULT_MODEL, UserError
+from minbert import DEFAULT_IMPLEMENTATION, DEFAULT_MODEL, UserError
 
 from .course.submission import course_predictions_dir
 from .data import DATA_DIR_ENV, TASKS
-from .heads import POOLING_ALIASES, TASK_HEADS, canonical_pooling, report_heads_problem
+from .heads import HEAD_DESIGNS, POOLING_ALIASES, canonical_pooling, report_heads_problem
 from .registry import REGISTRY
+from .schedules import SCHEDULES
 from .task_file import declare_tasks
 
 # The paper's momentum schedule for the EMA (proximal) copy: 0.99 for the first 10% of the
@@ -97,7 +98,7 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     precision: str = "auto"                   # as asked for; RunInputs.precision is the one used
     device: str = "auto"
-    implementation: str = "auto"              # as asked for; the encoder's config holds the one it runs
+    implementation: str = DEFAULT_IMPLEMENTATION  # as asked for; the encoder's config holds the one it runs
     dropout: Optional[float] = None
     skip_nonfinite: bool = False
     # SMART
@@ -180,7 +181,7 @@ def validate(c: TrainConfig) -> None:
     tasks = parse_tasks(c.tasks)
     checks = [
         (c.lr > 0, f"--lr must be > 0, got {c.lr}"),
-        (c.lr_schedule in ("linear", "constant"), f"--lr-schedule must be linear or constant, got {c.lr_schedule!r}"),
+        (c.lr_schedule in SCHEDULES, f"--lr-schedule must be one of {', '.join(SCHEDULES)}, got {c.lr_schedule!r}"),
         (0 < c.data_fraction <= 1, f"--data-fraction must be in (0, 1], got {c.data_fraction}"),
         (c.epochs >= 1, f"--epochs must be >= 1, got {c.epochs}"),
         (c.max_steps is None or c.max_steps >= 1, f"--max-steps must be >= 1, got {c.max_steps}"),
@@ -203,8 +204,8 @@ def validate(c: TrainConfig) -> None:
     for ok, message in checks:
         if not ok:
             raise UserError(message)
-    if c.task_heads not in TASK_HEADS:
-        raise UserError(f"--task-heads must be one of {', '.join(TASK_HEADS)}, got {c.task_heads!r}")
+    if c.task_heads not in HEAD_DESIGNS:
+        raise UserError(f"--task-heads must be one of {', '.join(HEAD_DESIGNS)}, got {c.task_heads!r}")
     problem = report_heads_problem(tasks, c.pair_mode) if c.task_heads == "report" else None
     if problem:
         raise UserError(f"--task-heads report: {problem}")

@@ -19,9 +19,7 @@ starts with the file name.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import math
 import os
 import pathlib
@@ -29,11 +27,12 @@ import random
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 from minbert.errors import DataError
 
 from .registry import MULTITASK_TASKS, REGISTRY, SPLITS, Layout, TaskConfig
+from .text_files import decode, one_line, records, separated, show
 
 TASKS = MULTITASK_TASKS  # the default task set of train_multitask.py
 DATA_DIR_ENV = "MINBERT_DATA_DIR"
@@ -118,18 +117,6 @@ def _default_warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
-def _one_line(text) -> str:
-    """Collapse any line breaks so a message stays on one line."""
-    return " ".join(str(text).split())
-
-
-def _show(value: str, limit: int = 30) -> str:
-    value = _one_line(value)
-    if len(value) > limit:
-        value = value[:limit] + "..."
-    return repr(value)
-
-
 def _lines_text(lines: list[int], total: int) -> str:
     text = ", ".join(str(n) for n in lines)
     return text + (", ..." if total > len(lines) else "")
@@ -137,21 +124,6 @@ def _lines_text(lines: list[int], total: int) -> str:
 
 def _reasons_text(skipped: dict[str, int]) -> str:
     return ", ".join(f"{reason}: {count}" for reason, count in skipped.items())
-
-
-def _decode(name: str, raw: bytes) -> str:
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        start = 3 if raw.startswith(b"\xef\xbb\xbf") else 0
-        offset = exc.start + start
-        line = raw.count(b"\n", 0, offset) + 1
-        raise DataError(
-            f"{name}: not UTF-8 text (invalid byte 0x{raw[offset]:02x} at byte offset "
-            f"{offset}, line {line}); is this the right file?"
-        ) from None
-    # Universal newlines, as `open(path)` gives the course's reader.
-    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _column_name(column) -> str:
@@ -175,7 +147,7 @@ def _parse_label(raw: str | None, spec: TaskConfig):
         return None, "non-numeric label"
     if not math.isfinite(value):
         return None, "non-finite label"
-    if spec.integer_labels:
+    if spec.kind.integer_labels:
         if value != int(value):
             return None, "non-integer label"
         value = int(value)
@@ -186,10 +158,10 @@ def _parse_label(raw: str | None, spec: TaskConfig):
 
 
 def _header_error(name: str, task: str, spec: TaskConfig, header: list[str], missing: list[str]) -> DataError:
-    shown = ", ".join(_show(h, 20) for h in header[:8])
+    shown = ", ".join(show(h, 20) for h in header[:8])
     if len(header) > 8:
         shown += ", ..."
-    hint = f"is it {_separated(spec.delimiter)}?" if len(header) <= 1 else f"is this the right {task} file?"
+    hint = f"is it {separated(spec.delimiter)}?" if len(header) <= 1 else f"is this the right {task} file?"
     return DataError(
         f"{name}: line 1: header lacks column(s) {', '.join(missing)} needed for "
         f"{task} (found: {shown}); {hint}"
@@ -213,11 +185,11 @@ def read_split(data_dir, task, split, strict=False, warn=None) -> Dataset | None
     if raw is None:
         return None
     name = path.name
-    text = _decode(name, raw)
+    text = decode(name, raw)
     if not text.strip():
         raise DataError(f"{name}: empty file ({len(raw)} bytes); is this the right file?")
     layout = spec.layout(split)
-    rows = _records(name, text, spec.delimiter, spec.quoting)
+    rows = records(name, text, spec.delimiter, spec.quoting)
     if layout.header:
         columns = _columns(name, task, spec, layout, split, next(rows, None), len(raw))
     else:
@@ -255,32 +227,7 @@ def _read_bytes(path: pathlib.Path, spec: TaskConfig, split: str, warn: Callable
     try:
         return path.read_bytes()
     except OSError as exc:
-        raise DataError(f"{name}: cannot read {path}: {_one_line(exc.strerror or exc)}") from None
-
-
-def _records(name: str, text: str, delimiter: str = "\t", quoting: bool = True) -> Iterator[tuple[int, list[str]]]:
-    """(line where it starts, fields) of every non-blank record, as the course's csv reading splits them (or,
-    for a declared task, with its delimiter and quoting)."""
-    quote_rules = {} if quoting else {"quoting": csv.QUOTE_NONE, "quotechar": None}
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, **quote_rules)
-    line_before = 0
-    while True:
-        start = line_before + 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            raise DataError(
-                f"{name}: line {start}: cannot parse as {_separated(delimiter)} CSV ({_one_line(exc)})"
-            ) from None
-        line_before = reader.line_num
-        if row:  # a blank line; csv.DictReader skips these too
-            yield start, row
-
-
-def _separated(delimiter: str) -> str:
-    return {"\t": "tab", ",": "comma"}.get(delimiter, repr(delimiter)) + "-separated"
+        raise DataError(f"{name}: cannot read {path}: {one_line(exc.strerror or exc)}") from None
 
 
 def _wanted_columns(layout: Layout, split: str) -> list:
@@ -370,7 +317,7 @@ def _parse_row(row, columns, spec: TaskConfig, layout: Layout, split: str, line:
         raw = get(layout.label_column)
         label, reason = _parse_label(raw, spec)
         if reason is not None:
-            return (reason, f"{reason} {_column_name(layout.label_column)}={_show(raw)}"), None
+            return (reason, f"{reason} {_column_name(layout.label_column)}={show(raw)}"), None
 
     # Lower-cased as the course's readers do, so prediction files carry the ids its grader keys on.
     ident = str(index) if layout.id_column is None else get(layout.id_column).strip().lower()
@@ -385,7 +332,7 @@ def _parse_row(row, columns, spec: TaskConfig, layout: Layout, split: str, line:
         sentences.append(value)
 
     if ident in seen_ids:
-        return ("duplicate id", f"duplicate id {_show(ident)}"), None
+        return ("duplicate id", f"duplicate id {show(ident)}"), None
 
     b = sentences[1] if len(sentences) > 1 else None
     return None, Example(id=ident, a=sentences[0], b=b, label=label, line=line)

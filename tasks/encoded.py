@@ -48,7 +48,7 @@ def encode_split(dataset: Dataset, tokenizer: Tokenizer, pair_mode: str,
     labels = None
     if examples and examples[0].label is not None:
         labels = torch.tensor([e.label for e in examples],
-                              dtype=torch.long if cfg.head == "classify" else torch.float32)
+                              dtype=cfg.kind.label_dtype)
     return EncodedSplit(dataset.task, [e.id for e in examples], encodings, labels,
                         [max(len(x.ids) for x in enc) for enc in encodings])
 

@@ -16,7 +16,7 @@ from .encoded import EncodedSplit, make_batch
 from .heads import MultitaskModel, task_spec
 from .inputs import RunInputs
 from .machine import autocast
-from .metrics import overall_score, raw_mean_score, score
+from .metrics import compute_metric, overall_score, raw_mean_score
 from .registry import get_task
 
 
@@ -68,7 +68,7 @@ def evaluate(model, inputs: RunInputs, batch_size: int, split: str = "dev", show
                         label=f"{split} {task}" if show else None)
         if predictions is not None:
             predictions[task, split] = preds
-        metrics[task] = score(get_task(task).metric, preds, part.labels.tolist())
+        metrics[task] = compute_metric(get_task(task).metric, preds, part.labels.tolist())
     by_task = dict(metrics)
     metrics["overall"] = overall_score(by_task)        # the course's, which picks the best evaluation
     metrics["overall_raw"] = raw_mean_score(by_task)   # the report "Freeze Your Layers"'s, to compare with its table

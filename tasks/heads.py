@@ -2,13 +2,13 @@
 
 A batch for a task is a dict of tensors: in `cross` pair mode (and for SST) one
 sequence (`input_ids`, `token_type_ids`, `attention_mask`); in `siamese` mode
-two sequences, prefixed `a_` and `b_`. Each task's head is the kind its
-registry record names (`tasks/registry.py`), in one of two designs
-(`TASK_HEADS`): this project's (`default`: linear layers) or those of the
+two sequences, prefixed `a_` and `b_`. Each task's head is of the head kind its
+registry record names (`tasks/head_kinds.py`), in one of two head designs
+(`HEAD_DESIGNS`): this project's (`default`: linear layers) or those of the
 CS224N report "Freeze Your Layers" (`report`: an MLP for single sentences, a
 bilinear form and a projected cosine for siamese pairs). Heads return raw
 outputs, and `task_spec` turns them into losses, predictions and the
-divergences SMART needs.
+divergences SMART needs, as the head kind's record says.
 """
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -19,6 +19,7 @@ from torch import nn
 
 from minbert import BertModel
 
+from .head_kinds import Reading
 from .registry import MULTITASK_TASKS, TaskConfig, get_task
 
 SEQ_KEYS = ("input_ids", "token_type_ids", "attention_mask")
@@ -26,7 +27,7 @@ SEQ_KEYS = ("input_ids", "token_type_ids", "attention_mask")
 # layer over the [CLS] state, what the course's classifier reads), or the raw [CLS] state.
 POOLINGS = ("mean", "pooler", "cls-token")
 POOLING_ALIASES = {"cls": "pooler", "first": "cls-token"}  # the names earlier runs and sweeps recorded
-TASK_HEADS = ("default", "report")
+HEAD_DESIGNS = ("default", "report")  # the designs of the task heads (--task-heads)
 
 
 def canonical_pooling(name: str) -> str:
@@ -61,7 +62,7 @@ def report_heads_problem(tasks, pair_mode: str) -> Optional[str]:
     """Why the report's heads cannot serve these tasks in this pair mode, or None."""
     for task in tasks:
         cfg = get_task(task)
-        if cfg.is_pair and cfg.head == "classify":
+        if cfg.is_pair and cfg.kind.report_pair_head is None:
             return f"the report has no head for {task}, a sentence-pair task with {cfg.num_classes} classes"
         if cfg.is_pair and pair_mode != "siamese":
             return (f"the report's head for {task} compares two sentence vectors: add --pair-mode siamese "
@@ -80,8 +81,8 @@ class MultitaskModel(nn.Module):
         super().__init__()
         if pair_mode not in ("cross", "siamese"):
             raise ValueError(f"unknown pair mode {pair_mode!r}")
-        if task_heads not in TASK_HEADS:
-            raise ValueError(f"unknown task heads {task_heads!r}; expected one of {', '.join(TASK_HEADS)}")
+        if task_heads not in HEAD_DESIGNS:
+            raise ValueError(f"unknown task-head design {task_heads!r}; expected one of {', '.join(HEAD_DESIGNS)}")
         if task_heads == "report" and report_heads_problem(tasks, pair_mode):
             raise ValueError(report_heads_problem(tasks, pair_mode))
         self.encoder = encoder
@@ -91,7 +92,7 @@ class MultitaskModel(nn.Module):
         self.task_heads = task_heads
         self.dropout = nn.Dropout(dropout)
         h = encoder.config.hidden_size
-        make = _make_report_head if task_heads == "report" else _make_head
+        make = _report_design_head if task_heads == "report" else _default_design_head
         heads = {}
         for task in self.tasks:
             head = make(get_task(task), h, pair_mode)
@@ -134,18 +135,18 @@ class MultitaskModel(nn.Module):
                                        attention_mask=s["attention_mask"],
                                        token_type_ids=s["token_type_ids"], inputs_embeds=e).last_hidden_state,
                           s["attention_mask"]) for s, e in zip(seqs, embeds))
-        if get_task(task).head == "regress":
+        if get_task(task).kind.siamese_cosine:
             return F.cosine_similarity(u, v, dim=-1)
         return self.heads[task](self.dropout(pair_features(u, v))).squeeze(-1)
 
 
-def _make_head(cfg: TaskConfig, hidden: int, pair_mode: str) -> Optional[nn.Linear]:
+def _default_design_head(cfg: TaskConfig, hidden: int, pair_mode: str) -> Optional[nn.Linear]:
     """A linear layer on the sentence vector; siamese pairs see Sentence-BERT's [u, v, |u-v|, u*v]."""
     siamese_pair = cfg.is_pair and pair_mode == "siamese"
-    if cfg.head == "regress" and siamese_pair:
+    if cfg.kind.siamese_cosine and siamese_pair:
         return None  # the score is the cosine itself: no parameters
     width = 4 * hidden if siamese_pair else hidden
-    return nn.Linear(width, cfg.num_classes if cfg.head == "classify" else 1)
+    return nn.Linear(width, cfg.kind.outputs(cfg))
 
 
 class MLPHead(nn.Sequential):
@@ -192,22 +193,15 @@ class ProjectedCosineHead(nn.Module):
         return F.cosine_similarity(self.first(u), self.second(v), dim=-1)
 
 
-def _make_report_head(cfg: TaskConfig, hidden: int, pair_mode: str) -> nn.Module:
+def _report_design_head(cfg: TaskConfig, hidden: int, pair_mode: str) -> nn.Module:
     """The report's heads: an MLP on one sentence vector; on two (siamese pairs) a bilinear logit, or for a
     score the projected cosine. `report_heads_problem` has ruled out the pairs they cannot serve."""
     if not cfg.is_pair:
-        return MLPHead(hidden, cfg.num_classes if cfg.head == "classify" else 1)
-    return ProjectedCosineHead(hidden) if cfg.head == "regress" else BilinearPairHead(hidden)
+        return MLPHead(hidden, cfg.kind.outputs(cfg))
+    return REPORT_PAIR_HEADS[cfg.kind.report_pair_head](hidden)
 
 
-def _sym_kl(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tensor:
-    """KL(P||Q) + KL(Q||P), SMART's symmetric KL, not halved, so its weights mean what the paper's do."""
-    p, q = F.log_softmax(p_logits.float(), -1), F.log_softmax(q_logits.float(), -1)
-    return ((p.exp() * (p - q)).sum(-1) + (q.exp() * (q - p)).sum(-1)).mean()
-
-
-def _binary_logits(x: torch.Tensor) -> torch.Tensor:
-    return torch.stack([torch.zeros_like(x), x], -1)
+REPORT_PAIR_HEADS = {"bilinear": BilinearPairHead, "projected-cosine": ProjectedCosineHead}
 
 
 @dataclass(frozen=True)
@@ -216,33 +210,14 @@ class TaskSpec:
     loss: Callable          # (outputs, labels) -> scalar
     predict: Callable       # outputs -> values written to prediction files
     divergence: Callable    # (outputs, other outputs) -> scalar, for SMART
-    probabilities: Optional[Callable] = None  # outputs -> each class's probability (classify), P(1) (binary)
-
-
-def _score(out: torch.Tensor, cfg: TaskConfig, siamese: bool) -> torch.Tensor:
-    """A score in the task's range [low, high]: cross mode low + (high - low) * sigmoid(logit); siamese mode the
-    cosine scaled onto it, negative cosines at low, as Sentence-BERT does (the course's STS: low 0, high 5)."""
-    low, high = map(float, cfg.label_range)
-    scaled = out.clamp(min=0.0) if siamese else torch.sigmoid(out.float())
-    return low + scaled * (high - low)
+    probabilities: Optional[Callable] = None  # outputs -> each class's probability, or P(1); None for a score
 
 
 def task_spec(task: str, pair_mode: str = "cross", task_heads: str = "default") -> TaskSpec:
-    """Loss, prediction and SMART divergence of the task's head kind."""
+    """Loss, prediction and SMART divergence of the task's head kind, for heads of this pair mode and design."""
     cfg = get_task(task)
-    if cfg.head == "classify":
-        return TaskSpec(task, lambda o, y: F.cross_entropy(o.float(), y.long()), lambda o: o.argmax(-1), _sym_kl,
-                        lambda o: o.float().softmax(-1))
-    if cfg.head == "binary":
-        return TaskSpec(task, lambda o, y: F.binary_cross_entropy_with_logits(o.float(), y.float()),
-                        lambda o: (o > 0).long(), lambda a, b: _sym_kl(_binary_logits(a), _binary_logits(b)),
-                        lambda o: torch.sigmoid(o.float()))
-    siamese = cfg.is_pair and pair_mode == "siamese"
+    kind = cfg.kind
     low, high = map(float, cfg.label_range)
-    if siamese and task_heads == "report":  # the report's score, high * relu(cos), regressed onto the score
-        loss = lambda o, y: F.mse_loss(_score(o.float(), cfg, True), y.float())
-    elif siamese:  # regress the cosine onto the score mapped to [0, 1] (Sentence-BERT)
-        loss = lambda o, y: F.mse_loss(o.float(), (y.float() - low) / (high - low))
-    else:
-        loss = lambda o, y: F.mse_loss(_score(o, cfg, False), y.float())
-    return TaskSpec(task, loss, lambda o: _score(o, cfg, siamese), lambda a, b: F.mse_loss(a.float(), b.float()))
+    reading = Reading(low, high, siamese=cfg.is_pair and pair_mode == "siamese", report=task_heads == "report")
+    return TaskSpec(task, lambda o, y: kind.loss(o, y, reading), lambda o: kind.predict(o, reading), kind.divergence,
+                    kind.probabilities)

@@ -108,7 +108,7 @@ METRICS = {"accuracy": accuracy, "pearson": pearson, "spearman": spearman, "mcc"
 CORRELATIONS = ("pearson", "spearman", "mcc")  # on [-1, 1]; the other metrics are on [0, 1]
 
 
-def score(metric: str, pred: Sequence, gold: Sequence) -> float:
+def compute_metric(metric: str, pred: Sequence, gold: Sequence) -> float:
     """The registry's metric by name."""
     return METRICS[metric](pred, gold)
 

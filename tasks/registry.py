@@ -3,7 +3,8 @@
 Readers (`tasks/data.py`), heads and losses (`tasks/heads.py`), tokenisation
 (`tasks/encoded.py`), metrics (`tasks/metrics.py`), prediction files
 (`tasks/course/formats.py`) and the command lines read these records; nothing
-else branches on a task's name. Adding a task is adding a `TaskConfig` here;
+else branches on a task's name. What depends on a task's head kind is read
+from the kind's own record (`tasks/head_kinds.py`). Adding a task is adding a `TaskConfig` here;
 a user adds one from a file of their own with `--task-file`
 (`tasks/task_file.py`), which registers its records beside the course's.
 """
@@ -15,13 +16,9 @@ from typing import Mapping, Optional, Union
 
 from minbert.errors import UserError
 
+from .head_kinds import BINARY, CLASSIFY, REGRESS, HeadKind, head_kind
+
 SPLITS = ("train", "dev", "test")  # "test" is the course's test-student file
-HEADS = ("classify", "binary", "regress")
-# Which metrics fit which head (tasks/metrics.py computes them): mcc is Matthews correlation, f1 the positive
-# class's (label 1; two classes only), macro_f1 the mean over classes.
-CLASSIFICATION_METRICS = ("accuracy", "mcc", "f1", "macro_f1")
-REGRESSION_METRICS = ("pearson", "spearman")
-METRIC_NAMES = CLASSIFICATION_METRICS + REGRESSION_METRICS
 PREDICTION_STYLES = ("course", "tsv")
 
 Column = Union[str, int]  # a header's column name, or a 0-based index in a file without a header
@@ -41,9 +38,10 @@ class Layout:
 class TaskConfig:
     """What a task is, from its files on disk to the lines of its prediction files.
 
-    head: "classify" is a softmax over `num_classes` labels (cross-entropy);
-    "binary" is one logit, labels 0/1 (BCE); "regress" is a score in
-    `label_range` (MSE). `prediction_format` is how the course's own code
+    head_kind: the name of the task's head kind (`tasks/head_kinds.py`; `kind`
+    is its record): a softmax over `num_classes` labels (cross-entropy), one
+    logit for labels 0/1 (BCE), or a score in `label_range` (MSE).
+    `prediction_format` is how the course's own code
     prints a prediction: "label" an integer class, "float_label" the float of
     a rounded sigmoid (`0.0`), "float32" a numpy float32 formatted as a Python float;
     a declared task's is "name" (the class as its files write it), "label" or
@@ -55,10 +53,10 @@ class TaskConfig:
     files: Mapping[str, str]                 # split -> file name in the data folder
     text_columns: tuple                      # one or two sentence columns
     label_column: str                        # absent from test files
-    head: str
+    head_kind: str                           # the name of its head kind; config.json records it as "head"
     metric: str
     label_range: tuple                       # inclusive (low, high)
-    num_classes: Optional[int]               # classes of a "classify" head, else None
+    num_classes: Optional[int]               # classes of a head kind that has classes, else None
     prediction_header: str
     prediction_format: str
     outputs: Mapping[str, str]
@@ -78,12 +76,9 @@ class TaskConfig:
         return len(self.text_columns) == 2
 
     @property
-    def integer_labels(self) -> bool:
-        return self.head in ("classify", "binary")
-
-    @property
-    def loss(self) -> str:
-        return {"classify": "cross_entropy", "binary": "bce_with_logits", "regress": "mse"}[self.head]
+    def kind(self) -> HeadKind:
+        """The record of the task's head kind."""
+        return head_kind(self.head_kind)
 
     def prediction_file(self, split: str, mode: Optional[str] = None) -> str:
         """The course's file name for this task's `split` predictions (Part 1 when `mode` is given)."""
@@ -101,12 +96,12 @@ class TaskConfig:
         return self.layouts.get(split) or Layout(self.header, self.text_columns, self.label_column, self.id_column)
 
     def describe(self) -> dict:
-        """A json-able record of the declaration, for run configs."""
-        return dataclasses.asdict(self)
+        """A json-able record of the declaration, for run configs (the head kind under its recorded key, "head")."""
+        return {("head" if k == "head_kind" else k): v for k, v in dataclasses.asdict(self).items()}
 
     def __post_init__(self):
-        assert self.head in HEADS and self.metric in METRIC_NAMES and 1 <= len(self.text_columns) <= 2
-        assert (self.num_classes is not None) == (self.head == "classify")
+        assert self.metric in self.kind.metrics and 1 <= len(self.text_columns) <= 2
+        assert (self.num_classes is not None) == self.kind.has_classes
         assert self.prediction_style in PREDICTION_STYLES
 
 
@@ -117,25 +112,25 @@ def _course_files(prefix: str) -> dict:
 REGISTRY: dict = {t.name: t for t in (
     TaskConfig(
         name="sst", files=_course_files("ids-sst"), text_columns=("sentence",), label_column="sentiment",
-        head="classify", num_classes=5, metric="accuracy", label_range=(0, 4),
+        head_kind=CLASSIFY.name, num_classes=5, metric="accuracy", label_range=(0, 4),
         prediction_header="Predicted_Sentiment", prediction_format="label",
         outputs={"multitask": "sst-{split}-output.csv", "classifier": "{mode}-sst-{split}-out.csv"},
         description="Stanford Sentiment Treebank, 5 classes (Part 1 and Part 2)"),
     TaskConfig(
         name="quora", files=_course_files("quora"), text_columns=("sentence1", "sentence2"),
-        label_column="is_duplicate", head="binary", num_classes=None, metric="accuracy", label_range=(0, 1),
+        label_column="is_duplicate", head_kind=BINARY.name, num_classes=None, metric="accuracy", label_range=(0, 1),
         prediction_header="Predicted_Is_Paraphrase", prediction_format="float_label",
         outputs={"multitask": "para-{split}-output.csv"},
         description="Quora question pairs, paraphrase or not (Part 2)"),
     TaskConfig(
         name="sts", files=_course_files("sts"), text_columns=("sentence1", "sentence2"),
-        label_column="similarity", head="regress", num_classes=None, metric="pearson", label_range=(0.0, 5.0),
+        label_column="similarity", head_kind=REGRESS.name, num_classes=None, metric="pearson", label_range=(0.0, 5.0),
         prediction_header="Predicted_Similiary",  # sic: the course's spelling, which its grader reads
         prediction_format="float32", outputs={"multitask": "sts-{split}-output.csv"},
         description="SemEval STS benchmark, similarity 0..5 (Part 2)"),
     TaskConfig(
         name="cfimdb", files=_course_files("ids-cfimdb"), text_columns=("sentence",), label_column="sentiment",
-        head="classify", num_classes=2, metric="accuracy", label_range=(0, 1),
+        head_kind=CLASSIFY.name, num_classes=2, metric="accuracy", label_range=(0, 1),
         prediction_header="Predicted_Sentiment", prediction_format="label",
         outputs={"classifier": "{mode}-cfimdb-{split}-out.csv"},
         max_length=512,  # movie reviews: most are longer than 128 tokens
@@ -152,10 +147,6 @@ def get_task(name: str) -> TaskConfig:
         return REGISTRY[name]
     except KeyError:
         raise UserError(f"unknown task {name!r}; expected one of {', '.join(REGISTRY)}") from None
-
-
-def task_names() -> tuple:
-    return tuple(REGISTRY)
 
 
 def set_declared_tasks(configs) -> None:

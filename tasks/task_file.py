@@ -26,15 +26,8 @@ from pathlib import Path
 
 from minbert.errors import UserError, read_json
 
-from .registry import (
-    CLASSIFICATION_METRICS,
-    COURSE_TASKS,
-    REGRESSION_METRICS,
-    SPLITS,
-    Layout,
-    TaskConfig,
-    set_declared_tasks,
-)
+from .head_kinds import CLASSIFY, REGRESS, HeadKind
+from .registry import COURSE_TASKS, SPLITS, Layout, TaskConfig, set_declared_tasks
 
 KEYS = {
     "train": "the training file (required)",
@@ -46,8 +39,8 @@ KEYS = {
     "classes": "classification into N classes written 0..N-1",
     "labels": "classification: the classes as the files write them, in order (class 0 first)",
     "range": "regression: [low, high], the scores' inclusive range",
-    "metric": f"classification: {', '.join(CLASSIFICATION_METRICS)} (default accuracy); regression: "
-              f"{', '.join(REGRESSION_METRICS)} (default pearson)",
+    "metric": f"classification: {', '.join(CLASSIFY.metrics)} (default {CLASSIFY.metrics[0]}); regression: "
+              f"{', '.join(REGRESS.metrics)} (default {REGRESS.metrics[0]})",
     "header": "whether the files' first line names the columns (default true; false: columns are 0-based indices)",
     "delimiter": "'\\t' or ',' (default: ',' for a .csv file, else tab)",
     "quoting": "whether double quotes group fields (default: true for ',', false for tab, as GLUE's readers)",
@@ -194,7 +187,8 @@ def _column(d: _Declaration, key: str, value, header: bool):
 
 
 def _head(d: _Declaration) -> dict:
-    """The TaskConfig fields of the task's kind: classification ('classes' or 'labels') or regression ('range')."""
+    """The TaskConfig fields of the task's head kind: classification ('classes' or 'labels') or regression
+    ('range')."""
     kinds = [k for k in ("classes", "labels", "range") if k in d.body]
     if len(kinds) != 1:
         raise d.error("give exactly one of 'classes' (classification, labels 0..N-1), 'labels' (classification, "
@@ -205,9 +199,8 @@ def _head(d: _Declaration) -> dict:
         if len(low_high) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in low_high) \
                 or not low_high[0] < low_high[1]:
             raise d.error(f"'range' must be [low, high] with low < high, got {low_high!r}")
-        metric = _metric(d, REGRESSION_METRICS)
-        return dict(head="regress", num_classes=None, label_range=(float(low_high[0]), float(low_high[1])),
-                    metric=metric, prediction_format="float")
+        return dict(head_kind=REGRESS.name, num_classes=None, label_range=(float(low_high[0]), float(low_high[1])),
+                    metric=_metric(d, REGRESS), prediction_format=REGRESS.declared_format)
     if kinds[0] == "labels":
         names = d.get("labels", (list,))
         if len(names) < 2 or not all(isinstance(n, str) and n.strip() for n in names) \
@@ -218,17 +211,16 @@ def _head(d: _Declaration) -> dict:
         n, label_names = d.get("classes", (int,)), None
         if n < 2:
             raise d.error(f"'classes' must be >= 2, got {n}")
-    metric = _metric(d, CLASSIFICATION_METRICS)
+    metric = _metric(d, CLASSIFY)
     if metric == "f1" and n != 2:
         raise d.error(f"metric 'f1' is the positive class's F1 and needs two classes (this task has {n}); "
                       f"use 'macro_f1'")
-    return dict(head="classify", num_classes=n, label_range=(0, n - 1), label_names=label_names, metric=metric,
-                prediction_format="name" if label_names else "label")
+    return dict(head_kind=CLASSIFY.name, num_classes=n, label_range=(0, n - 1), label_names=label_names,
+                metric=metric, prediction_format="name" if label_names else CLASSIFY.declared_format)
 
 
-def _metric(d: _Declaration, allowed: tuple) -> str:
-    metric = d.get("metric", (str,), allowed[0])
-    if metric not in allowed:
-        kind = "classification" if allowed == CLASSIFICATION_METRICS else "regression"
-        raise d.error(f"metric {metric!r} does not fit a {kind} task; choose {', '.join(allowed)}")
+def _metric(d: _Declaration, kind: HeadKind) -> str:
+    metric = d.get("metric", (str,), kind.metrics[0])
+    if metric not in kind.metrics:
+        raise d.error(f"metric {metric!r} does not fit a {kind.word} task; choose {', '.join(kind.metrics)}")
     return metric

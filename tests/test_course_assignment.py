@@ -56,12 +56,12 @@ def test_every_task_is_read_encoded_and_headed_from_its_record(task, data_dir, t
     assert all(low <= e.label <= high for e in dev.examples)
     part = encode_split(data.Dataset(task, "dev", dev.path, dev.examples[:6], 6), tokenizer, "cross",
                         cfg.max_length)
-    assert part.labels.dtype == (torch.long if cfg.head == "classify" else torch.float32)
+    assert part.labels.dtype == cfg.kind.label_dtype
     model = MultitaskModel(pretrained, (task,)).eval()
     batch = tokenizer.collate([e[0] for e in part.encodings])
     with torch.no_grad():
         out = model(task, batch)
-    assert out.shape == ((6, cfg.num_classes) if cfg.head == "classify" else (6,))
+    assert out.shape == ((6, cfg.num_classes) if cfg.kind.has_classes else (6,))
     loss = task_spec(task).loss(out, part.labels)
     assert torch.isfinite(loss)
     values = task_spec(task).predict(out).float().tolist()

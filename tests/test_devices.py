@@ -17,7 +17,7 @@ import train_multitask
 from conftest import run_cli
 from tasks import training
 from tasks.inputs import prepare
-from tasks.trained.checkpoint_files import load_checkpoint
+from tasks.saved.checkpoint_files import load_checkpoint
 from tasks.training import checkpoint
 
 FP32_TOL = 1e-5

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import minbert
-from minbert import fast
+from minbert import fast, fast_layers
 from minbert.fast import FastBertModel, TokenLayout
 
 REPO = Path(__file__).resolve().parents[1]
@@ -225,7 +225,7 @@ def test_dropout_drops_at_rate_p_and_scales_kept_values(p, dtype):
     n = 1 << 20
     torch.manual_seed(0)
     x = torch.ones(n, dtype=dtype, requires_grad=True)
-    out = fast.dropout(x, p, training=True)
+    out = fast_layers.dropout(x, p, training=True)
     out.float().sum().backward()
     dropped = out == 0
     # Five binomial standard deviations: a correct kernel fails this once in ~3.5 million seeds.
@@ -240,17 +240,18 @@ def test_dropout_drops_at_rate_p_and_scales_kept_values(p, dtype):
 
 def test_dropout_is_identity_when_off_and_seeded():
     x = torch.randn(1000)
-    assert fast.dropout(x, 0.1, training=False) is x and fast.dropout(x, 0.0, training=True) is x
+    assert fast_layers.dropout(x, 0.1, training=False) is x and fast_layers.dropout(x, 0.0, training=True) is x
     torch.manual_seed(3)
-    a = fast.dropout(x, 0.1, training=True)
+    a = fast_layers.dropout(x, 0.1, training=True)
     torch.manual_seed(3)
-    assert torch.equal(a, fast.dropout(x, 0.1, training=True))
+    assert torch.equal(a, fast_layers.dropout(x, 0.1, training=True))
 
 
 # ------------------------------------------------------------------------------------ selection
 
 def test_implementation_is_chosen_by_config_and_from_pretrained():
-    assert minbert.BertConfig().implementation == "fast"
+    assert minbert.BertConfig().implementation == minbert.DEFAULT_IMPLEMENTATION == "auto"  # on a CPU: fast
+    assert type(minbert.build_model(minbert.BertConfig(**CONFIG))) is FastBertModel
     with pytest.raises(minbert.CheckpointError, match="implementation"):
         minbert.BertConfig(implementation="turbo")
     reference = minbert.from_pretrained("minilm", implementation="reference")
@@ -328,7 +329,7 @@ def test_build_model_alone_chooses_and_the_choice_draws_nothing():
         torch.manual_seed(0)
         built[implementation] = minbert.build_model(minbert.BertConfig(**CONFIG, implementation=implementation))
     torch.manual_seed(0)
-    plain = minbert.BertModel(minbert.BertConfig(**CONFIG))  # implementation "fast", the default
+    plain = minbert.BertModel(minbert.BertConfig(**CONFIG))  # implementation "auto", the default
     assert type(built["fast"]) is FastBertModel
     fast_classes = tuple(fast.FAST_CLASSES.values())
     for model in (built["reference"], plain):
@@ -359,7 +360,7 @@ sys.modules["minbert"] = package
 from minbert.config import BertConfig
 from minbert.model import BertModel
 model = BertModel(BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2))
-assert model.config.implementation == "fast" and type(model) is BertModel
+assert model.config.implementation == "auto" and type(model) is BertModel
 model.train()(torch.randint(1, 100, (2, 5)), torch.tensor([[1] * 5, [1, 1, 0, 0, 0]])).pooler_output.sum().backward()
 assert model.watch_optimizer(torch.optim.SGD(model.parameters())) is None and model.prepare_for_data_parallel() is model
 loaded = sorted(name for name in sys.modules if name.startswith("minbert."))
@@ -410,7 +411,7 @@ def test_training_hooks_of_the_fast_path():
     optimizer.step()
     assert _holding_cast_weights(fast_model) == cached
 
-    tables = [m for m in fast_model.modules() if isinstance(m, fast.FastEmbedding)]
+    tables = [m for m in fast_model.modules() if isinstance(m, fast_layers.FastEmbedding)]
     assert len(tables) == 3 and all(table.rows_backward for table in tables)
     assert fast_model.prepare_for_data_parallel() is fast_model
     assert not any(table.rows_backward for table in tables)
@@ -438,7 +439,7 @@ def test_the_encoders_hooks_cover_a_multitask_model(task_heads, pair_mode):
 def _embedding_pair(padding_idx=0):
     torch.manual_seed(3)
     reference = torch.nn.Embedding(50, 8, padding_idx=padding_idx)
-    rows = fast.FastEmbedding(50, 8, padding_idx=padding_idx)
+    rows = fast_layers.FastEmbedding(50, 8, padding_idx=padding_idx)
     rows.load_state_dict(reference.state_dict())
     return reference, rows
 
@@ -481,7 +482,7 @@ def test_row_gradient_embedding_adds_into_a_gradient_it_did_not_make_and_steps_a
     with torch.no_grad():
         torch.testing.assert_close(rows(ids), reference(ids))
     rows.train()
-    fast.rows_backward(rows, False)
+    fast_layers.rows_backward(rows, False)
     rows.weight.grad = None
     rows(ids).sum().backward()
     assert "_grad_buffer" not in rows.__dict__ and rows.weight.grad[2, 0] == 2
@@ -497,4 +498,4 @@ def test_fast_model_word_embeddings_gradient_is_reused_between_steps():
             loss_of(model(**batch), batch["attention_mask"]).backward()
         torch.testing.assert_close(fast_model.embeddings.word_embeddings.weight.grad,
                                    reference.embeddings.word_embeddings.weight.grad, rtol=0, atol=FP32_TOL)
-    assert isinstance(fast_model.embeddings.word_embeddings, fast.FastEmbedding)
+    assert isinstance(fast_model.embeddings.word_embeddings, fast_layers.FastEmbedding)

@@ -16,7 +16,7 @@ from test_reliability import run, step_in, tiny_model  # noqa: F401 (fixtures)
 import minbert
 import train_multitask
 from conftest import run_cli
-from minbert import fast
+from minbert import fast_layers
 
 pytestmark = pytest.mark.gpu
 CUDA = torch.device("cuda")
@@ -65,7 +65,7 @@ def test_fast_path_matches_the_reference_on_cuda(precision, case):
 def test_dropout_falls_back_to_torchs_on_cuda():
     x = torch.randn(1 << 16, device=CUDA, requires_grad=True)
     torch.manual_seed(0)
-    ours = fast.dropout(x, 0.1, training=True)
+    ours = fast_layers.dropout(x, 0.1, training=True)
     torch.manual_seed(0)
     theirs = torch.nn.functional.dropout(x, 0.1, training=True)
     assert torch.equal(ours, theirs)

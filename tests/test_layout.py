@@ -110,7 +110,7 @@ def test_only_trainings_public_names_are_imported_from_outside_it():
 def test_inference_never_loads_the_training_loop():
     """predict.py's path (a trained run rebuilt, evaluation, inputs) imports nothing of training."""
     edges = graph()
-    seen, todo = set(), ["tasks.trained.saved_run", "tasks.trained.user_input", "tasks.evaluation", "tasks.inputs"]
+    seen, todo = set(), ["tasks.saved.saved_run", "tasks.saved.user_input", "tasks.evaluation", "tasks.inputs"]
     while todo:
         name = todo.pop()
         if name not in seen:

@@ -31,7 +31,7 @@ def _blobs(n, classes, dim, seed, spread=0.3):
 def test_logistic_probe_converges_on_a_separable_toy_task(classes):
     x, y = _blobs(240, classes, 10, seed=0)
     dev_x, dev_y = _blobs(90, classes, 10, seed=1)
-    fit = fit_probe(x, y, dev_x, dev_y, "classify", "accuracy", penalties=(0.1, 1.0, 10.0), seed=0)
+    fit = fit_probe(x, y, dev_x, dev_y, "logistic", "accuracy", penalties=(0.1, 1.0, 10.0), seed=0)
     assert fit.dev == 1.0 and fit.converged and 0 < fit.iterations
     # Converged: the gradient of its objective, C * sum of cross-entropies + |W|^2 / 2, is zero at the solution.
     scaler, model = fit.model[0], fit.model[-1]
@@ -55,7 +55,7 @@ def test_ridge_probe_recovers_a_linear_score():
     w = rng.normal(size=8)
     x, dev_x = rng.normal(size=(300, 8)), rng.normal(size=(100, 8))
     y = x @ w + 0.01 * rng.normal(size=300)
-    fit = fit_probe(x, y, dev_x, dev_x @ w, "regress", "pearson", seed=0)
+    fit = fit_probe(x, y, dev_x, dev_x @ w, "ridge", "pearson", seed=0)
     assert fit.dev > 0.999 and fit.converged and fit.iterations == 0
     # The refit is ridge's exact solution on the standardised features at the chosen penalty.
     z = fit.model[0].transform(x)
@@ -69,13 +69,13 @@ def test_the_penalty_is_the_held_out_best_and_a_tie_keeps_the_strongest():
     rng = np.random.default_rng(3)
     x, dev_x = rng.normal(size=(60, 200)), rng.normal(size=(400, 200))
     y, dev_y = (x[:, 0] > 0).astype(int), (dev_x[:, 0] > 0).astype(int)
-    fit = fit_probe(x, y, dev_x, dev_y, "classify", "accuracy", seed=0)
+    fit = fit_probe(x, y, dev_x, dev_y, "logistic", "accuracy", seed=0)
     assert set(fit.holdout) == set(PENALTIES)
     best = max(fit.holdout.values())
     assert fit.penalty == max(p for p, s in fit.holdout.items() if s == best)
     # Easy data: every penalty scores 1.0 on the held-out part, so the strongest is kept.
     easy_x, easy_y = _blobs(100, 2, 5, seed=4)
-    assert fit_probe(easy_x, easy_y, easy_x, easy_y, "classify", "accuracy", penalties=(0.1, 1.0, 10.0)).penalty == 10.0
+    assert fit_probe(easy_x, easy_y, easy_x, easy_y, "logistic", "accuracy", penalties=(0.1, 1.0, 10.0)).penalty == 10.0
 
 
 def test_features_of_every_layer_in_one_pass_equal_the_truncated_encoder(pretrained, tokenizer):

@@ -30,7 +30,7 @@ from tasks import fileio, training
 from tasks.evaluation import predict
 from tasks.heads import task_spec
 from tasks.inputs import prepare
-from tasks.trained.checkpoint_files import load_checkpoint
+from tasks.saved.checkpoint_files import load_checkpoint
 from tasks.training import build as training_build  # the module build.py, whose task_spec is patched
 
 TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

@@ -20,8 +20,8 @@ from minbert.loading import sha256_of
 from tasks.config import TrainConfig
 from tasks.heads import mean_pool
 from tasks.inputs import prepare
-from tasks.trained.checkpoint_files import BEST, load_checkpoint
-from tasks.trained.saved_run import load_trained
+from tasks.saved.checkpoint_files import BEST, load_checkpoint
+from tasks.saved.saved_run import load_trained
 
 SENTENCES = ["A man is playing a guitar.", "The cat sat on the mat, slowly!", "Short.",
              "Is this the same question as that one?"]

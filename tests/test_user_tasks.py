@@ -13,6 +13,7 @@ from conftest import run_cli
 from minbert.errors import UserError
 from tasks import registry
 from tasks.data import read_split
+from tasks.head_kinds import HEAD_KINDS, REGRESS
 from tasks.metrics import f1, macro_f1, matthews, spearman, unit_scale
 from tasks.task_file import declare_tasks
 
@@ -134,7 +135,7 @@ def test_named_labels_comma_separated_files_and_a_regression_range(tmp_path):
         assert [e.label for e in read_split(None, "rte", "dev").examples] == [0, 1, 1]
         likert = read_split(None, "likert", "train")
         assert [(e.a, e.label) for e in likert.examples] == [("one, two", 4.5), ("three", 1.0)]
-        assert registry.get_task("likert").head == "regress" and registry.get_task("likert").label_range == (1.0, 7.0)
+        assert registry.get_task("likert").kind is REGRESS and registry.get_task("likert").label_range == (1.0, 7.0)
         # A label outside the declared classes is an unusable row, counted like the course's.
         (tmp_path / "rte-train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta .\tb .\tneutral\n")
         with pytest.raises(UserError, match="unknown label"):
@@ -254,4 +255,4 @@ def test_a_task_file_is_needed_for_a_declared_name(tmp_path):
 
 def test_every_metric_a_declaration_can_name_is_computed():
     from tasks.metrics import METRICS
-    assert set(METRICS) == set(registry.METRIC_NAMES)
+    assert set(METRICS) == {m for kind in HEAD_KINDS.values() for m in kind.metrics}

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..metrics import score
+from ..metrics import compute_metric
 
 PENALTIES = (1e-2, 1e-1, 1.0, 10.0, 100.0, 1e3, 1e4)
 HOLDOUT = 0.2
@@ -40,11 +40,12 @@ class ProbeFit:
 
 
 def make_probe(kind: str, penalty: float, seed: int = 0):
-    """A standardising scaler and a logistic ("classify") or ridge ("regress") estimator, unfitted."""
+    """A standardising scaler and a "logistic" (classes) or "ridge" (scores) estimator, unfitted: `kind` is the
+    task's head kind's `probe` (tasks/head_kinds.py)."""
     from sklearn.linear_model import LogisticRegression, Ridge
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
-    if kind == "regress":
+    if kind == "ridge":
         estimator = Ridge(alpha=penalty)
     else:
         estimator = LogisticRegression(C=1.0 / penalty, max_iter=MAX_ITER, tol=TOLERANCE, random_state=seed)
@@ -72,7 +73,7 @@ def fit_probe(train_x: np.ndarray, train_y: np.ndarray, dev_x: np.ndarray, dev_y
               metric: str, penalties=PENALTIES, holdout: float = HOLDOUT, seed: int = 0) -> ProbeFit:
     """Choose the penalty on a held-out share of train, refit on all of train, score on dev.
 
-    `kind` is "classify" (labels are classes) or "regress" (labels are scores).
+    `kind` is "logistic" (labels are classes) or "ridge" (labels are scores): the head kind's `probe`.
     """
     if not 0 < holdout < 1:
         raise ValueError(f"holdout must be in (0, 1), got {holdout}")
@@ -80,17 +81,17 @@ def fit_probe(train_x: np.ndarray, train_y: np.ndarray, dev_x: np.ndarray, dev_y
     order = np.random.default_rng(seed).permutation(n)
     n_held = min(n - 1, max(1, round(n * holdout)))
     held, kept = order[:n_held], order[n_held:]
-    if kind != "regress" and len(np.unique(train_y[kept])) < 2:
+    if kind == "logistic" and len(np.unique(train_y[kept])) < 2:
         raise ValueError(f"the {len(kept)} training examples left after the hold-out have one class only")
     scores, all_converged = {}, True
     for penalty in sorted(penalties, reverse=True):  # strongest first: a tie keeps the simpler probe
         probe, converged = _fit(kind, penalty, train_x[kept], train_y[kept], seed)
         all_converged &= converged
-        scores[penalty] = score(metric, probe.predict(train_x[held]), train_y[held])
+        scores[penalty] = compute_metric(metric, probe.predict(train_x[held]), train_y[held])
     best = max(scores, key=lambda p: (scores[p], p))
     probe, converged = _fit(kind, best, train_x, train_y, seed)
     predictions = probe.predict(dev_x)
     iterations = int(np.max(getattr(probe[-1], "n_iter_", 0) or 0))
-    return ProbeFit(dev=score(metric, predictions, dev_y), penalty=best, holdout=scores,
+    return ProbeFit(dev=compute_metric(metric, predictions, dev_y), penalty=best, holdout=scores,
                     converged=all_converged and converged, iterations=iterations, model=probe,
                     dev_predictions=predictions)

@@ -162,7 +162,7 @@ class Sweep:
 
         Nothing else is written unless asked: a trial is cheap to rerun, and a checkpoint
         per trial would take gigabytes over a sweep. The final model goes to `export_to` as a
-        model folder (tasks/trained/model_folder.py), and with --export-models each trial's to
+        model folder (tasks/saved/model_folder.py), and with --export-models each trial's to
         models/<trial name>/. `changes` are training options (TrainConfig's fields) the trial sets; `inputs`
         replaces the sweep's data (the same tasks, encoded as `changes` need: another --pair-mode).
         """

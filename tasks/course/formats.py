@@ -39,7 +39,7 @@ def format_value(cfg: TaskConfig, value) -> str:
     if not number.is_integer():
         raise ValueError(f"{cfg.name} prediction {value!r} is not a class label")
     label = int(number)
-    classes = range(cfg.num_classes) if cfg.head == "classify" else range(2)
+    classes = cfg.kind.classes(cfg)
     if label not in classes:
         raise ValueError(f"{cfg.name} prediction {label} is not one of {list(classes)}")
     if cfg.prediction_format == "name":

@@ -20,8 +20,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from minbert.errors import DataError, UserError
+from minbert.errors import DataError
+from tasks.cli import run_command
 from tasks.registry import REGISTRY
+from tasks.text_files import one_line
 
 BASE_URL = "https://raw.githubusercontent.com/gpoesia/minbert-default-final-project/main/data/"
 
@@ -30,10 +32,6 @@ COURSE_FILES = tuple(name for task in REGISTRY.values() for name in task.files.v
 
 DEFAULT_DEST = pathlib.Path(__file__).resolve().parents[2] / "data"
 _CHUNK = 1 << 16
-
-
-def _one_line(text) -> str:
-    return " ".join(str(text).split())
 
 
 def _resolve_host(host: str, port: int, timeout: float) -> None:
@@ -58,7 +56,7 @@ def _resolve_host(host: str, port: int, timeout: float) -> None:
     if thread.is_alive():
         raise DataError(f"cannot reach {host}: name lookup timed out after {timeout:g} s")
     if "error" in result:
-        raise DataError(f"cannot reach {host}: {_one_line(result['error'])}")
+        raise DataError(f"cannot reach {host}: {one_line(result['error'])}")
 
 
 def _fetch(url: str, target: pathlib.Path, timeout: float) -> int:
@@ -91,13 +89,13 @@ def _fetch(url: str, target: pathlib.Path, timeout: float) -> int:
         tmp_name = None
         return size
     except urllib.error.HTTPError as exc:
-        raise DataError(f"{name}: download from {url} failed: HTTP {exc.code} {_one_line(exc.reason)}") from None
+        raise DataError(f"{name}: download from {url} failed: HTTP {exc.code} {one_line(exc.reason)}") from None
     except urllib.error.URLError as exc:
-        raise DataError(f"{name}: cannot download {url}: {_one_line(exc.reason)}") from None
+        raise DataError(f"{name}: cannot download {url}: {one_line(exc.reason)}") from None
     except (TimeoutError, socket.timeout):
         raise DataError(f"{name}: download from {url} timed out after {timeout:g} s") from None
     except OSError as exc:
-        raise DataError(f"{name}: download from {url} failed: {_one_line(exc)}") from None
+        raise DataError(f"{name}: download from {url} failed: {one_line(exc)}") from None
     finally:
         if tmp_name is not None:
             try:
@@ -128,7 +126,7 @@ def download_course_data(
     try:
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise DataError(f"{dest}: cannot create folder: {_one_line(exc)}") from None
+        raise DataError(f"{dest}: cannot create folder: {one_line(exc)}") from None
 
     todo = [f for f in files if force or not (dest / f).exists()]
     done = [dest / f for f in files if f not in todo]
@@ -154,6 +152,14 @@ def download_course_data(
 
 
 def main(argv=None) -> int:
+    return run_command(argv, parse_args, run)
+
+
+def run(args) -> None:
+    download_course_data(args.dest, timeout=args.timeout, base_url=args.base_url, force=args.force)
+
+
+def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="data/download.py",
         description="Download the CS224N default-project data files (SST, Quora, STS, CFIMDB) "
@@ -166,17 +172,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not args.timeout > 0:
         parser.error("--timeout must be positive")
-    try:
-        download_course_data(
-            args.dest,
-            timeout=args.timeout,
-            base_url=args.base_url,
-            force=args.force,
-        )
-    except UserError as exc:
-        print(f"error: {_one_line(exc)}", file=sys.stderr)
-        return 2
-    return 0
+    return args
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
     build.py        a run built once: model (frozen where asked), data order, optimizer, schedule
     step.py         one optimizer step: task losses, backward, gradient surgery's merge, clipping, non-finite
     state.py        Run (what build_run makes) and TrainState (where the run is; checkpointed)
-    checkpoint.py   writing checkpoints and restoring a run from one (tasks/trained/checkpoint_files.py reads them)
+    checkpoint.py   writing checkpoints and restoring a run from one (tasks/saved/checkpoint_files.py reads them)
     outputs.py      where results go: RunFolder (a command's run folder) or InMemory (an ablation trial)
     callbacks.py    what watches a run: the console's progress, TensorBoard
     record.py       config.json: the run's record

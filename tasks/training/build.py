@@ -14,6 +14,7 @@ import minbert
 from ..config import TrainConfig
 from ..heads import MultitaskModel, task_spec
 from ..inputs import RunInputs, multitask_model, subsample_split
+from ..schedules import lr_lambda
 from .callbacks import Console
 from .outputs import Outputs
 from .samplers import build_sampler
@@ -50,19 +51,6 @@ def make_optimizer(config: TrainConfig, model):
         # the torch path's eps (torch.optim.AdamW's default), not the class's course default 1e-6
         return minbert.AdamW(groups, lr=config.lr, eps=1e-8)
     return torch.optim.AdamW(groups, lr=config.lr, fused=True)
-
-
-def lr_lambda(total_steps: int, warmup: float, schedule: str = "linear"):
-    """Linear warm-up then linear decay to 0, or (the course's Part 1) a constant rate."""
-    if schedule == "constant":
-        return lambda step: 1.0
-    warm = max(1, int(total_steps * warmup))
-
-    def f(step):
-        if step < warm:
-            return (step + 1) / warm
-        return max(0.0, (total_steps - step) / max(1, total_steps - warm))
-    return f
 
 
 def training_plan(config: TrainConfig, inputs: RunInputs) -> tuple:

@@ -15,7 +15,7 @@ from minbert import CheckpointError, RunFailure
 
 from ..distributed import World, gather_objects
 from ..fileio import atomic_save_torch
-from ..trained.checkpoint_files import CHECKPOINT, PREVIOUS_CHECKPOINT, STAGED_CHECKPOINT, first_line, load_checkpoint
+from ..saved.checkpoint_files import CHECKPOINT, PREVIOUS_CHECKPOINT, STAGED_CHECKPOINT, first_line, load_checkpoint
 from .state import Run, TrainState
 
 

@@ -6,8 +6,9 @@ from minbert import IMPLEMENTATION_CHOICES, PRECISIONS
 from ..config import BETA_SCHEDULE, EARLY_BETA, EARLY_PERCENT, LATE_BETA, TrainConfig, valid_beta
 from ..course.submission import PREDICTIONS_DIR_ENV
 from ..data import DATA_DIR_ENV
-from ..heads import POOLING_ALIASES, POOLINGS, TASK_HEADS
+from ..heads import HEAD_DESIGNS, POOLING_ALIASES, POOLINGS
 from ..registry import REGISTRY
+from ..schedules import SCHEDULES, schedules_help
 from .samplers import SAMPLERS
 
 SAMPLER_HELP = """how tasks share the steps:
@@ -48,7 +49,7 @@ def _model_flags(parser, D: TrainConfig):
                             "BERT's pooler (a tanh layer over the [CLS] state, as the course's classifier), "
                             "cls-token = the raw [CLS] state; cls and first are older names of pooler and "
                             "cls-token (default: %(default)s)")
-    model.add_argument("--task-heads", choices=TASK_HEADS, default=D.task_heads,
+    model.add_argument("--task-heads", choices=HEAD_DESIGNS, default=D.task_heads,
                        help="default: a linear layer on the sentence vector (siamese pairs: [u, v, |u-v|, u*v], "
                             "STS the cosine); report: the CS224N report 'Freeze Your Layers': single sentences a "
                             "2-layer GELU MLP, paraphrase (W1 u + b)^T (W2 v + b), STS 5 * relu(cos(W1 u, W2 v)), "
@@ -94,9 +95,8 @@ def _training_flags(parser, D: TrainConfig):
     train.add_argument("--lr", type=float, default=D.lr, help="peak learning rate (default: %(default)s)")
     train.add_argument("--warmup", type=float, default=D.warmup,
                        help="fraction of steps of linear warm-up before linear decay (default: %(default)s)")
-    train.add_argument("--lr-schedule", choices=("linear", "constant"), default=D.lr_schedule,
-                       help="linear: warm-up then linear decay to 0; constant: --lr throughout, no warm-up "
-                            "(the course's classifier.py) (default: %(default)s)")
+    train.add_argument("--lr-schedule", choices=tuple(SCHEDULES), default=D.lr_schedule,
+                       help=schedules_help() + " (default: %(default)s)")
     train.add_argument("--weight-decay", type=float, default=D.weight_decay, help="(default: %(default)s)")
     train.add_argument("--batch-size", type=int, default=D.batch_size, help="(default: %(default)s)")
     train.add_argument("--seed", type=int, default=D.seed, help="(default: %(default)s)")

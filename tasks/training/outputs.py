@@ -14,8 +14,8 @@ from minbert import CheckpointError
 from ..distributed import barrier
 from ..evaluation import write_all_predictions
 from ..fileio import atomic_save_torch, atomic_write_json, remove_stale_temp_files
-from ..trained.checkpoint_files import BEST, CHECKPOINT
-from ..trained.model_folder import MODEL_DIR, export_model
+from ..saved.checkpoint_files import BEST, CHECKPOINT
+from ..saved.model_folder import MODEL_DIR, export_model
 from .callbacks import TensorBoard
 from .checkpoint import rng_states, save_checkpoint, writing
 from .record import hparams, run_record
@@ -56,7 +56,7 @@ class Outputs:
 
 class RunFolder(Outputs):
     """A command's run: config.json, tensorboard/, checkpoint.pt, best.pt, metrics.json, predictions/ and, once
-    finished, model/ (the best weights in Hugging Face format with the heads: tasks/trained/model_folder.py).
+    finished, model/ (the best weights in Hugging Face format with the heads: tasks/saved/model_folder.py).
 
     Under torchrun every rank takes part in the collectives (RNG states, predictions); rank 0 alone writes.
     `command_options`: the command's own options, recorded with the training options in config.json.
@@ -129,7 +129,7 @@ class InMemory(Outputs):
     are kept in memory, or with `final_weights` the model keeps its last ones (a sweep's trial reports its
     final evaluation). With `tensorboard`, the trial's curves go to that folder, and `hparams` with its
     best dev scores at the end. With `export_to`, the model it ends with is also written there as a model
-    folder (tasks/trained/model_folder.py), as a finished run's RUN_DIR/model/."""
+    folder (tasks/saved/model_folder.py), as a finished run's RUN_DIR/model/."""
 
     def __init__(self, tensorboard=None, hparams: Optional[dict] = None, final_weights: bool = False,
                  export_to=None):

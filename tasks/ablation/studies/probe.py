@@ -77,7 +77,7 @@ def run(sweep, trial) -> dict:
         cfg = get_task(task)
         (train, t1), (held_out, t2) = (features(sweep, trial, task, split) for split in ("train", "dev"))
         fitted = fit_probe(train["x"][p["pooling"]][p["layer"]], train["y"], held_out["x"][p["pooling"]][p["layer"]],
-                           held_out["y"], "regress" if cfg.head == "regress" else "classify", cfg.metric,
+                           held_out["y"], cfg.kind.probe, cfg.metric,
                            sweep.args.probe_penalties, sweep.args.probe_holdout, seed=trial.seed)
         dev[task] = fitted.dev
         info["penalty"][task] = fitted.penalty

@@ -21,7 +21,7 @@ import minbert
 from minbert import UserError
 
 from ...fileio import atomic_write_json, safe_join
-from ...trained.model_folder import TASKS_JSON
+from ...saved.model_folder import TASKS_JSON
 from ..sweep import Shape, Study, Trial, grid
 
 STAGE_BUDGET = "budget.json"  # in an intermediate model's folder: what its stage spent (steps, plateau, curves)

@@ -53,9 +53,9 @@ def model_card(record: dict, result: dict, heads: dict, sentence_transformers: b
              f"Pairs: `{arguments.get('pair_mode')}`; sentence vector: `{arguments.get('pooling')}` pooling"
              + (" (siamese pairs: mean pooling)" if arguments.get("pair_mode") == "siamese" else "") + ".", "",
              "| task | head | metric | dev (best evaluation) |", "|---|---|---|---|"]
-    for task, head in heads.items():
+    for task, described in heads.items():
         value = best.get(task)
-        lines.append(f"| {task} | {head['head']} | {get_task(task).metric} | "
+        lines.append(f"| {task} | {described['head']} | {get_task(task).metric} | "
                      f"{'not evaluated' if value is None else f'{value:.4f}'} |")
     if best.get("overall") is not None:
         lines.append(f"| overall | | mean on [0, 1] | {best['overall']:.4f} |")

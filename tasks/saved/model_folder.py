@@ -24,7 +24,7 @@ from ..registry import get_task
 from .model_card import model_card
 
 MODEL_DIR = "model"
-HEADS = "heads.safetensors"
+HEADS_FILE = "heads.safetensors"
 TASKS_JSON = "tasks.json"
 FORMAT = 1
 # The options a head needs besides its weights (TrainConfig names), recorded in tasks.json.
@@ -38,7 +38,7 @@ def export_model(folder, model: MultitaskModel, record: dict, result: dict, toke
     ("best" or "final") the exported weights earned."""
     folder = Path(folder)
     save_pretrained(model.encoder, folder, tokenizer_folder, atomic_write_bytes)
-    atomic_write_bytes(folder / HEADS, safetensors_of(model.heads))
+    atomic_write_bytes(folder / HEADS_FILE, safetensors_of(model.heads))
     description = describe_heads(model, record.get("max_length") or {})
     siamese = model.pair_mode == "siamese"
     if siamese:
@@ -47,7 +47,7 @@ def export_model(folder, model: MultitaskModel, record: dict, result: dict, toke
     atomic_write_text(folder / "README.md", model_card(record, result, description["tasks"], siamese))
     arguments = record.get("arguments") or {}
     atomic_write_json(folder / TASKS_JSON, {
-        "format": FORMAT, "made_by": "minbert-multitask", "encoder": "model.safetensors", "heads": HEADS,
+        "format": FORMAT, "made_by": "minbert-multitask", "encoder": "model.safetensors", "heads": HEADS_FILE,
         "options": {k: arguments.get(k) for k in HEAD_OPTIONS}, **description, "dev": result.get(scores)})
     return folder
 
@@ -60,7 +60,7 @@ def describe_heads(model: MultitaskModel, max_lengths: dict) -> dict:
     tasks = {}
     for task in model.tasks:
         cfg = get_task(task)
-        tasks[task] = {"head": cfg.head, "num_classes": cfg.num_classes, "label_range": list(cfg.label_range),
+        tasks[task] = {"head": cfg.head_kind, "num_classes": cfg.num_classes, "label_range": list(cfg.label_range),
                        "text_columns": list(cfg.text_columns), "reads": _reads(model, task),
                        "tensors": tensors.get(task, [])}
     return {"tasks": tasks, "max_length": {t: max_lengths.get(t, get_task(t).max_length) for t in model.tasks}}
@@ -71,14 +71,13 @@ def _reads(model: MultitaskModel, task: str) -> str:
     cfg = get_task(task)
     high = cfg.label_range[1]
     if cfg.is_pair and model.pair_mode == "siamese":
-        if cfg.head == "regress":
+        if cfg.kind.siamese_cosine:
             return f"no parameters: {high} * max(cosine(u, v), 0) of the mean-pooled sentences u, v"
         return "linear on [u, v, |u - v|, u * v] of the mean-pooled sentences u, v"
     vector = {"mean": "the mean of the token states", "pooler": "BERT's pooler output",
               "cls-token": "the [CLS] token's state"}[model.pooling]
     sequence = "[CLS] a [SEP] b [SEP]" if cfg.is_pair else "[CLS] a [SEP]"
-    then = f", score {high} * sigmoid(logit)" if cfg.head == "regress" else ""
-    return f"linear on {vector} of {sequence}{then}"
+    return f"linear on {vector} of {sequence}{cfg.kind.output_note(cfg)}"
 
 
 def write_sentence_transformers_files(folder: Path, hidden_size: int, max_length: int) -> None:

@@ -14,8 +14,9 @@ from typing import Optional, Sequence
 
 from minbert import DataError
 
-from ..data import Dataset, Example, _decode, _records
+from ..data import Dataset, Example
 from ..registry import get_task
+from ..text_files import decode, records
 
 STDIN = "-"
 
@@ -25,10 +26,10 @@ def read_user_file(source: str, task: str, columns: Optional[Sequence[str]] = No
     cfg = get_task(task)
     name = "<stdin>" if source == STDIN else source
     raw = sys.stdin.buffer.read() if source == STDIN else _read(Path(source))
-    text = _decode(name, raw)
+    text = decode(name, raw)
     first_line = text.split("\n", 1)[0]
     delimiter = "\t" if "\t" in first_line else ","
-    rows = _records(name, text, delimiter)
+    rows = records(name, text, delimiter)
     header = next(rows, None)
     if header is None:
         raise DataError(f"{name}: empty input; the first line must name the columns")

@@ -66,7 +66,7 @@ def run_folders(path) -> list:
     return [path]
 
 
-def load_trained(path, device: torch.device, implementation: str = "auto") -> Trained:
+def load_trained(path, device: torch.device, implementation: str = minbert.DEFAULT_IMPLEMENTATION) -> Trained:
     """The model of a run folder (config.json + best.pt) or of an exported model folder (tasks.json), running
     `implementation` (`auto`: the one for `device`, minbert.build)."""
     path = Path(path)
