@@ -92,8 +92,10 @@ def cast_once(module: nn.Module, tensors: tuple, make):
     autocast would make, so the outputs are bitwise the same. A change is seen through the
     tensors' version counters (in-place edits, load_state_dict) and storage; an optimizer step
     needs `FastBertModel.watch_optimizer`, since fused AdamW does not bump version counters.
+    Weights made under `torch.inference_mode()` (a model loaded there to predict) have no version
+    counter: for them the storage alone is the stamp.
     """
-    stamp = tuple((t._version, t.data_ptr()) for t in tensors)
+    stamp = tuple((0 if t.is_inference() else t._version, t.data_ptr()) for t in tensors)
     cached = module.__dict__.get("_eval_weights")
     if cached is None or cached[0] != stamp:
         cached = module.__dict__["_eval_weights"] = (stamp, make())

@@ -53,3 +53,15 @@ def test_cast_weights_are_reused_and_follow_every_change(pretrained, tokenizer):
     minilm = minbert.from_pretrained("minilm").eval()
     model.load_state_dict(minilm.state_dict())
     assert torch.equal(_hidden(model, batch), first)
+
+
+def test_a_model_loaded_in_inference_mode_evaluates_in_bf16(pretrained, tokenizer):
+    """predict.py loads and runs its model under torch.inference_mode(): weights without version counters."""
+    batch = tokenizer.collate(tokenizer.encode(["a short one", "a longer sentence about a film", "hi"]))
+    expected = _hidden(copy.deepcopy(pretrained).eval(), batch)
+    with torch.inference_mode():
+        model = minbert.from_pretrained(str(pretrained.source.folder)).eval()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            got = model(**batch).last_hidden_state
+            again = model(**batch).last_hidden_state
+    assert torch.equal(got, expected) and torch.equal(again, expected)
