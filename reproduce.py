@@ -26,7 +26,10 @@ from pathlib import Path
 
 import ablate  # its option parsing is the one every sweep here goes through
 from minbert import IMPLEMENTATION_CHOICES, PRECISIONS, RunFailure, UserError
-from tasks.ablation import arguments, reproduction, reproduction_report, reproduction_runs, sweep
+from tasks.ablation import arguments, sweep
+from tasks.reproduction import experiments as reproduction
+from tasks.reproduction import kept as reproduction_runs
+from tasks.reproduction import report as reproduction_report
 from tasks.ablation.studies import STUDIES
 from tasks.cli import exit_status
 from tasks.machine import cpu_model, source_commit

@@ -12,8 +12,8 @@ import minbert
 from conftest import run_cli
 from minbert import UserError
 from tasks.ablation import plots
-from tasks.ablation.features import layer_features
-from tasks.ablation.linear_probe import PENALTIES, fit_probe
+from tasks.ablation.studies.probe.features import layer_features
+from tasks.ablation.studies.probe.linear_probe import PENALTIES, fit_probe
 from tasks.ablation.studies import probe
 from tasks.encoded import EncodedSplit
 from tasks.heads import mean_pool

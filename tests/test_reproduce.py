@@ -11,12 +11,15 @@ from test_user_tasks import glue_dir, task_file  # noqa: F401  (glue_dir is a fi
 import reproduce
 from conftest import run_cli
 from minbert import UserError
-from tasks.ablation import measures, reproduction, reproduction_report, reproduction_runs
-from tasks.ablation.findings import BY_ID, FINDINGS
+from tasks.reproduction import experiments as reproduction
+from tasks.reproduction import kept as reproduction_runs
+from tasks.reproduction import measures
+from tasks.reproduction import report as reproduction_report
+from tasks.reproduction.findings import BY_ID, FINDINGS
 from tasks.ablation.statistics import interval
 from tasks.ablation.studies import STUDIES
 from tasks.ablation.sweep import Shape
-from tasks.ablation.verdicts import (
+from tasks.reproduction.verdicts import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
     NOT_RUN,

@@ -1,14 +1,15 @@
-"""report.md from the kept results alone (`reproduction_runs.py`): per paper, every finding's line with its
+"""report.md from the kept results alone (`kept.py`): per paper, every finding's line with its
 verdict on each run (the first, then any labelled follow-up), the experiments with their wall time, the
 figures and the protocol history. Nothing here trains; `reproduce.py --report-only` is this."""
 import math
 from pathlib import Path
 
+from ..ablation import plots
+from ..ablation.plateau import coarse_holdout
 from ..fileio import atomic_write_bytes, atomic_write_text
-from . import plots, reproduction, reproduction_runs
+from . import experiments, kept
 from .findings import FINDINGS, PAPERS
 from .measures import MEASURES
-from .plateau import coarse_holdout
 from .verdicts import NOT_RUN, NOT_TESTABLE, VERDICTS, judge
 
 RULE = ("Each effect is signed so that the paper's direction is positive. **Reproduced**: the 95% interval lies "
@@ -17,7 +18,7 @@ RULE = ("Each effect is signed so that the paper's direction is positive. **Repr
         "otherwise. A 'no effect' finding (equivalence) is reproduced when the interval lies within -/+ the SESOI "
         "and not reproduced when it lies wholly outside. A finding tested on several rows at once widens each "
         "row's interval to 1 - 0.05/rows (Bonferroni). SESOIs, seeds and rules were fixed before any run "
-        "(`tasks/ablation/findings/`).")
+        "(`tasks/reproduction/findings/`).")
 
 
 def fmt(estimate) -> str:
@@ -34,12 +35,12 @@ def fmt(estimate) -> str:
 def verdicts(runs: dict, ctx) -> dict:
     """{run label: {finding id: Verdict}} for the first run and each follow-up that has results."""
     out = {}
-    for label in [reproduction_runs.FIRST, *sorted(set(runs) - {reproduction_runs.FIRST})]:
-        results = reproduction_runs.results_for(runs, label)
+    for label in [kept.FIRST, *sorted(set(runs) - {kept.FIRST})]:
+        results = kept.results_for(runs, label)
         covered = set(runs.get(label, {}))
         out[label] = {}
         for f in FINDINGS:
-            if label != reproduction_runs.FIRST and f.experiment not in covered:
+            if label != kept.FIRST and f.experiment not in covered:
                 continue
             if f.experiment is None or not results.has(f.experiment):
                 out[label][f.id] = judge(f, label, [])
@@ -73,7 +74,7 @@ def paper_section(paper: str, by_run: dict) -> list:
                 continue
             tested = f.tested if f.experiment else f"not testable here: {f.untestable}"
             sesoi = f"{f.sesoi:g}" + (" (equivalence)" if f.kind == "equivalence" else "")
-            follow = reproduction_runs.FOLLOW_UPS.get(label)   # a follow-up's run has its own protocol number
+            follow = kept.FOLLOW_UPS.get(label)   # a follow-up's run has its own protocol number
             protocol = follow.protocol if follow else f.protocol
             lines.append(f"| <a id=\"{f.id}\"></a>`{f.id}` | \"{_cell(f.quote)}\" | {_cell(tested)} | {label} "
                          f"(protocol {protocol}) | {_effect(v)} | {sesoi} | **{v.outcome}** | "
@@ -140,11 +141,11 @@ def learning_curve_link(report_dir: Path, name: str, label: str, sweeps: dict) -
 def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
     lines = ["## Experiments", "",
              f"Estimated minutes at the {ctx.scale.name} scale: trials x (expected steps x seconds per step + "
-             f"{reproduction.TRIAL_OVERHEAD_S:g} s) (`SECONDS_PER_STEP` in `tasks/ablation/reproduction.py`, "
+             f"{experiments.TRIAL_OVERHEAD_S:g} s) (`SECONDS_PER_STEP` in `tasks/reproduction/experiments.py`, "
              f"measured on one core; * marks a guessed figure), in one process and with two one-thread workers "
-             f"({reproduction.PARALLEL_SPEEDUP}x).", ""]
-    for e in reproduction.EXPERIMENTS.values():
-        one, two, guessed = reproduction.estimate_minutes(e, ctx)
+             f"({experiments.PARALLEL_SPEEDUP}x).", ""]
+    for e in experiments.EXPERIMENTS.values():
+        one, two, guessed = experiments.estimate_minutes(e, ctx)
         seeds = e.seeds or ctx.scale.seeds
         lines += [f"### <a id=\"experiment-{e.name}\"></a>{e.name}", "", e.what + ".", "",
                   f"Seeds: {seeds}. Findings: " + ", ".join(f"[{f.id}](#{f.id})" for f in FINDINGS
@@ -152,10 +153,10 @@ def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
         if ctx.scale.name == "cpu":
             lines += [f"Estimate: {one:.0f} min in one process, {two:.0f} min with --workers 2"
                       f"{' (*)' if guessed else ''}.", ""]
-        for label, experiments in runs.items():
-            if e.name not in experiments:
+        for label, by_experiment in runs.items():
+            if e.name not in by_experiment:
                 continue
-            meta, sweeps = experiments[e.name]
+            meta, sweeps = by_experiment[e.name]
             trials = sum(len(r) for r in sweeps.values())
             sittings = "; ".join(f"{s['date']}, commit {s['commit']}, {s['cpu']}, {s['wall_time_s'] / 60:.1f} min "
                                  f"wall, +{s.get('trials_added', '?')} trials" for s in meta.get("sittings", []))
@@ -171,10 +172,10 @@ def history_section(runs: dict) -> list:
              "SESOI: its verdict table and the follow-ups made then are kept in "
              "[the README's history](README.md#history-the-report-before-issue-27).", ""]
     for label in runs:
-        follow = reproduction_runs.FOLLOW_UPS.get(label)
+        follow = kept.FOLLOW_UPS.get(label)
         reason = f": {follow.reason} (protocol {follow.protocol})" if follow else ": the declared protocol"
         lines.append(f"- `{label}`" + reason + " - " + ", ".join(sorted(runs[label])) + ".")
-    for label, follow in reproduction_runs.FOLLOW_UPS.items():
+    for label, follow in kept.FOLLOW_UPS.items():
         if label not in runs:
             lines.append(f"- `{label}` (declared, not run yet: `python reproduce.py --follow-up {label} --only "
                          f"{','.join(follow.experiments)}`): {follow.reason} (protocol {follow.protocol}).")
@@ -184,9 +185,9 @@ def history_section(runs: dict) -> list:
 
 
 def write(results_dir: Path, report_path: Path, ctx) -> Path:
-    runs = reproduction_runs.load(results_dir)
+    runs = kept.load(results_dir)
     by_run = verdicts(runs, ctx)
-    counts = {v: sum(x.outcome == v for x in by_run.get(reproduction_runs.FIRST, {}).values())
+    counts = {v: sum(x.outcome == v for x in by_run.get(kept.FIRST, {}).values())
               for v in (*VERDICTS, NOT_RUN, NOT_TESTABLE)}
     report_dir = Path(report_path).parent
     lines = ["# Reproduction report", "",

@@ -10,8 +10,8 @@ from typing import Optional
 
 import numpy as np
 
-from .statistics import interval, paired_interval, pairwise_interval
-from .summary import trial_metrics
+from ..ablation.statistics import interval, paired_interval, pairwise_interval
+from ..ablation.summary import trial_metrics
 from .verdicts import Row
 
 RESTORE_CURVE = "restore_svcca"   # ablate.py --mode restore: index i = layer i restored to its pretrained values

@@ -27,14 +27,14 @@ import torch
 import minbert
 from minbert import UserError
 
-from ...inputs import subsample_split
-from ...metrics import overall_score
-from ...registry import get_task
-from ..arguments import int_list, number_list, share
-from ..features import FEATURE_POOLINGS, layer_features
-from ..linear_probe import HOLDOUT, PENALTIES, fit_probe
-from ..summary import SUMMARY
-from ..sweep import Shape, Study, grid
+from ....inputs import subsample_split
+from ....metrics import overall_score
+from ....registry import get_task
+from ...arguments import int_list, number_list, share
+from .features import FEATURE_POOLINGS, layer_features
+from .linear_probe import HOLDOUT, PENALTIES, fit_probe
+from ...summary import SUMMARY
+from ...sweep import Shape, Study, grid
 
 
 def penalty_list(text: str) -> list:
@@ -176,7 +176,7 @@ def reinit_rows(folder) -> list:
 
 
 def figures(sweep, records, rows, metric) -> dict:
-    from .. import plots  # matplotlib loads only when a summary is drawn
+    from ... import plots  # matplotlib loads only when a summary is drawn
     finetuned = reinit_rows(sweep.args.reinit_sweep) if sweep.args.reinit_sweep else None
     return {"probe": plots.probe_curve(rows, metric, sweep.shape.num_layers, finetuned=finetuned)}
 
