@@ -183,8 +183,8 @@ def test_head_pools_per_layer_and_per_head_index_and_every_block():
         num_layers=6)), p), lambda p: STUDIES["reinit"].pools(None, p))
     [row] = [r for r in rows if r["config"] == "head=*:2"]
     assert row["reference"] == "from=6" and row["change_mean"] == pytest.approx(0.2) and row["n"] == 2
-    from tasks.ablation import plots
-    assert plots.heads_by_layer(rows, "dev/sst", 3, by="head") is not None
+    from tasks.ablation.studies import reinit
+    assert reinit.heads_by_layer(rows, "dev/sst", 3, by="head") is not None
 
 
 def test_restoring_layers_of_an_unchanged_model_changes_nothing(small_data_dir, tmp_path, tiny_model):  # noqa: F811

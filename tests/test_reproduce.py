@@ -11,14 +11,14 @@ from test_user_tasks import glue_dir, task_file  # noqa: F401  (glue_dir is a fi
 import reproduce
 from conftest import run_cli
 from minbert import UserError
+from tasks.ablation.statistics import interval
+from tasks.ablation.studies import STUDIES
+from tasks.ablation.sweep import Shape
 from tasks.reproduction import experiments as reproduction
 from tasks.reproduction import kept as reproduction_runs
 from tasks.reproduction import measures
 from tasks.reproduction import report as reproduction_report
 from tasks.reproduction.findings import BY_ID, FINDINGS
-from tasks.ablation.statistics import interval
-from tasks.ablation.studies import STUDIES
-from tasks.ablation.sweep import Shape
 from tasks.reproduction.verdicts import (
     INCONCLUSIVE,
     NOT_REPRODUCED,

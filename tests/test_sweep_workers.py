@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 import ablate
 from conftest import run_cli
 from minbert import UserError
-from tasks.ablation import plots, progress, sweep, workers
+from tasks.ablation import progress, sweep, workers
 from tasks.ablation.studies import permute, probe
 from tasks.training import Interrupted
 
@@ -176,7 +176,7 @@ def test_legends_sit_outside_the_axes():
     rows = [{"config": r["config"], "metric": "dev/sst", "data_fraction": 1.0, "n": 2, "mean": r["dev"]["sst"],
              "ci95_low": r["dev"]["sst"] - 0.01, "ci95_high": r["dev"]["sst"] + 0.01, "params": r["params"]}
             for r in records if r["seed"] == 0]
-    fig = plots.permutation_strip(records, rows, "dev/sst")
+    fig = permute.permutation_strip(records, rows, "dev/sst")
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     renderer = canvas.get_renderer()

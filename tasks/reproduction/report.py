@@ -4,7 +4,9 @@ figures and the protocol history. Nothing here trains; `reproduce.py --report-on
 import math
 from pathlib import Path
 
-from ..ablation import plots
+import numpy as np
+
+from ..ablation.drawing import legend, new_figure, png_bytes
 from ..ablation.plateau import coarse_holdout
 from ..fileio import atomic_write_bytes, atomic_write_text
 from . import experiments, kept
@@ -127,14 +129,63 @@ def coarse_holdout_note(plateaus: list) -> str:
     return "".join(f" Warning: {note}; the learning curves show it." for note in notes)
 
 
+MAX_COLOURED_GROUPS = 10  # beyond this many configurations a legend is unreadable: every trial is drawn grey
+
+
+def learning_curves(sweeps: dict):
+    """Each sweep's trials as held-out score against steps, a dot where each stopped: whether the budget took the
+    trials to their plateau. Held-out rows are a share of the trial's own training data, never dev. `sweeps` maps
+    a sweep's name to its trial records (`results.jsonl` rows); None when no trial kept a held-out curve."""
+    panels = {}
+    for name, records in sweeps.items():  # one panel per sweep and data fraction: their held-out sets differ
+        records = [r for r in records if (r.get("budget") or {}).get("heldout_curve")]
+        fractions = sorted({r.get("data_fraction") for r in records}, key=str)
+        for fraction in fractions:
+            title = name if len(fractions) == 1 else f"{name}, fraction {fraction:g}"
+            panels[title] = [r for r in records if r.get("data_fraction") == fraction]
+    if not panels:
+        return None
+    columns = min(3, len(panels))
+    rows_of_panels = math.ceil(len(panels) / columns)
+    fig = new_figure(figsize=(5.0 * columns, 3.4 * rows_of_panels))
+    axes = np.atleast_1d(fig.subplots(rows_of_panels, columns)).ravel()
+    for ax, (name, records) in zip(axes, sorted(panels.items())):
+        group_of = {id(r): str(r.get("group") or r.get("config")) for r in records}
+        groups = sorted(set(group_of.values()))
+        coloured = len(groups) <= MAX_COLOURED_GROUPS
+        labelled = set()
+        for r in sorted(records, key=lambda r: (group_of[id(r)], r.get("seed", 0))):
+            group = group_of[id(r)]
+            curve = r["budget"]["heldout_curve"]
+            colour = f"C{groups.index(group) % 10}" if coloured else "0.5"
+            label = group if coloured and group not in labelled else None
+            labelled.add(group)
+            steps, scores = [p["step"] for p in curve], [p["score"] for p in curve]
+            ax.plot(steps, scores, color=colour, linewidth=0.8, alpha=0.7, label=label)
+            ax.plot(steps[-1:], scores[-1:], "o", color=colour, markersize=3)
+        held_out = {task: rows for r in records
+                    for task, rows in ((r["budget"].get("plateau") or {}).get("holdout_rows") or {}).items()}
+        ax.set_title(f"{name}: {len(records)} trials" + (", held-out rows " + ", ".join(
+            f"{task} {rows}" for task, rows in sorted(held_out.items())) if held_out else ""), fontsize=9)
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel("held-out training rows: score")
+        if coloured:
+            legend(ax)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle("Learning curves on each trial's held-out training rows (a dot: where the trial stopped)",
+                 fontsize=10)
+    return fig
+
+
 def learning_curve_link(report_dir: Path, name: str, label: str, sweeps: dict) -> list:
     """Draw the run's learning curves from its kept results (so `--report-only` draws them too) and link them."""
-    fig = plots.learning_curves(sweeps)
+    fig = learning_curves(sweeps)
     if fig is None:
         return []
     file = f"{name}-{label}-learning-curves.png"
     (report_dir / "figures").mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(report_dir / "figures" / file, plots.png_bytes(fig))
+    atomic_write_bytes(report_dir / "figures" / file, png_bytes(fig))
     return [f"![{name} ({label}): learning curves on held-out training rows](figures/{file})"]
 
 

@@ -4,7 +4,7 @@ A study module reads top to bottom: a docstring naming its paper and protocol,
 `add_arguments(group)` (its own options, refused with any other mode), `plan(args,
 shape)` (its trials; layers or heads the model lacks are a UserError there, before
 any trial runs), `run(sweep, trial)` (change a copy of the encoder, `sweep.fit`
-it), `figures(...)` (its plots, drawn by tasks/ablation/plots.py), and last `STUDY`,
+it), its figure functions and `figures(...)` (drawn with tasks/ablation/drawing.py), and last `STUDY`,
 a `sweep.Study` that names them. Adding a study: a new module here, and its
 name in NAMES.
 """

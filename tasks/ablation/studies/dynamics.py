@@ -43,6 +43,7 @@ from ...fileio import atomic_save_torch, safe_join
 from ...heads import sequences
 from ...inputs import RunInputs
 from ..arguments import positive_or_all
+from ..drawing import errorbar, fractions_of, legend, new_figure
 from ..sweep import Shape, Study, Trial
 
 # Sentences vary: on SST after 100 fine-tuning steps the top layer's per-sentence attention JS
@@ -214,9 +215,37 @@ def reference(sweep, params) -> Optional[str]:
     return "seed-vs-seed" + (f",task={params['task']}" if params.get("task") else "")
 
 
+CURVES = (("weight_l2", "L2 distance of the layer's output.dense.weight"),
+          ("attention_js", "attention JS divergence (nats, per sentence)"),
+          ("svcca", "SVCCA distance of token representations"))
+
+
+def dynamics_curves(rows, num_layers: int):
+    """Per layer: pretrained vs fine-tuned (solid) and fine-tuning seed vs seed (dashed)."""
+    rows = [r for r in rows if r["metric"].split("/")[0] in dict(CURVES)]
+    if not rows:
+        return None
+    fig = new_figure(figsize=(15, 4.2))
+    axes = fig.subplots(1, len(CURVES))
+    for ax, (name, label) in zip(axes, CURVES):
+        for i, fraction in enumerate(fractions_of(rows)):
+            for group, style, what in (("finetune", "-", "pretrained vs fine-tuned"),
+                                       ("seed-vs-seed", "--", "seed vs seed")):
+                mine = [r for r in rows if r["data_fraction"] == fraction and r["config"] == group
+                        and r["metric"].split("/")[0] == name]
+                if mine:
+                    errorbar(ax, mine, lambda r: int(r["metric"].split("/")[1]), color=f"C{i}",
+                              linestyle=style, marker="o", label=f"{what} ({fraction:g})")
+        ax.set_title(label, fontsize=9)
+        ax.set_ylim(bottom=max(ax.get_ylim()[0], 0.0))  # distances: an interval below 0 means nothing
+        ax.set_xlabel("layer (0 = embeddings)" if name == "svcca" else "layer")
+        legend(ax)
+    fig.suptitle("How fine-tuning changes each layer", fontsize=10)
+    return fig
+
+
 def figures(sweep, records, rows, metric) -> dict:
-    from .. import plots  # matplotlib loads only when a summary is drawn
-    return {"dynamics": plots.dynamics_curves(rows, sweep.shape.num_layers)}
+    return {"dynamics": dynamics_curves(rows, sweep.shape.num_layers)}
 
 
 STUDY = Study(summary="how fine-tuning changes each layer", title="dynamics", add_arguments=add_arguments,

@@ -18,6 +18,7 @@ from minbert import UserError
 from ...config import validate
 from ...inputs import prepare
 from ..arguments import items
+from ..drawing import PRETTY, errorbar, fractions_of, new_figure, title
 from ..sweep import Shape, Study, grid
 
 # name -> the training options it sets (TrainConfig's fields)
@@ -75,9 +76,30 @@ def reference(sweep, params) -> str:
     return None if params.get("method") == "baseline" else "method=baseline"
 
 
+def change_bars(rows, metric: str, mode: str, label: str):
+    """Each configuration's paired change from its study's reference, with its 95% interval, per data fraction."""
+    rows = [r for r in rows if r["mode"] == mode and r["metric"] == metric and r.get("change_mean") is not None]
+    if not rows:
+        return None
+    fractions = fractions_of(rows)
+    configs = list(dict.fromkeys(r["config"] for r in rows))
+    fig = new_figure(figsize=(max(4.5, 0.9 * len(configs) + 2.0) * len(fractions), 4.0))
+    axes = fig.subplots(1, len(fractions), squeeze=False, sharey=True)[0]
+    for ax, fraction in zip(axes, fractions):
+        mine = {r["config"]: r for r in rows if r["data_fraction"] == fraction}
+        errorbar(ax, [mine[c] for c in configs if c in mine], lambda r: configs.index(r["config"]),
+                  value="change_mean", color="k", marker="D", linestyle="none")
+        ax.axhline(0.0, color="0.5", linewidth=0.8)
+        ax.set_xticks(range(len(configs)))
+        ax.set_xticklabels(configs, rotation=20, fontsize=8)
+        ax.set_ylabel(f"{label}: {PRETTY.get(metric, metric)}")
+        ax.set_title(f"data fraction {fraction:g}", fontsize=9)
+    title(fig, f"{mode}: change from the reference", rows)
+    return fig
+
+
 def figures(sweep, records, rows, metric) -> dict:
-    from .. import plots  # matplotlib loads only when a summary is drawn
-    return {"methods": plots.change_bars(rows, metric, "methods", "change from the baseline (paired by seed)")}
+    return {"methods": change_bars(rows, metric, "methods", "change from the baseline (paired by seed)")}
 
 
 STUDY = Study(summary="SMART, gradient surgery, cross vs siamese pairs against the baseline",

@@ -15,12 +15,14 @@ import argparse
 import math
 import random
 
+import numpy as np
 import torch
 
 import minbert
 from minbert import UserError
 
 from ..arguments import integer
+from ..drawing import errorbar, find, fractions_of, legend, metric_axis, new_figure, reference_line
 from ..sweep import Shape, Study, grid
 
 
@@ -86,9 +88,50 @@ def pools(sweep, params) -> dict:
         else {}
 
 
+def permutation_strip(records, rows, metric: str):
+    """As Tamkin et al.'s Fig. 4: the mean over random layer orders with its 95% interval (the order the unit),
+    between the original order and the model with every layer re-drawn (lines, with their intervals over seeds);
+    every trial as a dot."""
+    key = metric.split("/", 1)[1]
+    records = [r for r in records if (r.get("dev") or {}).get(key) is not None]
+    rows = [r for r in rows if r["metric"] == metric]
+    if not records:
+        return None
+    fractions = fractions_of(records)
+    jitter = np.random.default_rng(0)
+    fig = new_figure(figsize=(max(4.4, 2.4 * len(fractions)), 4.6))
+    ax = fig.add_subplot()
+    for x, fraction in enumerate(fractions):
+        first = x == 0
+        mine = [r for r in records if r["data_fraction"] == fraction]
+        summary = [r for r in rows if r["data_fraction"] == fraction]
+        for kind, color, marker, what in (("random", "C0", "o", "one random order and seed"),
+                                          ("chosen", "C2", "s", "--order, one seed")):
+            dots = [r["dev"][key] for r in mine if not r["params"]["original"] and not r["params"].get("reinit")
+                    and bool(r["params"].get("random", True)) == (kind == "random")]
+            ax.scatter(x + jitter.uniform(-0.12, 0.12, len(dots)), dots, s=14, color=color, marker=marker,
+                       alpha=0.5, label=what if first and dots else None)
+        reference_line(ax, find(summary, lambda p: p.get("original")), "C3", "-",
+                        "original order" if first else None, (x - 0.35, x + 0.35))
+        reference_line(ax, find(summary, lambda p: p.get("reinit")), "0.4", "--",
+                        "every layer re-drawn" if first else None, (x - 0.35, x + 0.35))
+        pooled = find(summary, lambda p: p.get("pooled"))
+        if pooled is not None:
+            errorbar(ax, [pooled], lambda r: x, color="k", marker="D", markersize=7, linestyle="none",
+                      label=f"mean over random orders (n = {pooled['n']}, 95% CI)" if first else None)
+    ax.set_xticks(range(len(fractions)))
+    ax.set_xticklabels([f"{f:g}" for f in fractions])
+    ax.set_xlim(-0.6, len(fractions) - 0.4)
+    ax.set_xlabel("data fraction")
+    metric_axis(ax, metric)
+    legend(ax)
+    fig.suptitle("Fine-tuning with the layers in a random order\n(lines: mean over seeds, bands: 95% CI)",
+                 fontsize=10)
+    return fig
+
+
 def figures(sweep, records, rows, metric) -> dict:
-    from .. import plots  # matplotlib loads only when a summary is drawn
-    return {"permute": plots.permutation_strip(records, rows, metric)}
+    return {"permute": permutation_strip(records, rows, metric)}
 
 
 STUDY = Study(summary="shuffle the layer order", title="permute", add_arguments=add_arguments, plan=plan, run=run,

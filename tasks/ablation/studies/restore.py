@@ -21,6 +21,7 @@ from minbert.analysis import svcca_distance, svcca_sample
 
 from ...evaluation import evaluate
 from ..arguments import positive_or_all
+from ..drawing import errorbar, fractions_of, legend, new_figure
 from ..sweep import Shape, Study, grid
 from .dynamics import DYNAMICS_EXAMPLES, analysis_batches
 
@@ -77,9 +78,34 @@ def run(sweep, trial) -> dict:
     return result
 
 
+def restore_curves(rows, num_layers: int):
+    """Per restored layer i: the last layer's SVCCA distance from the fine-tuned model, and the dev score (Hao et
+    al., Fig. 3); solid: layer i alone restored, dashed: layers 0..i."""
+    panels = (("svcca", "SVCCA distance of the last layer from the fine-tuned model"),
+              ("dev", "dev score with the fine-tuned heads"))
+    rows = [r for r in rows if r["metric"].split("/")[0] in {f"restore{b}_{p}" for b in ("", "_below")
+                                                            for p, _ in panels}]
+    if not rows:
+        return None
+    fig = new_figure(figsize=(10, 4.2))
+    for ax, (panel, label) in zip(fig.subplots(1, len(panels)), panels):
+        for i, fraction in enumerate(fractions_of(rows)):
+            for prefix, style, what in (("restore", "-", "layer i restored"), ("restore_below", "--", "layers 0..i")):
+                mine = [r for r in rows if r["data_fraction"] == fraction and r["metric"].split("/")[0] ==
+                        f"{prefix}_{panel}"]
+                if mine:
+                    errorbar(ax, mine, lambda r: int(r["metric"].split("/")[1]), color=f"C{i}", linestyle=style,
+                              marker="o", label=f"{what} ({fraction:g})")
+        ax.set_title(label, fontsize=9)
+        ax.set_xticks(range(num_layers))
+        ax.set_xlabel("restored layer i")
+        legend(ax)
+    fig.suptitle("Restoring pretrained layers in the fine-tuned model (Hao et al., Fig. 3)", fontsize=10)
+    return fig
+
+
 def figures(sweep, records, rows, metric) -> dict:
-    from .. import plots  # matplotlib loads only when a summary is drawn
-    return {"restore": plots.restore_curves(rows, sweep.shape.num_layers)}
+    return {"restore": restore_curves(rows, sweep.shape.num_layers)}
 
 
 STUDY = Study(summary="restore a fine-tuned layer's pretrained values (Hao et al., Fig. 3)",

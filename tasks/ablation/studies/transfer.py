@@ -16,12 +16,16 @@ stages (info.total_steps), the intermediate stage's budget (info.intermediate_bu
 """
 import dataclasses
 import json
+import math
+
+import numpy as np
 
 import minbert
 from minbert import UserError
 
 from ...fileio import atomic_write_json, safe_join
 from ...trained.model_folder import TASKS_JSON
+from ..drawing import diverging, fractions_of, new_figure
 from ..sweep import Shape, Study, Trial, grid
 
 STAGE_BUDGET = "budget.json"  # in an intermediate model's folder: what its stage spent (steps, plateau, curves)
@@ -95,9 +99,41 @@ def intermediate(sweep, task: str, trial: Trial):
     return minbert.from_pretrained(str(folder), implementation=sweep.inputs.encoder.config.implementation), dev, spent
 
 
+def transfer_matrix(rows, tasks):
+    """Final-task metric after an intermediate task (rows) vs direct fine-tuning (top row)."""
+    rows = [r for r in rows if "final" in r["params"] and r["metric"] == f"dev/{r['params']['final']}"
+            and not r["params"].get("steps")]  # the equal-steps control arms are not cells of the matrix
+    if not rows:
+        return None
+    fractions = fractions_of(rows)
+    vias = [None] + list(tasks)
+    fig = new_figure(figsize=(1.6 * len(tasks) + 2.8, 1.0 * len(vias) + 1.8))
+    axes = fig.subplots(len(fractions), 1, squeeze=False)[:, 0]
+    for ax, fraction in zip(axes, fractions):
+        mine = {(r["params"]["via"], r["params"]["final"]): r for r in rows if r["data_fraction"] == fraction}
+        delta = np.full((len(vias), len(tasks)), np.nan)
+        for (i, via), (j, final) in ((a, b) for a in enumerate(vias) for b in enumerate(tasks)):
+            cell, direct = mine.get((via, final)), mine.get((None, final))
+            if cell is None:
+                continue
+            change = cell["mean"] - direct["mean"] if direct else math.nan
+            delta[i, j] = change
+            text = f"{cell['mean']:.3f}" + (f"\n({change:+.3f})" if via is not None and direct else "")
+            ax.text(j, i, text, ha="center", va="center", fontsize=8)
+        diverging(ax, delta, "change from direct fine-tuning")
+        ax.set_xticks(range(len(tasks)))
+        ax.set_xticklabels(tasks)
+        ax.set_yticks(range(len(vias)))
+        ax.set_yticklabels(["direct"] + [f"after {t}" for t in tasks])
+        ax.set_xlabel("final task (its dev metric)")
+        ax.set_ylabel("intermediate task")
+        ax.set_title(f"data fraction {fraction:g}", fontsize=9)
+    fig.suptitle("Intermediate-task transfer (BERT Goes to College, Exp. 1)", fontsize=10)
+    return fig
+
+
 def figures(sweep, records, rows, metric) -> dict:
-    from .. import plots  # matplotlib loads only when a summary is drawn
-    return {"transfer": plots.transfer_matrix(rows, sweep.inputs.tasks)}
+    return {"transfer": transfer_matrix(rows, sweep.inputs.tasks)}
 
 
 STUDY = Study(summary="intermediate-task fine-tuning", title="transfer", add_arguments=add_arguments, plan=plan,

@@ -31,10 +31,11 @@ from ....inputs import subsample_split
 from ....metrics import overall_score
 from ....registry import get_task
 from ...arguments import int_list, number_list, share
-from .features import FEATURE_POOLINGS, layer_features
-from .linear_probe import HOLDOUT, PENALTIES, fit_probe
+from ...drawing import errorbar, find, fractions_of, legend, metric_axis, new_figure, title
 from ...summary import SUMMARY
 from ...sweep import Shape, Study, grid
+from .features import FEATURE_POOLINGS, layer_features
+from .linear_probe import HOLDOUT, PENALTIES, fit_probe
 
 
 def penalty_list(text: str) -> list:
@@ -175,10 +176,47 @@ def reinit_rows(folder) -> list:
     return out
 
 
+def probe_curve(rows, metric: str, num_layers: int, finetuned=None):
+    """Linear-probe metric per layer, one panel per pooling; dashed: the full and an all-reinitialised model.
+
+    `finetuned`: a reinit sweep's summary rows; its "layers >= k reinitialised, then fine-tuned" curve is drawn
+    on the same axes (k pretrained layers kept in both), as Tamkin et al. (2020) overlay them in Fig. 2.
+    """
+    rows = [r for r in rows if r["metric"] == metric and "pooling" in r["params"]]
+    if not rows:
+        return None
+    finetuned = [r for r in finetuned or () if r["metric"] == metric and r["params"].get("scheme") == "from"]
+    poolings = sorted({r["params"]["pooling"] for r in rows})
+    fig = new_figure(figsize=(5.2 * len(poolings), 4.4))
+    axes = fig.subplots(1, len(poolings), squeeze=False, sharey=True)[0]
+    names = {"cls-token": "[CLS] state of layer k", "first": "[CLS] state of layer k", "mean": "mean-pooled layer k"}
+    for ax, pooling in zip(axes, poolings):
+        for i, fraction in enumerate(fractions_of(rows)):
+            mine = [r for r in rows if r["data_fraction"] == fraction and r["params"]["pooling"] == pooling]
+            errorbar(ax, [r for r in mine if not r["params"]["control"]], lambda r: r["params"]["layer"],
+                      color=f"C{i}", marker="o", label=f"probe, data fraction {fraction:g}")
+            for row, style, what in ((find(mine, lambda p: p["layer"] == num_layers and not p["control"]),
+                                      "--", "probe on the full pretrained model"),
+                                     (find(mine, lambda p: p["control"]), "-.", "probe, all layers reinitialised")):
+                if row is not None:
+                    ax.axhline(row["mean"], color=f"C{i}", linestyle=style, linewidth=1, alpha=0.8,
+                               label=f"{what} ({fraction:g})")
+            tuned = [r for r in finetuned if r["data_fraction"] == fraction]
+            if tuned:
+                errorbar(ax, tuned, lambda r: r["params"]["from"], color=f"C{i}", marker="s", linestyle=":",
+                          label=f"fine-tuned, layers >= k reinitialised ({fraction:g})")
+        ax.set_title(f"probe on the {names.get(pooling, pooling)}", fontsize=9)
+        ax.set_xticks(range(num_layers + 1))
+        ax.set_xlabel("k: pretrained layers kept (probe: features of layer k; 0 = embeddings)")
+        legend(ax)
+        metric_axis(ax, metric)
+    title(fig, "Linear probes on frozen pretrained layers" + (" beside fine-tuning" if finetuned else ""), rows)
+    return fig
+
+
 def figures(sweep, records, rows, metric) -> dict:
-    from ... import plots  # matplotlib loads only when a summary is drawn
     finetuned = reinit_rows(sweep.args.reinit_sweep) if sweep.args.reinit_sweep else None
-    return {"probe": plots.probe_curve(rows, metric, sweep.shape.num_layers, finetuned=finetuned)}
+    return {"probe": probe_curve(rows, metric, sweep.shape.num_layers, finetuned=finetuned)}
 
 
 def note(args):
