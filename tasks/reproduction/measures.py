@@ -10,7 +10,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..ablation.statistics import interval, paired_interval, pairwise_interval
+from ..ablation import statistics
+from ..ablation.statistics import interval, paired_interval, unit_of
 from ..ablation.summary import trial_metrics
 from .verdicts import Row
 
@@ -40,7 +41,7 @@ class Results:
         for r in self.select(experiment, label, config, fraction, group):
             value = trial_metrics(r).get(metric)
             if value is not None:
-                out[tuple(r["params"]["seeds"]) if "seeds" in r["params"] else r["seed"]] = value
+                out[unit_of(r)] = value
         return out
 
 
@@ -53,11 +54,7 @@ def combine(function, *series: dict) -> dict:
 def estimate(values: dict) -> Optional[dict]:
     """The 95% interval of per-seed values, or of per-pair values (jackknife over seeds)."""
     values = {k: v for k, v in values.items() if v is not None and math.isfinite(v)}
-    if not values:
-        return None
-    if isinstance(next(iter(values)), tuple):
-        return pairwise_interval(values)
-    return interval(values.values())
+    return statistics.estimate(values) if values else None
 
 
 def minus(a: float, b: float) -> float:
