@@ -27,12 +27,12 @@ from pathlib import Path
 import ablate  # its option parsing is the one every sweep here goes through
 from minbert import IMPLEMENTATION_CHOICES, PRECISIONS, RunFailure, UserError
 from tasks.ablation import arguments, sweep
-from tasks.reproduction import experiments as reproduction
-from tasks.reproduction import kept as reproduction_runs
-from tasks.reproduction import report as reproduction_report
 from tasks.ablation.studies import STUDIES
 from tasks.cli import exit_status
 from tasks.machine import cpu_model, source_commit
+from tasks.reproduction import experiments as reproduction
+from tasks.reproduction import kept as reproduction_runs
+from tasks.reproduction import report as reproduction_report
 from tasks.training import Interrupted
 
 ROOT = Path(__file__).resolve().parent

@@ -150,7 +150,7 @@ def write_plots(sweep, records: list, rows: list, metric: str) -> list:
         return []
     from torch.utils.tensorboard import SummaryWriter
 
-    from .plots import png_bytes
+    from .drawing import png_bytes
     written = []
     writer = SummaryWriter(str(safe_join(sweep.out, "tensorboard", "summary")))
     try:
