@@ -36,7 +36,7 @@ def finished(records: list, mode: str, fp: str) -> list:
     return list(latest.values())
 
 
-def report(sweep, trials: list, records: list, write: bool = True) -> bool:
+def tally(sweep, trials: list, records: list, write: bool = True) -> bool:
     """Print how many of the sweep's trials are finished, missing and failed, over every results file, and
     write summary.csv and the plots; a shard (write=False) writes them only once the sweep is complete, so
     two shards finishing at once both write the same thing. Whether they were written."""
@@ -44,7 +44,7 @@ def report(sweep, trials: list, records: list, write: bool = True) -> bool:
     # In plan order, not the results files' order, which workers and shards finishing in any order would
     # carry into summary.csv's rows.
     place = {key: i for i, key in enumerate(keys)}
-    ok = sorted(finished(records, sweep.args.mode, sweep.fingerprint), key=lambda r: place.get(r["key"], len(place)))
+    ok = sorted(finished(records, sweep.config.mode, sweep.fingerprint), key=lambda r: place.get(r["key"], len(place)))
     ok_keys = {r["key"] for r in ok}
     failed_keys = {r["key"] for r in records if r.get("status") == "failed"} - ok_keys
     n_ok, n_failed = sum(k in ok_keys for k in keys), sum(k in failed_keys for k in keys)

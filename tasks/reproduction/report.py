@@ -11,6 +11,7 @@ from ..ablation.plateau import coarse_holdout
 from ..fileio import atomic_write_bytes, atomic_write_text
 from . import experiments, kept
 from .findings import FINDINGS, PAPERS
+from .follow_ups import FIRST, FOLLOW_UPS
 from .measures import MEASURES
 from .verdicts import NOT_RUN, NOT_TESTABLE, VERDICTS, judge
 
@@ -37,12 +38,12 @@ def fmt(estimate) -> str:
 def verdicts(runs: dict, ctx) -> dict:
     """{run label: {finding id: Verdict}} for the first run and each follow-up that has results."""
     out = {}
-    for label in [kept.FIRST, *sorted(set(runs) - {kept.FIRST})]:
+    for label in [FIRST, *sorted(set(runs) - {FIRST})]:
         results = kept.results_for(runs, label)
         covered = set(runs.get(label, {}))
         out[label] = {}
         for f in FINDINGS:
-            if label != kept.FIRST and f.experiment not in covered:
+            if label != FIRST and f.experiment not in covered:
                 continue
             if f.experiment is None or not results.has(f.experiment):
                 out[label][f.id] = judge(f, label, [])
@@ -76,7 +77,7 @@ def paper_section(paper: str, by_run: dict) -> list:
                 continue
             tested = f.tested if f.experiment else f"not testable here: {f.untestable}"
             sesoi = f"{f.sesoi:g}" + (" (equivalence)" if f.kind == "equivalence" else "")
-            follow = kept.FOLLOW_UPS.get(label)   # a follow-up's run has its own protocol number
+            follow = FOLLOW_UPS.get(label)   # a follow-up's run has its own protocol number
             protocol = follow.protocol if follow else f.protocol
             lines.append(f"| <a id=\"{f.id}\"></a>`{f.id}` | \"{_cell(f.quote)}\" | {_cell(tested)} | {label} "
                          f"(protocol {protocol}) | {_effect(v)} | {sesoi} | **{v.outcome}** | "
@@ -223,10 +224,10 @@ def history_section(runs: dict) -> list:
              "SESOI: its verdict table and the follow-ups made then are kept in "
              "[the README's history](README.md#history-the-report-before-issue-27).", ""]
     for label in runs:
-        follow = kept.FOLLOW_UPS.get(label)
+        follow = FOLLOW_UPS.get(label)
         reason = f": {follow.reason} (protocol {follow.protocol})" if follow else ": the declared protocol"
         lines.append(f"- `{label}`" + reason + " - " + ", ".join(sorted(runs[label])) + ".")
-    for label, follow in kept.FOLLOW_UPS.items():
+    for label, follow in FOLLOW_UPS.items():
         if label not in runs:
             lines.append(f"- `{label}` (declared, not run yet: `python reproduce.py --follow-up {label} --only "
                          f"{','.join(follow.experiments)}`): {follow.reason} (protocol {follow.protocol}).")
@@ -238,7 +239,7 @@ def history_section(runs: dict) -> list:
 def write(results_dir: Path, report_path: Path, ctx) -> Path:
     runs = kept.load(results_dir)
     by_run = verdicts(runs, ctx)
-    counts = {v: sum(x.outcome == v for x in by_run.get(kept.FIRST, {}).values())
+    counts = {v: sum(x.outcome == v for x in by_run.get(FIRST, {}).values())
               for v in (*VERDICTS, NOT_RUN, NOT_TESTABLE)}
     report_dir = Path(report_path).parent
     lines = ["# Reproduction report", "",

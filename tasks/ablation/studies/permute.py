@@ -14,6 +14,8 @@ order is paired by seed.
 import argparse
 import math
 import random
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
@@ -23,7 +25,7 @@ from minbert import UserError
 
 from ..arguments import integer
 from ..drawing import errorbar, find, fractions_of, legend, metric_axis, new_figure, reference_line
-from ..sweep import Shape, Study, grid
+from ..study import Shape, Study, grid, planned
 
 
 def permutation(text: str) -> list:
@@ -42,27 +44,36 @@ def add_arguments(group):
                        help="seed of the random orders (default: %(default)s)")
 
 
-def plan(args, shape: Shape) -> list:
+@dataclass(frozen=True)
+class Options:
+    trials: int = planned(5)                    # distinct random orders
+    order: Optional[tuple] = planned()          # also this order
+    permutation_seed: int = planned(0)          # seed of the random orders (each order is in its trial's label)
+
+
+def trials(config, shape: Shape) -> list:
     """The original order, `--order`, `--trials` distinct random orders (seeded by --permutation-seed), and every
     layer re-drawn."""
+    options = config.options
     n = shape.num_layers
     orders = [list(range(n))]
-    if args.order is not None:
-        if len(args.order) != n:
-            raise UserError(f"--order lists {len(args.order)} layers; the model has {n} (a permutation of "
+    if options.order is not None:
+        given = list(options.order)
+        if len(given) != n:
+            raise UserError(f"--order lists {len(given)} layers; the model has {n} (a permutation of "
                             f"0..{n - 1})")
-        if args.order not in orders:  # the original order given again would cost one of the --trials
-            orders.append(args.order)
+        if given not in orders:  # the original order given again would cost one of the --trials
+            orders.append(given)
     chosen = len(orders)
-    rng = random.Random(args.permutation_seed)
-    wanted = min(len(orders) + args.trials, math.factorial(n))
+    rng = random.Random(options.permutation_seed)
+    wanted = min(len(orders) + options.trials, math.factorial(n))
     while len(orders) < wanted:
         order = rng.sample(range(n), n)
         if order not in orders:
             orders.append(order)
     configs = [(label(o), {"order": o, "original": i == 0, "random": i >= chosen}) for i, o in enumerate(orders)]
     configs.append(("reinit=all", {"order": None, "original": False, "random": False, "reinit": True}))
-    return grid("permute", configs, args.seed_list, args.fraction_list)
+    return grid("permute", configs, config.seeds, config.fractions)
 
 
 def label(order) -> str:
@@ -134,5 +145,6 @@ def figures(sweep, records, rows, metric) -> dict:
     return {"permute": permutation_strip(records, rows, metric)}
 
 
-STUDY = Study(summary="shuffle the layer order", title="permute", add_arguments=add_arguments, plan=plan, run=run,
+STUDY = Study(name="permute", Options=Options,
+              summary="shuffle the layer order", title="permute", add_arguments=add_arguments, trials=trials, run=run,
               figures=figures, reference=reference, pools=pools)

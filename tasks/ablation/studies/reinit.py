@@ -17,6 +17,8 @@ records it. Every configuration's change is measured from the unmodified model
 at the same seeds.
 """
 import argparse
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
@@ -37,7 +39,7 @@ from ..drawing import (
     reference_line,
     title,
 )
-from ..sweep import Shape, Study, grid
+from ..study import Shape, Study, grid, planned
 
 
 def from_layer_list(text: str) -> list:
@@ -87,9 +89,24 @@ def add_arguments(group):
                             "LayerNorms keep their pretrained values, as Singh & Giovanardi (default: %(default)s)")
 
 
-def plan(args, shape: Shape) -> list:
+def from_layer_argument(ks) -> str:
+    """--from-layer's text: 0 is 'all', None 'none'."""
+    return ",".join("none" if k is None else "all" if k == 0 else str(k) for k in ks)
+
+
+@dataclass(frozen=True)
+class Options:
+    from_layer: Optional[tuple] = planned(as_argument=from_layer_argument)  # k values; None in it: the layer count
+    block: Optional[tuple] = planned()      # (START, SIZE) pairs; START None: every start
+    heads: Optional[tuple] = planned()      # (LAYER, HEAD) pairs; HEAD None: every head of the layer
+    reinit_embeddings: bool = planned(False)  # the trials' labels say ",emb"
+    reinit_policy: str = "all"              # changes every trial: in the fingerprint
+
+
+def trials(config, shape: Shape) -> list:
     """`--from-layer`, `--block` and `--heads` schemes, plus the unmodified model as reference."""
-    n, emb, policy = shape.num_layers, args.reinit_embeddings, args.reinit_policy
+    options = config.options
+    n, emb, policy = shape.num_layers, options.reinit_embeddings, options.reinit_policy
     suffix = ",emb" if emb else ""
 
     def layers(label, scheme, chosen, **extra):
@@ -97,23 +114,23 @@ def plan(args, shape: Shape) -> list:
                                 **extra}
 
     configs = [(f"from={n}", {"scheme": "from", "layers": [], "embeddings": False, "policy": policy, "from": n})]
-    froms = args.from_layer or ([] if args.block or args.heads else list(range(n, -1, -1)))
+    froms = options.from_layer or ([] if options.block or options.heads else list(range(n, -1, -1)))
     for k in froms:
         k = n if k is None else k
         if k > n:
             raise UserError(f"--from-layer {k}: the model has {n} layers (k in 0..{n}; {n} = none)")
         configs.append(layers(f"from={k}", "from", range(k, n), **{"from": k}))
-    if args.block:  # the blocks' reference: every layer re-drawn, the embeddings as the blocks' are
+    if options.block:  # the blocks' reference: every layer re-drawn, the embeddings as the blocks' are
         configs.append(layers("from=0", "from", range(n), **{"from": 0}))
-    for start, size in blocks(args.block or (), n):
+    for start, size in blocks(options.block or (), n):
         if start + size > n:
             raise UserError(f"--block {start}:{size}: layers {start}..{start + size - 1} are past the model's "
                             f"{n} layers (0..{n - 1})")
         block = set(range(start, start + size))
         configs.append(layers(f"block={start}:{size}", "block", block, start=start, size=size))
         configs.append(layers(f"keep={start}:{size}", "keep", set(range(n)) - block, start=start, size=size))
-    configs += head_configs(args.heads or (), shape, suffix, emb, policy)
-    return grid("reinit", configs, args.seed_list, args.fraction_list)
+    configs += head_configs(options.heads or (), shape, suffix, emb, policy)
+    return grid("reinit", configs, config.seeds, config.fractions)
 
 
 def blocks(given, n: int) -> list:
@@ -305,8 +322,8 @@ def figures(sweep, records, rows, metric) -> dict:
             "reinit_heads_by_index": heads_by_layer(rows, metric, heads, by="head")}
 
 
-STUDY = Study(summary="re-draw layers or heads",
+STUDY = Study(name="reinit", Options=Options,
+              summary="re-draw layers or heads",
               title="reinit (BERT's init: N(0, initializer_range) cut at 2 std, biases 0, LayerNorms 1/0 under "
                     "--reinit-policy all; seeded by the trial's seed)",
-              add_arguments=add_arguments, plan=plan, run=run, figures=figures, reference=reference, pools=pools,
-              fingerprint=("reinit_policy",))
+              add_arguments=add_arguments, trials=trials, run=run, figures=figures, reference=reference, pools=pools)

@@ -14,6 +14,8 @@ the task's for one task, the overall score for several), and `restore_below_svcc
 reaches the output.
 """
 import copy
+from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
@@ -22,7 +24,7 @@ from minbert.analysis import svcca_distance, svcca_sample
 from ...evaluation import evaluate
 from ..arguments import positive_or_all
 from ..drawing import errorbar, fractions_of, legend, new_figure
-from ..sweep import Shape, Study, grid
+from ..study import Shape, Study, grid
 from .dynamics import DYNAMICS_EXAMPLES, analysis_batches
 
 CURVE_NAMES = ("restore_svcca", "restore_dev", "restore_below_svcca", "restore_below_dev")
@@ -34,8 +36,13 @@ def add_arguments(group):
                             "same for every copy) (default: %(default)s)")
 
 
-def plan(args, shape: Shape) -> list:
-    return grid("restore", [("restore", {"kind": "restore"})], args.seed_list, args.fraction_list)
+@dataclass(frozen=True)
+class Options:
+    restore_examples: Optional[int] = DYNAMICS_EXAMPLES  # dev examples per task; None: all
+
+
+def trials(config, shape: Shape) -> list:
+    return grid("restore", [("restore", {"kind": "restore"})], config.seeds, config.fractions)
 
 
 @torch.no_grad()
@@ -59,7 +66,7 @@ def run(sweep, trial) -> dict:
     result = sweep.fit(trial, sweep.inputs.encoder)
     model, tasks = result["model"], sweep.inputs.tasks
     if "analysis_batches" not in sweep.cache:
-        sweep.cache["analysis_batches"] = analysis_batches(sweep.inputs, sweep.args.restore_examples)
+        sweep.cache["analysis_batches"] = analysis_batches(sweep.inputs, sweep.options.restore_examples)
     batches = sweep.cache["analysis_batches"]
     reference = last_layer_tokens(model.encoder, batches)
     pretrained = sweep.inputs.encoder.encoder.layer
@@ -72,7 +79,7 @@ def run(sweep, trial) -> dict:
                 restored.encoder.encoder.layer[j].load_state_dict(pretrained[j].state_dict())
             tokens = last_layer_tokens(restored.encoder, batches)
             curves[f"{prefix}_svcca"].append(svcca_distance(reference, tokens))
-            curves[f"{prefix}_dev"].append(headline(evaluate(restored, sweep.inputs, sweep.config.eval_batch_size),
+            curves[f"{prefix}_dev"].append(headline(evaluate(restored, sweep.inputs, sweep.training.eval_batch_size),
                                                     tasks))
     result["curves"] = curves
     return result
@@ -108,7 +115,7 @@ def figures(sweep, records, rows, metric) -> dict:
     return {"restore": restore_curves(rows, sweep.shape.num_layers)}
 
 
-STUDY = Study(summary="restore a fine-tuned layer's pretrained values (Hao et al., Fig. 3)",
+STUDY = Study(name="restore", Options=Options,
+              summary="restore a fine-tuned layer's pretrained values (Hao et al., Fig. 3)",
               title="restore (the last layer's SVCCA distance and the dev score after restoring layer i, or 0..i)",
-              add_arguments=add_arguments, plan=plan, run=run, figures=figures,
-              fingerprint=("restore_examples",))
+              add_arguments=add_arguments, trials=trials, run=run, figures=figures)

@@ -17,6 +17,7 @@ stages (info.total_steps), the intermediate stage's budget (info.intermediate_bu
 import dataclasses
 import json
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,25 +27,25 @@ from minbert import UserError
 from ...fileio import atomic_write_json, safe_join
 from ...trained.model_folder import TASKS_JSON
 from ..drawing import diverging, fractions_of, new_figure
-from ..sweep import Shape, Study, Trial, grid
+from ..study import Shape, Study, Trial, grid, planned
 
 STAGE_BUDGET = "budget.json"  # in an intermediate model's folder: what its stage spent (steps, plateau, curves)
 
 
-def plan(args, shape: Shape) -> list:
+def trials(config, shape: Shape) -> list:
     """Direct fine-tuning on each task, then every ordered (intermediate, final) pair.
 
     Trials that start from the same intermediate model share its shard, which
     trains that model once and alone writes its folder.
     """
-    tasks = args.config.task_list
+    tasks = config.training.task_list
     if len(tasks) < 2:
         raise UserError("--mode transfer needs at least two tasks (--task all, or --tasks sst,sts)")
     configs = [(f"via=none,final={b}", {"via": None, "final": b}) for b in tasks]
-    if not args.no_equal_steps:
+    if not config.options.no_equal_steps:
         configs += [(f"via=none,final={b},steps=x2", {"via": None, "final": b, "steps": 2}) for b in tasks]
     configs += [(f"via={a},final={b}", {"via": a, "final": b}) for a in tasks for b in tasks if a != b]
-    trials = grid("transfer", configs, args.seed_list, args.fraction_list)
+    trials = grid("transfer", configs, config.seeds, config.fractions)
     for trial in trials:
         if trial.params["via"]:
             trial.shard_unit = intermediate_stage(trial, trial.params["via"]).name
@@ -53,7 +54,7 @@ def plan(args, shape: Shape) -> list:
 
 def intermediate_stage(trial: Trial, task: str) -> Trial:
     """The intermediate fine-tuning on `task` a transfer trial starts from; its name is its TensorBoard run."""
-    return dataclasses.replace(trial, config=f"intermediate={task}", params={"via": task}, group="", shard_unit="")
+    return dataclasses.replace(trial, label=f"intermediate={task}", params={"via": task}, group="", shard_unit="")
 
 
 def add_arguments(group):
@@ -62,15 +63,20 @@ def add_arguments(group):
                             "the step cap: as many steps as a pair's two stages may train) (default: run them)")
 
 
+@dataclass(frozen=True)
+class Options:
+    no_equal_steps: bool = planned(False)       # leave out the steps=x2 control arms
+
+
 def run(sweep, trial) -> dict:
     via, final = trial.params["via"], trial.params["final"]
     if via is None:
         times = trial.params.get("steps", 1)
         if times == 1:
             return sweep.fit(trial, sweep.inputs.encoder, tasks=(final,))
-        if sweep.args.trial_steps:
-            return sweep.fit(trial, sweep.inputs.encoder, tasks=(final,), steps=times * sweep.args.trial_steps)
-        return sweep.fit(trial, sweep.inputs.encoder, tasks=(final,), epochs=times * sweep.config.epochs)
+        if sweep.config.trial_steps:
+            return sweep.fit(trial, sweep.inputs.encoder, tasks=(final,), steps=times * sweep.config.trial_steps)
+        return sweep.fit(trial, sweep.inputs.encoder, tasks=(final,), epochs=times * sweep.training.epochs)
     encoder, intermediate_dev, stage_budget = intermediate(sweep, via, trial)
     result = sweep.fit(trial, encoder, tasks=(final,))
     result["info"] = {"intermediate_dev": intermediate_dev, "intermediate_budget": stage_budget,
@@ -136,5 +142,6 @@ def figures(sweep, records, rows, metric) -> dict:
     return {"transfer": transfer_matrix(rows, sweep.inputs.tasks)}
 
 
-STUDY = Study(summary="intermediate-task fine-tuning", title="transfer", add_arguments=add_arguments, plan=plan,
+STUDY = Study(name="transfer", Options=Options,
+              summary="intermediate-task fine-tuning", title="transfer", add_arguments=add_arguments, trials=trials,
               run=run, figures=figures)
