@@ -104,8 +104,8 @@ def test_killed_sweep_resumes_and_failed_trials_are_retried(small_data_dir, tmp_
 
 
 def _sweep(small_data_dir, tmp_path, *extra):
-    args = ablate.parse_args(_argv(small_data_dir, tmp_path / "sweep", *extra))
-    return sweep.Sweep(args, prepare(args.config), args.out, STUDIES[args.mode])
+    config = ablate.parse_args(_argv(small_data_dir, tmp_path / "sweep", *extra))
+    return sweep.Sweep(config, prepare(config.training))
 
 
 def test_dynamics_of_a_model_with_itself_is_zero(pretrained, tokenizer):
@@ -150,14 +150,14 @@ def test_dynamics_compares_the_same_seeded_sample_of_dev_examples(small_data_dir
     assert len(every) == len(dev) == 40 and set(sample) < set(every)
     assert every == sentences(dynamics.analysis_batches(inputs, 100))  # more than the dev set: all of it
     assert ablate.parse_args(_argv(small_data_dir, tmp_path, "--mode", "dynamics", "--dynamics-examples",
-                                   "all")).dynamics_examples is None
+                                   "all")).options.dynamics_examples is None
 
 
 def test_reinit_policy_is_recorded_and_decides_what_is_redrawn(small_data_dir, tmp_path, pretrained):
     options = ["--mode", "reinit", "--task", "sst", "--from-layer", "5", "--reinit-policy", "linear-weights"]
     reinit = _sweep(small_data_dir, tmp_path, *options)
-    trials = STUDIES["reinit"].plan(reinit.args, reinit.shape)
-    assert [t.config for t in trials] == ["from=6", "from=5"]
+    trials = STUDIES["reinit"].trials(reinit.config, reinit.shape)
+    assert [t.label for t in trials] == ["from=6", "from=5"]
     assert all(t.params["policy"] == "linear-weights" for t in trials)  # in every results line's params
     reinit.fit = lambda trial, encoder, **kwargs: {"model": encoder}
     encoder = STUDIES["reinit"].run(reinit, trials[1])["model"]
@@ -167,8 +167,8 @@ def test_reinit_policy_is_recorded_and_decides_what_is_redrawn(small_data_dir, t
         "attention.self.query.weight", "attention.self.key.weight", "attention.self.value.weight",
         "attention.output.dense.weight", "intermediate.dense.weight", "output.dense.weight")}
     default = ablate.parse_args(_argv(small_data_dir, tmp_path / "sweep", *options[:-2]))
-    assert default.reinit_policy == "all"
-    assert sweep.Sweep(default, reinit.inputs, default.out, STUDIES["reinit"]).fingerprint != reinit.fingerprint
+    assert default.options.reinit_policy == "all"
+    assert sweep.Sweep(default, reinit.inputs).fingerprint != reinit.fingerprint
 
 
 def test_transfer_fills_the_ordered_pair_matrix(small_data_dir, tmp_path):
@@ -186,8 +186,8 @@ def test_transfer_fills_the_ordered_pair_matrix(small_data_dir, tmp_path):
 
 
 def _plan(*argv):
-    args = ablate.parse_args([*argv, *BASE])
-    return STUDIES[args.mode].plan(args, sweep.Shape(num_layers=6, num_heads=12))
+    config = ablate.parse_args([*argv, *BASE])
+    return config.study.trials(config, sweep.Shape(num_layers=6, num_heads=12))
 
 
 @pytest.mark.parametrize("mode", [["--mode", "reinit", "--heads", "2:*"], ["--mode", "transfer", "--task", "all"]])
@@ -211,17 +211,17 @@ def test_shards_partition_the_trials_and_keep_them_when_seeds_are_added(mode):
 def test_plans_do_not_repeat_trials_and_fingerprints_ignore_where_a_sweep_runs():
     assert arguments.int_list("1,01,2") == [1, 2] and arguments.fraction_list("0.1,0.10") == [0.1]
     args = ablate.parse_args(["--mode", "permute", "--trials", "5", "--order", "0,1", *BASE])
-    orders = [t.config for t in permute.plan(args, sweep.Shape(num_layers=2, num_heads=1))]
+    orders = [t.label for t in permute.trials(args, sweep.Shape(num_layers=2, num_heads=1))]
     # the original given again does not use up the only other order; last, the fully re-drawn reference
     assert orders == ["order=0-1", "order=1-0", "reinit=all"]
     args = ablate.parse_args(["--mode", "reinit", *BASE])
 
     def fingerprint(path, sha, device, requested="auto", used="fp32"):
-        options = SimpleNamespace(**{**vars(args), "config": replace(args.config, device=device, precision=requested)})
+        config = args.replace(training=replace(args.training, device=device, precision=requested))
         record = {"sst": {"train": {"path": path, "sha256": sha, "n_rows": 40}, "test": None}}
         inputs = SimpleNamespace(encoder=SimpleNamespace(source=None), data_record=record, device=device,
                                  precision=used, precision_requested=requested)
-        return sweep.fingerprint(options, inputs, STUDIES["reinit"])
+        return sweep.fingerprint(config, inputs)
 
     assert fingerprint("/a/sst.csv", "x", "auto") == fingerprint("/nfs/sst.csv", "x", "cuda:1")
     assert fingerprint("/a/sst.csv", "x", "auto") != fingerprint("/a/sst.csv", "y", "auto")
@@ -306,15 +306,15 @@ def test_budget_rule_gives_every_data_fraction_the_same_number_of_steps(small_da
     # The defaults on the course's SST (8,544 sentences, batch 32): 3 / 27 / 267 steps a pass at 0.01 / 0.1 / 1.
     args = ablate.parse_args(["--mode", "reinit", "--task", "sst", "--data-dir", str(data_dir), "--model", "minilm",
                               "--device", "cpu"])
-    assert (args.trial_steps, args.config.eval_every, args.plateau_patience) == (1000, 50, 3)
-    inputs = prepare(args.config)
+    assert (args.trial_steps, args.training.eval_every, args.plateau.patience) == (1000, 50, 3)
+    inputs = prepare(args.training)
     for fraction, per_pass, passes in ((0.01, 3, 100), (0.1, 27, 12), (1.0, 267, 2)):
-        config, spent = sweep.budget(replace(args.config, data_fraction=fraction), inputs, 300)
+        config, spent = sweep.budget(replace(args.training, data_fraction=fraction), inputs, 300)
         assert spent == {"steps": 300, "epochs": passes, "steps_per_epoch": per_pass, "eval_every": 50}
         assert (config.max_steps, config.epochs) == (300, passes)
         # --trial-steps 0: --epochs passes, so the steps shrink with the fraction (27 steps at 0.1)
         assert sweep.budget(replace(config, epochs=1, max_steps=None), inputs, 0)[1]["steps"] == per_pass
-    assert sweep.budget(replace(args.config, max_steps=7), inputs, 300)[1]["steps"] == 7  # --max-steps caps it
+    assert sweep.budget(replace(args.training, max_steps=7), inputs, 300)[1]["steps"] == 7  # --max-steps caps it
 
 
 def test_a_budgeted_trial_trains_its_steps_and_reports_the_final_evaluation(small_data_dir, tmp_path, tiny_model):
@@ -343,7 +343,7 @@ def test_transfer_starts_the_final_stage_from_the_exported_intermediate_model(sm
     real_fit = sweep.Sweep.fit
 
     def watched_fit(self, trial, encoder, name=None, tasks=None, **kwargs):
-        started_from[name or trial.config] = ({k: v.clone() for k, v in encoder.state_dict().items()}, encoder.source)
+        started_from[name or trial.label] = ({k: v.clone() for k, v in encoder.state_dict().items()}, encoder.source)
         return real_fit(self, trial, encoder, name=name, tasks=tasks, **kwargs)
 
     monkeypatch.setattr(sweep.Sweep, "fit", watched_fit)

@@ -3,6 +3,7 @@ measures' units, the kept results (a follow-up never overwrites the first run), 
 without training, and a small run end to end."""
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,12 +12,13 @@ from test_user_tasks import glue_dir, task_file  # noqa: F401  (glue_dir is a fi
 import reproduce
 from conftest import run_cli
 from minbert import UserError
+from tasks.ablation.config import SweepConfig
 from tasks.ablation.statistics import interval
 from tasks.ablation.studies import STUDIES
-from tasks.ablation.sweep import Shape
+from tasks.ablation.study import Shape
 from tasks.reproduction import experiments as reproduction
+from tasks.reproduction import follow_ups, measures, sweeps
 from tasks.reproduction import kept as reproduction_runs
-from tasks.reproduction import measures
 from tasks.reproduction import report as reproduction_report
 from tasks.reproduction.findings import BY_ID, FINDINGS
 from tasks.reproduction.verdicts import (
@@ -204,8 +206,8 @@ def test_a_follow_up_never_overwrites_the_first_run(tmp_path, monkeypatch):
     kept = reproduction_runs.load_jsonl(results_dir / "reinit-small" / "first" / "reinit.jsonl")
     assert all(r["dev"]["sst"] < 0.99 for r in kept)
     # a declared follow-up has its own folder; the report shows both verdicts
-    follow = reproduction_runs.FollowUp("five-seeds", ("reinit-small",), "test: five seeds")
-    monkeypatch.setitem(reproduction_runs.FOLLOW_UPS, "five-seeds", follow)
+    follow = follow_ups.FollowUp("five-seeds", ("reinit-small",), "test: five seeds")
+    monkeypatch.setitem(follow_ups.FOLLOW_UPS, "five-seeds", follow)
     reproduction_runs.store(results_dir, _run("reinit-small", "five-seeds", range(5)), {"reinit": strong[SMALL]},
                             _sitting())
     by_run = reproduction_report.verdicts(reproduction_runs.load(results_dir), CTX)
@@ -222,7 +224,7 @@ def test_report_only_rebuilds_the_report_from_kept_results_without_training(tmp_
     rows = _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)
     for name, fraction in (("reinit-small", SMALL), ("reinit-large", LARGE)):
         reproduction_runs.store(results_dir, _run(name, "first", range(5)), {"reinit": rows[fraction]}, _sitting())
-    monkeypatch.setattr(reproduce, "run_sweep", lambda argv: pytest.fail("--report-only trained"))
+    monkeypatch.setattr(reproduce, "run_experiment", lambda *a: pytest.fail("--report-only trained"))
     monkeypatch.setattr(reproduce, "layers_of", lambda model: pytest.fail("--report-only loaded the model"))
     code, out, err = run_cli(reproduce.main, ["--report-only", "--results", str(results_dir), "--report", str(report)])
     assert code == 0, err
@@ -285,49 +287,72 @@ def test_cpu_estimates_are_declared_for_every_experiment():
         assert one > 0 and math.isclose(two, one / reproduction.PARALLEL_SPEEDUP), e.name
 
 
+def _config(spec, scale, follow=None, seeds=(0, 1), setting=None):
+    """The SweepConfig a sweep of the reproduction runs: built directly, no command line in between."""
+    settings = sweeps.protocol(spec, scale, follow)
+    return sweeps.sweep_config(spec.mode, settings, setting or sweeps.Setting("minilm"), seeds, "unused")
+
+
 @pytest.mark.parametrize("scale", list(reproduction.SCALES))
-def test_every_experiments_sweeps_parse_with_ablate_and_plan_their_trials(scale):
+def test_every_experiments_sweeps_build_a_sweep_config_and_list_their_trials(scale):
     ctx = reproduction.Context(6, reproduction.SCALES[scale], dict(reproduction.ROLES))
-    args = reproduce.build_parser().parse_args(["--model", "minilm"])
     for e in reproduction.EXPERIMENTS.values():
         seeds = reproduction.seeds_of(e, ctx.scale)
         for spec in e.sweeps(ctx):
-            argv = ["--mode", spec.mode, *reproduce.protocol_options(spec, ctx.scale, None),
-                    *reproduce.common_options(args, seeds), "--out", "unused"]
-            parsed = reproduce.ablate.parse_args(argv)
-            trials = STUDIES[spec.mode].plan(parsed, Shape(num_layers=6, num_heads=12))
+            config = _config(spec, ctx.scale, seeds=seeds)
+            assert isinstance(config, SweepConfig) and config.mode == spec.mode
+            trials = config.study.trials(config, Shape(num_layers=6, num_heads=12))
             assert trials, f"{e.name}/{spec.label}: no trials"
-            assert {t.seed for t in trials} <= set(seeds) and parsed.seed_list == seeds, f"{e.name}/{spec.label}"
-            assert parsed.plateau_patience == (3 if scale == "cpu" else 0), f"{e.name}/{spec.label}"
+            assert {t.seed for t in trials} <= set(seeds) and list(config.seeds) == seeds, f"{e.name}/{spec.label}"
+            assert config.plateau.patience == (3 if scale == "cpu" else 0), f"{e.name}/{spec.label}"
+
+
+def test_the_kept_runs_protocols_are_the_ones_the_declarations_write():
+    """run.json records each sweep as ablate.py's flags; the typed declarations write the same, so a later sitting
+    of a kept run is the same protocol (kept.store refuses another)."""
+    runs = reproduction_runs.load(Path(__file__).resolve().parents[1] / reproduce.RESULTS)
+    checked = 0
+    for label, by_experiment in runs.items():
+        follow = follow_ups.FOLLOW_UPS.get(label)
+        for name, (meta, _) in by_experiment.items():
+            ctx = reproduction.Context(meta["layers"], reproduction.SCALES[meta["scale"]], meta["tasks"])
+            for spec in reproduction.EXPERIMENTS[name].sweeps(ctx):
+                written = sweeps.as_arguments(spec.mode, sweeps.protocol(spec, ctx.scale, follow))
+                assert written == meta["sweeps"][spec.label], f"{name}/{label}/{spec.label}"
+                checked += 1
+    assert checked >= 20
 
 
 def test_every_declared_follow_up_names_real_experiments_and_its_options_reach_their_sweeps():
-    args = reproduce.build_parser().parse_args(["--model", "minilm"])
-    for follow in reproduction_runs.FOLLOW_UPS.values():
-        assert follow.label != reproduction_runs.FIRST and follow.reason and follow.protocol > 1
+    for follow in follow_ups.FOLLOW_UPS.values():
+        assert follow.label != follow_ups.FIRST and follow.reason and follow.protocol > 1
         for name in follow.experiments:
             e = reproduction.EXPERIMENTS[name]
             for spec in e.sweeps(CTX):
-                argv = ["--mode", spec.mode, *reproduce.protocol_options(spec, CTX.scale, follow),
-                        *reproduce.common_options(args, reproduction.seeds_of(e, CTX.scale)), "--out", "unused"]
-                parsed = reproduce.ablate.parse_args(argv)
-                assert STUDIES[spec.mode].plan(parsed, Shape(num_layers=6, num_heads=12)), f"{follow.label}/{name}"
-    cap = reproduction_runs.FOLLOW_UPS["cap-small-data"]
+                config = _config(spec, CTX.scale, follow, reproduction.seeds_of(e, CTX.scale))
+                assert config.study.trials(config, Shape(num_layers=6, num_heads=12)), f"{follow.label}/{name}"
+    cap = follow_ups.FOLLOW_UPS["cap-small-data"]
     spec = reproduction.EXPERIMENTS["reinit-small"].sweeps(CTX)[0]
-    parsed = reproduce.ablate.parse_args(["--mode", spec.mode, *reproduce.protocol_options(spec, CTX.scale, cap),
-                                          "--out", "unused"])
-    assert parsed.plateau_patience == 0     # the follow-up's option wins over the scale's plateau
+    assert _config(spec, CTX.scale, cap).plateau.patience == 0  # the follow-up's setting wins over the scale's
+
+
+def test_a_cost_estimate_counts_the_trials_its_sweeps_list():
+    """Seeds come from the experiment (or its scale) alone: the estimate lists the trials at those seeds."""
+    e = reproduction.EXPERIMENTS["reinit-small"]
+    steps = CTX.scale.expected_steps * reproduction.SECONDS_PER_STEP["sst"] + reproduction.TRIAL_OVERHEAD_S
+    trials = len(reproduction.seeds_of(e, CTX.scale)) * (CTX.n + 1)
+    assert reproduction.estimate_minutes(e, CTX)[0] == pytest.approx(trials * steps / 60)
+    three = reproduction.EXPERIMENTS["heads-top"]      # seeds=3: 3 x (12 heads + the unmodified model)
+    assert reproduction.estimate_minutes(three, CTX)[0] == pytest.approx(3 * 13 * steps / 60)
 
 
 def test_smart_and_surgery_are_methods_sweeps_paired_by_seed_with_one_baseline():
     specs = {s.label: s for s in reproduction.EXPERIMENTS["methods"].sweeps(CTX)}
-    args = reproduce.build_parser().parse_args(["--model", "minilm"])
     configs = {}
     for label, spec in specs.items():
-        parsed = reproduce.ablate.parse_args(["--mode", spec.mode, *reproduce.protocol_options(spec, CTX.scale, None),
-                                              *reproduce.common_options(args, [0, 1]), "--out", "unused"])
-        assert parsed.config.pair_mode == "siamese" and parsed.config.task_heads == "report"
-        configs[label] = sorted({t.config for t in STUDIES["methods"].plan(parsed, Shape(6, 12))})
+        config = _config(spec, CTX.scale)
+        assert config.training.pair_mode == "siamese" and config.training.task_heads == "report"
+        configs[label] = sorted({t.label for t in STUDIES["methods"].trials(config, Shape(6, 12))})
     assert configs == {"multitask": ["method=baseline", "method=dominant", "method=smart"],
                        "sts": ["method=baseline", "method=smart"]}
     records = []
@@ -362,14 +387,13 @@ def test_tasks_model_and_task_file_reach_every_sweep(glue_dir):
     path = str(task_file(glue_dir[0]))
     args = reproduce.build_parser().parse_args(["--model", "bert-base-uncased", "--task-file", path,
                                                 "--data-dir", str(glue_dir[0])])
-    ctx = reproduction.Context(12, reproduction.SCALES["paper"], roles, model=args.model)
+    ctx = reproduction.Context(12, reproduction.SCALES["paper"], roles, model=args.model, task_file=path)
     spec = reproduction.EXPERIMENTS["reinit-large"].sweeps(ctx)[0]
-    argv = ["--mode", spec.mode, *reproduce.protocol_options(spec, ctx.scale, None),
-            *reproduce.common_options(args, [0, 1])]
-    parsed = reproduce.ablate.parse_args([*argv, "--out", "x"])
-    assert parsed.config.tasks == "cola" and parsed.config.model == "bert-base-uncased"
-    assert parsed.config.task_file == path and parsed.config.lr == 2e-5 and parsed.trial_steps == 0
-    assert parsed.from_layer == [None, *range(11, 0, -1), 0] and parsed.fraction_list == [1.0]
+    config = _config(spec, ctx.scale, setting=reproduce.setting_of(args))
+    assert config.training.tasks == "cola" and config.training.model == "bert-base-uncased"
+    assert config.training.task_file == path and config.training.lr == 2e-5 and config.trial_steps == 0
+    assert config.options.from_layer == (None, *range(11, 0, -1), 0) and config.fractions == (1.0,)
+    assert "--lr 2e-5" in " ".join(sweeps.as_arguments(spec.mode, sweeps.protocol(spec, ctx.scale, None)))
 
 
 def test_head_reinitialisation_takes_the_head_as_its_unit():
