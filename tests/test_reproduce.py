@@ -1,6 +1,7 @@
 """reproduce.py: the verdict rule on constructed intervals, the declarations' quotes against the papers, the
 measures' units, the kept results (a follow-up never overwrites the first run), the report rebuilt from them
 without training, and a small run end to end."""
+import inspect
 import json
 import math
 from pathlib import Path
@@ -36,6 +37,13 @@ from tasks.reproduction.verdicts import (
 
 CTX = reproduction.Context(6, reproduction.SCALES["cpu"], dict(reproduction.ROLES))
 SMALL, LARGE = CTX.scale.small, CTX.scale.large
+
+
+
+def _measure(finding_id: str, results) -> list:
+    """The finding's rows, by the measure and keywords it declares."""
+    finding = BY_ID[finding_id]
+    return measures.MEASURES[finding.measure](results, CTX, **finding.keywords)
 
 
 def _interval(low, high, mean=None):
@@ -93,7 +101,8 @@ def test_every_declaration_is_complete_and_wired():
         if f.experiment is None:
             assert f.untestable, f.id
         else:
-            assert f.experiment in reproduction.EXPERIMENTS and f.id in measures.MEASURES, f.id
+            assert f.experiment in reproduction.EXPERIMENTS and f.measure in measures.MEASURES, f.id
+            inspect.signature(measures.MEASURES[f.measure]).bind(None, CTX, **f.keywords)  # its keywords fit
     papers = {f.paper for f in FINDINGS}
     assert len(papers) == 5 and all(sum(f.paper == p for f in FINDINGS) >= 4 for p in papers)
 
@@ -173,11 +182,11 @@ def test_dynamics_ratios_compare_thirds_and_jackknife_seed_pairs():
                 for a in range(5) for b in range(a + 1, 5)]
     results = measures.Results()
     results.add("dynamics", "dynamics", records)
-    later = measures.singh_later_layers_move(results, CTX)[0]
+    later = _measure("singh-later-layers-move", results)[0]
     assert later.estimate["mean"] == pytest.approx(0.55 / 0.15 - 1, rel=0.05)
     invariant = measures.singh_early_invariant(results, CTX)[0]
     assert invariant.estimate["mean"] == pytest.approx(1 - 0.15 / 0.55, rel=0.05)
-    seeds = measures.hao_seeds(results, CTX)[0]
+    seeds = _measure("hao-seeds-consistent-low", results)[0]
     assert seeds.estimate["n"] == 5 and decide(seeds.estimate, 0.5) == NOT_REPRODUCED   # flat: no layer pattern
 
 
@@ -363,9 +372,9 @@ def test_smart_and_surgery_are_methods_sweeps_paired_by_seed_with_one_baseline()
     results = measures.Results()
     results.add("methods", "multitask", records)
     results.add("methods", "sts", [r for r in records if r["config"] != "method=dominant"])
-    assert measures.freeze_smart_sts(results, CTX)[0].estimate["mean"] == pytest.approx(0.03)
-    assert measures.freeze_smart_multitask(results, CTX)[0].estimate["mean"] == pytest.approx(0.005)
-    assert measures.freeze_surgery(results, CTX)[0].estimate["mean"] == pytest.approx(-0.02)
+    assert _measure("freeze-smart-sts", results)[0].estimate["mean"] == pytest.approx(0.03)
+    assert _measure("freeze-smart-multitask", results)[0].estimate["mean"] == pytest.approx(0.005)
+    assert _measure("freeze-surgery-no-effect", results)[0].estimate["mean"] == pytest.approx(-0.02)
 
 
 def test_transfer_is_compared_with_direct_fine_tuning_at_the_same_total_steps():
@@ -403,7 +412,7 @@ def test_head_reinitialisation_takes_the_head_as_its_unit():
                             {"sst": 0.45 + 0.01 * s + 0.001 * h}) for s in range(3)]
     results = measures.Results()
     results.add("heads-top", "heads", records)
-    row = measures.college_heads_top(results, CTX)[0]
+    row = _measure("college-heads-top-help", results)[0]
     assert row.estimate["n"] == 12 and row.estimate["mean"] == pytest.approx(0.0055)
 
 

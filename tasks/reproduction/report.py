@@ -48,7 +48,7 @@ def verdicts(runs: dict, ctx) -> dict:
             if f.experiment is None or not results.has(f.experiment):
                 out[label][f.id] = judge(f, label, [])
             else:
-                out[label][f.id] = judge(f, label, MEASURES[f.id](results, ctx))
+                out[label][f.id] = judge(f, label, MEASURES[f.measure](results, ctx, **f.keywords))
     return out
 
 
