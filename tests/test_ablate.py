@@ -1,6 +1,7 @@
 """ablate.py on small real-format data: leaves, resuming, failures, probes, dynamics, transfer, shards, bad input."""
 import copy
 import csv
+import dataclasses
 import json
 import re
 from dataclasses import replace
@@ -15,7 +16,10 @@ import minbert
 from conftest import run_cli
 from minbert import UserError
 from tasks.ablation import arguments, sweep
+from tasks.ablation.config import SweepConfig, from_settings
+from tasks.ablation.plateau import PlateauRule
 from tasks.ablation.studies import STUDIES, dynamics, permute
+from tasks.ablation.study import fingerprinted, planned
 from tasks.inputs import prepare
 
 # --workers 1: these tests patch the trainer in this process and read the results in plan order
@@ -372,3 +376,53 @@ def test_transfer_starts_the_final_stage_from_the_exported_intermediate_model(sm
     assert code == 0, err
     assert not [name for name in started_from if name.startswith("transfer-intermediate")]
     assert len(_lines(out / "results.jsonl")) == 6
+
+
+# ---------------------------------------------------------------------------- the typed sweep config
+
+
+def test_a_sweep_config_is_validated_once_with_one_line_errors():
+    config = ablate.parse_args(["--mode", "reinit", "--task", "sst", *BASE])
+    assert isinstance(config, SweepConfig) and config.mode == "reinit" and config.out == "runs/ablate-reinit"
+    assert config.seeds == (0,) and config.fractions == (1.0,) and config.options == STUDIES["reinit"].Options()
+    for changes, needle in [(dict(seeds=(0, 0)), "twice"), (dict(fractions=(0.0,)), "(0, 1]"),
+                            (dict(trial_steps=-1), "--trial-steps"), (dict(shard=(3, 2)), "--shard"),
+                            (dict(workers=0), "--workers"), (dict(summarize=True, shard=(1, 2)), "--summarize"),
+                            (dict(plateau=PlateauRule(holdout_share=1.5)), "--plateau-holdout"),
+                            (dict(options=STUDIES["permute"].Options()), "Options"),
+                            (dict(training=replace(config.training, lr=0)), "--lr")]:
+        with pytest.raises(UserError, match=re.escape(needle)):
+            config.replace(**changes)
+
+
+def test_a_sweep_config_built_directly_equals_the_one_ablate_parses():
+    parsed = ablate.parse_args(["--mode", "reinit", "--task", "sst", "--from-layer", "none,2,all", "--data-fractions",
+                                "0.1,0.5", "--seeds", "0,1", "--trial-steps", "600", "--plateau-patience", "0",
+                                *BASE])
+    settings = {"task": "sst", "from_layer": (None, 2, 0), "data_fractions": (0.1, 0.5), "trial_steps": 600,
+                "plateau_patience": 0, "batch_size": 8, "max_steps": 2, "eval_batch_size": 64}
+    built = from_settings(STUDIES["reinit"], settings, seeds=(0, 1), workers=1, model="minilm", precision="fp32",
+                          device="cpu")
+    assert built == parsed
+    with pytest.raises(UserError, match="no option"):
+        from_settings(STUDIES["reinit"], {"task": "sst", "trials": 3})  # permute's option, not reinit's
+
+
+def test_every_study_option_is_fingerprinted_unless_it_only_lists_trials_or_draws():
+    for name, study in STUDIES.items():
+        for f in dataclasses.fields(study.Options):
+            declared = f.metadata.get("in_fingerprint", True)
+            assert (f.name in fingerprinted(study.Options())) == declared, f"{name}.{f.name}"
+
+    @dataclasses.dataclass(frozen=True)
+    class Forgetful:
+        layers: tuple = planned()
+        examples: int = 500          # declared nothing: in the fingerprint, the safe side
+
+    assert fingerprinted(Forgetful()) == {"examples": 500}
+    config = ablate.parse_args(["--mode", "dynamics", "--task", "sst", *BASE])
+    inputs = SimpleNamespace(encoder=SimpleNamespace(source=None), data_record={})
+    fewer = config.replace(options=dynamics.Options(dynamics_examples=7))
+    across = config.replace(options=dynamics.Options(across_tasks=True))
+    assert sweep.fingerprint(fewer, inputs) != sweep.fingerprint(config, inputs)   # fingerprinted
+    assert sweep.fingerprint(across, inputs) == sweep.fingerprint(config, inputs)  # planned: in the trials' labels

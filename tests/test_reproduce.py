@@ -1,6 +1,7 @@
 """reproduce.py: the verdict rule on constructed intervals, the declarations' quotes against the papers, the
 measures' units, the kept results (a follow-up never overwrites the first run), the report rebuilt from them
 without training, and a small run end to end."""
+import ast
 import inspect
 import json
 import math
@@ -444,3 +445,12 @@ def test_a_probe_experiments_budget_says_probes_not_steps():
                         {"mode": "probe", "steps": 0, "info": {"converged": False}}]}
     line = reproduction_report.budget_line(probes)
     assert "linear probes on frozen layers, 1 of 2 converged" in line and "steps trained" not in line
+
+
+def test_reproduce_imports_no_script_and_passes_no_command_line_to_the_sweeps():
+    tree = ast.parse((Path(__file__).resolve().parents[1] / "reproduce.py").read_text(encoding="utf-8"))
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    scripts = {p.stem for p in Path(__file__).resolve().parents[1].glob("*.py")}
+    assert not imported & scripts, imported & scripts
+    assert "parse_args" not in inspect.getsource(sweeps)   # SweepConfigs are built, not parsed
