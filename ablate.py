@@ -45,31 +45,29 @@ import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch lo
 import argparse
 import dataclasses
 import sys
-from pathlib import Path
 
 from minbert import RunFailure, UserError
 from tasks.ablation import arguments, plateau, sweep
+from tasks.ablation.config import (
+    PLATEAU_SETTINGS,
+    SWEEP_EPOCHS,
+    TRIAL_EVAL_EVERY,
+    TRIAL_STEPS,
+    SweepConfig,
+    task_names,
+)
 from tasks.ablation.studies import STUDIES
 from tasks.cli import exit_status
-from tasks.config import TrainConfig, validate
+from tasks.config import TrainConfig
 from tasks.distributed import launched_world_size
-from tasks.registry import MULTITASK_TASKS, REGISTRY
+from tasks.registry import REGISTRY
 from tasks.training import Interrupted, add_training_args
 
-# The cap; trials stop earlier on their held-out plateau (docs/studies.md: the budget)
-TRIAL_STEPS = 1000
-TRIAL_EVAL_EVERY = 50
-SWEEP_EPOCHS = 1        # with --trial-steps 0
 
-
-class _Parser(argparse.ArgumentParser):
+class _Parser(arguments.Parser):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.mode_options = {}  # mode -> its study's own options: given with another mode, they are a mistake
-
-    def error(self, message):
-        """A bad flag is bad input like any other: one line, exit status 2 (argparse would print usage)."""
-        raise UserError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,28 +143,33 @@ def add_budget_args(parser):
                        help="at most N held-out rows per task (default: %(default)s)")
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    """The sweep's own options, with the training options as one TrainConfig in `config`."""
+def parse_args(argv=None) -> SweepConfig:
+    """The sweep's options as one SweepConfig: the training options, the study's own, the sweep's."""
     parser = build_parser()
     args = parser.parse_args(argv)
     for mode, names in parser.mode_options.items():
         for name in names:
             if args.mode != mode and getattr(args, name) != parser.get_default(name):
                 raise UserError(f"--{name.replace('_', '-')} applies to --mode {mode} only")
-    if args.summarize and args.shard is not None:
-        raise UserError("--summarize merges every shard's results: give it without --shard")
     if args.epochs is not None and args.trial_steps:
         raise UserError(f"--epochs applies with --trial-steps 0 only: sweeps train every trial --trial-steps "
                         f"steps (here {args.trial_steps}) whatever its data fraction")
     args.epochs = SWEEP_EPOCHS if args.epochs is None else args.epochs
     config = TrainConfig.from_args(args)
     if args.task is not None:
-        config = dataclasses.replace(config, tasks=",".join(MULTITASK_TASKS) if args.task == "all" else args.task)
-    validate(config)
-    sweep_options = {k: v for k, v in vars(args).items() if k not in TrainConfig.names()}
-    return argparse.Namespace(**sweep_options, config=config, seed_list=args.seeds or [config.seed],
-                              fraction_list=args.data_fractions or [config.data_fraction],
-                              out=config.out or str(Path("runs") / f"ablate-{args.mode}"))
+        config = dataclasses.replace(config, tasks=task_names(args.task))
+    study = STUDIES[args.mode]
+    options = study.Options(**{name: _frozen(getattr(args, name)) for name in parser.mode_options[args.mode]})
+    rule = plateau.PlateauRule(**{field: getattr(args, name) for name, field in PLATEAU_SETTINGS.items()})
+    return SweepConfig(study, config, options, seeds=tuple(args.seeds or ()),
+                       fractions=tuple(args.data_fractions or ()), trial_steps=args.trial_steps, plateau=rule,
+                       shard=args.shard, workers=args.workers, summarize=args.summarize,
+                       export_models=args.export_models)
+
+
+def _frozen(value):
+    """A list option as a tuple (its items too), as the study's frozen Options hold it."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
 def main(argv=None) -> int:
@@ -174,8 +177,7 @@ def main(argv=None) -> int:
         if launched_world_size() > 1:
             raise UserError("ablate.py runs one process per shard: start one per GPU with --shard I/N "
                             "(see docs/studies.md), not under torchrun")
-        args = parse_args(argv)
-        return sweep.run(args, STUDIES[args.mode])
+        return sweep.run(parse_args(argv))
     except (UserError, RunFailure, Interrupted) as e:
         return exit_status(e)
     except KeyboardInterrupt:

@@ -27,8 +27,10 @@ course/         the course's prediction-file formats, the provenance of the cour
                 repository's data files
 saved/          a run as saved on disk: rebuilt to predict, its checkpoint files read safely, its
                 RUN_DIR/model/ export (Hugging Face format, model card), the user's own sentences to score
-ablation/       the layer studies (ablate.py, reproduce.py): sweeps, statistics, summaries, plots,
-                features and linear probes, the reproduction report, one module per study in studies/
+ablation/       the layer studies (ablate.py): sweeps, statistics, summaries, one module per study in
+                studies/ (its figures and helpers with it)
+reproduction/   the papers' findings tested by ablation sweeps (reproduce.py): declarations, measures,
+                verdicts, experiments, follow-ups, the kept results and report.md
 
 Inference (`predict.py`) never loads training/ (tests/test_layout.py holds it so); the training
 commands and the studies' sweeps call into training/ only through the names its __init__ exports.

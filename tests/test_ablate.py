@@ -1,6 +1,7 @@
 """ablate.py on small real-format data: leaves, resuming, failures, probes, dynamics, transfer, shards, bad input."""
 import copy
 import csv
+import dataclasses
 import json
 import re
 from dataclasses import replace
@@ -15,7 +16,10 @@ import minbert
 from conftest import run_cli
 from minbert import UserError
 from tasks.ablation import arguments, sweep
+from tasks.ablation.config import SweepConfig, from_settings
+from tasks.ablation.plateau import PlateauRule
 from tasks.ablation.studies import STUDIES, dynamics, permute
+from tasks.ablation.study import fingerprinted, planned
 from tasks.inputs import prepare
 
 # --workers 1: these tests patch the trainer in this process and read the results in plan order
@@ -104,8 +108,8 @@ def test_killed_sweep_resumes_and_failed_trials_are_retried(small_data_dir, tmp_
 
 
 def _sweep(small_data_dir, tmp_path, *extra):
-    args = ablate.parse_args(_argv(small_data_dir, tmp_path / "sweep", *extra))
-    return sweep.Sweep(args, prepare(args.config), args.out, STUDIES[args.mode])
+    config = ablate.parse_args(_argv(small_data_dir, tmp_path / "sweep", *extra))
+    return sweep.Sweep(config, prepare(config.training))
 
 
 def test_dynamics_of_a_model_with_itself_is_zero(pretrained, tokenizer):
@@ -150,14 +154,14 @@ def test_dynamics_compares_the_same_seeded_sample_of_dev_examples(small_data_dir
     assert len(every) == len(dev) == 40 and set(sample) < set(every)
     assert every == sentences(dynamics.analysis_batches(inputs, 100))  # more than the dev set: all of it
     assert ablate.parse_args(_argv(small_data_dir, tmp_path, "--mode", "dynamics", "--dynamics-examples",
-                                   "all")).dynamics_examples is None
+                                   "all")).options.dynamics_examples is None
 
 
 def test_reinit_policy_is_recorded_and_decides_what_is_redrawn(small_data_dir, tmp_path, pretrained):
     options = ["--mode", "reinit", "--task", "sst", "--from-layer", "5", "--reinit-policy", "linear-weights"]
     reinit = _sweep(small_data_dir, tmp_path, *options)
-    trials = STUDIES["reinit"].plan(reinit.args, reinit.shape)
-    assert [t.config for t in trials] == ["from=6", "from=5"]
+    trials = STUDIES["reinit"].trials(reinit.config, reinit.shape)
+    assert [t.label for t in trials] == ["from=6", "from=5"]
     assert all(t.params["policy"] == "linear-weights" for t in trials)  # in every results line's params
     reinit.fit = lambda trial, encoder, **kwargs: {"model": encoder}
     encoder = STUDIES["reinit"].run(reinit, trials[1])["model"]
@@ -167,8 +171,8 @@ def test_reinit_policy_is_recorded_and_decides_what_is_redrawn(small_data_dir, t
         "attention.self.query.weight", "attention.self.key.weight", "attention.self.value.weight",
         "attention.output.dense.weight", "intermediate.dense.weight", "output.dense.weight")}
     default = ablate.parse_args(_argv(small_data_dir, tmp_path / "sweep", *options[:-2]))
-    assert default.reinit_policy == "all"
-    assert sweep.Sweep(default, reinit.inputs, default.out, STUDIES["reinit"]).fingerprint != reinit.fingerprint
+    assert default.options.reinit_policy == "all"
+    assert sweep.Sweep(default, reinit.inputs).fingerprint != reinit.fingerprint
 
 
 def test_transfer_fills_the_ordered_pair_matrix(small_data_dir, tmp_path):
@@ -186,8 +190,8 @@ def test_transfer_fills_the_ordered_pair_matrix(small_data_dir, tmp_path):
 
 
 def _plan(*argv):
-    args = ablate.parse_args([*argv, *BASE])
-    return STUDIES[args.mode].plan(args, sweep.Shape(num_layers=6, num_heads=12))
+    config = ablate.parse_args([*argv, *BASE])
+    return config.study.trials(config, sweep.Shape(num_layers=6, num_heads=12))
 
 
 @pytest.mark.parametrize("mode", [["--mode", "reinit", "--heads", "2:*"], ["--mode", "transfer", "--task", "all"]])
@@ -211,17 +215,17 @@ def test_shards_partition_the_trials_and_keep_them_when_seeds_are_added(mode):
 def test_plans_do_not_repeat_trials_and_fingerprints_ignore_where_a_sweep_runs():
     assert arguments.int_list("1,01,2") == [1, 2] and arguments.fraction_list("0.1,0.10") == [0.1]
     args = ablate.parse_args(["--mode", "permute", "--trials", "5", "--order", "0,1", *BASE])
-    orders = [t.config for t in permute.plan(args, sweep.Shape(num_layers=2, num_heads=1))]
+    orders = [t.label for t in permute.trials(args, sweep.Shape(num_layers=2, num_heads=1))]
     # the original given again does not use up the only other order; last, the fully re-drawn reference
     assert orders == ["order=0-1", "order=1-0", "reinit=all"]
     args = ablate.parse_args(["--mode", "reinit", *BASE])
 
     def fingerprint(path, sha, device, requested="auto", used="fp32"):
-        options = SimpleNamespace(**{**vars(args), "config": replace(args.config, device=device, precision=requested)})
+        config = args.replace(training=replace(args.training, device=device, precision=requested))
         record = {"sst": {"train": {"path": path, "sha256": sha, "n_rows": 40}, "test": None}}
         inputs = SimpleNamespace(encoder=SimpleNamespace(source=None), data_record=record, device=device,
                                  precision=used, precision_requested=requested)
-        return sweep.fingerprint(options, inputs, STUDIES["reinit"])
+        return sweep.fingerprint(config, inputs)
 
     assert fingerprint("/a/sst.csv", "x", "auto") == fingerprint("/nfs/sst.csv", "x", "cuda:1")
     assert fingerprint("/a/sst.csv", "x", "auto") != fingerprint("/a/sst.csv", "y", "auto")
@@ -306,15 +310,15 @@ def test_budget_rule_gives_every_data_fraction_the_same_number_of_steps(small_da
     # The defaults on the course's SST (8,544 sentences, batch 32): 3 / 27 / 267 steps a pass at 0.01 / 0.1 / 1.
     args = ablate.parse_args(["--mode", "reinit", "--task", "sst", "--data-dir", str(data_dir), "--model", "minilm",
                               "--device", "cpu"])
-    assert (args.trial_steps, args.config.eval_every, args.plateau_patience) == (1000, 50, 3)
-    inputs = prepare(args.config)
+    assert (args.trial_steps, args.training.eval_every, args.plateau.patience) == (1000, 50, 3)
+    inputs = prepare(args.training)
     for fraction, per_pass, passes in ((0.01, 3, 100), (0.1, 27, 12), (1.0, 267, 2)):
-        config, spent = sweep.budget(replace(args.config, data_fraction=fraction), inputs, 300)
+        config, spent = sweep.budget(replace(args.training, data_fraction=fraction), inputs, 300)
         assert spent == {"steps": 300, "epochs": passes, "steps_per_epoch": per_pass, "eval_every": 50}
         assert (config.max_steps, config.epochs) == (300, passes)
         # --trial-steps 0: --epochs passes, so the steps shrink with the fraction (27 steps at 0.1)
         assert sweep.budget(replace(config, epochs=1, max_steps=None), inputs, 0)[1]["steps"] == per_pass
-    assert sweep.budget(replace(args.config, max_steps=7), inputs, 300)[1]["steps"] == 7  # --max-steps caps it
+    assert sweep.budget(replace(args.training, max_steps=7), inputs, 300)[1]["steps"] == 7  # --max-steps caps it
 
 
 def test_a_budgeted_trial_trains_its_steps_and_reports_the_final_evaluation(small_data_dir, tmp_path, tiny_model):
@@ -343,7 +347,7 @@ def test_transfer_starts_the_final_stage_from_the_exported_intermediate_model(sm
     real_fit = sweep.Sweep.fit
 
     def watched_fit(self, trial, encoder, name=None, tasks=None, **kwargs):
-        started_from[name or trial.config] = ({k: v.clone() for k, v in encoder.state_dict().items()}, encoder.source)
+        started_from[name or trial.label] = ({k: v.clone() for k, v in encoder.state_dict().items()}, encoder.source)
         return real_fit(self, trial, encoder, name=name, tasks=tasks, **kwargs)
 
     monkeypatch.setattr(sweep.Sweep, "fit", watched_fit)
@@ -372,3 +376,53 @@ def test_transfer_starts_the_final_stage_from_the_exported_intermediate_model(sm
     assert code == 0, err
     assert not [name for name in started_from if name.startswith("transfer-intermediate")]
     assert len(_lines(out / "results.jsonl")) == 6
+
+
+# ---------------------------------------------------------------------------- the typed sweep config
+
+
+def test_a_sweep_config_is_validated_once_with_one_line_errors():
+    config = ablate.parse_args(["--mode", "reinit", "--task", "sst", *BASE])
+    assert isinstance(config, SweepConfig) and config.mode == "reinit" and config.out == "runs/ablate-reinit"
+    assert config.seeds == (0,) and config.fractions == (1.0,) and config.options == STUDIES["reinit"].Options()
+    for changes, needle in [(dict(seeds=(0, 0)), "twice"), (dict(fractions=(0.0,)), "(0, 1]"),
+                            (dict(trial_steps=-1), "--trial-steps"), (dict(shard=(3, 2)), "--shard"),
+                            (dict(workers=0), "--workers"), (dict(summarize=True, shard=(1, 2)), "--summarize"),
+                            (dict(plateau=PlateauRule(holdout_share=1.5)), "--plateau-holdout"),
+                            (dict(options=STUDIES["permute"].Options()), "Options"),
+                            (dict(training=replace(config.training, lr=0)), "--lr")]:
+        with pytest.raises(UserError, match=re.escape(needle)):
+            config.replace(**changes)
+
+
+def test_a_sweep_config_built_directly_equals_the_one_ablate_parses():
+    parsed = ablate.parse_args(["--mode", "reinit", "--task", "sst", "--from-layer", "none,2,all", "--data-fractions",
+                                "0.1,0.5", "--seeds", "0,1", "--trial-steps", "600", "--plateau-patience", "0",
+                                *BASE])
+    settings = {"task": "sst", "from_layer": (None, 2, 0), "data_fractions": (0.1, 0.5), "trial_steps": 600,
+                "plateau_patience": 0, "batch_size": 8, "max_steps": 2, "eval_batch_size": 64}
+    built = from_settings(STUDIES["reinit"], settings, seeds=(0, 1), workers=1, model="minilm", precision="fp32",
+                          device="cpu")
+    assert built == parsed
+    with pytest.raises(UserError, match="no option"):
+        from_settings(STUDIES["reinit"], {"task": "sst", "trials": 3})  # permute's option, not reinit's
+
+
+def test_every_study_option_is_fingerprinted_unless_it_only_lists_trials_or_draws():
+    for name, study in STUDIES.items():
+        for f in dataclasses.fields(study.Options):
+            declared = f.metadata.get("in_fingerprint", True)
+            assert (f.name in fingerprinted(study.Options())) == declared, f"{name}.{f.name}"
+
+    @dataclasses.dataclass(frozen=True)
+    class Forgetful:
+        layers: tuple = planned()
+        examples: int = 500          # declared nothing: in the fingerprint, the safe side
+
+    assert fingerprinted(Forgetful()) == {"examples": 500}
+    config = ablate.parse_args(["--mode", "dynamics", "--task", "sst", *BASE])
+    inputs = SimpleNamespace(encoder=SimpleNamespace(source=None), data_record={})
+    fewer = config.replace(options=dynamics.Options(dynamics_examples=7))
+    across = config.replace(options=dynamics.Options(across_tasks=True))
+    assert sweep.fingerprint(fewer, inputs) != sweep.fingerprint(config, inputs)   # fingerprinted
+    assert sweep.fingerprint(across, inputs) == sweep.fingerprint(config, inputs)  # planned: in the trials' labels

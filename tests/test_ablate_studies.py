@@ -29,8 +29,8 @@ def _run(data_dir, out, model, *extra):
 
 
 def _plan(*argv, layers=6, heads=12):
-    args = ablate.parse_args([*argv, *SMALL])
-    return STUDIES[args.mode].plan(args, sweep.Shape(num_layers=layers, num_heads=heads))
+    config = ablate.parse_args([*argv, *SMALL])
+    return config.study.trials(config, sweep.Shape(num_layers=layers, num_heads=heads))
 
 
 # ---------------------------------------------------------------------------- the plateau budget
@@ -126,7 +126,7 @@ def test_transfer_controls_train_twice_the_cap_and_pairs_record_both_stages(smal
     assert records["via=none,final=sts"]["steps"] == 2
     pair = records["via=sst,final=sts"]
     assert pair["info"]["total_steps"] == 4 and pair["info"]["intermediate_budget"]["trained_steps"] == 2
-    assert [t.config for t in _plan("--mode", "transfer", "--tasks", "sst,sts", "--no-equal-steps")] == \
+    assert [t.label for t in _plan("--mode", "transfer", "--tasks", "sst,sts", "--no-equal-steps")] == \
         ["via=none,final=sst", "via=none,final=sts", "via=sst,final=sts", "via=sts,final=sst"]
 
 
@@ -166,10 +166,10 @@ def test_probe_records_the_heldout_score_the_best_layer_is_chosen_on(small_data_
 
 
 def test_head_pools_per_layer_and_per_head_index_and_every_block():
-    configs = [t.config for t in _plan("--mode", "reinit", "--heads", "0:*,5:*", "--block", "*:3")]
+    configs = [t.label for t in _plan("--mode", "reinit", "--heads", "0:*,5:*", "--block", "*:3")]
     assert [c for c in configs if c.startswith("block=")] == ["block=0:3", "block=1:3", "block=2:3", "block=3:3"]
     assert len([c for c in configs if c.startswith("keep=")]) == 4 and {"from=0", "from=6"} <= set(configs)
-    params = {t.config: t.params for t in _plan("--mode", "reinit", "--heads", "0:*,5:*", layers=6, heads=3)}
+    params = {t.label: t.params for t in _plan("--mode", "reinit", "--heads", "0:*,5:*", layers=6, heads=3)}
     pools = STUDIES["reinit"].pools(None, params)
     assert pools["head=0:*"][1] == ["head=0:0", "head=0:1", "head=0:2"]
     assert pools["head=*:2"] == ({"scheme": "head-index", "head": 2, "embeddings": False}, ["head=0:2", "head=5:2"])
@@ -183,8 +183,8 @@ def test_head_pools_per_layer_and_per_head_index_and_every_block():
         num_layers=6)), p), lambda p: STUDIES["reinit"].pools(None, p))
     [row] = [r for r in rows if r["config"] == "head=*:2"]
     assert row["reference"] == "from=6" and row["change_mean"] == pytest.approx(0.2) and row["n"] == 2
-    from tasks.ablation import plots
-    assert plots.heads_by_layer(rows, "dev/sst", 3, by="head") is not None
+    from tasks.ablation.studies import reinit
+    assert reinit.heads_by_layer(rows, "dev/sst", 3, by="head") is not None
 
 
 def test_restoring_layers_of_an_unchanged_model_changes_nothing(small_data_dir, tmp_path, tiny_model):  # noqa: F811
@@ -205,7 +205,7 @@ def test_restoring_layers_of_an_unchanged_model_changes_nothing(small_data_dir, 
 
 def test_methods_change_one_option_from_the_baseline(small_data_dir, tmp_path, tiny_model,  # noqa: F811
                                                      monkeypatch):
-    assert [t.config for t in _plan("--mode", "methods", "--task", "all")] == \
+    assert [t.label for t in _plan("--mode", "methods", "--task", "all")] == \
         ["method=baseline", "method=smart", "method=pcgrad", "method=siamese"]  # cross is the baseline's own
     with pytest.raises(UserError, match="two or more tasks"):
         _plan("--mode", "methods", "--task", "sst", "--methods", "pcgrad")
@@ -226,7 +226,7 @@ def test_methods_change_one_option_from_the_baseline(small_data_dir, tmp_path, t
 
 
 def test_dynamics_across_tasks_compares_each_tasks_model(small_data_dir, tmp_path, tiny_model):  # noqa: F811
-    configs = [t.config for t in _plan("--mode", "dynamics", "--tasks", "sst,sts", "--across-tasks", "--seeds", "0,1")]
+    configs = [t.label for t in _plan("--mode", "dynamics", "--tasks", "sst,sts", "--across-tasks", "--seeds", "0,1")]
     assert {"finetune,task=sst", "finetune,task=sts", "seeds=0-1,task=sts", "tasks=sst-sts"} <= set(configs)
     assert configs.count("tasks=sst-sts") == 2 and "finetune" in configs and "seeds=0-1" in configs
     with pytest.raises(UserError, match="two or more"):

@@ -5,7 +5,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from tasks.ablation import plots
 from tasks.ablation.statistics import (
     interval,
     paired_interval,
@@ -139,10 +138,10 @@ def _legend(fig):
 
 def test_figures_draw_the_papers_references():
     rows = list(_rows(PERMUTE_RECORDS, permute.STUDY, Shape(num_layers=3, num_heads=1)).values())
-    labels = _legend(plots.permutation_strip(PERMUTE_RECORDS, rows, "dev/sst"))
+    labels = _legend(permute.permutation_strip(PERMUTE_RECORDS, rows, "dev/sst"))
     assert {"original order", "every layer re-drawn", "mean over random orders (n = 3, 95% CI)"} <= set(labels)
     rows = list(_rows(HEAD_RECORDS, reinit.STUDY, Shape(num_layers=2, num_heads=3)).values())
-    labels = _legend(plots.heads_by_layer(rows, "dev/sst", 2))
+    labels = _legend(reinit.heads_by_layer(rows, "dev/sst", 2))
     assert "mean over the layer's heads (95% CI, paired by seed)" in labels
     span = {"start": 1, "size": 1}
     block = [_record("reinit", label, s, {"scheme": scheme, "layers": layers, "embeddings": False, **extra}, v, v)
@@ -150,6 +149,6 @@ def test_figures_draw_the_papers_references():
                  ("from=2", "from", [], {"from": 2}, 0.6), ("from=0", "from", [0, 1], {"from": 0}, 0.3),
                  ("block=1:1", "block", [1], span, 0.55), ("keep=1:1", "keep", [0], span, 0.35))]
     rows = list(_rows(block, reinit.STUDY, Shape(num_layers=2, num_heads=3)).values())
-    labels = _legend(plots.reinit_blocks(rows, "dev/sst", 2))
+    labels = _legend(reinit.reinit_blocks(rows, "dev/sst", 2))
     assert {"pretrained", "every layer re-drawn (embeddings only)", "the block re-drawn",
             "only the block pretrained"} <= set(labels)

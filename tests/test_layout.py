@@ -132,3 +132,11 @@ def test_modules_and_functions_stay_readable(package):
                 if length > MAX_FUNCTION_LINES:
                     too_long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}: {length} lines")
     assert too_long == []
+
+
+def test_the_reproduction_reads_the_ablation_and_never_the_reverse():
+    edges = graph()
+    assert any(a.startswith("tasks.reproduction") and b.startswith("tasks.ablation") for a, bs in edges.items()
+               for b in bs)
+    assert not [(a, b) for a, bs in edges.items() if a.startswith("tasks.ablation") for b in bs
+                if b.startswith("tasks.reproduction")]

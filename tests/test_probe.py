@@ -11,10 +11,9 @@ import ablate
 import minbert
 from conftest import run_cli
 from minbert import UserError
-from tasks.ablation import plots
-from tasks.ablation.features import layer_features
-from tasks.ablation.linear_probe import PENALTIES, fit_probe
 from tasks.ablation.studies import probe
+from tasks.ablation.studies.probe.features import layer_features
+from tasks.ablation.studies.probe.linear_probe import PENALTIES, fit_probe
 from tasks.encoded import EncodedSplit
 from tasks.heads import mean_pool
 
@@ -151,9 +150,9 @@ def test_probe_curve_overlays_the_reinit_curve(tmp_path):
     rows = [row(f"layer={k},pooling={p}", {"layer": k, "pooling": p, "control": False}, 0.3 + 0.02 * k)
             for k in range(3) for p in ("cls-token", "mean")]
     finetuned = [row(f"from={k}", {"scheme": "from", "from": k}, 0.4 + 0.03 * k) for k in range(3)]
-    fig = plots.probe_curve(rows, "dev/sst", 2, finetuned=finetuned)
+    fig = probe.probe_curve(rows, "dev/sst", 2, finetuned=finetuned)
     labels = [t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts()]
     assert sum("fine-tuned, layers >= k reinitialised" in t for t in labels) == 2  # one per pooling panel
-    assert plots.probe_curve(rows, "dev/sst", 2) is not None
+    assert probe.probe_curve(rows, "dev/sst", 2) is not None
     with pytest.raises(UserError, match="--reinit-sweep"):
         probe.reinit_rows(tmp_path / "nowhere")

@@ -1,8 +1,11 @@
 """reproduce.py: the verdict rule on constructed intervals, the declarations' quotes against the papers, the
 measures' units, the kept results (a follow-up never overwrites the first run), the report rebuilt from them
 without training, and a small run end to end."""
+import ast
+import inspect
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,12 +14,16 @@ from test_user_tasks import glue_dir, task_file  # noqa: F401  (glue_dir is a fi
 import reproduce
 from conftest import run_cli
 from minbert import UserError
-from tasks.ablation import measures, reproduction, reproduction_report, reproduction_runs
-from tasks.ablation.findings import BY_ID, FINDINGS
+from tasks.ablation.config import SweepConfig
 from tasks.ablation.statistics import interval
 from tasks.ablation.studies import STUDIES
-from tasks.ablation.sweep import Shape
-from tasks.ablation.verdicts import (
+from tasks.ablation.study import Shape
+from tasks.reproduction import experiments as reproduction
+from tasks.reproduction import follow_ups, measures, sweeps
+from tasks.reproduction import kept as reproduction_runs
+from tasks.reproduction import report as reproduction_report
+from tasks.reproduction.findings import BY_ID, FINDINGS
+from tasks.reproduction.verdicts import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
     NOT_RUN,
@@ -31,6 +38,13 @@ from tasks.ablation.verdicts import (
 
 CTX = reproduction.Context(6, reproduction.SCALES["cpu"], dict(reproduction.ROLES))
 SMALL, LARGE = CTX.scale.small, CTX.scale.large
+
+
+
+def _measure(finding_id: str, results) -> list:
+    """The finding's rows, by the measure and keywords it declares."""
+    finding = BY_ID[finding_id]
+    return measures.MEASURES[finding.measure](results, CTX, **finding.keywords)
 
 
 def _interval(low, high, mean=None):
@@ -88,7 +102,8 @@ def test_every_declaration_is_complete_and_wired():
         if f.experiment is None:
             assert f.untestable, f.id
         else:
-            assert f.experiment in reproduction.EXPERIMENTS and f.id in measures.MEASURES, f.id
+            assert f.experiment in reproduction.EXPERIMENTS and f.measure in measures.MEASURES, f.id
+            inspect.signature(measures.MEASURES[f.measure]).bind(None, CTX, **f.keywords)  # its keywords fit
     papers = {f.paper for f in FINDINGS}
     assert len(papers) == 5 and all(sum(f.paper == p for f in FINDINGS) >= 4 for p in papers)
 
@@ -168,11 +183,11 @@ def test_dynamics_ratios_compare_thirds_and_jackknife_seed_pairs():
                 for a in range(5) for b in range(a + 1, 5)]
     results = measures.Results()
     results.add("dynamics", "dynamics", records)
-    later = measures.singh_later_layers_move(results, CTX)[0]
+    later = _measure("singh-later-layers-move", results)[0]
     assert later.estimate["mean"] == pytest.approx(0.55 / 0.15 - 1, rel=0.05)
     invariant = measures.singh_early_invariant(results, CTX)[0]
     assert invariant.estimate["mean"] == pytest.approx(1 - 0.15 / 0.55, rel=0.05)
-    seeds = measures.hao_seeds(results, CTX)[0]
+    seeds = _measure("hao-seeds-consistent-low", results)[0]
     assert seeds.estimate["n"] == 5 and decide(seeds.estimate, 0.5) == NOT_REPRODUCED   # flat: no layer pattern
 
 
@@ -201,8 +216,8 @@ def test_a_follow_up_never_overwrites_the_first_run(tmp_path, monkeypatch):
     kept = reproduction_runs.load_jsonl(results_dir / "reinit-small" / "first" / "reinit.jsonl")
     assert all(r["dev"]["sst"] < 0.99 for r in kept)
     # a declared follow-up has its own folder; the report shows both verdicts
-    follow = reproduction_runs.FollowUp("five-seeds", ("reinit-small",), "test: five seeds")
-    monkeypatch.setitem(reproduction_runs.FOLLOW_UPS, "five-seeds", follow)
+    follow = follow_ups.FollowUp("five-seeds", ("reinit-small",), "test: five seeds")
+    monkeypatch.setitem(follow_ups.FOLLOW_UPS, "five-seeds", follow)
     reproduction_runs.store(results_dir, _run("reinit-small", "five-seeds", range(5)), {"reinit": strong[SMALL]},
                             _sitting())
     by_run = reproduction_report.verdicts(reproduction_runs.load(results_dir), CTX)
@@ -219,7 +234,7 @@ def test_report_only_rebuilds_the_report_from_kept_results_without_training(tmp_
     rows = _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)
     for name, fraction in (("reinit-small", SMALL), ("reinit-large", LARGE)):
         reproduction_runs.store(results_dir, _run(name, "first", range(5)), {"reinit": rows[fraction]}, _sitting())
-    monkeypatch.setattr(reproduce, "run_sweep", lambda argv: pytest.fail("--report-only trained"))
+    monkeypatch.setattr(reproduce, "run_experiment", lambda *a: pytest.fail("--report-only trained"))
     monkeypatch.setattr(reproduce, "layers_of", lambda model: pytest.fail("--report-only loaded the model"))
     code, out, err = run_cli(reproduce.main, ["--report-only", "--results", str(results_dir), "--report", str(report)])
     assert code == 0, err
@@ -282,49 +297,72 @@ def test_cpu_estimates_are_declared_for_every_experiment():
         assert one > 0 and math.isclose(two, one / reproduction.PARALLEL_SPEEDUP), e.name
 
 
+def _config(spec, scale, follow=None, seeds=(0, 1), setting=None):
+    """The SweepConfig a sweep of the reproduction runs: built directly, no command line in between."""
+    settings = sweeps.protocol(spec, scale, follow)
+    return sweeps.sweep_config(spec.mode, settings, setting or sweeps.Setting("minilm"), seeds, "unused")
+
+
 @pytest.mark.parametrize("scale", list(reproduction.SCALES))
-def test_every_experiments_sweeps_parse_with_ablate_and_plan_their_trials(scale):
+def test_every_experiments_sweeps_build_a_sweep_config_and_list_their_trials(scale):
     ctx = reproduction.Context(6, reproduction.SCALES[scale], dict(reproduction.ROLES))
-    args = reproduce.build_parser().parse_args(["--model", "minilm"])
     for e in reproduction.EXPERIMENTS.values():
         seeds = reproduction.seeds_of(e, ctx.scale)
         for spec in e.sweeps(ctx):
-            argv = ["--mode", spec.mode, *reproduce.protocol_options(spec, ctx.scale, None),
-                    *reproduce.common_options(args, seeds), "--out", "unused"]
-            parsed = reproduce.ablate.parse_args(argv)
-            trials = STUDIES[spec.mode].plan(parsed, Shape(num_layers=6, num_heads=12))
+            config = _config(spec, ctx.scale, seeds=seeds)
+            assert isinstance(config, SweepConfig) and config.mode == spec.mode
+            trials = config.study.trials(config, Shape(num_layers=6, num_heads=12))
             assert trials, f"{e.name}/{spec.label}: no trials"
-            assert {t.seed for t in trials} <= set(seeds) and parsed.seed_list == seeds, f"{e.name}/{spec.label}"
-            assert parsed.plateau_patience == (3 if scale == "cpu" else 0), f"{e.name}/{spec.label}"
+            assert {t.seed for t in trials} <= set(seeds) and list(config.seeds) == seeds, f"{e.name}/{spec.label}"
+            assert config.plateau.patience == (3 if scale == "cpu" else 0), f"{e.name}/{spec.label}"
+
+
+def test_the_kept_runs_protocols_are_the_ones_the_declarations_write():
+    """run.json records each sweep as ablate.py's flags; the typed declarations write the same, so a later sitting
+    of a kept run is the same protocol (kept.store refuses another)."""
+    runs = reproduction_runs.load(Path(__file__).resolve().parents[1] / reproduce.RESULTS)
+    checked = 0
+    for label, by_experiment in runs.items():
+        follow = follow_ups.FOLLOW_UPS.get(label)
+        for name, (meta, _) in by_experiment.items():
+            ctx = reproduction.Context(meta["layers"], reproduction.SCALES[meta["scale"]], meta["tasks"])
+            for spec in reproduction.EXPERIMENTS[name].sweeps(ctx):
+                written = sweeps.as_arguments(spec.mode, sweeps.protocol(spec, ctx.scale, follow))
+                assert written == meta["sweeps"][spec.label], f"{name}/{label}/{spec.label}"
+                checked += 1
+    assert checked >= 20
 
 
 def test_every_declared_follow_up_names_real_experiments_and_its_options_reach_their_sweeps():
-    args = reproduce.build_parser().parse_args(["--model", "minilm"])
-    for follow in reproduction_runs.FOLLOW_UPS.values():
-        assert follow.label != reproduction_runs.FIRST and follow.reason and follow.protocol > 1
+    for follow in follow_ups.FOLLOW_UPS.values():
+        assert follow.label != follow_ups.FIRST and follow.reason and follow.protocol > 1
         for name in follow.experiments:
             e = reproduction.EXPERIMENTS[name]
             for spec in e.sweeps(CTX):
-                argv = ["--mode", spec.mode, *reproduce.protocol_options(spec, CTX.scale, follow),
-                        *reproduce.common_options(args, reproduction.seeds_of(e, CTX.scale)), "--out", "unused"]
-                parsed = reproduce.ablate.parse_args(argv)
-                assert STUDIES[spec.mode].plan(parsed, Shape(num_layers=6, num_heads=12)), f"{follow.label}/{name}"
-    cap = reproduction_runs.FOLLOW_UPS["cap-small-data"]
+                config = _config(spec, CTX.scale, follow, reproduction.seeds_of(e, CTX.scale))
+                assert config.study.trials(config, Shape(num_layers=6, num_heads=12)), f"{follow.label}/{name}"
+    cap = follow_ups.FOLLOW_UPS["cap-small-data"]
     spec = reproduction.EXPERIMENTS["reinit-small"].sweeps(CTX)[0]
-    parsed = reproduce.ablate.parse_args(["--mode", spec.mode, *reproduce.protocol_options(spec, CTX.scale, cap),
-                                          "--out", "unused"])
-    assert parsed.plateau_patience == 0     # the follow-up's option wins over the scale's plateau
+    assert _config(spec, CTX.scale, cap).plateau.patience == 0  # the follow-up's setting wins over the scale's
+
+
+def test_a_cost_estimate_counts_the_trials_its_sweeps_list():
+    """Seeds come from the experiment (or its scale) alone: the estimate lists the trials at those seeds."""
+    e = reproduction.EXPERIMENTS["reinit-small"]
+    steps = CTX.scale.expected_steps * reproduction.SECONDS_PER_STEP["sst"] + reproduction.TRIAL_OVERHEAD_S
+    trials = len(reproduction.seeds_of(e, CTX.scale)) * (CTX.n + 1)
+    assert reproduction.estimate_minutes(e, CTX)[0] == pytest.approx(trials * steps / 60)
+    three = reproduction.EXPERIMENTS["heads-top"]      # seeds=3: 3 x (12 heads + the unmodified model)
+    assert reproduction.estimate_minutes(three, CTX)[0] == pytest.approx(3 * 13 * steps / 60)
 
 
 def test_smart_and_surgery_are_methods_sweeps_paired_by_seed_with_one_baseline():
     specs = {s.label: s for s in reproduction.EXPERIMENTS["methods"].sweeps(CTX)}
-    args = reproduce.build_parser().parse_args(["--model", "minilm"])
     configs = {}
     for label, spec in specs.items():
-        parsed = reproduce.ablate.parse_args(["--mode", spec.mode, *reproduce.protocol_options(spec, CTX.scale, None),
-                                              *reproduce.common_options(args, [0, 1]), "--out", "unused"])
-        assert parsed.config.pair_mode == "siamese" and parsed.config.task_heads == "report"
-        configs[label] = sorted({t.config for t in STUDIES["methods"].plan(parsed, Shape(6, 12))})
+        config = _config(spec, CTX.scale)
+        assert config.training.pair_mode == "siamese" and config.training.task_heads == "report"
+        configs[label] = sorted({t.label for t in STUDIES["methods"].trials(config, Shape(6, 12))})
     assert configs == {"multitask": ["method=baseline", "method=dominant", "method=smart"],
                        "sts": ["method=baseline", "method=smart"]}
     records = []
@@ -335,9 +373,9 @@ def test_smart_and_surgery_are_methods_sweeps_paired_by_seed_with_one_baseline()
     results = measures.Results()
     results.add("methods", "multitask", records)
     results.add("methods", "sts", [r for r in records if r["config"] != "method=dominant"])
-    assert measures.freeze_smart_sts(results, CTX)[0].estimate["mean"] == pytest.approx(0.03)
-    assert measures.freeze_smart_multitask(results, CTX)[0].estimate["mean"] == pytest.approx(0.005)
-    assert measures.freeze_surgery(results, CTX)[0].estimate["mean"] == pytest.approx(-0.02)
+    assert _measure("freeze-smart-sts", results)[0].estimate["mean"] == pytest.approx(0.03)
+    assert _measure("freeze-smart-multitask", results)[0].estimate["mean"] == pytest.approx(0.005)
+    assert _measure("freeze-surgery-no-effect", results)[0].estimate["mean"] == pytest.approx(-0.02)
 
 
 def test_transfer_is_compared_with_direct_fine_tuning_at_the_same_total_steps():
@@ -359,14 +397,13 @@ def test_tasks_model_and_task_file_reach_every_sweep(glue_dir):
     path = str(task_file(glue_dir[0]))
     args = reproduce.build_parser().parse_args(["--model", "bert-base-uncased", "--task-file", path,
                                                 "--data-dir", str(glue_dir[0])])
-    ctx = reproduction.Context(12, reproduction.SCALES["paper"], roles, model=args.model)
+    ctx = reproduction.Context(12, reproduction.SCALES["paper"], roles, model=args.model, task_file=path)
     spec = reproduction.EXPERIMENTS["reinit-large"].sweeps(ctx)[0]
-    argv = ["--mode", spec.mode, *reproduce.protocol_options(spec, ctx.scale, None),
-            *reproduce.common_options(args, [0, 1])]
-    parsed = reproduce.ablate.parse_args([*argv, "--out", "x"])
-    assert parsed.config.tasks == "cola" and parsed.config.model == "bert-base-uncased"
-    assert parsed.config.task_file == path and parsed.config.lr == 2e-5 and parsed.trial_steps == 0
-    assert parsed.from_layer == [None, *range(11, 0, -1), 0] and parsed.fraction_list == [1.0]
+    config = _config(spec, ctx.scale, setting=reproduce.setting_of(args))
+    assert config.training.tasks == "cola" and config.training.model == "bert-base-uncased"
+    assert config.training.task_file == path and config.training.lr == 2e-5 and config.trial_steps == 0
+    assert config.options.from_layer == (None, *range(11, 0, -1), 0) and config.fractions == (1.0,)
+    assert "--lr 2e-5" in " ".join(sweeps.as_arguments(spec.mode, sweeps.protocol(spec, ctx.scale, None)))
 
 
 def test_head_reinitialisation_takes_the_head_as_its_unit():
@@ -376,7 +413,7 @@ def test_head_reinitialisation_takes_the_head_as_its_unit():
                             {"sst": 0.45 + 0.01 * s + 0.001 * h}) for s in range(3)]
     results = measures.Results()
     results.add("heads-top", "heads", records)
-    row = measures.college_heads_top(results, CTX)[0]
+    row = _measure("college-heads-top-help", results)[0]
     assert row.estimate["n"] == 12 and row.estimate["mean"] == pytest.approx(0.0055)
 
 
@@ -408,3 +445,12 @@ def test_a_probe_experiments_budget_says_probes_not_steps():
                         {"mode": "probe", "steps": 0, "info": {"converged": False}}]}
     line = reproduction_report.budget_line(probes)
     assert "linear probes on frozen layers, 1 of 2 converged" in line and "steps trained" not in line
+
+
+def test_reproduce_imports_no_script_and_passes_no_command_line_to_the_sweeps():
+    tree = ast.parse((Path(__file__).resolve().parents[1] / "reproduce.py").read_text(encoding="utf-8"))
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    scripts = {p.stem for p in Path(__file__).resolve().parents[1].glob("*.py")}
+    assert not imported & scripts, imported & scripts
+    assert "parse_args" not in inspect.getsource(sweeps)   # SweepConfigs are built, not parsed

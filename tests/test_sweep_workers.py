@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 import ablate
 from conftest import run_cli
 from minbert import UserError
-from tasks.ablation import plots, progress, sweep, workers
+from tasks.ablation import progress, sweep, workers
 from tasks.ablation.studies import permute, probe
 from tasks.training import Interrupted
 
@@ -134,8 +134,8 @@ def test_a_signal_to_one_worker_stops_the_sweep(monkeypatch):
 
 
 def test_units_keep_a_shard_units_trials_together_in_plan_order():
-    trials = permute.plan(SimpleNamespace(order=None, trials=2, permutation_seed=0, seed_list=[0, 1],
-                                          fraction_list=[1.0]), sweep.Shape(num_layers=4, num_heads=1))
+    trials = permute.trials(SimpleNamespace(options=permute.Options(trials=2), seeds=(0, 1), fractions=(1.0,)),
+                            sweep.Shape(num_layers=4, num_heads=1))
     trials[1].shard_unit = trials[4].shard_unit = "together"
     units = sweep.units(trials)
     assert [t.name for u in units for t in u.items] == [t.name for t in [trials[0], trials[1], trials[4]]
@@ -151,7 +151,7 @@ def test_worker_count_auto_is_the_cpus_on_a_cpu_and_one_on_a_gpu(monkeypatch):
     trials = [sweep.Trial("permute", f"c{i}", {}, 0, 1.0) for i in range(3)]
 
     def count(device, wanted=None):
-        return sweep.worker_count(SimpleNamespace(args=SimpleNamespace(workers=wanted), study=permute.STUDY,
+        return sweep.worker_count(SimpleNamespace(config=SimpleNamespace(workers=wanted), study=permute.STUDY,
                                                   inputs=SimpleNamespace(device=torch.device(device))), trials)
 
     assert count("cpu") == 3  # four CPUs, but three trials
@@ -176,7 +176,7 @@ def test_legends_sit_outside_the_axes():
     rows = [{"config": r["config"], "metric": "dev/sst", "data_fraction": 1.0, "n": 2, "mean": r["dev"]["sst"],
              "ci95_low": r["dev"]["sst"] - 0.01, "ci95_high": r["dev"]["sst"] + 0.01, "params": r["params"]}
             for r in records if r["seed"] == 0]
-    fig = plots.permutation_strip(records, rows, "dev/sst")
+    fig = permute.permutation_strip(records, rows, "dev/sst")
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     renderer = canvas.get_renderer()

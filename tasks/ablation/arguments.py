@@ -5,6 +5,16 @@ exists depends on the model and is checked when the sweep is planned.
 """
 import argparse
 
+from minbert import UserError
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose bad flag is bad input like any other: one line, exit status 2 (argparse would
+    print usage)."""
+
+    def error(self, message):
+        raise UserError(message)
+
 
 def items(text: str) -> list:
     """The comma-separated items, blanks dropped and each kept once, in order."""

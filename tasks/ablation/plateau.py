@@ -41,13 +41,6 @@ class PlateauRule:
     def on(self) -> bool:
         return self.patience > 0
 
-    @classmethod
-    def from_args(cls, args) -> "PlateauRule":
-        """The rule ablate.py's options give; off for options without them (a sweep made by hand)."""
-        if not hasattr(args, "plateau_patience"):
-            return cls(patience=0)
-        return cls(args.plateau_patience, args.plateau_tolerance, args.plateau_holdout, args.plateau_holdout_max)
-
 
 def heldout_indices(rows: int, share: float, most: int, seed: int) -> list:
     """Which of a task's `rows` training rows are held out: about `share` of them (at least one, at most `most`,

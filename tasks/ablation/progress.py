@@ -37,7 +37,7 @@ class Progress:
             outcome = " ".join(f"{k}={v:.4f}" for k, v in dev.items() if v is not None) or "ok"
         else:
             outcome = f"FAILED ({record['error'][:120]})"
-        line = f"[{self.done}/{self.total}] {trial.mode} {trial.config} seed={trial.seed} " \
+        line = f"[{self.done}/{self.total}] {trial.mode} {trial.label} seed={trial.seed} " \
                f"fraction={trial.fraction:g}: {outcome} ({record['wall_time_s']:.0f}s)"
         if self.bar is not None:
             self.bar.update(1)
@@ -59,7 +59,7 @@ class TrialLines(Callback):
     (step, losses, examples/s, time left in the trial), the first within `every` of its start."""
 
     def __init__(self, trial, say, every: float = None):
-        self.label = f"{trial.mode} {trial.config} seed={trial.seed} fraction={trial.fraction:g}"
+        self.label = f"{trial.mode} {trial.label} seed={trial.seed} fraction={trial.fraction:g}"
         self.say, self.every = say, EVERY_S if every is None else every
         self.started = None
 

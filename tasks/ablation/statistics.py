@@ -10,6 +10,11 @@ with n - 1 degrees of freedom. A mean over configurations (the random layer
 orders of a permutation sweep, the heads of a layer) takes the configuration as
 its unit, each averaged over its seeds first.
 
+This module is the one place that decides both: `unit_of` (a trial's unit: its seed, or its pair of
+seeds) and `estimate` (the interval of values keyed by those units: plain over seeds, jackknife over
+seed pairs), `change` (paired by seed, or from a seed-vs-seed floor). The sweep's summary and the
+reproduction's measures both use them.
+
 Each function returns {"n", "mean", "std", "ci95_low", "ci95_high"}: the
 interval is mean -/+ t(0.975, df) * std / sqrt(n); None where one unit gives no
 spread.
@@ -17,6 +22,28 @@ spread.
 import math
 
 import numpy as np
+
+
+def unit_of(record: dict):
+    """A trial's independent unit: its seed, or its pair of seeds for a seed-vs-seed comparison."""
+    params = record["params"]
+    return tuple(params["seeds"]) if "seeds" in params else record["seed"]
+
+
+def estimate(values: dict) -> dict:
+    """The interval of {unit: value}: a t-interval over seeds, or the jackknife over seeds for seed pairs."""
+    if isinstance(next(iter(values)), tuple):
+        return pairwise_interval(values)
+    return interval(values.values())
+
+
+def change(members: list, reference: dict):
+    """The paired change of one configuration ({unit: value}) or a pool's (each averaged over its seeds first) from
+    the reference, over common seeds; from a seed-vs-seed reference (its units are seed pairs), one
+    configuration's difference from that floor, its interval over the seeds both share."""
+    if len(members) == 1 and reference and isinstance(next(iter(reference)), tuple):
+        return floor_difference(members[0], reference)
+    return pooled_paired_interval(members, reference)
 
 
 def _t_interval(mean: float, std, n: int, df: int) -> dict:

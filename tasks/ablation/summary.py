@@ -16,7 +16,7 @@ import io
 from pathlib import Path
 
 from ..fileio import atomic_write_bytes, atomic_write_text, safe_join
-from .statistics import floor_difference, interval, pairwise_interval, pooled_interval, pooled_paired_interval
+from .statistics import change, estimate, pooled_interval, unit_of
 
 SUMMARY = "summary.csv"
 SUMMARY_COLUMNS = ("mode", "config", "data_fraction", "metric", "n", "mean", "std", "ci95_low", "ci95_high",
@@ -36,7 +36,7 @@ def finished(records: list, mode: str, fp: str) -> list:
     return list(latest.values())
 
 
-def report(sweep, trials: list, records: list, write: bool = True) -> bool:
+def tally(sweep, trials: list, records: list, write: bool = True) -> bool:
     """Print how many of the sweep's trials are finished, missing and failed, over every results file, and
     write summary.csv and the plots; a shard (write=False) writes them only once the sweep is complete, so
     two shards finishing at once both write the same thing. Whether they were written."""
@@ -44,7 +44,7 @@ def report(sweep, trials: list, records: list, write: bool = True) -> bool:
     # In plan order, not the results files' order, which workers and shards finishing in any order would
     # carry into summary.csv's rows.
     place = {key: i for i, key in enumerate(keys)}
-    ok = sorted(finished(records, sweep.args.mode, sweep.fingerprint), key=lambda r: place.get(r["key"], len(place)))
+    ok = sorted(finished(records, sweep.config.mode, sweep.fingerprint), key=lambda r: place.get(r["key"], len(place)))
     ok_keys = {r["key"] for r in ok}
     failed_keys = {r["key"] for r in records if r.get("status") == "failed"} - ok_keys
     n_ok, n_failed = sum(k in ok_keys for k in keys), sum(k in failed_keys for k in keys)
@@ -79,9 +79,8 @@ def _by_unit(members: list) -> dict:
     """metric -> {unit: value}: the unit is the trial's seed, or its pair of seeds for a seed-vs-seed trial."""
     values = {}
     for r in members:
-        unit = tuple(r["params"]["seeds"]) if "seeds" in r["params"] else r["seed"]
         for name, value in trial_metrics(r).items():
-            values.setdefault(name, {})[unit] = value
+            values.setdefault(name, {})[unit_of(r)] = value
     return values
 
 
@@ -120,30 +119,17 @@ def _rows(where: dict, params: dict, members: list, ref, ref_values) -> list:
         if best:
             stats = _interval(best)
             row.update(best_mean=stats["mean"], best_ci95_low=stats["ci95_low"], best_ci95_high=stats["ci95_high"])
-        change = _change(values, ref_values[metric]) if metric in (ref_values or {}) else None
-        if change is not None:
-            row.update(reference=ref, change_n=change["n"], change_mean=change["mean"],
-                       change_ci95_low=change["ci95_low"], change_ci95_high=change["ci95_high"])
+        paired = change(values, ref_values[metric]) if metric in (ref_values or {}) else None
+        if paired is not None:
+            row.update(reference=ref, change_n=paired["n"], change_mean=paired["mean"],
+                       change_ci95_low=paired["ci95_low"], change_ci95_high=paired["ci95_high"])
         rows.append(row)
     return rows
 
 
-def _change(members: list, reference: dict):
-    """The paired change from the reference over common seeds; from a seed-vs-seed reference (its units are seed
-    pairs), one configuration's difference from that floor, its interval over the seeds both share."""
-    if len(members) == 1 and reference and isinstance(next(iter(reference)), tuple):
-        return floor_difference(members[0], reference)
-    return pooled_paired_interval(members, reference)
-
-
 def _interval(members: list) -> dict:
     """One configuration's values over its seeds (or seed pairs), or a pool's over its configurations."""
-    if len(members) > 1:
-        return pooled_interval(members)
-    values = members[0]
-    if isinstance(next(iter(values)), tuple):
-        return pairwise_interval(values)
-    return interval(values.values())
+    return pooled_interval(members) if len(members) > 1 else estimate(members[0])
 
 
 def write_summary(path: Path, rows: list):
@@ -164,7 +150,7 @@ def write_plots(sweep, records: list, rows: list, metric: str) -> list:
         return []
     from torch.utils.tensorboard import SummaryWriter
 
-    from .plots import png_bytes
+    from .drawing import png_bytes
     written = []
     writer = SummaryWriter(str(safe_join(sweep.out, "tensorboard", "summary")))
     try:

@@ -1,7 +1,7 @@
-"""Plan, shard, run and resume one sweep: what every study shares.
+"""Run one sweep (a `SweepConfig`): list its trials, shard, run and resume them; what every study shares.
 
 A sweep is a list of trials, one per configuration x seed x data fraction,
-planned by its study (studies/). The checkpoint and the tokenised data are
+listed by its study (studies/, `Study.trials`). The checkpoint and the tokenised data are
 loaded once (`tasks.inputs.prepare`); each trial changes a copy of the encoder and
 hands it to `tasks.training.fit`, so the training is the trainer's own. Each finished
 trial is appended to results.jsonl at once: rerunning the same command skips the
@@ -21,14 +21,12 @@ import dataclasses
 import hashlib
 import json
 import math
-import re
 import shutil
 import sys
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 
@@ -36,81 +34,18 @@ import minbert
 from minbert import UserError
 
 from ..config import TrainConfig
-from ..fileio import append_jsonl, atomic_write_text, read_jsonl, safe_join
+from ..fileio import append_jsonl, safe_join
 from ..inputs import RunInputs, precision_note, prepare, subsample_split
 from ..training import InMemory, Interrupted, declarations, fit, training_plan
 from . import workers
-from .plateau import (
-    Plateau,
-    PlateauRule,
-    coarse_holdout,
-    dev_curve,
-    heldout_count,
-    plateau_fingerprint,
-    split_heldout,
-)
+from .config import SweepConfig
+from .plateau import Plateau, PlateauRule, coarse_holdout, dev_curve, heldout_count, plateau_fingerprint, split_heldout
 from .progress import Progress, TrialLines
-from .summary import finished, report
+from .results import merged_results, results_files, results_name
+from .study import Shape, Trial, fingerprinted
+from .summary import finished, tally
 
-RESULTS = "results.jsonl"
-SHARD_RESULTS = re.compile(r"results\.shard-\d+-of-\d+\.jsonl")
-
-
-# ---------------------------------------------------------------------------- studies and trials
-
-
-@dataclass(frozen=True)
-class Study:
-    """One --mode, as a module in studies/ declares it."""
-    summary: str                  # its part of --mode's help
-    title: str                    # the title of its option group in --help
-    plan: Callable                # (args, Shape) -> [Trial]; a layer or head the model lacks: UserError, here
-    run: Callable                 # (Sweep, Trial) -> fit's result, plus "curves" and "info" where it has them
-    figures: Callable             # (Sweep, ok records, summary rows, metric) -> {plot name: Figure or None}
-    add_arguments: Callable = lambda group: None  # its own options (an error with any other --mode)
-    fingerprint: tuple = ()       # its options that change every trial without being in the trials' configs
-    note: Callable = lambda args: None  # a line worth printing before its trials run, or None
-    reference: Callable = lambda sweep, params: None  # the group a configuration's paired change is measured from
-    pools: Callable = lambda sweep, params: {}  # ({group: params}) -> {label: (params, [groups])}: means over configs
-    trains: bool = True           # its trials fine-tune (the budget and the plateau rule apply)
-    worker_unit: Callable = lambda trial: None  # trials with one value run in one worker process (sharing its cache)
-
-
-@dataclass
-class Trial:
-    mode: str
-    config: str          # the configuration's label: "from=3", "head=2:5", "layer=4,pooling=mean", ...
-    params: dict         # the same as values, for the trial itself and for the plots
-    seed: int
-    fraction: float
-    group: str = ""      # what the summary pools over seeds; the configuration unless set
-    shard_unit: str = ""  # what its shard is a hash of: trials that must run in one shard share it; its name if unset
-
-    def __post_init__(self):
-        self.group = self.group or self.config
-
-    @property
-    def name(self) -> str:
-        """The trial's TensorBoard run name: folder-safe, and one per trial (the fraction in full where :g would
-        round it, or two fractions would share a folder and, for dynamics, a saved model)."""
-        fraction = f"{self.fraction:g}" if float(f"{self.fraction:g}") == self.fraction else repr(self.fraction)
-        return re.sub(r"[^A-Za-z0-9._=-]+", "_", f"{self.mode}-{self.config}-seed{self.seed}-frac{fraction}")
-
-    def key(self, fingerprint: str) -> str:
-        return f"{self.mode}|{self.config}|seed={self.seed}|fraction={self.fraction!r}|{fingerprint}"
-
-
-@dataclass(frozen=True)
-class Shape:
-    num_layers: int
-    num_heads: int
-
-
-def grid(mode: str, configs: list, seeds, fractions) -> list:
-    """Every configuration at every seed and fraction: a whole curve at the first seed comes first."""
-    configs = list(dict(configs).items())  # drop repeated labels, keep the order
-    return [Trial(mode, label, params, seed, fraction)
-            for seed in seeds for fraction in fractions for label, params in configs]
+# ---------------------------------------------------------------------------- shards
 
 
 def shard_of(trial: Trial, count: int) -> int:
@@ -132,17 +67,19 @@ def shard_trials(trials: list, shard) -> list:
 
 
 class Sweep:
-    """What the trials of one sweep share: the arguments, the study, the inputs loaded once, the output folder.
+    """What the trials of one sweep share: its config, the study, the inputs loaded once, the output folder.
 
-    `args` holds the sweep's own options, `args.config` the training options every trial derives its own from.
+    `config` is the SweepConfig, `training` the training options every trial derives its own from, `options`
+    the study's own.
     """
 
-    def __init__(self, args, inputs: RunInputs, out_dir, study: Study):
-        self.args, self.inputs, self.out, self.study = args, inputs, Path(out_dir), study
-        self.config: TrainConfig = args.config
+    def __init__(self, config: SweepConfig, inputs: RunInputs):
+        self.config, self.inputs, self.out, self.study = config, inputs, Path(config.out), config.study
+        self.training: TrainConfig = config.training
+        self.options = config.options
         self.shape = Shape(inputs.encoder.num_layers, inputs.encoder.config.num_attention_heads)
-        self.fingerprint = fingerprint(args, inputs, study)
-        self.plateau = PlateauRule.from_args(args)
+        self.fingerprint = fingerprint(config, inputs)
+        self.plateau = config.plateau
         self.cache = {}  # what a study keeps from one trial for the next (transfer: the last intermediate model)
         self.callbacks = []  # what watches each fit: the running trial's progress lines
 
@@ -168,19 +105,19 @@ class Sweep:
         """
         tasks = tuple(tasks or self.inputs.tasks)
         inputs = dataclasses.replace(inputs or self.inputs, tasks=tasks)
-        config = dataclasses.replace(self.config, seed=trial.seed, data_fraction=trial.fraction, tasks=",".join(tasks),
-                                     **changes)
+        config = dataclasses.replace(self.training, seed=trial.seed, data_fraction=trial.fraction,
+                                     tasks=",".join(tasks), **changes)
         rule = self.plateau if plateau else PlateauRule(patience=0)
         callbacks, counts = [], None
         if rule.on:  # the trial's share, less its held-out rows, is the data: trained at fraction 1
             inputs, counts = split_heldout(inputs, tasks, trial.fraction, trial.seed, rule)
             config = dataclasses.replace(config, data_fraction=1.0)
             callbacks.append(Plateau(rule, tasks))
-        config, spent = budget(config, inputs, self.args.trial_steps if steps is None else steps)
+        config, spent = budget(config, inputs, self.config.trial_steps if steps is None else steps)
         folder = self.fresh_dir("tensorboard", name or trial.name)
-        hparams = {"mode": trial.mode, "config": trial.config, "seed": trial.seed, "data_fraction": trial.fraction,
+        hparams = {"mode": trial.mode, "config": trial.label, "seed": trial.seed, "data_fraction": trial.fraction,
                    "tasks": config.tasks, "stage": name or "trial"}
-        if export_to is None and name is None and getattr(self.args, "export_models", False):
+        if export_to is None and name is None and self.config.export_models:
             export_to = self.fresh_dir("models", trial.name)
         outputs = InMemory(folder, hparams, final_weights=True, export_to=export_to)
         result = fit(config, inputs, outputs, encoder=encoder, callbacks=[*callbacks, *self.callbacks])
@@ -237,7 +174,7 @@ def attempt(sweep: Sweep, trial: Trial) -> dict:
 
 def trial_record(sweep: Sweep, trial: Trial) -> dict:
     """What every results line of a trial says, whatever became of it."""
-    return {"key": trial.key(sweep.fingerprint), "mode": trial.mode, "config": trial.config, "group": trial.group,
+    return {"key": trial.key(sweep.fingerprint), "mode": trial.mode, "config": trial.label, "group": trial.group,
             "params": trial.params, "seed": trial.seed, "data_fraction": trial.fraction,
             "fingerprint": sweep.fingerprint, "precision": sweep.inputs.precision, "device": str(sweep.inputs.device)}
 
@@ -247,19 +184,20 @@ def _utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-# ---------------------------------------------------------------------------- results files
+# ---------------------------------------------------------------------------- the fingerprint
 
 
-def fingerprint(args, inputs: RunInputs, study: Study) -> str:
+def fingerprint(sweep_config: SweepConfig, inputs: RunInputs) -> str:
     """Hash of everything a trial's result depends on besides its own seed, fraction and configuration.
 
     Every training option counts, the weights and data by their hashes (not
     their paths), so a rerun with other options starts afresh in the same folder.
     Where and how it runs does not count (--device, --implementation, the data's path, what --precision auto
     chose there): shards on other machines, and --summarize on a machine without a
-    GPU, must agree on it. Each results line records the precision its trial used.
+    GPU, must agree on it. Each results line records the precision its trial used. The study's options count
+    unless they only choose the trials or the figures (`study.fingerprinted`).
     """
-    config = args.config
+    config, study = sweep_config.training, sweep_config.study
     values = {k: getattr(config, k) for k in sorted(set(TrainConfig.names()) - {
         "seed", "data_fraction", "out", "checkpoint_every", "model", "data_dir", "device", "implementation",
         "task_file"})}
@@ -268,77 +206,59 @@ def fingerprint(args, inputs: RunInputs, study: Study) -> str:
     values["weights"] = inputs.encoder.source.weights_sha256 if inputs.encoder.source else config.model
     values["data"] = {task: {split: d and {k: v for k, v in d.items() if k != "path"} for split, d in splits.items()}
                       for task, splits in inputs.data_record.items()}
-    values["trial_steps"] = args.trial_steps
-    plateau = plateau_fingerprint(PlateauRule.from_args(args)) if study.trains else None
+    values["trial_steps"] = sweep_config.trial_steps
+    plateau = plateau_fingerprint(sweep_config.plateau) if study.trains else None
     if plateau:  # absent when off: a fixed-budget sweep keeps the fingerprint it had before the rule existed
         values["plateau"] = plateau
     declared = {t: {k: v for k, v in d.items() if k not in ("files", "declared_in", "description")}
                 for t, d in declarations(config.task_list).items()}
     if declared:  # how a declared task reads its files and scores, not where the files are
         values["declared_tasks"] = declared
-    values.update({name: getattr(args, name) for name in study.fingerprint})
+    values.update(fingerprinted(sweep_config.options))
     return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def results_name(shard) -> str:
-    return RESULTS if shard is None else f"results.shard-{shard[0]}-of-{shard[1]}.jsonl"
-
-
-def results_files(folder: Path) -> list:
-    """results.jsonl and every shard's file, whatever shard count they were run with."""
-    return sorted(p for p in folder.glob("results*.jsonl") if p.name == RESULTS or SHARD_RESULTS.fullmatch(p.name))
-
-
-def load_results(path: Path) -> list:
-    """The trials recorded in this process's own results file; a torn last line (a killed write) is dropped from
-    the file too."""
-    records = read_jsonl(path)
-    if path.exists():
-        data = path.read_bytes()
-        lines = [line for line in data.split(b"\n") if line.strip()]
-        if data and (not data.endswith(b"\n") or len(lines) != len(records)):
-            atomic_write_text(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in records))
-    return records
-
-
-def merged_results(folder: Path, own: Optional[Path] = None) -> list:
-    """Every record of every results file in the folder. Only `own` is repaired: the other files are other
-    shards', possibly being appended to right now, and rewriting one could drop the line being appended."""
-    return [r for path in results_files(folder) for r in (load_results(path) if path == own else read_jsonl(path))]
-
-
-def note_other_options(sweep: Sweep, records: list):
-    others = sum(r.get("mode") == sweep.args.mode and r.get("fingerprint") != sweep.fingerprint for r in records)
-    if others:
-        print(f"note: {others} lines of the results in {sweep.out} were run with other training options, model or "
-              f"data; they are left out of this sweep's summary", flush=True)
 
 
 # ---------------------------------------------------------------------------- the sweep
 
 
-def run(args, study: Study) -> int:
-    """Plan, run (skipping finished trials), summarise and plot one sweep, or one shard of it; 1 if a trial
-    failed. With --summarize, only merge the results files and write the summary."""
-    sweep, trials = open_sweep(args, study)
-    return summarize(sweep, trials) if args.summarize else run_shard(sweep, trials)
+def run(config: SweepConfig) -> int:
+    """List, run (skipping finished trials), summarise and plot one sweep, or one shard of it; 1 if a trial
+    failed. With summarize, only merge the results files and write the summary."""
+    sweep, trials = open_sweep(config)
+    return summarize(sweep, trials) if config.summarize else run_shard(sweep, trials)
 
 
-def open_sweep(args, study: Study) -> tuple:
-    """The sweep (model and data loaded) and its planned trials."""
+def run_and_collect(config: SweepConfig) -> tuple:
+    """Run (or resume) one sweep: (exit status, its finished trials, one record each)."""
+    sweep, trials = open_sweep(config)
+    status = run_shard(sweep, trials)
+    listed = {t.key(sweep.fingerprint) for t in trials}
+    return status, [r for r in finished_records(sweep) if r["key"] in listed]
+
+
+def open_sweep(config: SweepConfig) -> tuple:
+    """The sweep (model and data loaded) and its trials."""
     # --summarize trains nothing; the fingerprint does not depend on the device
-    inputs = prepare(dataclasses.replace(args.config, device="cpu") if args.summarize else args.config)
-    sweep = Sweep(args, inputs, args.out, study)
-    trials = study.plan(args, sweep.shape)  # out-of-range layers/heads stop here, before any trial
+    training = config.training
+    inputs = prepare(dataclasses.replace(training, device="cpu") if config.summarize else training)
+    sweep = Sweep(config, inputs)
+    trials = config.study.trials(config, sweep.shape)  # out-of-range layers/heads stop here, before any trial
     src = inputs.encoder.source
     print(f"model: {src.name} ({src.resolved_from}, {src.num_layers} layers x {sweep.shape.num_heads} heads); "
-          f"device {inputs.device}; {precision_note(inputs)}; sweep folder {args.out}", flush=True)
+          f"device {inputs.device}; {precision_note(inputs)}; sweep folder {config.out}", flush=True)
     return sweep, trials
 
 
 def finished_records(sweep: Sweep) -> list:
     """The sweep's successful trials over every results file in its folder, one record each."""
-    return finished(merged_results(sweep.out), sweep.args.mode, sweep.fingerprint)
+    return finished(merged_results(sweep.out), sweep.config.mode, sweep.fingerprint)
+
+
+def note_other_options(sweep: Sweep, records: list):
+    others = sum(r.get("mode") == sweep.config.mode and r.get("fingerprint") != sweep.fingerprint for r in records)
+    if others:
+        print(f"note: {others} lines of the results in {sweep.out} were run with other training options, model or "
+              f"data; they are left out of this sweep's summary", flush=True)
 
 
 def summarize(sweep: Sweep, trials: list) -> int:
@@ -348,28 +268,29 @@ def summarize(sweep: Sweep, trials: list) -> int:
                         f"the sweep's folder)")
     records = merged_results(sweep.out)
     note_other_options(sweep, records)
-    report(sweep, trials, records)
+    tally(sweep, trials, records)
     return 0
 
 
 def run_shard(sweep: Sweep, trials: list) -> int:
     """Run this shard's unfinished trials (all of them without --shard), then report on the whole sweep."""
-    args = sweep.args
-    note = sweep.study.note(args)
+    config = sweep.config
+    note = sweep.study.note(config)
     if note:
         print(f"note: {note}", flush=True)
-    path = sweep.out / results_name(args.shard)
+    path = sweep.out / results_name(config.shard)
     previous = merged_results(sweep.out, own=path)
-    done = {r["key"] for r in finished(previous, args.mode, sweep.fingerprint)}
-    mine = shard_trials(trials, args.shard)
+    done = {r["key"] for r in finished(previous, config.mode, sweep.fingerprint)}
+    mine = shard_trials(trials, config.shard)
     pending = [t for t in mine if t.key(sweep.fingerprint) not in done]
-    share = f"shard {args.shard[0]}/{args.shard[1]}: {len(mine)} of {len(trials)}" if args.shard else len(trials)
-    print(f"{args.mode}: {share} trials, {len(mine) - len(pending)} already finished in {sweep.out}; results go to "
+    share = f"shard {config.shard[0]}/{config.shard[1]}: {len(mine)} of {len(trials)}" if config.shard \
+        else len(trials)
+    print(f"{config.mode}: {share} trials, {len(mine) - len(pending)} already finished in {sweep.out}; results go to "
           f"{path.name}", flush=True)
     note_other_options(sweep, previous)
     warn_coarse_holdout(sweep, pending)
     failed = run_trials(sweep, pending, len(mine), path)
-    if not report(sweep, trials, merged_results(sweep.out, own=path), write=args.shard is None):
+    if not tally(sweep, trials, merged_results(sweep.out, own=path), write=config.shard is None):
         print("summary: written by the shard that finishes the sweep, or now by the same command with "
               "--summarize in place of --shard", flush=True)
     if failed:
@@ -432,7 +353,7 @@ def run_trials(sweep: Sweep, pending: list, total: int, path: Path) -> int:
 
 def worker_count(sweep: Sweep, pending: list) -> int:
     """--workers (auto: one per CPU on a CPU, one on a GPU), no more than there are units to run."""
-    wanted = sweep.args.workers or workers.auto_workers(sweep.inputs.device)
+    wanted = sweep.config.workers or workers.auto_workers(sweep.inputs.device)
     if wanted > 1 and sweep.inputs.device.type != "cpu":
         raise UserError(f"--workers {wanted}: worker processes run on a CPU only; on GPUs run one shard per GPU "
                         f"(--shard I/N, docs/studies.md)")

@@ -6,7 +6,7 @@ time (single-threaded operators, Python between them), so on a 2-core CPU two on
 
 How: the parent forks the workers once the model and data are loaded, so they share them
 copy-on-write and load nothing again. Work goes out in plan order, one unit at a time (a unit is the
-trials of one shard unit, `sweep.Trial.shard_unit`: those run in one worker, in order, as they would
+trials of one shard unit, `study.Trial.shard_unit`: those run in one worker, in order, as they would
 in one shard), to whichever worker is free, so the workers stay busy to the end. A worker sends back
 each finished trial's results line and its progress lines; only the parent prints and appends to the
 results file, so a trial is on disk the moment it ends and the output is never interleaved.

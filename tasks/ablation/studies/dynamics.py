@@ -22,6 +22,7 @@ pair of those compared with each other (`tasks=A-B`) on the sample of every task
 """
 import copy
 import itertools
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -43,7 +44,8 @@ from ...fileio import atomic_save_torch, safe_join
 from ...heads import sequences
 from ...inputs import RunInputs
 from ..arguments import positive_or_all
-from ..sweep import Shape, Study, Trial
+from ..drawing import errorbar, fractions_of, legend, new_figure
+from ..study import Shape, Study, Trial, planned
 
 # Sentences vary: on SST after 100 fine-tuning steps the top layer's per-sentence attention JS
 # had a standard deviation of 0.035 around a mean of 0.097, so 500 sentences put its standard
@@ -63,32 +65,39 @@ def add_arguments(group):
                             "standard error of each layer's mean attention JS under 2%% of it)")
 
 
-def note(args):
-    if len(args.seed_list) < 2:
+@dataclass(frozen=True)
+class Options:
+    across_tasks: bool = planned(False)              # also fine-tune per task and compare tasks
+    dynamics_examples: Optional[int] = DYNAMICS_EXAMPLES  # dev examples per task compared on; None: all
+
+
+def note(config):
+    if len(config.seeds) < 2:
         return "one seed, so no seed-vs-seed comparison (pass --seeds 0,1 for one)"
-    if len(args.seed_list) < 3:
+    if len(config.seeds) < 3:
         return "two seeds: the change above the seed-vs-seed floor has no interval (3 seeds or more give one)"
     return None
 
 
-def plan(args, shape: Shape) -> list:
+def trials(config, shape: Shape) -> list:
     """Per fraction: one fine-tuning per seed, then every pair of those seeds compared; with --across-tasks the
     same per task alone, and every pair of tasks compared at each seed."""
-    tasks = args.config.task_list
-    if args.across_tasks and len(tasks) < 2:
+    options = config.options
+    tasks = config.training.task_list
+    if options.across_tasks and len(tasks) < 2:
         raise UserError("--across-tasks compares fine-tunings on different tasks: give two or more (--tasks sst,sts)")
     trials = []
-    for fraction in args.fraction_list:
-        for task in [None] + (list(tasks) if args.across_tasks else []):
+    for fraction in config.fractions:
+        for task in [None] + (list(tasks) if options.across_tasks else []):
             suffix = f",task={task}" if task else ""
             trials += [Trial("dynamics", "finetune" + suffix, {"kind": "finetune", "task": task}, s, fraction)
-                       for s in args.seed_list]
+                       for s in config.seeds]
             trials += [Trial("dynamics", f"seeds={a}-{b}{suffix}", {"kind": "seeds", "seeds": [a, b], "task": task},
                              a, fraction, group="seed-vs-seed" + suffix)
-                       for a, b in itertools.combinations(args.seed_list, 2)]
-        if args.across_tasks:
+                       for a, b in itertools.combinations(config.seeds, 2)]
+        if options.across_tasks:
             trials += [Trial("dynamics", f"tasks={a}-{b}", {"kind": "tasks", "tasks": [a, b]}, s, fraction)
-                       for a, b in itertools.combinations(tasks, 2) for s in args.seed_list]
+                       for a, b in itertools.combinations(tasks, 2) for s in config.seeds]
     return trials
 
 
@@ -132,7 +141,7 @@ def fine_tuned(sweep, trial: Trial, seed: int, task: Optional[str] = None) -> mi
     model file is written atomically, so either copy is whole).
     """
     finetune = finetune_trial(seed, trial.fraction, task)
-    path, shard = model_path(sweep, finetune), sweep.args.shard
+    path, shard = model_path(sweep, finetune), sweep.config.shard
     if not path.exists():
         name = finetune.name + (f"-redone-shard-{shard[0]}-of-{shard[1]}" if shard else "")
         fine_tune_and_save(sweep, finetune, name)
@@ -144,7 +153,7 @@ def fine_tuned(sweep, trial: Trial, seed: int, task: Optional[str] = None) -> mi
 def compare(sweep, a: minbert.BertModel, b: minbert.BertModel) -> dict:
     """`compare_encoders` on the analysis batches' device (the pretrained and reloaded models are on the CPU)."""
     if "analysis_batches" not in sweep.cache:
-        sweep.cache["analysis_batches"] = analysis_batches(sweep.inputs, sweep.args.dynamics_examples)
+        sweep.cache["analysis_batches"] = analysis_batches(sweep.inputs, sweep.options.dynamics_examples)
     device = sweep.inputs.device  # "cuda" names cuda:0, so the kinds are compared, not the devices
     a, b = (m if next(m.parameters()).device.type == device.type else copy.deepcopy(m).to(device) for m in (a, b))
     return compare_encoders(a, b, sweep.cache["analysis_batches"])
@@ -214,10 +223,39 @@ def reference(sweep, params) -> Optional[str]:
     return "seed-vs-seed" + (f",task={params['task']}" if params.get("task") else "")
 
 
+CURVES = (("weight_l2", "L2 distance of the layer's output.dense.weight"),
+          ("attention_js", "attention JS divergence (nats, per sentence)"),
+          ("svcca", "SVCCA distance of token representations"))
+
+
+def dynamics_curves(rows, num_layers: int):
+    """Per layer: pretrained vs fine-tuned (solid) and fine-tuning seed vs seed (dashed)."""
+    rows = [r for r in rows if r["metric"].split("/")[0] in dict(CURVES)]
+    if not rows:
+        return None
+    fig = new_figure(figsize=(15, 4.2))
+    axes = fig.subplots(1, len(CURVES))
+    for ax, (name, label) in zip(axes, CURVES):
+        for i, fraction in enumerate(fractions_of(rows)):
+            for group, style, what in (("finetune", "-", "pretrained vs fine-tuned"),
+                                       ("seed-vs-seed", "--", "seed vs seed")):
+                mine = [r for r in rows if r["data_fraction"] == fraction and r["config"] == group
+                        and r["metric"].split("/")[0] == name]
+                if mine:
+                    errorbar(ax, mine, lambda r: int(r["metric"].split("/")[1]), color=f"C{i}",
+                              linestyle=style, marker="o", label=f"{what} ({fraction:g})")
+        ax.set_title(label, fontsize=9)
+        ax.set_ylim(bottom=max(ax.get_ylim()[0], 0.0))  # distances: an interval below 0 means nothing
+        ax.set_xlabel("layer (0 = embeddings)" if name == "svcca" else "layer")
+        legend(ax)
+    fig.suptitle("How fine-tuning changes each layer", fontsize=10)
+    return fig
+
+
 def figures(sweep, records, rows, metric) -> dict:
-    from .. import plots  # matplotlib loads only when a summary is drawn
-    return {"dynamics": plots.dynamics_curves(rows, sweep.shape.num_layers)}
+    return {"dynamics": dynamics_curves(rows, sweep.shape.num_layers)}
 
 
-STUDY = Study(summary="how fine-tuning changes each layer", title="dynamics", add_arguments=add_arguments,
-              note=note, plan=plan, run=run, figures=figures, reference=reference, fingerprint=("dynamics_examples",))
+STUDY = Study(name="dynamics", Options=Options,
+              summary="how fine-tuning changes each layer", title="dynamics", add_arguments=add_arguments,
+              note=note, trials=trials, run=run, figures=figures, reference=reference)

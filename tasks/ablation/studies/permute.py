@@ -14,14 +14,18 @@ order is paired by seed.
 import argparse
 import math
 import random
+from dataclasses import dataclass
+from typing import Optional
 
+import numpy as np
 import torch
 
 import minbert
 from minbert import UserError
 
 from ..arguments import integer
-from ..sweep import Shape, Study, grid
+from ..drawing import errorbar, find, fractions_of, legend, metric_axis, new_figure, reference_line
+from ..study import Shape, Study, grid, planned
 
 
 def permutation(text: str) -> list:
@@ -40,27 +44,36 @@ def add_arguments(group):
                        help="seed of the random orders (default: %(default)s)")
 
 
-def plan(args, shape: Shape) -> list:
+@dataclass(frozen=True)
+class Options:
+    trials: int = planned(5)                    # distinct random orders
+    order: Optional[tuple] = planned()          # also this order
+    permutation_seed: int = planned(0)          # seed of the random orders (each order is in its trial's label)
+
+
+def trials(config, shape: Shape) -> list:
     """The original order, `--order`, `--trials` distinct random orders (seeded by --permutation-seed), and every
     layer re-drawn."""
+    options = config.options
     n = shape.num_layers
     orders = [list(range(n))]
-    if args.order is not None:
-        if len(args.order) != n:
-            raise UserError(f"--order lists {len(args.order)} layers; the model has {n} (a permutation of "
+    if options.order is not None:
+        given = list(options.order)
+        if len(given) != n:
+            raise UserError(f"--order lists {len(given)} layers; the model has {n} (a permutation of "
                             f"0..{n - 1})")
-        if args.order not in orders:  # the original order given again would cost one of the --trials
-            orders.append(args.order)
+        if given not in orders:  # the original order given again would cost one of the --trials
+            orders.append(given)
     chosen = len(orders)
-    rng = random.Random(args.permutation_seed)
-    wanted = min(len(orders) + args.trials, math.factorial(n))
+    rng = random.Random(options.permutation_seed)
+    wanted = min(len(orders) + options.trials, math.factorial(n))
     while len(orders) < wanted:
         order = rng.sample(range(n), n)
         if order not in orders:
             orders.append(order)
     configs = [(label(o), {"order": o, "original": i == 0, "random": i >= chosen}) for i, o in enumerate(orders)]
     configs.append(("reinit=all", {"order": None, "original": False, "random": False, "reinit": True}))
-    return grid("permute", configs, args.seed_list, args.fraction_list)
+    return grid("permute", configs, config.seeds, config.fractions)
 
 
 def label(order) -> str:
@@ -86,10 +99,52 @@ def pools(sweep, params) -> dict:
         else {}
 
 
+def permutation_strip(records, rows, metric: str):
+    """As Tamkin et al.'s Fig. 4: the mean over random layer orders with its 95% interval (the order the unit),
+    between the original order and the model with every layer re-drawn (lines, with their intervals over seeds);
+    every trial as a dot."""
+    key = metric.split("/", 1)[1]
+    records = [r for r in records if (r.get("dev") or {}).get(key) is not None]
+    rows = [r for r in rows if r["metric"] == metric]
+    if not records:
+        return None
+    fractions = fractions_of(records)
+    jitter = np.random.default_rng(0)
+    fig = new_figure(figsize=(max(4.4, 2.4 * len(fractions)), 4.6))
+    ax = fig.add_subplot()
+    for x, fraction in enumerate(fractions):
+        first = x == 0
+        mine = [r for r in records if r["data_fraction"] == fraction]
+        summary = [r for r in rows if r["data_fraction"] == fraction]
+        for kind, color, marker, what in (("random", "C0", "o", "one random order and seed"),
+                                          ("chosen", "C2", "s", "--order, one seed")):
+            dots = [r["dev"][key] for r in mine if not r["params"]["original"] and not r["params"].get("reinit")
+                    and bool(r["params"].get("random", True)) == (kind == "random")]
+            ax.scatter(x + jitter.uniform(-0.12, 0.12, len(dots)), dots, s=14, color=color, marker=marker,
+                       alpha=0.5, label=what if first and dots else None)
+        reference_line(ax, find(summary, lambda p: p.get("original")), "C3", "-",
+                        "original order" if first else None, (x - 0.35, x + 0.35))
+        reference_line(ax, find(summary, lambda p: p.get("reinit")), "0.4", "--",
+                        "every layer re-drawn" if first else None, (x - 0.35, x + 0.35))
+        pooled = find(summary, lambda p: p.get("pooled"))
+        if pooled is not None:
+            errorbar(ax, [pooled], lambda r: x, color="k", marker="D", markersize=7, linestyle="none",
+                      label=f"mean over random orders (n = {pooled['n']}, 95% CI)" if first else None)
+    ax.set_xticks(range(len(fractions)))
+    ax.set_xticklabels([f"{f:g}" for f in fractions])
+    ax.set_xlim(-0.6, len(fractions) - 0.4)
+    ax.set_xlabel("data fraction")
+    metric_axis(ax, metric)
+    legend(ax)
+    fig.suptitle("Fine-tuning with the layers in a random order\n(lines: mean over seeds, bands: 95% CI)",
+                 fontsize=10)
+    return fig
+
+
 def figures(sweep, records, rows, metric) -> dict:
-    from .. import plots  # matplotlib loads only when a summary is drawn
-    return {"permute": plots.permutation_strip(records, rows, metric)}
+    return {"permute": permutation_strip(records, rows, metric)}
 
 
-STUDY = Study(summary="shuffle the layer order", title="permute", add_arguments=add_arguments, plan=plan, run=run,
+STUDY = Study(name="permute", Options=Options,
+              summary="shuffle the layer order", title="permute", add_arguments=add_arguments, trials=trials, run=run,
               figures=figures, reference=reference, pools=pools)

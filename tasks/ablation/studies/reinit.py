@@ -17,14 +17,29 @@ records it. Every configuration's change is measured from the unmodified model
 at the same seeds.
 """
 import argparse
+from dataclasses import dataclass
+from typing import Optional
 
+import numpy as np
 import torch
 
 import minbert
 from minbert import UserError
 
 from ..arguments import integer, items
-from ..sweep import Shape, Study, grid
+from ..drawing import (
+    PRETTY,
+    diverging,
+    errorbar,
+    find,
+    fractions_of,
+    legend,
+    metric_axis,
+    new_figure,
+    reference_line,
+    title,
+)
+from ..study import Shape, Study, grid, planned
 
 
 def from_layer_list(text: str) -> list:
@@ -74,9 +89,24 @@ def add_arguments(group):
                             "LayerNorms keep their pretrained values, as Singh & Giovanardi (default: %(default)s)")
 
 
-def plan(args, shape: Shape) -> list:
+def from_layer_argument(ks) -> str:
+    """--from-layer's text: 0 is 'all', None 'none'."""
+    return ",".join("none" if k is None else "all" if k == 0 else str(k) for k in ks)
+
+
+@dataclass(frozen=True)
+class Options:
+    from_layer: Optional[tuple] = planned(as_argument=from_layer_argument)  # k values; None in it: the layer count
+    block: Optional[tuple] = planned()      # (START, SIZE) pairs; START None: every start
+    heads: Optional[tuple] = planned()      # (LAYER, HEAD) pairs; HEAD None: every head of the layer
+    reinit_embeddings: bool = planned(False)  # the trials' labels say ",emb"
+    reinit_policy: str = "all"              # changes every trial: in the fingerprint
+
+
+def trials(config, shape: Shape) -> list:
     """`--from-layer`, `--block` and `--heads` schemes, plus the unmodified model as reference."""
-    n, emb, policy = shape.num_layers, args.reinit_embeddings, args.reinit_policy
+    options = config.options
+    n, emb, policy = shape.num_layers, options.reinit_embeddings, options.reinit_policy
     suffix = ",emb" if emb else ""
 
     def layers(label, scheme, chosen, **extra):
@@ -84,23 +114,23 @@ def plan(args, shape: Shape) -> list:
                                 **extra}
 
     configs = [(f"from={n}", {"scheme": "from", "layers": [], "embeddings": False, "policy": policy, "from": n})]
-    froms = args.from_layer or ([] if args.block or args.heads else list(range(n, -1, -1)))
+    froms = options.from_layer or ([] if options.block or options.heads else list(range(n, -1, -1)))
     for k in froms:
         k = n if k is None else k
         if k > n:
             raise UserError(f"--from-layer {k}: the model has {n} layers (k in 0..{n}; {n} = none)")
         configs.append(layers(f"from={k}", "from", range(k, n), **{"from": k}))
-    if args.block:  # the blocks' reference: every layer re-drawn, the embeddings as the blocks' are
+    if options.block:  # the blocks' reference: every layer re-drawn, the embeddings as the blocks' are
         configs.append(layers("from=0", "from", range(n), **{"from": 0}))
-    for start, size in blocks(args.block or (), n):
+    for start, size in blocks(options.block or (), n):
         if start + size > n:
             raise UserError(f"--block {start}:{size}: layers {start}..{start + size - 1} are past the model's "
                             f"{n} layers (0..{n - 1})")
         block = set(range(start, start + size))
         configs.append(layers(f"block={start}:{size}", "block", block, start=start, size=size))
         configs.append(layers(f"keep={start}:{size}", "keep", set(range(n)) - block, start=start, size=size))
-    configs += head_configs(args.heads or (), shape, suffix, emb, policy)
-    return grid("reinit", configs, args.seed_list, args.fraction_list)
+    configs += head_configs(options.heads or (), shape, suffix, emb, policy)
+    return grid("reinit", configs, config.seeds, config.fractions)
 
 
 def blocks(given, n: int) -> list:
@@ -165,18 +195,135 @@ def pools(sweep, params) -> dict:
     return out
 
 
+def reinit_curve(rows, metric: str, num_layers: int):
+    """Metric vs k for "layers >= k reinitialised"; dashed: the pretrained and the all-reinitialised model."""
+    rows = [r for r in rows if r["metric"] == metric and r["params"].get("scheme") == "from"]
+    if not rows:
+        return None
+    fig = new_figure(figsize=(6.4, 4.4))
+    ax = fig.add_subplot()
+    for i, fraction in enumerate(fractions_of(rows)):
+        mine = [r for r in rows if r["data_fraction"] == fraction]
+        embeddings = any(r["params"]["embeddings"] for r in mine)
+        curve = [r for r in mine if r["params"]["embeddings"] == embeddings]
+        errorbar(ax, curve, lambda r: r["params"]["from"], color=f"C{i}", marker="o",
+                  label=f"data fraction {fraction:g}")
+        for row, style, what in (
+                (find(mine, lambda p: p["from"] == num_layers and not p["embeddings"]), "--", "pretrained"),
+                (find(mine, lambda p: p["from"] == 0 and p["embeddings"] == embeddings), "-.",
+                 "all layers reinitialised")):
+            reference_line(ax, row, f"C{i}", style, f"{what} ({fraction:g})")
+    ax.set_xticks(range(num_layers + 1))
+    ax.set_xlabel(f"k: layers k..{num_layers - 1} reinitialised (k = {num_layers}: none, 0: all)")
+    metric_axis(ax, metric)
+    legend(ax)
+    title(fig, "Re-initialising the top layers before fine-tuning", rows)
+    return fig
+
+
+def reinit_blocks(rows, metric: str, num_layers: int):
+    """Per block: the block re-drawn, and only the block pretrained; lines: the pretrained model and the model
+    with every layer re-drawn (only the embeddings pretrained), Tamkin et al.'s reference for blocks."""
+    rows = [r for r in rows if r["metric"] == metric]
+    blocks = [r for r in rows if r["params"].get("scheme") in ("block", "keep")]
+    if not blocks:
+        return None
+    fractions = fractions_of(blocks)
+    count = len({(r["params"]["start"], r["params"]["size"]) for r in blocks})
+    fig = new_figure(figsize=(max(5.0, 1.2 * count + 3) * len(fractions), 4.4))
+    axes = fig.subplots(1, len(fractions), squeeze=False, sharey=True)[0]
+    for ax, fraction in zip(axes, fractions):
+        mine = [r for r in rows if r["data_fraction"] == fraction]
+        spans = sorted({(r["params"]["start"], r["params"]["size"]) for r in mine if "start" in r["params"]})
+        embeddings = any(r["params"]["embeddings"] for r in mine if "start" in r["params"])
+        for offset, (scheme, what, color) in zip((-0.08, 0.08), (("block", "the block re-drawn", "C3"),
+                                                                  ("keep", "only the block pretrained", "C0"))):
+            series = [r for r in mine if r["params"].get("scheme") == scheme]
+            errorbar(ax, series, lambda r: spans.index((r["params"]["start"], r["params"]["size"])) + offset,
+                      color=color, marker="o", linestyle="none", label=what)
+        reference_line(ax, find(mine, lambda p: p.get("scheme") == "from" and p["from"] == num_layers
+                                  and not p["embeddings"]), "k", "--", "pretrained")
+        reference_line(ax, find(mine, lambda p: p.get("scheme") == "from" and p["from"] == 0
+                                  and p["embeddings"] == embeddings), "0.5", "-.",
+                        "every layer re-drawn" if embeddings else "every layer re-drawn (embeddings only)")
+        ax.set_xticks(range(len(spans)))
+        ax.set_xticklabels([f"{start}..{start + size - 1}" for start, size in spans])
+        ax.set_xlabel("block of layers")
+        ax.set_title(f"data fraction {fraction:g}", fontsize=9)
+        metric_axis(ax, metric)
+        legend(ax)
+    title(fig, "Re-initialising a block of layers, or all but the block", blocks)
+    return fig
+
+
+def heads_heatmap(rows, metric: str, num_layers: int, num_heads: int):
+    """Change of the metric from the unmodified model (paired by seed) when one head is reinitialised (layer x
+    head); the metric itself where the unmodified model was not run."""
+    heads = [r for r in rows if r["metric"] == metric and r["params"].get("scheme") == "head"]
+    if not heads:
+        return None
+    fractions = fractions_of(heads)
+    fig = new_figure(figsize=(max(5.0, 0.45 * num_heads + 2.5) * len(fractions), 0.45 * num_layers + 2.5))
+    axes = fig.subplots(1, len(fractions), squeeze=False)[0]
+    for ax, fraction in zip(axes, fractions):
+        mine = [r for r in heads if r["data_fraction"] == fraction]
+        paired = all(r.get("change_mean") is not None for r in mine)
+        matrix = np.full((num_layers, num_heads), np.nan)
+        for r in mine:
+            matrix[r["params"]["layer"], r["params"]["head"]] = r["change_mean"] if paired else r["mean"]
+        diverging(ax, matrix, "change from the unmodified model" if paired else PRETTY.get(metric, metric))
+        ax.set_xticks(range(num_heads))
+        ax.set_yticks(range(num_layers))
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        ax.set_title(f"data fraction {fraction:g}", fontsize=9)
+    title(fig, f"Re-initialising one attention head: {PRETTY.get(metric, metric)} (grey: not run)", heads)
+    return fig
+
+
+def heads_by_layer(rows, metric: str, num_layers: int, by: str = "layer"):
+    """Per layer (by="layer") or per head index (by="head"), the change from the unmodified model when one head is
+    re-drawn: each head's mean over seeds as a dot, the mean over the layer's heads (or over the layers that had
+    that head re-drawn) with the 95% interval of its per-seed (paired) change."""
+    rows = [r for r in rows if r["metric"] == metric and r.get("change_mean") is not None]
+    heads = [r for r in rows if r["params"].get("scheme") == "head"]
+    pooled = [r for r in rows if r["params"].get("scheme") == ("head-layer" if by == "layer" else "head-index")]
+    if not heads or not pooled:
+        return None
+    fractions = fractions_of(heads)
+    fig = new_figure(figsize=(max(5.0, 0.7 * num_layers + 2.5) * len(fractions), 4.4))
+    axes = fig.subplots(1, len(fractions), squeeze=False, sharey=True)[0]
+    jitter = np.random.default_rng(0)
+    what = "the layer's heads" if by == "layer" else "the layers with this head re-drawn"
+    for ax, fraction in zip(axes, fractions):
+        mine = [r for r in heads if r["data_fraction"] == fraction]
+        ax.scatter([r["params"][by] + jitter.uniform(-0.15, 0.15) for r in mine],
+                   [r["change_mean"] for r in mine], s=14, color="C0", alpha=0.6, label="one head (mean over seeds)")
+        errorbar(ax, [r for r in pooled if r["data_fraction"] == fraction], lambda r: r["params"][by],
+                  value="change_mean", color="k", marker="D", linestyle="none",
+                  label=f"mean over {what} (95% CI, paired by seed)")
+        ax.axhline(0.0, color="0.5", linewidth=0.8)
+        ax.set_xticks(range(num_layers))
+        ax.set_xlabel("layer of the re-drawn head" if by == "layer" else "index of the re-drawn head")
+        ax.set_ylabel(f"change in {PRETTY.get(metric, metric)} from the unmodified model")
+        ax.set_title(f"data fraction {fraction:g}", fontsize=9)
+        legend(ax)
+    fig.suptitle(f"Re-initialising one attention head, per {'layer' if by == 'layer' else 'head index'}",
+                 fontsize=10)
+    return fig
+
+
 def figures(sweep, records, rows, metric) -> dict:
-    from .. import plots  # matplotlib loads only when a summary is drawn
     n, heads = sweep.shape.num_layers, sweep.shape.num_heads
-    return {"reinit_layers": plots.reinit_curve(rows, metric, n),
-            "reinit_blocks": plots.reinit_blocks(rows, metric, n),
-            "reinit_heads": plots.heads_heatmap(rows, metric, n, heads),
-            "reinit_heads_by_layer": plots.heads_by_layer(rows, metric, n),
-            "reinit_heads_by_index": plots.heads_by_layer(rows, metric, heads, by="head")}
+    return {"reinit_layers": reinit_curve(rows, metric, n),
+            "reinit_blocks": reinit_blocks(rows, metric, n),
+            "reinit_heads": heads_heatmap(rows, metric, n, heads),
+            "reinit_heads_by_layer": heads_by_layer(rows, metric, n),
+            "reinit_heads_by_index": heads_by_layer(rows, metric, heads, by="head")}
 
 
-STUDY = Study(summary="re-draw layers or heads",
+STUDY = Study(name="reinit", Options=Options,
+              summary="re-draw layers or heads",
               title="reinit (BERT's init: N(0, initializer_range) cut at 2 std, biases 0, LayerNorms 1/0 under "
                     "--reinit-policy all; seeded by the trial's seed)",
-              add_arguments=add_arguments, plan=plan, run=run, figures=figures, reference=reference, pools=pools,
-              fingerprint=("reinit_policy",))
+              add_arguments=add_arguments, trials=trials, run=run, figures=figures, reference=reference, pools=pools)

@@ -14,6 +14,8 @@ the task's for one task, the overall score for several), and `restore_below_svcc
 reaches the output.
 """
 import copy
+from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
@@ -21,7 +23,8 @@ from minbert.analysis import svcca_distance, svcca_sample
 
 from ...evaluation import evaluate
 from ..arguments import positive_or_all
-from ..sweep import Shape, Study, grid
+from ..drawing import errorbar, fractions_of, legend, new_figure
+from ..study import Shape, Study, grid
 from .dynamics import DYNAMICS_EXAMPLES, analysis_batches
 
 CURVE_NAMES = ("restore_svcca", "restore_dev", "restore_below_svcca", "restore_below_dev")
@@ -33,8 +36,13 @@ def add_arguments(group):
                             "same for every copy) (default: %(default)s)")
 
 
-def plan(args, shape: Shape) -> list:
-    return grid("restore", [("restore", {"kind": "restore"})], args.seed_list, args.fraction_list)
+@dataclass(frozen=True)
+class Options:
+    restore_examples: Optional[int] = DYNAMICS_EXAMPLES  # dev examples per task; None: all
+
+
+def trials(config, shape: Shape) -> list:
+    return grid("restore", [("restore", {"kind": "restore"})], config.seeds, config.fractions)
 
 
 @torch.no_grad()
@@ -58,7 +66,7 @@ def run(sweep, trial) -> dict:
     result = sweep.fit(trial, sweep.inputs.encoder)
     model, tasks = result["model"], sweep.inputs.tasks
     if "analysis_batches" not in sweep.cache:
-        sweep.cache["analysis_batches"] = analysis_batches(sweep.inputs, sweep.args.restore_examples)
+        sweep.cache["analysis_batches"] = analysis_batches(sweep.inputs, sweep.options.restore_examples)
     batches = sweep.cache["analysis_batches"]
     reference = last_layer_tokens(model.encoder, batches)
     pretrained = sweep.inputs.encoder.encoder.layer
@@ -71,18 +79,43 @@ def run(sweep, trial) -> dict:
                 restored.encoder.encoder.layer[j].load_state_dict(pretrained[j].state_dict())
             tokens = last_layer_tokens(restored.encoder, batches)
             curves[f"{prefix}_svcca"].append(svcca_distance(reference, tokens))
-            curves[f"{prefix}_dev"].append(headline(evaluate(restored, sweep.inputs, sweep.config.eval_batch_size),
+            curves[f"{prefix}_dev"].append(headline(evaluate(restored, sweep.inputs, sweep.training.eval_batch_size),
                                                     tasks))
     result["curves"] = curves
     return result
 
 
+def restore_curves(rows, num_layers: int):
+    """Per restored layer i: the last layer's SVCCA distance from the fine-tuned model, and the dev score (Hao et
+    al., Fig. 3); solid: layer i alone restored, dashed: layers 0..i."""
+    panels = (("svcca", "SVCCA distance of the last layer from the fine-tuned model"),
+              ("dev", "dev score with the fine-tuned heads"))
+    rows = [r for r in rows if r["metric"].split("/")[0] in {f"restore{b}_{p}" for b in ("", "_below")
+                                                            for p, _ in panels}]
+    if not rows:
+        return None
+    fig = new_figure(figsize=(10, 4.2))
+    for ax, (panel, label) in zip(fig.subplots(1, len(panels)), panels):
+        for i, fraction in enumerate(fractions_of(rows)):
+            for prefix, style, what in (("restore", "-", "layer i restored"), ("restore_below", "--", "layers 0..i")):
+                mine = [r for r in rows if r["data_fraction"] == fraction and r["metric"].split("/")[0] ==
+                        f"{prefix}_{panel}"]
+                if mine:
+                    errorbar(ax, mine, lambda r: int(r["metric"].split("/")[1]), color=f"C{i}", linestyle=style,
+                              marker="o", label=f"{what} ({fraction:g})")
+        ax.set_title(label, fontsize=9)
+        ax.set_xticks(range(num_layers))
+        ax.set_xlabel("restored layer i")
+        legend(ax)
+    fig.suptitle("Restoring pretrained layers in the fine-tuned model (Hao et al., Fig. 3)", fontsize=10)
+    return fig
+
+
 def figures(sweep, records, rows, metric) -> dict:
-    from .. import plots  # matplotlib loads only when a summary is drawn
-    return {"restore": plots.restore_curves(rows, sweep.shape.num_layers)}
+    return {"restore": restore_curves(rows, sweep.shape.num_layers)}
 
 
-STUDY = Study(summary="restore a fine-tuned layer's pretrained values (Hao et al., Fig. 3)",
+STUDY = Study(name="restore", Options=Options,
+              summary="restore a fine-tuned layer's pretrained values (Hao et al., Fig. 3)",
               title="restore (the last layer's SVCCA distance and the dev score after restoring layer i, or 0..i)",
-              add_arguments=add_arguments, plan=plan, run=run, figures=figures,
-              fingerprint=("restore_examples",))
+              add_arguments=add_arguments, trials=trials, run=run, figures=figures)

@@ -16,31 +16,36 @@ stages (info.total_steps), the intermediate stage's budget (info.intermediate_bu
 """
 import dataclasses
 import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
 
 import minbert
 from minbert import UserError
 
 from ...fileio import atomic_write_json, safe_join
 from ...saved.model_folder import TASKS_JSON
-from ..sweep import Shape, Study, Trial, grid
+from ..drawing import diverging, fractions_of, new_figure
+from ..study import Shape, Study, Trial, grid, planned
 
 STAGE_BUDGET = "budget.json"  # in an intermediate model's folder: what its stage spent (steps, plateau, curves)
 
 
-def plan(args, shape: Shape) -> list:
+def trials(config, shape: Shape) -> list:
     """Direct fine-tuning on each task, then every ordered (intermediate, final) pair.
 
     Trials that start from the same intermediate model share its shard, which
     trains that model once and alone writes its folder.
     """
-    tasks = args.config.task_list
+    tasks = config.training.task_list
     if len(tasks) < 2:
         raise UserError("--mode transfer needs at least two tasks (--task all, or --tasks sst,sts)")
     configs = [(f"via=none,final={b}", {"via": None, "final": b}) for b in tasks]
-    if not args.no_equal_steps:
+    if not config.options.no_equal_steps:
         configs += [(f"via=none,final={b},steps=x2", {"via": None, "final": b, "steps": 2}) for b in tasks]
     configs += [(f"via={a},final={b}", {"via": a, "final": b}) for a in tasks for b in tasks if a != b]
-    trials = grid("transfer", configs, args.seed_list, args.fraction_list)
+    trials = grid("transfer", configs, config.seeds, config.fractions)
     for trial in trials:
         if trial.params["via"]:
             trial.shard_unit = intermediate_stage(trial, trial.params["via"]).name
@@ -49,7 +54,7 @@ def plan(args, shape: Shape) -> list:
 
 def intermediate_stage(trial: Trial, task: str) -> Trial:
     """The intermediate fine-tuning on `task` a transfer trial starts from; its name is its TensorBoard run."""
-    return dataclasses.replace(trial, config=f"intermediate={task}", params={"via": task}, group="", shard_unit="")
+    return dataclasses.replace(trial, label=f"intermediate={task}", params={"via": task}, group="", shard_unit="")
 
 
 def add_arguments(group):
@@ -58,15 +63,20 @@ def add_arguments(group):
                             "the step cap: as many steps as a pair's two stages may train) (default: run them)")
 
 
+@dataclass(frozen=True)
+class Options:
+    no_equal_steps: bool = planned(False)       # leave out the steps=x2 control arms
+
+
 def run(sweep, trial) -> dict:
     via, final = trial.params["via"], trial.params["final"]
     if via is None:
         times = trial.params.get("steps", 1)
         if times == 1:
             return sweep.fit(trial, sweep.inputs.encoder, tasks=(final,))
-        if sweep.args.trial_steps:
-            return sweep.fit(trial, sweep.inputs.encoder, tasks=(final,), steps=times * sweep.args.trial_steps)
-        return sweep.fit(trial, sweep.inputs.encoder, tasks=(final,), epochs=times * sweep.config.epochs)
+        if sweep.config.trial_steps:
+            return sweep.fit(trial, sweep.inputs.encoder, tasks=(final,), steps=times * sweep.config.trial_steps)
+        return sweep.fit(trial, sweep.inputs.encoder, tasks=(final,), epochs=times * sweep.training.epochs)
     encoder, intermediate_dev, stage_budget = intermediate(sweep, via, trial)
     result = sweep.fit(trial, encoder, tasks=(final,))
     result["info"] = {"intermediate_dev": intermediate_dev, "intermediate_budget": stage_budget,
@@ -95,10 +105,43 @@ def intermediate(sweep, task: str, trial: Trial):
     return minbert.from_pretrained(str(folder), implementation=sweep.inputs.encoder.config.implementation), dev, spent
 
 
+def transfer_matrix(rows, tasks):
+    """Final-task metric after an intermediate task (rows) vs direct fine-tuning (top row)."""
+    rows = [r for r in rows if "final" in r["params"] and r["metric"] == f"dev/{r['params']['final']}"
+            and not r["params"].get("steps")]  # the equal-steps control arms are not cells of the matrix
+    if not rows:
+        return None
+    fractions = fractions_of(rows)
+    vias = [None] + list(tasks)
+    fig = new_figure(figsize=(1.6 * len(tasks) + 2.8, 1.0 * len(vias) + 1.8))
+    axes = fig.subplots(len(fractions), 1, squeeze=False)[:, 0]
+    for ax, fraction in zip(axes, fractions):
+        mine = {(r["params"]["via"], r["params"]["final"]): r for r in rows if r["data_fraction"] == fraction}
+        delta = np.full((len(vias), len(tasks)), np.nan)
+        for (i, via), (j, final) in ((a, b) for a in enumerate(vias) for b in enumerate(tasks)):
+            cell, direct = mine.get((via, final)), mine.get((None, final))
+            if cell is None:
+                continue
+            change = cell["mean"] - direct["mean"] if direct else math.nan
+            delta[i, j] = change
+            text = f"{cell['mean']:.3f}" + (f"\n({change:+.3f})" if via is not None and direct else "")
+            ax.text(j, i, text, ha="center", va="center", fontsize=8)
+        diverging(ax, delta, "change from direct fine-tuning")
+        ax.set_xticks(range(len(tasks)))
+        ax.set_xticklabels(tasks)
+        ax.set_yticks(range(len(vias)))
+        ax.set_yticklabels(["direct"] + [f"after {t}" for t in tasks])
+        ax.set_xlabel("final task (its dev metric)")
+        ax.set_ylabel("intermediate task")
+        ax.set_title(f"data fraction {fraction:g}", fontsize=9)
+    fig.suptitle("Intermediate-task transfer (BERT Goes to College, Exp. 1)", fontsize=10)
+    return fig
+
+
 def figures(sweep, records, rows, metric) -> dict:
-    from .. import plots  # matplotlib loads only when a summary is drawn
-    return {"transfer": plots.transfer_matrix(rows, sweep.inputs.tasks)}
+    return {"transfer": transfer_matrix(rows, sweep.inputs.tasks)}
 
 
-STUDY = Study(summary="intermediate-task fine-tuning", title="transfer", add_arguments=add_arguments, plan=plan,
+STUDY = Study(name="transfer", Options=Options,
+              summary="intermediate-task fine-tuning", title="transfer", add_arguments=add_arguments, trials=trials,
               run=run, figures=figures)

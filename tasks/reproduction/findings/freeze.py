@@ -20,14 +20,18 @@ FINDINGS = [
         "the top three layers trained (the rest frozen) against every layer trained", "STS dev Pearson", 0.02,
         "0.02 Pearson is 0.01 of the course's overall score, the smallest gain a leaderboard shows",
         "top third trained minus every layer trained, siamese pairs with the paper's STS head, fraction 0.25",
-        NEAR_CEILING, experiment="freeze", elsewhere=COURSE + " --only freeze"),
+        NEAR_CEILING, experiment="freeze", measure="arms",
+        keywords=dict(experiment="freeze", a="top", b="all", roles=("similarity",), what="top third minus all"),
+        elsewhere=COURSE + " --only freeze"),
     Finding(
         "freeze-marginal-sst-quora", PAPER, "freezing minBERT layers had marginal effect on the sentiment "
         "analysis and paraphrase detection tasks, but improved performance on semantic textual similarity.",
         SETTING, "frozen against trained, per task", "dev accuracy", 0.01,
         "equivalence margin of one point of accuracy: 'marginal'",
         "SST and Quora: top third trained minus every layer trained, each within -/+ 0.01 (both rows)",
-        "Quora is weak: the model was trained on Quora duplicates.", experiment="freeze", kind="equivalence",
+        "Quora is weak: the model was trained on Quora duplicates.", experiment="freeze", measure="arms",
+        keywords=dict(experiment="freeze", a="top", b="all", roles=("primary", "pair"), what="top third minus all"),
+        kind="equivalence",
         combine="all"),
     Finding(
         "freeze-surgery-no-effect", PAPER, "Gradient surgery did not have a substantial impact on performance, "
@@ -36,19 +40,22 @@ FINDINGS = [
         "equivalence margin 0.01 of the overall score",
         "multitask, siamese pairs with the paper's heads: --surgery dominant minus none, paired by seed, within "
         "-/+ 0.01",
-        "Carried: a property of the optimiser on these three tasks.", experiment="methods", kind="equivalence"),
+        "Carried: a property of the optimiser on these three tasks.", experiment="methods", measure="method_change",
+        keywords=dict(sweep="multitask", method="dominant", label="dominant minus none (overall)"), kind="equivalence"),
     Finding(
         "freeze-smart-sts", PAPER, "SMART regularization improved performance on the semantic textual similarity "
         "head when that head was finetuned in isolation.", SETTING, "STS alone, with and without SMART",
         "STS dev Pearson", 0.02, "as for freezing: 0.01 of the overall score",
         "STS alone, siamese with the paper's head: --smart minus without, paired by seed", NEAR_CEILING,
-        experiment="methods"),
+        experiment="methods", measure="method_change",
+        keywords=dict(sweep="sts", method="smart", role="similarity", label="STS alone: SMART minus without")),
     Finding(
         "freeze-smart-multitask", PAPER, "There was no improvement for the other tasks in isolation, and no "
         "improvement when doing multi-task finetuning.", SETTING, "multitask with and without SMART",
         "dev overall score", 0.01, "equivalence margin 0.01 of the overall score",
         "multitask, siamese pairs with the paper's heads: --smart minus without, paired by seed, within -/+ 0.01",
-        "Carried in kind.", experiment="methods", kind="equivalence"),
+        "Carried in kind.", experiment="methods", measure="method_change",
+        keywords=dict(sweep="multitask", method="smart", label="multitask: SMART minus without"), kind="equivalence"),
     Finding(
         "freeze-cross-encoding", PAPER, "concatenating the sentence pairs for the paraphrase detection and "
         "semantic textual similarity tasks before inputting into minBERT had a large impact on performance.",
@@ -57,5 +64,8 @@ FINDINGS = [
         "two points: 'a large impact' was 0.06-0.17",
         "cross-encoded minus siamese (the paper's heads), Quora and STS (both rows)",
         "Against the model: it was trained as a bi-encoder, so its siamese start is strong and cross-encoding "
-        "must be learned within the budget.", experiment="pairs", combine="all"),
+        "must be learned within the budget.", experiment="pairs", measure="arms",
+        keywords=dict(experiment="pairs", a="cross", b="siamese", roles=("similarity", "pair"),
+                      what="cross minus siamese"),
+        combine="all"),
 ]

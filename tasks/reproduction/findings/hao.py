@@ -20,34 +20,38 @@ FINDINGS = [
         "fine-tuned (Fig. 1)", "JS divergence ratio", 1.0,
         "'changes drastically' against 'do not change seriously': the top third at least twice the bottom third",
         "mean JS of the top third / mean JS of the bottom third - 1, per seed, SST at fraction 0.25",
-        SMALL_MODEL, experiment="dynamics"),
+        SMALL_MODEL, experiment="dynamics", measure="layer_ratio",
+        keywords=dict(curve="attention_js", upper="top", lower="bottom", label="JS top third / bottom third - 1")),
     Finding(
         "hao-svcca-intermediate-last", PAPER, CONCLUSION, SETTING, "SVCCA distance per layer, pretrained vs "
         "fine-tuned (Fig. 2)", "SVCCA distance ratio", 0.5,
         "the intermediate and last layers' representations change at least 1.5 times the low layers'",
         "mean SVCCA distance of the middle and top thirds / of the bottom third - 1, per seed, fraction 0.25",
-        SMALL_MODEL, experiment="dynamics"),
+        SMALL_MODEL, experiment="dynamics", measure="layer_ratio",
+        keywords=dict(curve="svcca", upper="middle+top", lower="bottom", label="SVCCA middle and top / bottom - 1")),
     Finding(
         "hao-restore-low", PAPER, "whether the low layers (0-10) are replaced with their original values or not, "
         "it has little effect on the final output representation.", SETTING,
         "SVCCA distance of the last layer's output after restoring one layer's pretrained values (Fig. 3)",
         "SVCCA distance ratio", 0.5, "restoring a top-third layer moves the output at least 1.5 times as much as "
         "restoring a bottom-third one", "mean restore distance of the top third / of the bottom third - 1, per "
-        "seed", SMALL_MODEL, experiment="restore"),
+        "seed", SMALL_MODEL, experiment="restore", measure="hao_restore"),
     Finding(
         "hao-seeds-consistent-low", PAPER, "Across different random seeds and different datasets, we observe that "
         "the changes of low layers (0-9th layer) are generally consistent", SETTING,
         "SVCCA distance between two fine-tunings from different seeds, per layer (Fig. 5)", "SVCCA distance ratio",
         0.5, "two seeds differ at least 1.5 times more in the top third than in the bottom third",
         "seed-vs-seed SVCCA, mean of the top third / of the bottom third - 1, per pair of seeds (jackknife over "
-        "seeds)", SMALL_MODEL, experiment="dynamics"),
+        "seeds)", SMALL_MODEL, experiment="dynamics", measure="layer_ratio",
+        keywords=dict(curve="svcca", upper="top", lower="bottom", group="seed-vs-seed",
+                      label="seed-vs-seed SVCCA top / bottom - 1")),
     Finding(
         "hao-datasets-consistent-low", PAPER, "Across different random seeds and different datasets, we observe "
         "that the changes of low layers (0-9th layer) are generally consistent", SETTING,
         "SVCCA distance between models fine-tuned on two datasets, per layer (Fig. 7)", "SVCCA distance ratio",
         0.5, "as for seeds", "dataset-vs-dataset SVCCA (SST against the second task), top third / bottom third - 1",
         "Weak for Quora: the model was trained on it before; RTE / MNLI / MRPC need --task-file.",
-        experiment="datasets",
+        experiment="datasets", measure="hao_datasets",
         elsewhere="python reproduce.py --scale paper --model bert-large-uncased --task-file glue.json "
                   "--tasks primary=rte,second=mnli --only datasets"),
 ]

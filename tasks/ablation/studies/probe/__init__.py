@@ -20,21 +20,24 @@ a reinit sweep's curve on the same axes (Tamkin et al., Fig. 2).
 """
 import csv
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import torch
 
 import minbert
 from minbert import UserError
 
-from ...inputs import subsample_split
-from ...metrics import overall_score
-from ...registry import get_task
-from ..arguments import int_list, number_list, share
-from ..features import FEATURE_POOLINGS, layer_features
-from ..linear_probe import HOLDOUT, PENALTIES, fit_probe
-from ..summary import SUMMARY
-from ..sweep import Shape, Study, grid
+from ....inputs import subsample_split
+from ....metrics import overall_score
+from ....registry import get_task
+from ...arguments import int_list, number_list, share
+from ...drawing import errorbar, find, fractions_of, legend, metric_axis, new_figure, title
+from ...study import Shape, Study, drawn, grid, planned
+from ...summary import SUMMARY
+from .features import FEATURE_POOLINGS, layer_features
+from .linear_probe import HOLDOUT, PENALTIES, fit_probe
 
 
 def penalty_list(text: str) -> list:
@@ -54,10 +57,19 @@ def add_arguments(group):
                             "reinitialised, on the probe plot's axes (Tamkin et al., Fig. 2)")
 
 
-def plan(args, shape: Shape) -> list:
+@dataclass(frozen=True)
+class Options:
+    layers: Optional[tuple] = planned()         # None: every layer
+    probe_penalties: tuple = PENALTIES          # L2 penalties tried
+    probe_holdout: float = HOLDOUT              # share held out to choose the penalty
+    reinit_sweep: Optional[str] = drawn()       # a reinit sweep's folder, drawn on the probe plot
+
+
+def trials(config, shape: Shape) -> list:
     """Probe each layer k with each pooling, plus the all-reinitialised model's top layer as the control."""
+    options = config.options
     n = shape.num_layers
-    ks = args.layers if args.layers is not None else range(n + 1)
+    ks = options.layers if options.layers is not None else range(n + 1)
     for k in ks:
         if k > n:
             raise UserError(f"--layers {k}: the model has {n} layers (k in 0..{n}; 0 = the embeddings)")
@@ -65,7 +77,7 @@ def plan(args, shape: Shape) -> list:
                for k in ks for p in FEATURE_POOLINGS]
     configs += [(f"layer={n},pooling={p},random", {"layer": n, "pooling": p, "control": True})
                 for p in FEATURE_POOLINGS]
-    return grid("probe", configs, args.seed_list, args.fraction_list)
+    return grid("probe", configs, config.seeds, config.fractions)
 
 
 def run(sweep, trial) -> dict:
@@ -78,7 +90,7 @@ def run(sweep, trial) -> dict:
         (train, t1), (held_out, t2) = (features(sweep, trial, task, split) for split in ("train", "dev"))
         fitted = fit_probe(train["x"][p["pooling"]][p["layer"]], train["y"], held_out["x"][p["pooling"]][p["layer"]],
                            held_out["y"], cfg.kind.probe, cfg.metric,
-                           sweep.args.probe_penalties, sweep.args.probe_holdout, seed=trial.seed)
+                           sweep.options.probe_penalties, sweep.options.probe_holdout, seed=trial.seed)
         dev[task] = fitted.dev
         info["penalty"][task] = fitted.penalty
         info["holdout"][task] = {f"{k:g}": v for k, v in fitted.holdout.items()}
@@ -87,7 +99,7 @@ def run(sweep, trial) -> dict:
         info["train_examples"][task] = len(train["y"])
         info["feature_seconds"] = round(info["feature_seconds"] + t1 + t2, 1)
     if not info["converged"]:
-        print(f"warning: {trial.config}: a probe stopped at its iteration limit before converging", flush=True)
+        print(f"warning: {trial.label}: a probe stopped at its iteration limit before converging", flush=True)
     dev["overall"] = overall_score(dev)
     info["holdout_score"]["overall"] = overall_score({t: info["holdout_score"][t] for t in sweep.inputs.tasks})
     return {"best": dev, "final": dev, "steps": 0, "info": info}
@@ -130,7 +142,7 @@ def features(sweep, trial, task: str, split: str) -> tuple:
         part = subsample_split(part, trial.fraction, trial.seed)
     started = time.perf_counter()
     x = layer_features(encoder(sweep, trial), part, sweep.inputs.tokenizer, sweep.inputs.device,
-                       sweep.config.eval_batch_size, sweep.inputs.precision)
+                       sweep.training.eval_batch_size, sweep.inputs.precision)
     cache[key] = {"x": x, "y": part.labels.numpy()}
     return cache[key], time.perf_counter() - started
 
@@ -175,21 +187,58 @@ def reinit_rows(folder) -> list:
     return out
 
 
+def probe_curve(rows, metric: str, num_layers: int, finetuned=None):
+    """Linear-probe metric per layer, one panel per pooling; dashed: the full and an all-reinitialised model.
+
+    `finetuned`: a reinit sweep's summary rows; its "layers >= k reinitialised, then fine-tuned" curve is drawn
+    on the same axes (k pretrained layers kept in both), as Tamkin et al. (2020) overlay them in Fig. 2.
+    """
+    rows = [r for r in rows if r["metric"] == metric and "pooling" in r["params"]]
+    if not rows:
+        return None
+    finetuned = [r for r in finetuned or () if r["metric"] == metric and r["params"].get("scheme") == "from"]
+    poolings = sorted({r["params"]["pooling"] for r in rows})
+    fig = new_figure(figsize=(5.2 * len(poolings), 4.4))
+    axes = fig.subplots(1, len(poolings), squeeze=False, sharey=True)[0]
+    names = {"cls-token": "[CLS] state of layer k", "first": "[CLS] state of layer k", "mean": "mean-pooled layer k"}
+    for ax, pooling in zip(axes, poolings):
+        for i, fraction in enumerate(fractions_of(rows)):
+            mine = [r for r in rows if r["data_fraction"] == fraction and r["params"]["pooling"] == pooling]
+            errorbar(ax, [r for r in mine if not r["params"]["control"]], lambda r: r["params"]["layer"],
+                      color=f"C{i}", marker="o", label=f"probe, data fraction {fraction:g}")
+            for row, style, what in ((find(mine, lambda p: p["layer"] == num_layers and not p["control"]),
+                                      "--", "probe on the full pretrained model"),
+                                     (find(mine, lambda p: p["control"]), "-.", "probe, all layers reinitialised")):
+                if row is not None:
+                    ax.axhline(row["mean"], color=f"C{i}", linestyle=style, linewidth=1, alpha=0.8,
+                               label=f"{what} ({fraction:g})")
+            tuned = [r for r in finetuned if r["data_fraction"] == fraction]
+            if tuned:
+                errorbar(ax, tuned, lambda r: r["params"]["from"], color=f"C{i}", marker="s", linestyle=":",
+                          label=f"fine-tuned, layers >= k reinitialised ({fraction:g})")
+        ax.set_title(f"probe on the {names.get(pooling, pooling)}", fontsize=9)
+        ax.set_xticks(range(num_layers + 1))
+        ax.set_xlabel("k: pretrained layers kept (probe: features of layer k; 0 = embeddings)")
+        legend(ax)
+        metric_axis(ax, metric)
+    title(fig, "Linear probes on frozen pretrained layers" + (" beside fine-tuning" if finetuned else ""), rows)
+    return fig
+
+
 def figures(sweep, records, rows, metric) -> dict:
-    from .. import plots  # matplotlib loads only when a summary is drawn
-    finetuned = reinit_rows(sweep.args.reinit_sweep) if sweep.args.reinit_sweep else None
-    return {"probe": plots.probe_curve(rows, metric, sweep.shape.num_layers, finetuned=finetuned)}
+    finetuned = reinit_rows(sweep.options.reinit_sweep) if sweep.options.reinit_sweep else None
+    return {"probe": probe_curve(rows, metric, sweep.shape.num_layers, finetuned=finetuned)}
 
 
-def note(args):
+def note(config):
     return ("probes are fitted by scikit-learn on frozen features: --epochs, --lr and the other fine-tuning "
             "options do not apply")
 
 
-STUDY = Study(summary="converged linear probes on each layer's frozen features",
+STUDY = Study(name="probe", Options=Options,
+              summary="converged linear probes on each layer's frozen features",
               title="probe (scikit-learn logistic / ridge regression on frozen features of every layer; [CLS] "
                     "and mean pooling)",
-              add_arguments=add_arguments, plan=plan, run=run, figures=figures, note=note,
-              fingerprint=("probe_penalties", "probe_holdout"), trains=False,
+              add_arguments=add_arguments, trials=trials, run=run, figures=figures, note=note, trains=False,
               # the features of one encoder and training subset are extracted once for every probe on them
               worker_unit=lambda trial: ("probe", trial.seed, trial.fraction))

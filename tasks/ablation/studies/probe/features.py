@@ -16,9 +16,9 @@ import torch
 
 import minbert
 
-from ..encoded import EncodedSplit, make_batch
-from ..heads import pair_features, pool_tokens, sequences
-from ..machine import autocast
+from ....encoded import EncodedSplit, make_batch
+from ....heads import pair_features, pool_tokens, sequences
+from ....machine import autocast
 
 FEATURE_POOLINGS = ("cls-token", "mean")
 

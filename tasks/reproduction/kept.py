@@ -4,51 +4,20 @@
                                            each sitting that added trials (commit, CPU, date, wall time)
     RESULTS/EXPERIMENT/RUN/SWEEP.jsonl     the sweep's finished trials, as ablate.py wrote them
 
-RUN is "first" for the declared protocol, or a follow-up's label (`FOLLOW_UPS`): extra seeds or a changed
+RUN is "first" for the declared protocol, or a follow-up's label (follow_ups.py): extra seeds or a changed
 protocol never replace the first run's trials. Storing into a run folder whose run.json says another protocol
 (seeds, options, model, scale) is refused; a trial already kept is never replaced, so a run resumed in a
 later sitting only adds the trials it lacked.
 """
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from minbert import UserError
 
 from ..fileio import atomic_write_text, safe_join
+from .follow_ups import FIRST
 from .measures import Results
-
-FIRST = "first"
-
-
-@dataclass(frozen=True)
-class FollowUp:
-    """A labelled run after the first: its own seeds or options, the reason, declared before it runs."""
-    label: str
-    experiments: tuple
-    reason: str
-    seeds: tuple = ()            # () = the first run's
-    extra_options: tuple = ()    # added to every sweep of its experiments
-    protocol: int = 2
-
-
-FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared before it runs
-    FollowUp("cap-small-data", ("reinit-small", "task-dependence", "dynamics", "transfer"),
-             "at fraction 0.03 SST keeps 26 held-out sentences and Quora 48, 0.038 and 0.021 of accuracy each "
-             "against the plateau's tolerance of 0.005, so the first run's trials there stopped when a few "
-             "sentences flipped rather than on a plateau (the report's learning curves, 2026-11-26); every trial "
-             "of the experiments with accuracy-task trials at 0.03 trains the cap instead, whatever their first "
-             "verdicts",
-             extra_options=("--plateau-patience", "0")),
-    FollowUp("cap-multitask", ("methods",),
-             "the multitask trials' held-out score (the mean over three tasks) moved 0.01-0.03 between "
-             "evaluations, against the plateau's tolerance of 0.005, and its curves were still rising at many "
-             "stops; the gradient-surgery arm stopped at 200-320 steps in four of five seeds against the "
-             "baseline's 360-480, so the first run's comparison partly measures when each arm stopped (the "
-             "report's learning curves, 2026-11-26); every trial trains the cap instead, whatever the verdicts",
-             extra_options=("--plateau-patience", "0")),
-)}
 
 
 def protocol_of(run: dict) -> dict:
@@ -67,7 +36,7 @@ def store(results_dir: Path, run: dict, records: dict, sitting: dict) -> Path:
             changed = [k for k, v in protocol_of(run).items() if kept.get(k) != v]
             raise UserError(f"{meta_path}: this run was made with other {', '.join(changed)}; extra seeds or a "
                             f"changed protocol are a follow-up with its own label (FOLLOW_UPS in "
-                            f"tasks/ablation/reproduction_runs.py, then --follow-up LABEL), never a replacement")
+                            f"tasks/reproduction/follow_ups.py, then --follow-up LABEL), never a replacement")
         meta = kept
     folder.mkdir(parents=True, exist_ok=True)
     added = 0

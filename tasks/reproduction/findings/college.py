@@ -22,14 +22,15 @@ FINDINGS = [
         "each ordered pair of the course tasks (final minus direct, the same total steps), Bonferroni over the "
         "pairs; reproduced when any pair is",
         "Weak for STS and Quora: the model was trained on Quora and NLI pairs as a bi-encoder, so an intermediate "
-        "pair task mostly teaches it to cross-encode.", experiment="transfer", combine="any",
+        "pair task mostly teaches it to cross-encode.", experiment="transfer",
+        measure="college_transfer", combine="any",
         ),
     Finding(
         "college-downstream-smaller-drop", PAPER, "We find that reinitializing downstream layers causes a smaller "
         "decrease in performance than reinitializing upstream layers", SETTING + "; layers >= k re-initialised",
         "layers from k on re-drawn, for k late against k early", "dev accuracy (SST)", 0.01,
         "one point of accuracy", "top third re-drawn (k=2n/3) minus two thirds re-drawn (k=n/3), fraction 0.25",
-        "Carried: nested re-drawing, any pretrained encoder.", experiment="reinit-large"),
+        "Carried: nested re-drawing, any pretrained encoder.", experiment="reinit-large", measure="college_downstream"),
     Finding(
         "college-not-monotone", PAPER, "but the change in performance does not monotonically decrease when "
         "reinitializing the next upstream layer, nor is the change in performance constant.",
@@ -37,7 +38,7 @@ FINDINGS = [
         0.01, "one point of accuracy: a reversal smaller than that is a flat stretch",
         "for each k, score(k-1) - score(k) (one more layer re-drawn scoring higher), Bonferroni over k; "
         "reproduced when any step reverses", "Carried; six steps instead of twelve give fewer chances.",
-        experiment="reinit-large", combine="any"),
+        experiment="reinit-large", measure="college_not_monotone", combine="any"),
     Finding(
         "college-heads-top-help", PAPER, "we reinitialize various attention heads within each layer and find "
         "that reinitializing certain attention heads at top layers can even improve the model performance.",
@@ -47,13 +48,14 @@ FINDINGS = [
         "averaged over 3 seeds), as the paper's Figs. 7-8 summarise a layer; head by head, a Bonferroni interval "
         "over 12 heads at 3 seeds could neither pass nor fail",
         "Carried in kind; heads are the model's own (12 of 32 dimensions, not bert-base's 64).",
-        experiment="heads-top"),
+        experiment="heads-top", measure="mean_over_heads", keywords=dict(experiment="heads-top", sign=+1)),
     Finding(
         "college-heads-bottom-hurt", PAPER, "If we reinitialize any attention head in layers 1 or 2, the "
         "performance, up to the 75th percentile, will decrease.", SETTING + "; layers 1 and 2 (Figs. 7, 8)",
         "heads of the bottom layers re-drawn against none", "dev accuracy (SST)", 0.005, "half a point",
         "bottom layer: none minus each head re-drawn, the mean over its heads (n = heads)",
-        "Carried in kind, as above.", experiment="heads-bottom"),
+        "Carried in kind, as above.", experiment="heads-bottom",
+        measure="mean_over_heads", keywords=dict(experiment="heads-bottom", sign=-1)),
     Finding(
         "college-heads-4-9", PAPER, "since attention head 4 and 9 play an important role in finetuning tasks, we "
         "should not reinitialize these two attention heads.", SETTING, "heads 4 and 9 against the others",

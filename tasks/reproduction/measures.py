@@ -1,6 +1,7 @@
 """Each finding's signed effect (the paper's direction positive), measured from its experiments' finished trials.
 
-`MEASURES[finding id](results, ctx)` returns its rows (`verdicts.Row`): one for most findings, one per
+A finding names its measure and keywords (`Finding.measure`, `Finding.keywords`, in its paper's module);
+`MEASURES[name](results, ctx, **keywords)` returns its rows (`verdicts.Row`): one for most findings, one per
 fraction, task, pair or head for those tested on several at once. Units: the seed for paired comparisons, the
 pair of seeds (jackknife) for seed-vs-seed, the random order for permutations and the head for head
 reinitialisation (each averaged over its seeds first, the reference paired by seed).
@@ -10,8 +11,9 @@ from typing import Optional
 
 import numpy as np
 
-from .statistics import interval, paired_interval, pairwise_interval
-from .summary import trial_metrics
+from ..ablation import statistics
+from ..ablation.statistics import interval, paired_interval, unit_of
+from ..ablation.summary import trial_metrics
 from .verdicts import Row
 
 RESTORE_CURVE = "restore_svcca"   # ablate.py --mode restore: index i = layer i restored to its pretrained values
@@ -40,7 +42,7 @@ class Results:
         for r in self.select(experiment, label, config, fraction, group):
             value = trial_metrics(r).get(metric)
             if value is not None:
-                out[tuple(r["params"]["seeds"]) if "seeds" in r["params"] else r["seed"]] = value
+                out[unit_of(r)] = value
         return out
 
 
@@ -53,11 +55,7 @@ def combine(function, *series: dict) -> dict:
 def estimate(values: dict) -> Optional[dict]:
     """The 95% interval of per-seed values, or of per-pair values (jackknife over seeds)."""
     values = {k: v for k, v in values.items() if v is not None and math.isfinite(v)}
-    if not values:
-        return None
-    if isinstance(next(iter(values)), tuple):
-        return pairwise_interval(values)
-    return interval(values.values())
+    return statistics.estimate(values) if values else None
 
 
 def minus(a: float, b: float) -> float:
@@ -140,22 +138,15 @@ def _heads(results, ctx, experiment: str):
     return {c: results.values(experiment, "heads", f"dev/{task}", c, large) for c in configs}, none
 
 
-def _mean_over_heads(results, ctx, experiment: str, sign: int) -> list:
-    """sign * (head re-drawn - none), each head averaged over its seeds: the head is the unit (n = heads)."""
+def mean_over_heads(results, ctx, experiment: str, sign: int) -> list:
+    """sign * (head re-drawn - none), each head averaged over its seeds: the head is the unit (n = heads); sign +1
+    for 'a head re-drawn helps' (the top layer), -1 for 'hurts' (the bottom)."""
     heads, none = _heads(results, ctx, experiment)
     per_head = [sign * float(np.mean(list(d.values()))) for d in (combine(minus, v, none) for v in heads.values())
                 if d]
     which = "top" if sign > 0 else "bottom"
     return [Row(f"{'each head minus none' if sign > 0 else 'none minus each head'}, {which} layer, mean over "
                 f"{len(per_head)} heads", interval(per_head) if len(per_head) > 1 else None)]
-
-
-def college_heads_top(results, ctx):
-    return _mean_over_heads(results, ctx, "heads-top", +1)
-
-
-def college_heads_bottom(results, ctx):
-    return _mean_over_heads(results, ctx, "heads-bottom", -1)
 
 
 # ---------------------------------------------------------------------------- permutation
@@ -267,16 +258,20 @@ def _thirds(ctx):
     return range(0, ctx.low), range(ctx.low, ctx.high), range(ctx.high, ctx.n)
 
 
-def _ratio_row(results, ctx, curve, upper, lower, label, group=None, offset=0, experiment="dynamics"):
-    large = ctx.scale.large
-    values = combine(ratio_minus_one, _layers_mean(results, ctx, curve, upper, large, group, offset, experiment),
-                     _layers_mean(results, ctx, curve, lower, large, group, offset, experiment))
+def _layers(ctx, which: str) -> list:
+    """The layers of "bottom", "middle" or "top" third, or several joined by +: "middle+top"."""
+    thirds = dict(zip(("bottom", "middle", "top"), _thirds(ctx)))
+    return [i for name in which.split("+") for i in thirds[name]]
+
+
+def layer_ratio(results, ctx, curve: str, upper: str, lower: str, label: str, group=None) -> list:
+    """Per unit, the mean of `curve` over the `upper` layers / over the `lower` ones - 1, at the large fraction
+    (fine-tunings against the pretrained model, or `group`'s trials: seed-vs-seed). SVCCA's index 0 is the
+    embeddings' output, so its layer i is index i + 1."""
+    large, offset = ctx.scale.large, 1 if curve == "svcca" else 0
+    values = combine(ratio_minus_one, _layers_mean(results, ctx, curve, _layers(ctx, upper), large, group, offset),
+                     _layers_mean(results, ctx, curve, _layers(ctx, lower), large, group, offset))
     return [Row(label, estimate(values))]
-
-
-def singh_later_layers_move(results, ctx):
-    bottom, _, top = _thirds(ctx)
-    return _ratio_row(results, ctx, "weight_l2", top, bottom, "L2 top third / bottom third - 1")
 
 
 def singh_early_invariant(results, ctx):
@@ -295,17 +290,6 @@ def singh_more_data(results, ctx):
     return [Row(f"mean L2 at {ctx.scale.large:g} / at {ctx.scale.small:g} - 1", estimate(values))]
 
 
-def hao_attention(results, ctx):
-    bottom, _, top = _thirds(ctx)
-    return _ratio_row(results, ctx, "attention_js", top, bottom, "JS top third / bottom third - 1")
-
-
-def hao_svcca(results, ctx):
-    bottom, middle, top = _thirds(ctx)
-    return _ratio_row(results, ctx, "svcca", [*middle, *top], bottom, "SVCCA middle and top / bottom - 1",
-                      offset=1)
-
-
 def hao_restore(results, ctx):
     bottom, _, top = _thirds(ctx)
     large = ctx.scale.large
@@ -313,12 +297,6 @@ def hao_restore(results, ctx):
                            for i in layers]) for name, layers in (("top", top), ("bottom", bottom))}
     return [Row("restore distance top / bottom - 1", estimate(combine(ratio_minus_one, series["top"],
                                                                       series["bottom"])))]
-
-
-def hao_seeds(results, ctx):
-    bottom, _, top = _thirds(ctx)
-    return _ratio_row(results, ctx, "svcca", top, bottom, "seed-vs-seed SVCCA top / bottom - 1",
-                      group="seed-vs-seed", offset=1)
 
 
 def hao_datasets(results, ctx):
@@ -333,42 +311,23 @@ def hao_datasets(results, ctx):
 # ---------------------------------------------------------------------------- the multitask model's methods
 
 
-def _arms(results, experiment: str, a: str, b: str, metric: str, label: str):
-    return Row(label, paired_interval(results.values(experiment, a, metric), results.values(experiment, b, metric)))
+def arms(results, ctx, experiment: str, a: str, b: str, roles: tuple, what: str) -> list:
+    """Per task of `roles`: its sweep TASK-a minus its sweep TASK-b on the task's dev metric, paired by seed (a row
+    "TASK: what" each)."""
+    rows = []
+    for task in (ctx.tasks[role] for role in roles):
+        metric = f"dev/{task}"
+        rows.append(Row(f"{task}: {what}", paired_interval(results.values(experiment, f"{task}-{a}", metric),
+                                                           results.values(experiment, f"{task}-{b}", metric))))
+    return rows
 
 
-def freeze_sts(results, ctx):
-    task = ctx.tasks["similarity"]
-    return [_arms(results, "freeze", f"{task}-top", f"{task}-all", f"dev/{task}", f"{task}: top third minus all")]
-
-
-def freeze_marginal(results, ctx):
-    return [_arms(results, "freeze", f"{t}-top", f"{t}-all", f"dev/{t}", f"{t}: top third minus all")
-            for t in (ctx.tasks["primary"], ctx.tasks["pair"])]
-
-
-def _method(results, sweep: str, method: str, metric: str, label: str):
-    """ablate.py --mode methods: method=NAME minus method=baseline, paired by seed."""
-    return Row(label, paired_interval(results.values("methods", sweep, metric, f"method={method}"),
-                                      results.values("methods", sweep, metric, "method=baseline")))
-
-
-def freeze_surgery(results, ctx):
-    return [_method(results, "multitask", "dominant", "dev/overall", "dominant minus none (overall)")]
-
-
-def freeze_smart_sts(results, ctx):
-    task = ctx.tasks["similarity"]
-    return [_method(results, "sts", "smart", f"dev/{task}", "STS alone: SMART minus without")]
-
-
-def freeze_smart_multitask(results, ctx):
-    return [_method(results, "multitask", "smart", "dev/overall", "multitask: SMART minus without")]
-
-
-def freeze_cross(results, ctx):
-    return [_arms(results, "pairs", f"{t}-cross", f"{t}-siamese", f"dev/{t}", f"{t}: cross minus siamese")
-            for t in (ctx.tasks["similarity"], ctx.tasks["pair"])]
+def method_change(results, ctx, sweep: str, method: str, label: str, role=None) -> list:
+    """ablate.py --mode methods: method=NAME minus method=baseline, paired by seed, on the overall score (or the
+    dev metric of the task of `role`)."""
+    metric = f"dev/{ctx.tasks[role]}" if role else "dev/overall"
+    return [Row(label, paired_interval(results.values("methods", sweep, metric, f"method={method}"),
+                                       results.values("methods", sweep, metric, "method=baseline")))]
 
 
 def college_transfer(results, ctx):
@@ -389,19 +348,9 @@ def college_transfer(results, ctx):
     return rows
 
 
-MEASURES = {
-    "tamkin-data-size": tamkin_data_size, "tamkin-probe-not-sufficient": tamkin_probe_not_sufficient,
-    "tamkin-probe-align": tamkin_probe_align, "tamkin-permute": tamkin_permute, "tamkin-blocks-sst": tamkin_blocks,
-    "singh-scarce": singh_scarce, "singh-data-size": singh_data_size, "singh-task-dependence": singh_task_dependence,
-    "singh-later-layers-move": singh_later_layers_move, "singh-early-invariant": singh_early_invariant,
-    "singh-more-data-moves-more": singh_more_data, "singh-probe-peak": singh_probe_peak,
-    "singh-probe-needs-more": singh_probe_needs_more,
-    "hao-attention-last": hao_attention, "hao-svcca-intermediate-last": hao_svcca, "hao-restore-low": hao_restore,
-    "hao-seeds-consistent-low": hao_seeds, "hao-datasets-consistent-low": hao_datasets,
-    "college-intermediate-task": college_transfer, "college-downstream-smaller-drop": college_downstream,
-    "college-not-monotone": college_not_monotone, "college-heads-top-help": college_heads_top,
-    "college-heads-bottom-hurt": college_heads_bottom,
-    "freeze-improves-sts": freeze_sts, "freeze-marginal-sst-quora": freeze_marginal,
-    "freeze-surgery-no-effect": freeze_surgery, "freeze-smart-sts": freeze_smart_sts,
-    "freeze-smart-multitask": freeze_smart_multitask, "freeze-cross-encoding": freeze_cross,
-}
+# Every measure a finding may name (`Finding.measure`)
+MEASURES = {f.__name__: f for f in (
+    singh_scarce, tamkin_data_size, singh_data_size, singh_task_dependence, college_downstream, college_not_monotone,
+    tamkin_blocks, mean_over_heads, tamkin_permute, singh_probe_peak, singh_probe_needs_more,
+    tamkin_probe_not_sufficient, tamkin_probe_align, layer_ratio, singh_early_invariant, singh_more_data,
+    hao_restore, hao_datasets, arms, method_change, college_transfer)}

@@ -1,7 +1,8 @@
 """What a paper's finding is, as data, and the rule that decides it: fixed before any run, able to fail.
 
 A `Finding` quotes the paper's sentence exactly (file in ../shared/papers/), says the paper's setting
-and its comparison, and fixes the smallest effect of interest (SESOI) with its reason. Its effect is
+and its comparison, names its measure (measures.py) with its keywords, and fixes the smallest effect of
+interest (SESOI) with its reason. Its effect is
 signed so that the paper's direction is positive. The verdict of a 95% interval [low, high] with
 point estimate m, for a direction:
 
@@ -48,6 +49,8 @@ class Finding:
     tested: str                    # what is measured here, signed so that the paper's direction is positive
     model_note: str                # what the embedded all-MiniLM-L6-v2 can and cannot carry for it
     experiment: Optional[str] = None   # the experiment whose results decide it; None: not testable here
+    measure: str = ""              # its measure's name in measures.MEASURES (called with `keywords`)
+    keywords: dict = field(default_factory=dict)
     untestable: str = ""           # why not, when experiment is None (or what part is not)
     elsewhere: str = ""            # the command that would test it where it can be (GPU, bert-base, GLUE)
     kind: str = "direction"        # "direction" or "equivalence"

@@ -20,7 +20,7 @@ FINDINGS = [
         "dev accuracy (SST)", 0.02, "two points of accuracy: far below the paper's gains, above seed noise",
         "pretrained (k=n) minus every layer re-drawn (k=0), fraction 0.03 (256 sentences)",
         "Carried: any pretrained encoder should beat random weights on 256 sentences.",
-        experiment="reinit-small"),
+        experiment="reinit-small", measure="singh_scarce"),
     Finding(
         "singh-data-size", PAPER, "As training data size increases, the performance gains from the pre-trained "
         "information of each layer are lower, subject to the nature of the task.", SETTING,
@@ -28,7 +28,7 @@ FINDINGS = [
         "two points of accuracy, as for tamkin-data-size, which predicts the opposite sign for the upper layers",
         "gain of every layer pretrained (k=n minus k=0) at fraction 0.03 minus at 0.25, per seed",
         "Carried for SST; with a fixed step budget the larger fraction is seen less often, see the report's "
-        "budget note.", experiment="reinit-large"),
+        "budget note.", experiment="reinit-large", measure="singh_data_size"),
     Finding(
         "singh-task-dependence", PAPER, "the importance of middle-layers\u2019 pre-trained information is task "
         "dependant: while it increases performance in SST-2, it fails to provide a positive contribution in QNLI.",
@@ -37,7 +37,8 @@ FINDINGS = [
         "gain of the middle third (k=2n/3 minus k=n/3) on SST minus on the second task (Quora by default; QNLI "
         "with --task-file), fraction 0.03",
         "Weak here: the model was trained on Quora duplicates, so its layers already hold Quora; QNLI is the "
-        "paper's contrast.", experiment="task-dependence", elsewhere=GLUE + " --only task-dependence"),
+        "paper's contrast.", experiment="task-dependence",
+        measure="singh_task_dependence", elsewhere=GLUE + " --only task-dependence"),
     Finding(
         "singh-later-layers-move", PAPER, "We also find that the parameters of the later layers get overwritten "
         "more during fine-tuning, while the earlier layers remain largely invariant.", SETTING,
@@ -46,7 +47,8 @@ FINDINGS = [
         "the top third moving at least 10% more than the bottom third: less is within the spread across layers",
         "mean L2 of the top third / mean L2 of the bottom third - 1, per seed, fraction 0.25",
         "Carried: a weight-space measure of any fine-tuning; absolute L2 depends on the model's width.",
-        experiment="dynamics"),
+        experiment="dynamics", measure="layer_ratio",
+        keywords=dict(curve="weight_l2", upper="top", lower="bottom", label="L2 top third / bottom third - 1")),
     Finding(
         "singh-early-invariant", PAPER, "We also find that the parameters of the later layers get overwritten "
         "more during fine-tuning, while the earlier layers remain largely invariant.", SETTING,
@@ -54,14 +56,15 @@ FINDINGS = [
         "'largely invariant' read as: the bottom third moves at most half as far as the top third (the paper "
         "gives no threshold; this is ours, fixed before the run)",
         "1 - mean L2 of the bottom third / mean L2 of the top third, per seed, fraction 0.25",
-        "Carried, as above. The 2026-11-24 run's 0.57 .. 0.63 per layer would fail it.", experiment="dynamics"),
+        "Carried, as above.", experiment="dynamics",
+        measure="singh_early_invariant"),
     Finding(
         "singh-more-data-moves-more", PAPER, "With more training data, the parameters are transformed more.",
         SETTING + " (more data is also more steps there)", "L2 distance at 1% / 10% / 100% of the data",
         "L2 distance ratio", 0.10, "10% more movement with 8 times the data",
         "mean L2 over layers at fraction 0.25 / at 0.03 - 1, per seed (the same steps at both: only the data's "
         "variety differs)", "Carried, but the cpu scale's equal steps remove the paper's 'more steps' half.",
-        experiment="dynamics"),
+        experiment="dynamics", measure="singh_more_data"),
     Finding(
         "singh-probe-peak", PAPER, "Probing reaches a lower peak accuracy than partial re-initialization",
         SETTING, "the best probe against fine-tuning", "dev accuracy (SST)", 0.01, "one point of accuracy",
@@ -69,6 +72,7 @@ FINDINGS = [
         "training share), at 0.03 and 0.25 (both rows must hold)",
         "Weak: its mean-pooled features are unusually good for a linear model (it was trained to make them so); "
         "a probe close to fine-tuning says more about the model than about the paper.", experiment="probe",
+        measure="singh_probe_peak",
         combine="all"),
     Finding(
         "singh-probe-needs-more", PAPER, "we showed that with partial re-initialization, the model needs less "
@@ -78,6 +82,7 @@ FINDINGS = [
         "share of the gain reached with layers 0..n/3-1: fine-tuning (k=n/3 between k=0 and k=n) minus probing "
         "(layer n/3 between layer 0 and the best layer), per seed, at 0.03 and 0.25 (both)",
         "Weak, as above; shares divide by a probe gain that is small for this model.", experiment="probe",
+        measure="singh_probe_needs_more",
         combine="all"),
     Finding(
         "singh-cola-linear", PAPER, "we see surprising results for CoLA, with a fairly linear drop in performance "

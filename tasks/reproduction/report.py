@@ -1,14 +1,18 @@
-"""report.md from the kept results alone (`reproduction_runs.py`): per paper, every finding's line with its
+"""report.md from the kept results alone (`kept.py`): per paper, every finding's line with its
 verdict on each run (the first, then any labelled follow-up), the experiments with their wall time, the
 figures and the protocol history. Nothing here trains; `reproduce.py --report-only` is this."""
 import math
 from pathlib import Path
 
+import numpy as np
+
+from ..ablation.drawing import legend, new_figure, png_bytes
+from ..ablation.plateau import coarse_holdout
 from ..fileio import atomic_write_bytes, atomic_write_text
-from . import plots, reproduction, reproduction_runs
+from . import experiments, kept
 from .findings import FINDINGS, PAPERS
+from .follow_ups import FIRST, FOLLOW_UPS
 from .measures import MEASURES
-from .plateau import coarse_holdout
 from .verdicts import NOT_RUN, NOT_TESTABLE, VERDICTS, judge
 
 RULE = ("Each effect is signed so that the paper's direction is positive. **Reproduced**: the 95% interval lies "
@@ -17,7 +21,7 @@ RULE = ("Each effect is signed so that the paper's direction is positive. **Repr
         "otherwise. A 'no effect' finding (equivalence) is reproduced when the interval lies within -/+ the SESOI "
         "and not reproduced when it lies wholly outside. A finding tested on several rows at once widens each "
         "row's interval to 1 - 0.05/rows (Bonferroni). SESOIs, seeds and rules were fixed before any run "
-        "(`tasks/ablation/findings/`).")
+        "(`tasks/reproduction/findings/`).")
 
 
 def fmt(estimate) -> str:
@@ -34,17 +38,17 @@ def fmt(estimate) -> str:
 def verdicts(runs: dict, ctx) -> dict:
     """{run label: {finding id: Verdict}} for the first run and each follow-up that has results."""
     out = {}
-    for label in [reproduction_runs.FIRST, *sorted(set(runs) - {reproduction_runs.FIRST})]:
-        results = reproduction_runs.results_for(runs, label)
+    for label in [FIRST, *sorted(set(runs) - {FIRST})]:
+        results = kept.results_for(runs, label)
         covered = set(runs.get(label, {}))
         out[label] = {}
         for f in FINDINGS:
-            if label != reproduction_runs.FIRST and f.experiment not in covered:
+            if label != FIRST and f.experiment not in covered:
                 continue
             if f.experiment is None or not results.has(f.experiment):
                 out[label][f.id] = judge(f, label, [])
             else:
-                out[label][f.id] = judge(f, label, MEASURES[f.id](results, ctx))
+                out[label][f.id] = judge(f, label, MEASURES[f.measure](results, ctx, **f.keywords))
     return out
 
 
@@ -73,7 +77,7 @@ def paper_section(paper: str, by_run: dict) -> list:
                 continue
             tested = f.tested if f.experiment else f"not testable here: {f.untestable}"
             sesoi = f"{f.sesoi:g}" + (" (equivalence)" if f.kind == "equivalence" else "")
-            follow = reproduction_runs.FOLLOW_UPS.get(label)   # a follow-up's run has its own protocol number
+            follow = FOLLOW_UPS.get(label)   # a follow-up's run has its own protocol number
             protocol = follow.protocol if follow else f.protocol
             lines.append(f"| <a id=\"{f.id}\"></a>`{f.id}` | \"{_cell(f.quote)}\" | {_cell(tested)} | {label} "
                          f"(protocol {protocol}) | {_effect(v)} | {sesoi} | **{v.outcome}** | "
@@ -126,25 +130,74 @@ def coarse_holdout_note(plateaus: list) -> str:
     return "".join(f" Warning: {note}; the learning curves show it." for note in notes)
 
 
+MAX_COLOURED_GROUPS = 10  # beyond this many configurations a legend is unreadable: every trial is drawn grey
+
+
+def learning_curves(sweeps: dict):
+    """Each sweep's trials as held-out score against steps, a dot where each stopped: whether the budget took the
+    trials to their plateau. Held-out rows are a share of the trial's own training data, never dev. `sweeps` maps
+    a sweep's name to its trial records (`results.jsonl` rows); None when no trial kept a held-out curve."""
+    panels = {}
+    for name, records in sweeps.items():  # one panel per sweep and data fraction: their held-out sets differ
+        records = [r for r in records if (r.get("budget") or {}).get("heldout_curve")]
+        fractions = sorted({r.get("data_fraction") for r in records}, key=str)
+        for fraction in fractions:
+            title = name if len(fractions) == 1 else f"{name}, fraction {fraction:g}"
+            panels[title] = [r for r in records if r.get("data_fraction") == fraction]
+    if not panels:
+        return None
+    columns = min(3, len(panels))
+    rows_of_panels = math.ceil(len(panels) / columns)
+    fig = new_figure(figsize=(5.0 * columns, 3.4 * rows_of_panels))
+    axes = np.atleast_1d(fig.subplots(rows_of_panels, columns)).ravel()
+    for ax, (name, records) in zip(axes, sorted(panels.items())):
+        group_of = {id(r): str(r.get("group") or r.get("config")) for r in records}
+        groups = sorted(set(group_of.values()))
+        coloured = len(groups) <= MAX_COLOURED_GROUPS
+        labelled = set()
+        for r in sorted(records, key=lambda r: (group_of[id(r)], r.get("seed", 0))):
+            group = group_of[id(r)]
+            curve = r["budget"]["heldout_curve"]
+            colour = f"C{groups.index(group) % 10}" if coloured else "0.5"
+            label = group if coloured and group not in labelled else None
+            labelled.add(group)
+            steps, scores = [p["step"] for p in curve], [p["score"] for p in curve]
+            ax.plot(steps, scores, color=colour, linewidth=0.8, alpha=0.7, label=label)
+            ax.plot(steps[-1:], scores[-1:], "o", color=colour, markersize=3)
+        held_out = {task: rows for r in records
+                    for task, rows in ((r["budget"].get("plateau") or {}).get("holdout_rows") or {}).items()}
+        ax.set_title(f"{name}: {len(records)} trials" + (", held-out rows " + ", ".join(
+            f"{task} {rows}" for task, rows in sorted(held_out.items())) if held_out else ""), fontsize=9)
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel("held-out training rows: score")
+        if coloured:
+            legend(ax)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle("Learning curves on each trial's held-out training rows (a dot: where the trial stopped)",
+                 fontsize=10)
+    return fig
+
+
 def learning_curve_link(report_dir: Path, name: str, label: str, sweeps: dict) -> list:
     """Draw the run's learning curves from its kept results (so `--report-only` draws them too) and link them."""
-    fig = plots.learning_curves(sweeps)
+    fig = learning_curves(sweeps)
     if fig is None:
         return []
     file = f"{name}-{label}-learning-curves.png"
     (report_dir / "figures").mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(report_dir / "figures" / file, plots.png_bytes(fig))
+    atomic_write_bytes(report_dir / "figures" / file, png_bytes(fig))
     return [f"![{name} ({label}): learning curves on held-out training rows](figures/{file})"]
 
 
 def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
     lines = ["## Experiments", "",
              f"Estimated minutes at the {ctx.scale.name} scale: trials x (expected steps x seconds per step + "
-             f"{reproduction.TRIAL_OVERHEAD_S:g} s) (`SECONDS_PER_STEP` in `tasks/ablation/reproduction.py`, "
+             f"{experiments.TRIAL_OVERHEAD_S:g} s) (`SECONDS_PER_STEP` in `tasks/reproduction/experiments.py`, "
              f"measured on one core; * marks a guessed figure), in one process and with two one-thread workers "
-             f"({reproduction.PARALLEL_SPEEDUP}x).", ""]
-    for e in reproduction.EXPERIMENTS.values():
-        one, two, guessed = reproduction.estimate_minutes(e, ctx)
+             f"({experiments.PARALLEL_SPEEDUP}x).", ""]
+    for e in experiments.EXPERIMENTS.values():
+        one, two, guessed = experiments.estimate_minutes(e, ctx)
         seeds = e.seeds or ctx.scale.seeds
         lines += [f"### <a id=\"experiment-{e.name}\"></a>{e.name}", "", e.what + ".", "",
                   f"Seeds: {seeds}. Findings: " + ", ".join(f"[{f.id}](#{f.id})" for f in FINDINGS
@@ -152,10 +205,10 @@ def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
         if ctx.scale.name == "cpu":
             lines += [f"Estimate: {one:.0f} min in one process, {two:.0f} min with --workers 2"
                       f"{' (*)' if guessed else ''}.", ""]
-        for label, experiments in runs.items():
-            if e.name not in experiments:
+        for label, by_experiment in runs.items():
+            if e.name not in by_experiment:
                 continue
-            meta, sweeps = experiments[e.name]
+            meta, sweeps = by_experiment[e.name]
             trials = sum(len(r) for r in sweeps.values())
             sittings = "; ".join(f"{s['date']}, commit {s['commit']}, {s['cpu']}, {s['wall_time_s'] / 60:.1f} min "
                                  f"wall, +{s.get('trials_added', '?')} trials" for s in meta.get("sittings", []))
@@ -171,10 +224,10 @@ def history_section(runs: dict) -> list:
              "SESOI: its verdict table and the follow-ups made then are kept in "
              "[the README's history](README.md#history-the-report-before-issue-27).", ""]
     for label in runs:
-        follow = reproduction_runs.FOLLOW_UPS.get(label)
+        follow = FOLLOW_UPS.get(label)
         reason = f": {follow.reason} (protocol {follow.protocol})" if follow else ": the declared protocol"
         lines.append(f"- `{label}`" + reason + " - " + ", ".join(sorted(runs[label])) + ".")
-    for label, follow in reproduction_runs.FOLLOW_UPS.items():
+    for label, follow in FOLLOW_UPS.items():
         if label not in runs:
             lines.append(f"- `{label}` (declared, not run yet: `python reproduce.py --follow-up {label} --only "
                          f"{','.join(follow.experiments)}`): {follow.reason} (protocol {follow.protocol}).")
@@ -184,9 +237,9 @@ def history_section(runs: dict) -> list:
 
 
 def write(results_dir: Path, report_path: Path, ctx) -> Path:
-    runs = reproduction_runs.load(results_dir)
+    runs = kept.load(results_dir)
     by_run = verdicts(runs, ctx)
-    counts = {v: sum(x.outcome == v for x in by_run.get(reproduction_runs.FIRST, {}).values())
+    counts = {v: sum(x.outcome == v for x in by_run.get(FIRST, {}).values())
               for v in (*VERDICTS, NOT_RUN, NOT_TESTABLE)}
     report_dir = Path(report_path).parent
     lines = ["# Reproduction report", "",

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..metrics import compute_metric
+from ....metrics import compute_metric
 
 PENALTIES = (1e-2, 1e-1, 1.0, 10.0, 100.0, 1e3, 1e4)
 HOLDOUT = 0.2

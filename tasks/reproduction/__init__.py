@@ -1,0 +1,14 @@
+"""The reproduction: the five papers' headline findings, tested by ablation sweeps (reproduce.py).
+
+    findings/      one module per paper: each finding quoted, with its measure (by name, with keywords), its
+                   smallest effect of interest and its experiment, declared before any run
+    verdicts.py    what a finding is (Finding), and the rule that decides it
+    measures.py    each measure: a finding's signed effect from its experiments' finished trials
+    experiments.py the experiments (their sweeps' typed settings), scales, task roles and cost estimates
+    follow_ups.py  labelled runs after the first, each declared with its reason before it runs
+    sweeps.py      an experiment's sweeps built as SweepConfigs and run through tasks/ablation's sweep API
+    kept.py        the raw results kept with the report (run.json and each sweep's finished trials)
+    report.py      report.md from the kept results (reproduce.py --report-only), with the learning curves
+
+This package imports tasks/ablation (the sweep API, its statistics); tasks/ablation never imports it.
+"""

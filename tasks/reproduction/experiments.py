@@ -1,0 +1,284 @@
+"""The reproduction's experiments: the ablate.py sweeps that test the papers' findings (`findings/`), at a scale.
+
+An experiment is one or more sweeps (a study's --mode and its settings, named as ablate.py's flags name
+them; the scale's budget, the seeds, model and data are added: sweeps.py) and the findings whose
+`experiment` names it. Its measures (`measures.py`) turn the sweeps' finished trials into each finding's
+signed effect; `verdicts.py` decides. Its raw results are kept with the report (`kept.py`), so the report
+is rebuilt without training. Its cost estimate counts the trials its sweeps list (`estimate_minutes`).
+
+Scales: `cpu` (the embedded 6-layer model, the course's data cut to small fractions: the data is cut, not the
+convergence; `estimate_minutes` says what each experiment costs on two cores) and `paper` (the papers'
+schedule: 3 epochs at 2e-5, batch 32, the whole data set against a tenth, for a GPU and bert-base). The layer
+choices are in thirds of the model's depth, so a 12-layer model runs the same protocol.
+"""
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from ..ablation.study import Shape
+from .sweeps import Setting, listed_trials
+
+# The one-core cost of an optimizer step of batch 16 with all-MiniLM-L6-v2 in fp32 on AMD EPYC (family 25
+# model 1, AVX2), from docs/measurements/2026-11-24-reproduction.md: 120-step trials took 72-76 s on SST, 77-99 s
+# on STS pairs (every layer trained), 45-55 s (top two), 190-226 s for Quora then STS (two stages). Less a trial's
+# fixed cost (model copy, data, one dev evaluation): 20 one-step SST trials took 18 s each on a busy machine
+# (docs/measurements/2026-11-25-reproduce-smoke.md), 15 s taken as fixed. Multitask and SMART were not
+# measured: guesses.
+TRIAL_OVERHEAD_S = 15.0
+SECONDS_PER_STEP = {"sst": 0.49, "sts": 0.61, "sts-top": 0.29, "quora": 0.74, "multitask": 1.6, "smart": 1.9,
+                    "multitask-smart": 4.8}
+# A smoke run of dynamics and restore (2 steps a trial, 3 seeds, one process, the busy Zen 5 EPYC): a seed-vs-seed
+# comparison took 5-16 s, restore's twelve restored models (SVCCA and a dev evaluation each) 275 s a trial.
+COMPARISON_S, RESTORE_S = 12.0, 275.0
+GUESSED = ("multitask", "smart", "multitask-smart")
+PROBE_SECONDS = 3.9           # one probe (features cached per seed and fraction): 96 probes took 6.2 min
+PARALLEL_SPEEDUP = 1.7        # two one-thread worker processes against one process on the same two cores
+PILOT_SD = {                  # per-seed sd of each paired effect in the 2026-11-24 run (n = 3): half-width * sqrt(3)
+    "reinit at 0.25": 0.017,  # / t(0.975, 2) = 4.303; with n = 5 the half-width is 1.24 sd
+    "reinit at 0.03": 0.005, "permute": 0.016, "freeze STS": 0.002, "transfer": 0.025, "dynamics L2": 0.011}
+
+
+@dataclass(frozen=True)
+class Scale:
+    name: str
+    budget: tuple              # (name, value) settings every trial takes: the step cap, batch, evaluations
+    small: float               # the scarce data fraction
+    large: float               # the plentiful one
+    seeds: int                 # n declared in advance (experiments may declare their own)
+    expected_steps: int        # steps a trial is expected to take (the estimate's); the cap is in `budget`
+    plateau: tuple = ()        # (name, value): the plateau rule's settings (stopping on held-out rows), or off
+    note: str = ""
+
+
+SCALES = {
+    # Expected steps: a pilot (docs/measurements/2026-11-25-ablate-plateau.md, SST at 0.1, batch 32) found the
+    # best held-out score at steps 300-350 and stopped at 450-500; here the patience is 3 evaluations 40 steps
+    # apart, so a trial stops about 120 steps after its best: 350 expected, capped at 600.
+    "cpu": Scale("cpu", (("trial_steps", 600), ("batch_size", 16), ("eval_every", 40)), 0.03, 0.25, 5, 350,
+                 plateau=(("plateau_patience", 3), ("plateau_tolerance", 0.005)),
+                 note="embedded 6-layer model; SST-5 at 0.03 (256 sentences) and 0.25 (2,136); at most 600 steps of "
+                      "16, stopped on a plateau of a held-out tenth of the trial's training rows (3 evaluations "
+                      "40 steps apart without a 0.005 gain); 350 steps expected"),
+    "paper": Scale("paper", (("trial_steps", 0), ("epochs", 3), ("lr", 2e-5), ("batch_size", 32), ("eval_every", 0)),
+                   0.1, 1.0, 5, 0,
+                   plateau=(("plateau_patience", 0),),  # the fixed schedule on every training row, as the papers
+                   note="the papers' schedule: 3 epochs at 2e-5, batch 32, 10% and 100% of the data (Singh & "
+                        "Giovanardi's); for a GPU with --model bert-base-uncased"),
+}
+
+# Task roles: the study's own task, a second one (task dependence, datasets), the pair tasks of transfer and
+# the pair-encoding tests; `--tasks ROLE=NAME,...` replaces them (with --task-file, e.g. primary=sst2,second=qnli).
+ROLES = {"primary": "sst", "second": "quora", "pair": "quora", "final": "sts", "similarity": "sts"}
+
+
+@dataclass(frozen=True)
+class Context:
+    n: int                      # the model's layers
+    scale: Scale
+    tasks: dict                 # role -> task name
+    heads: int = 12
+    model: str = "minilm"
+    task_file: Optional[str] = None   # where tasks the roles name are declared (--task-file)
+
+    @property
+    def low(self) -> int:
+        return max(1, round(self.n / 3))
+
+    @property
+    def high(self) -> int:
+        return max(2, round(2 * self.n / 3))
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    label: str                 # its folder below the experiment's run, and its results file's name
+    mode: str
+    settings: tuple            # (name, value): the study's options, its tasks and fractions, training options
+    step_s: float = 0.0        # the estimate's seconds per optimizer step of its fine-tunings
+    step_s_for: tuple = ()     # (trial label, seconds per step) where a configuration costs otherwise
+
+
+def sweep(label: str, mode: str, step_s: float = 0.0, step_s_for: tuple = (), **settings) -> SweepSpec:
+    """A sweep of --mode `mode` with `settings` named as ablate.py's flags (task, data_fractions, from_layer, ...),
+    in the order its command line would give them."""
+    return SweepSpec(label, mode, tuple(settings.items()), step_s, step_s_for)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    what: str
+    sweeps: Callable            # Context -> [SweepSpec]
+    seeds: int = 0              # 0: the scale's
+    needs: tuple = ()           # experiments whose results its measures read
+    figures: tuple = ()         # (sweep label, plot name)
+    departures: tuple = field(default=())
+
+
+def every_k(ctx: Context) -> tuple:
+    """--from-layer none, n-1, ..., 1, all: None is the layer count (none re-drawn), 0 all of them."""
+    return (None, *range(ctx.n - 1, 0, -1), 0)
+
+
+def _reinit(fraction_of):
+    def sweeps(ctx):
+        return [sweep("reinit", "reinit", SECONDS_PER_STEP["sst"], task=ctx.tasks["primary"], from_layer=every_k(ctx),
+                      data_fractions=(fraction_of(ctx.scale),))]
+    return sweeps
+
+
+def _probe(ctx):
+    return [sweep("probe", "probe", task=ctx.tasks["primary"], data_fractions=(ctx.scale.small, ctx.scale.large))]
+
+
+def _permute(ctx):
+    return [sweep("permute", "permute", SECONDS_PER_STEP["sst"], task=ctx.tasks["primary"], trials=8,
+                  data_fractions=(ctx.scale.large,))]
+
+
+def _blocks(ctx):
+    blocks = ((0, ctx.low), (ctx.low, ctx.high - ctx.low), (ctx.high, ctx.n - ctx.high))
+    return [sweep("blocks", "reinit", SECONDS_PER_STEP["sst"], task=ctx.tasks["primary"], block=blocks,
+                  data_fractions=(ctx.scale.large,))]
+
+
+def _task_dependence(ctx):
+    return [sweep("reinit", "reinit", SECONDS_PER_STEP["quora"], task=ctx.tasks["second"],
+                  from_layer=(None, ctx.high, ctx.low, 0), data_fractions=(ctx.scale.small,))]
+
+
+def _dynamics(ctx):
+    return [sweep("dynamics", "dynamics", SECONDS_PER_STEP["sst"], task=ctx.tasks["primary"],
+                  data_fractions=(ctx.scale.small, ctx.scale.large))]
+
+
+def _datasets(ctx):
+    # the fine-tuning on both tasks at once costs a multitask step, each task alone its own
+    primary, second = ctx.tasks["primary"], ctx.tasks["second"]
+    return [sweep("dynamics", "dynamics", SECONDS_PER_STEP["multitask"],
+                  ((f"finetune,task={primary}", SECONDS_PER_STEP["sst"]),
+                   (f"finetune,task={second}", SECONDS_PER_STEP["quora"])),
+                  tasks=f"{primary},{second}", across_tasks=True, data_fractions=(ctx.scale.large,))]
+
+
+def _freeze(ctx):
+    out = []
+    for task, step_s in ((ctx.tasks["similarity"], "sts"), (ctx.tasks["primary"], "sst"), (ctx.tasks["pair"], "quora")):
+        base = dict(task=task, from_layer=(None,), pair_mode="siamese", task_heads="report",
+                    data_fractions=(ctx.scale.large,))
+        top_s = SECONDS_PER_STEP["sts-top" if step_s == "sts" else step_s]
+        out += [sweep(f"{task}-all", "reinit", SECONDS_PER_STEP[step_s], **base),
+                sweep(f"{task}-top", "reinit", top_s, **base, freeze_until=-ctx.low)]
+    return out
+
+
+def _methods(ctx):
+    # ablate.py --mode methods: the baseline (the options as given) and each method changing one option, paired
+    # by seed; one sweep per baseline, so SMART and gradient surgery share the multitask one. The paper's
+    # setting: siamese pairs with its heads (its SMART and surgery runs predate its cross-encoding).
+    paper = dict(pair_mode="siamese", task_heads="report", data_fractions=(ctx.scale.large,))
+    return [sweep("multitask", "methods", SECONDS_PER_STEP["multitask"],
+                  (("method=smart", SECONDS_PER_STEP["multitask-smart"]),), task="all", **paper,
+                  methods=("smart", "dominant")),
+            sweep("sts", "methods", SECONDS_PER_STEP["sts"], (("method=smart", SECONDS_PER_STEP["smart"]),),
+                  task=ctx.tasks["similarity"], **paper, methods=("smart",))]
+
+
+def _pairs(ctx):
+    out = []
+    for task, step_s in ((ctx.tasks["similarity"], "sts"), (ctx.tasks["pair"], "quora")):
+        base = dict(task=task, from_layer=(None,), data_fractions=(ctx.scale.large,))
+        out += [sweep(f"{task}-cross", "reinit", SECONDS_PER_STEP[step_s], **base, pair_mode="cross"),
+                sweep(f"{task}-siamese", "reinit", SECONDS_PER_STEP[step_s], **base, pair_mode="siamese",
+                      task_heads="report")]
+    return out
+
+
+def _transfer(ctx):
+    # ablate.py lists the direct arm at twice the cap (via=none,final=B,steps=x2) beside the usual one: the
+    # transfer arm's total steps; the measure compares with it when the results have it.
+    return [sweep("transfer", "transfer", SECONDS_PER_STEP["quora"], tasks=f"{ctx.tasks['pair']},{ctx.tasks['final']}",
+                  data_fractions=(ctx.scale.small,))]
+
+
+def _restore(ctx):
+    return [sweep("restore", "restore", SECONDS_PER_STEP["sst"], task=ctx.tasks["primary"],
+                  data_fractions=(ctx.scale.large,))]
+
+
+def _heads(layer_of):
+    def sweeps(ctx):
+        return [sweep("heads", "reinit", SECONDS_PER_STEP["sst"], task=ctx.tasks["primary"],
+                      heads=((layer_of(ctx), None),), data_fractions=(ctx.scale.large,))]
+    return sweeps
+
+
+EXPERIMENTS = {e.name: e for e in (
+    Experiment("reinit-small", "layers >= k re-drawn then fine-tuned, every k, the primary task at the small "
+               "fraction", _reinit(lambda s: s.small), figures=(("reinit", "reinit_layers"),)),
+    Experiment("reinit-large", "the same at the large fraction", _reinit(lambda s: s.large),
+               needs=("reinit-small",), figures=(("reinit", "reinit_layers"),)),
+    Experiment("probe", "converged linear probes of every frozen layer ([CLS] and mean), both fractions",
+               _probe, needs=("reinit-small", "reinit-large"), figures=(("probe", "probe"),)),
+    Experiment("permute", "the original order, 8 random orders and every layer re-drawn, 3 seeds each (the order "
+               "is the unit)", _permute, seeds=3, figures=(("permute", "permute"),)),
+    Experiment("blocks", "a third of the layers re-drawn, or only that third kept (block preserved), against all "
+               "and none re-drawn", _blocks, figures=(("blocks", "reinit_blocks"),)),
+    Experiment("task-dependence", "layers >= k re-drawn on the second task, k at none, two thirds, one third, all",
+               _task_dependence, needs=("reinit-small",)),
+    Experiment("dynamics", "per layer: weight L2, attention JS, SVCCA, pretrained vs fine-tuned and seed vs seed, "
+               "both fractions", _dynamics, figures=(("dynamics", "dynamics"),)),
+    Experiment("datasets", "fine-tunings on the primary and the second task compared per layer (Hao et al. Figs. "
+               "6-7; ablate.py --across-tasks)", _datasets),
+    Experiment("restore", "each layer of the fine-tuned model restored to its pretrained values, the last "
+               "layer's SVCCA distance (Hao et al. Fig. 3; ablate.py --mode restore)", _restore),
+    Experiment("freeze", "the top third trained (the rest frozen) against every layer, siamese pairs with the "
+               "paper's heads, on STS, SST and Quora", _freeze),
+    Experiment("methods", "SMART and gradient surgery (dominant task) each against the same training without "
+               "it, paired by seed: multitask, and STS alone for SMART; siamese pairs with the paper's heads",
+               _methods),
+    Experiment("pairs", "pairs cross-encoded against each sentence encoded alone, STS and Quora", _pairs),
+    Experiment("transfer", "the pair tasks each fine-tuned directly (at its own cap and at twice it: the "
+               "transfer arm's total) and after the other", _transfer, figures=(("transfer", "transfer"),)),
+    Experiment("heads-top", "each head of the top layer re-drawn, 3 seeds (the head is the unit)",
+               _heads(lambda c: c.n - 1), seeds=3, figures=(("heads", "reinit_heads_by_layer"),)),
+    Experiment("heads-bottom", "each head of the bottom layer re-drawn, 3 seeds (the head is the unit)",
+               _heads(lambda c: 0), seeds=3, figures=(("heads", "reinit_heads_by_layer"),)),
+)}
+
+
+def trial_cost(spec: SweepSpec, trial, expected_steps: int) -> list:
+    """[(seconds per step or per item, steps)] of one listed trial: a fine-tuning at its sweep's step cost (twice
+    the steps for a transfer pair or its equal-steps arm), a probe, a comparison of two saved models, or a
+    fine-tuning and its restored copies."""
+    if trial.mode == "probe":
+        return [(PROBE_SECONDS, 1)]
+    if trial.params.get("kind") in ("seeds", "tasks"):
+        return [(COMPARISON_S, 1)]
+    times = 2 if trial.params.get("via") or trial.params.get("steps") == 2 else 1
+    part = (dict(spec.step_s_for).get(trial.label, spec.step_s), times * expected_steps)
+    return [part, (RESTORE_S, 1)] if trial.mode == "restore" else [part]
+
+
+def estimate_minutes(experiment: Experiment, ctx: Context) -> tuple:
+    """(minutes in one process, minutes with two one-thread workers, whether a figure in it is a guess), from the
+    trials its sweeps list at its seeds."""
+    setting, shape = Setting(model=ctx.model, task_file=ctx.task_file), Shape(ctx.n, ctx.heads)
+    parts = [part for spec in experiment.sweeps(ctx)
+             for trial in listed_trials(spec, setting, seeds_of(experiment, ctx.scale), shape)
+             for part in trial_cost(spec, trial, ctx.scale.expected_steps)]
+    seconds = sum(per * steps + (TRIAL_OVERHEAD_S if steps > 1 else 0) for per, steps in parts)
+    guessed = any(per in (SECONDS_PER_STEP[g] for g in GUESSED) for per, _ in parts)
+    return seconds / 60, seconds / 60 / PARALLEL_SPEEDUP, guessed
+
+
+def selected(names) -> list:
+    """The experiments named (all when None), with those their measures read, in declaration order."""
+    wanted = set(names or EXPERIMENTS)
+    for name in list(wanted):
+        wanted.update(EXPERIMENTS[name].needs)
+    return [e for e in EXPERIMENTS.values() if e.name in wanted]
+
+
+def seeds_of(experiment: Experiment, scale: Scale) -> list:
+    """The seeds an experiment's sweeps run: its own count, else the scale's (the one place both are read)."""
+    return list(range(experiment.seeds or scale.seeds))

@@ -1,0 +1,107 @@
+"""An experiment's sweeps as `SweepConfig`s, run through the sweep API, and their finished trials kept.
+
+A sweep's protocol is its settings (`experiments.SweepSpec`), then the scale's budget and plateau, then a
+follow-up's changes: (name, value) pairs, named as ablate.py's flags name them, the last of a name
+winning. `sweep_config` turns them and the `Setting` (model, data, machine) into a SweepConfig;
+`as_arguments` writes them as ablate.py's command line, which run.json records (and `--plan` prints), so a
+later sitting can tell whether it runs the same protocol.
+"""
+import dataclasses
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from ..ablation import sweep
+from ..ablation.config import SweepConfig, from_settings
+from ..ablation.studies import STUDIES
+from ..ablation.study import Shape, as_argument
+from ..machine import cpu_model, source_commit
+from . import kept
+from .follow_ups import FIRST
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What every sweep of a reproduction shares: the model, the data and the machine."""
+    model: str
+    device: str = "auto"
+    precision: str = "auto"
+    implementation: str = "auto"
+    data_dir: Optional[str] = None
+    task_file: Optional[str] = None
+    max_steps: Optional[int] = None     # a smoke run's cap
+    workers: Optional[int] = None       # None: the sweep's default
+
+    def training(self) -> dict:
+        """The training options it fixes (TrainConfig's fields)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "workers"}
+
+
+def protocol(spec, scale, follow) -> tuple:
+    """What a sweep's trials measure, besides seeds and model: recorded in run.json and compared across sittings."""
+    return (*spec.settings, *scale.budget, *scale.plateau, *(follow.changes if follow else ()))
+
+
+def as_arguments(mode: str, settings) -> list:
+    """The settings as ablate.py's flags: ["--task", "sst", "--from-layer", "none,5,...,all", ...]."""
+    options = STUDIES[mode].Options
+    out = []
+    for name, value in settings:
+        text = as_argument(options, name, value)
+        out += [f"--{name.replace('_', '-')}"] + ([] if text is None else [text])
+    return out
+
+
+def sweep_config(mode: str, settings, setting: Setting, seeds, out=None) -> SweepConfig:
+    """The sweep, built directly: its settings (the last of a name wins), the setting, the seeds and folder."""
+    fixed = setting.training()
+    if out is not None:
+        fixed["out"] = str(out)
+    return from_settings(STUDIES[mode], dict(settings), seeds=tuple(seeds), workers=setting.workers, **fixed)
+
+
+def listed_trials(spec, setting: Setting, seeds, shape: Shape) -> list:
+    """The trials a sweep of `spec` lists at `seeds` on a model of `shape` (nothing loaded)."""
+    config = sweep_config(spec.mode, spec.settings, setting, seeds)
+    return config.study.trials(config, shape)
+
+
+def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folders: dict, root: Path) -> int:
+    """Run (or resume) the experiment's sweeps and keep their finished trials; 1 when a trial failed.
+
+    `folders`: "out" (the sweeps' folders), "results" (the kept results), "report" (the report's folder, for
+    the figures); `root` the checkout whose commit each sitting records."""
+    label = follow.label if follow else FIRST
+    started, status, kept_records, recorded = time.time(), 0, {}, {}
+    for spec in experiment.sweeps(ctx):
+        settings = protocol(spec, ctx.scale, follow)
+        out = Path(folders["out"]) / experiment.name / label / spec.label
+        arguments = as_arguments(spec.mode, settings)
+        print("reproduce: ablate.py " + " ".join(["--mode", spec.mode, *arguments, "--out", str(out)]), flush=True)
+        code, records = sweep.run_and_collect(sweep_config(spec.mode, settings, setting, seeds, out))
+        status |= code
+        kept_records[spec.label] = records
+        recorded[spec.label] = arguments + (["--max-steps", str(setting.max_steps)] if setting.max_steps else [])
+        copy_figures(experiment, spec.label, label, out, Path(folders["report"]))
+    run = {"experiment": experiment.name, "run": label, "protocol": follow.protocol if follow else 1,
+           "scale": ctx.scale.name, "model": setting.model, "tasks": ctx.tasks, "seeds": seeds, "layers": ctx.n,
+           "sweeps": recorded}
+    seconds = time.time() - started
+    import torch
+    workers = str(setting.workers) if setting.workers else "ablate.py's default"
+    kept.store(folders["results"], run, kept_records, kept.sitting(
+        cpu_model(), source_commit(root), seconds, torch.get_num_threads(), workers))
+    print(f"reproduce: {experiment.name} ({label}) done in {seconds / 60:.1f} min; kept in {folders['results']}",
+          flush=True)
+    return status
+
+
+def copy_figures(experiment, sweep_label: str, label: str, out: Path, report_dir: Path) -> None:
+    """The sweep's plots the experiment shows, beside the report as figures/EXPERIMENT-RUN-PLOT.png."""
+    for plot_sweep, plot in experiment.figures:
+        png = out / "plots" / f"{plot}.png"
+        if plot_sweep == sweep_label and png.exists():
+            (report_dir / "figures").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(png, report_dir / "figures" / f"{experiment.name}-{label}-{plot}.png")
