@@ -46,7 +46,7 @@ import argparse
 import dataclasses
 import sys
 
-from minbert import RunFailure, UserError
+from minbert import UserError
 from tasks.ablation import arguments, plateau, sweep
 from tasks.ablation.config import (
     PLATEAU_SETTINGS,
@@ -57,7 +57,7 @@ from tasks.ablation.config import (
     task_names,
 )
 from tasks.ablation.studies import STUDIES
-from tasks.cli import exit_status
+from tasks.cli import run_command
 from tasks.config import TrainConfig
 from tasks.distributed import launched_world_size
 from tasks.registry import REGISTRY
@@ -172,18 +172,17 @@ def _frozen(value):
     return tuple(_frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
+def run(config: SweepConfig) -> int:
+    if launched_world_size() > 1:
+        raise UserError("ablate.py runs one process per shard: start one per GPU with --shard I/N "
+                        "(see docs/studies.md), not under torchrun")
+    return sweep.run(config)
+
+
 def main(argv=None) -> int:
-    try:
-        if launched_world_size() > 1:
-            raise UserError("ablate.py runs one process per shard: start one per GPU with --shard I/N "
-                            "(see docs/studies.md), not under torchrun")
-        return sweep.run(parse_args(argv))
-    except (UserError, RunFailure, Interrupted) as e:
-        return exit_status(e)
-    except KeyboardInterrupt:
-        print("interrupted; finished trials are kept in the sweep folder's results file: rerun the same command "
-              "to resume", file=sys.stderr)
-        return 130
+    return run_command(argv, parse_args, run, stops=(Interrupted,),
+                       interrupted=lambda args: "interrupted; finished trials are kept in the sweep folder's results "
+                                                "file: rerun the same command to resume")
 
 
 if __name__ == "__main__":

@@ -23,9 +23,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from minbert import IMPLEMENTATION_CHOICES, PRECISIONS, RunFailure, UserError
+from minbert import DEFAULT_IMPLEMENTATION, IMPLEMENTATION_CHOICES, PRECISIONS, UserError
 from tasks.ablation import arguments
-from tasks.cli import exit_status
+from tasks.cli import run_command
 from tasks.reproduction import experiments, follow_ups, kept, report
 from tasks.reproduction.sweeps import Setting, run_experiment
 from tasks.training import Interrupted
@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     setting.add_argument("--device", default="auto", help="auto, cpu, cuda, ... (default: %(default)s)")
     setting.add_argument("--precision", default="auto", choices=PRECISIONS,
                          help="as train_multitask.py's (default: %(default)s)")
-    setting.add_argument("--implementation", default="auto", choices=IMPLEMENTATION_CHOICES,
+    setting.add_argument("--implementation", default=DEFAULT_IMPLEMENTATION, choices=IMPLEMENTATION_CHOICES,
                          help="as train_multitask.py's (default: %(default)s)")
     setting.add_argument("--workers", type=arguments.positive_or_auto, default=None, metavar="N",
                          help="ablate.py's --workers: trials side by side in one-thread processes "
@@ -190,28 +190,31 @@ def run_selected(args, ctx, runs: dict, results_dir: Path, report_dir: Path) -> 
     return failed
 
 
+def parse_args(argv=None):
+    args = build_parser().parse_args(argv)
+    args.model = args.model or DEFAULT_MODEL[args.scale]
+    check_arguments(args)
+    return args
+
+
+def run(args) -> int:
+    results_dir, report_path = Path(args.results or RESULTS), Path(args.report or REPORT)
+    runs = kept.load(results_dir)
+    kept.check_one_setting(runs, args.scale, args.model)
+    ctx = context(args, model_layers(args, runs))
+    if args.plan:
+        print_plan(args, ctx, runs)
+        return 0
+    failed = 0 if args.report_only else run_selected(args, ctx, runs, results_dir, report_path.parent)
+    path = report.write(results_dir, report_path, ctx)
+    print(f"reproduce: report {path}", flush=True)
+    return 1 if failed else 0
+
+
 def main(argv=None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        args.model = args.model or DEFAULT_MODEL[args.scale]
-        check_arguments(args)
-        results_dir, report_path = Path(args.results or RESULTS), Path(args.report or REPORT)
-        runs = kept.load(results_dir)
-        kept.check_one_setting(runs, args.scale, args.model)
-        ctx = context(args, model_layers(args, runs))
-        if args.plan:
-            print_plan(args, ctx, runs)
-            return 0
-        failed = 0 if args.report_only else run_selected(args, ctx, runs, results_dir, report_path.parent)
-        path = report.write(results_dir, report_path, ctx)
-        print(f"reproduce: report {path}", flush=True)
-        return 1 if failed else 0
-    except (UserError, RunFailure, Interrupted) as e:
-        return exit_status(e)
-    except KeyboardInterrupt:
-        print("interrupted; finished trials are kept in each sweep's folder: rerun the same command to resume",
-              file=sys.stderr)
-        return 130
+    return run_command(argv, parse_args, run, stops=(Interrupted,),
+                       interrupted=lambda args: "interrupted; finished trials are kept in each sweep's folder: "
+                                                "rerun the same command to resume")
 
 
 if __name__ == "__main__":
