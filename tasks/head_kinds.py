@@ -15,13 +15,10 @@ The names are what config.json, tasks.json and the model card record: they never
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
-
-if TYPE_CHECKING:
-    from .registry import TaskConfig
 
 
 @dataclass(frozen=True)
@@ -57,7 +54,7 @@ class HeadKind:
     report_pair_head: Optional[str]  # the report's head for a siamese pair: "bilinear", "projected-cosine", or None
     output_note: Callable      # TaskConfig -> what a cross-encoded head's output becomes, in tasks.json's words
 
-    def outputs(self, cfg: TaskConfig) -> int:
+    def outputs(self, cfg) -> int:  # cfg: a tasks.registry.TaskConfig (registry imports this module)
         """The width of the head's last layer: a logit per class, or one logit or score."""
         return cfg.num_classes if self.has_classes else 1
 
