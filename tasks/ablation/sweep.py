@@ -37,8 +37,8 @@ from minbert import UserError
 
 from ..config import TrainConfig
 from ..fileio import append_jsonl, atomic_write_text, read_jsonl, safe_join
-from ..inputs import RunInputs, precision_note, prepare, subsample_split
-from ..training import InMemory, Interrupted, declarations, fit, training_plan
+from ..inputs import RunInputs, announcement, prepare, subsample_split
+from ..training import InMemory, Interrupted, TensorBoard, declarations, fit, training_plan
 from . import workers
 from .plateau import (
     Plateau,
@@ -182,7 +182,7 @@ class Sweep:
                    "tasks": config.tasks, "stage": name or "trial"}
         if export_to is None and name is None and getattr(self.args, "export_models", False):
             export_to = self.fresh_dir("models", trial.name)
-        outputs = InMemory(folder, hparams, final_weights=True, export_to=export_to)
+        outputs = [TensorBoard(folder, hparams), InMemory(final_weights=True, export_to=export_to)]
         result = fit(config, inputs, outputs, encoder=encoder, callbacks=[*callbacks, *self.callbacks])
         spent.update(trained_steps=result["steps"], dev_curve=dev_curve(result["history"]), plateau=None)
         if callbacks:
@@ -330,9 +330,8 @@ def open_sweep(args, study: Study) -> tuple:
     inputs = prepare(dataclasses.replace(args.config, device="cpu") if args.summarize else args.config)
     sweep = Sweep(args, inputs, args.out, study)
     trials = study.plan(args, sweep.shape)  # out-of-range layers/heads stop here, before any trial
-    src = inputs.encoder.source
-    print(f"model: {src.name} ({src.resolved_from}, {src.num_layers} layers x {sweep.shape.num_heads} heads); "
-          f"device {inputs.device}; {precision_note(inputs)}; sweep folder {args.out}", flush=True)
+    shape = f"{inputs.encoder.source.num_layers} layers x {sweep.shape.num_heads} heads"
+    print(announcement(inputs, f"sweep folder {args.out}", shape), flush=True)
     return sweep, trials
 
 
