@@ -1,9 +1,8 @@
 """The training loop's one hook protocol: every part of a run is a peer callback, a callback ends a run only by
 asking (`request_stop`), and tasks/training has no import circle (imports under TYPE_CHECKING included)."""
-import ast
 import json
 
-from test_layout import REPO, find_cycle, module_name
+from test_layout import REPO, find_cycle, graph, module_name
 from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 from tasks import training
@@ -54,25 +53,10 @@ def test_a_run_not_stopped_records_no_reason(tiny_model, small_data_dir):  # noq
     assert result["steps"] == 2 and "stop_reason" not in result
 
 
-def all_imports(path) -> set:
-    """Every module `path` imports, anywhere in it: under `if TYPE_CHECKING:` and inside functions too."""
-    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
-    return found
-
-
 def test_no_import_circle_in_training_counting_type_checking_imports():
-    modules = {module_name(p): p for p in (REPO / "tasks" / "training").glob("*.py") if p.name != "__init__.py"}
-    edges = {name: {m for m in all_imports(path) if m in modules and m != name} for name, path in modules.items()}
+    """No module of tasks/training imports under TYPE_CHECKING, so the runtime imports are all of them."""
+    paths = [p for p in (REPO / "tasks" / "training").glob("*.py") if p.name != "__init__.py"]
+    assert not [p.name for p in paths if "TYPE_CHECKING" in p.read_text(encoding="utf-8")]
+    modules = {module_name(p) for p in paths}
+    edges = {name: targets & modules for name, targets in graph().items() if name in modules}
     assert find_cycle(edges) is None
-    assert not any("TYPE_CHECKING" in path.read_text(encoding="utf-8") for path in modules.values())
