@@ -75,6 +75,9 @@ class TensorBoard(Callback):
         self.folder, self.hparams = folder, hparams
         self.writer = None
 
+    def __repr__(self) -> str:
+        return f"TensorBoard({str(self.folder)!r})"
+
     def on_begin(self, run, resumed):
         if run.inputs.world.main:
             from torch.utils.tensorboard import SummaryWriter  # loads only for a run that logs
