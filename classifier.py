@@ -35,10 +35,10 @@ from tasks.config import TrainConfig, parse_tasks, validate, with_environment
 from tasks.course.submission import PART1_MODES, PREDICTIONS_DIR_ENV, course_predictions_dir, publish_predictions
 from tasks.data import DATA_DIR_ENV
 from tasks.fileio import atomic_write_bytes, atomic_write_json
-from tasks.inputs import precision_note, prepare
+from tasks.inputs import announcement, prepare
 from tasks.registry import CLASSIFIER_TASKS, REGISTRY
 from tasks.saved.checkpoint_files import CHECKPOINT
-from tasks.training import Interrupted, add_optimizer_arg, fit
+from tasks.training import Interrupted, add_optimizer_arg, fit, recorded_arguments
 
 # Per-mode defaults, chosen so that both modes finish within their CPU budgets with the embedded
 # model (docs/measurements/2026-11-23-part1.md): 2 epochs each (the course's 10 are sized for a GPU and bert-base).
@@ -119,15 +119,8 @@ def parse_args(argv):
     args = build_parser().parse_args(argv)
     saved = {}
     if args.resume:
-        saved_path = Path(args.resume) / RESULTS
-        try:
-            saved = json.loads(saved_path.read_text(encoding="utf-8"))["arguments"]
-        except (OSError, ValueError, KeyError) as e:
-            raise UserError(f"{saved_path}: cannot read the run's arguments ({e})") from None
-        resume = args.resume
-        args = build_parser().parse_args([])
-        vars(args).update({k: v for k, v in saved.items() if k in vars(args)})
-        args.resume, args.out = resume, resume
+        args, saved = recorded_arguments(build_parser(), Path(args.resume) / RESULTS, resume=args.resume,
+                                         out=args.resume)
     if args.fine_tune_mode is not None:
         args.mode = next(k for k, v in PART1_MODES.items() if v == args.fine_tune_mode)
         args.prefix = args.fine_tune_mode
@@ -180,10 +173,8 @@ def run_task(args, task: str) -> dict:
     config = task_config(args, task)
     resume = (out / CHECKPOINT).exists()
     inputs = prepare(config)
-    src = inputs.encoder.source
-    print(f"{task} ({args.prefix}): model {src.name} ({src.num_layers} layers x {src.hidden_size}); device "
-          f"{inputs.device}; {precision_note(inputs)}; run folder {out}"
-          + ("; resuming" if resume else ""), flush=True)
+    print(f"{task} ({args.prefix}): " + announcement(inputs, f"run folder {out}") + ("; resuming" if resume else ""),
+          flush=True)
     result = fit(config, inputs, out, resume=resume)
     result.pop("model", None)
     return result

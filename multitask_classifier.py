@@ -31,11 +31,11 @@ import argparse
 import sys
 from pathlib import Path
 
-import train_multitask
 from minbert import UserError
 from tasks.cli import exit_status
 from tasks.course.submission import PART1_MODES
 from tasks.registry import get_task
+from tasks.training import train_command, train_parser
 
 COURSE_TASKS = {"sst": "sst", "para": "quora", "sts": "sts"}  # the course's flag prefix -> this project's task
 SPLITS = ("train", "dev", "test")
@@ -66,7 +66,7 @@ def add_course_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = add_course_args(train_multitask.build_parser())
+    parser = add_course_args(train_parser())
     parser.description = __doc__
     return parser
 
@@ -131,7 +131,7 @@ def main(argv=None) -> int:
         train_argv, outputs = translate(argv)
     except UserError as e:
         return exit_status(e)
-    return train_multitask.main(train_argv, outputs=outputs)
+    return train_command(train_argv, outputs=outputs)
 
 
 if __name__ == "__main__":

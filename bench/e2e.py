@@ -63,10 +63,10 @@ def readme_command() -> tuple:
 # ------------------------------------------------------------------------------------------ worker
 
 def worker(argv: list) -> None:
-    """train_multitask.main(argv) with a callback noting when each part begins and ends."""
-    import train_multitask
+    """train_multitask.py's command (tasks.training.train_command) on argv, with a callback noting when each
+    part begins and ends."""
     from tasks.machine import cpu_model
-    from tasks.training import Callback
+    from tasks.training import Callback, train_command
 
     seen = {"train_s": 0.0, "eval_s": 0.0, "epochs_s": []}
 
@@ -83,7 +83,7 @@ def worker(argv: list) -> None:
             seen["eval_s"] += seconds
             seen["last_evaluation"] = time.time()
 
-    code = train_multitask.main(argv, callbacks=[Clock()])
+    code = train_command(argv, callbacks=[Clock()])
     ended = time.time()
     if code != 0:
         sys.exit(code)

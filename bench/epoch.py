@@ -49,11 +49,11 @@ def parse_args(argv=None):
 
 
 def worker(argv: list) -> None:
-    """Run train_multitask.main(argv) with a callback that times the evaluations and reads the epoch's plan."""
+    """Run train_multitask.py's command (tasks.training.train_command) on argv with a callback that times the
+    evaluations and reads the epoch's plan."""
     import resource
 
-    import train_multitask
-    from tasks.training import Callback, padding_fraction
+    from tasks.training import Callback, padding_fraction, train_command
 
     seen = {}
 
@@ -65,7 +65,7 @@ def worker(argv: list) -> None:
         def on_evaluate(self, run, metrics, seconds):
             seen["eval_s"] = seen.get("eval_s", 0.0) + seconds
 
-    code = train_multitask.main(argv, callbacks=[Probe()])
+    code = train_command(argv, callbacks=[Probe()])
     if code != 0:
         sys.exit(code)
     out = Path(argv[argv.index("--out") + 1])

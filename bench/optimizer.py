@@ -36,19 +36,18 @@ def parse_args(argv=None):
 
 
 def build_runs(args) -> dict:
-    """The run train_multitask.py would build, once per optimizer, its outputs kept in memory."""
-    import train_multitask
+    """The run train_multitask.py would build, once per optimizer, nothing written."""
     from tasks.inputs import prepare
-    from tasks.training import InMemory, build_run
+    from tasks.training import build_run, parse_train_command
     options = ["--model", args.model, "--precision", args.precision]
     if args.data_dir:
         options += ["--data-dir", args.data_dir]
     inputs = None
     runs = {}
     for name in OPTIMIZERS:
-        config = train_multitask.parse_args(options + ["--optimizer", name]).config
+        config = parse_train_command(options + ["--optimizer", name]).config
         inputs = inputs or prepare(config, warn=lambda message: None)
-        runs[name] = build_run(config, inputs, InMemory())
+        runs[name] = build_run(config, inputs)
     return runs
 
 

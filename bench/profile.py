@@ -60,17 +60,16 @@ def parse_args(argv=None):
 
 
 def build_run(args):
-    """The run train_multitask.py would build with these options, its outputs kept in memory."""
-    import train_multitask
+    """The run train_multitask.py would build with these options, nothing written."""
     from tasks.inputs import prepare
-    from tasks.training import InMemory, build_run
+    from tasks.training import build_run, parse_train_command
     extra = [a for a in args.train_options if a != "--"]
     options = ["--model", args.model, "--precision", args.precision, *extra]
     if args.data_dir:
         options += ["--data-dir", args.data_dir]
-    config = train_multitask.parse_args(options).config
+    config = parse_train_command(options).config
     inputs = prepare(config, warn=lambda message: None)
-    return build_run(config, inputs, InMemory())
+    return build_run(config, inputs)
 
 
 def main(argv=None):

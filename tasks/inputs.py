@@ -73,6 +73,17 @@ def prepare(config: TrainConfig, warn: Optional[Callable] = None, world: World =
                      precision=precision, precision_requested=config.precision)
 
 
+def announcement(inputs: RunInputs, where: str, shape: Optional[str] = None) -> str:
+    """A command's first line: the model (`shape`: its layers x hidden size unless given) and where it came from,
+    the device (and the processes under torchrun), the precision and the implementation, and `where` the results
+    go ("run folder runs/NAME")."""
+    src, world = inputs.encoder.source, inputs.world
+    shape = shape or f"{src.num_layers} layers x {src.hidden_size}"
+    processes = f"; {world.size} processes ({world.backend})" if world.active else ""
+    return (f"model: {src.name} ({src.resolved_from}, {shape}) from {src.folder}; device {inputs.device}{processes}; "
+            f"{precision_note(inputs)}; {where}")
+
+
 def precision_note(inputs: RunInputs) -> str:
     """How the precision and the implementation were chosen, for the run's first line."""
     used, device = inputs.precision, inputs.device

@@ -73,16 +73,20 @@ def test_plateau_stops_after_patience_evaluations_without_improvement(monkeypatc
     monkeypatch.setattr(plateau, "evaluate", lambda *a, **k: {"sst": next(feed), "overall": 0.0})
     rule = plateau.PlateauRule(patience=patience, tolerance=tolerance)
     callback = plateau.Plateau(rule, ("sst",))
+    stops, logged = [], []
     run = SimpleNamespace(state=SimpleNamespace(global_step=0), total_steps=100, model=None, inputs=None,
                           config=SimpleNamespace(eval_batch_size=8),
-                          outputs=SimpleNamespace(tensorboard=SimpleNamespace(writer=None)))
+                          request_stop=lambda reason: stops.append((run.state.global_step, reason)),
+                          log=lambda name, value: logged.append((name, run.state.global_step, value)))
     for step in range(1, len(scores) + 1):
         run.state.global_step = step
         callback.on_evaluate(run, {}, 0.0)
         if callback.stopped:
             break
     assert callback.stopped == (stop is not None)
-    assert run.total_steps == (stop if stop is not None else 100)
+    assert [s for s, _ in stops] == ([stop] if stop is not None else [])  # asked, never by writing total_steps
+    assert all(reason.startswith("plateau: ") for _, reason in stops) and run.total_steps == 100
+    assert logged == [("heldout/sst", s, score) for s, score in enumerate(scores[:stop or len(scores)], 1)]
     assert [c["score"] for c in callback.curve] == scores[:stop or len(scores)]
 
 

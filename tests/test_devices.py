@@ -133,7 +133,7 @@ def test_fp16_on_a_cpu_is_one_line_exit_2_before_any_work(base, tmp_path):  # no
 def fp16_inputs(base, argv):  # noqa: F811
     """A run's inputs with fp16 forced on the CPU (whose autocast computes it, slowly): the scaler's
     bookkeeping is the same on every device."""
-    config = train_multitask.parse_args(base + argv).config
+    config = training.parse_train_command(base + argv).config
     inputs = prepare(config)
     inputs.precision = "fp16"
     return config, inputs

@@ -32,6 +32,7 @@ from tasks.heads import task_spec
 from tasks.inputs import prepare
 from tasks.saved.checkpoint_files import load_checkpoint
 from tasks.training import build as training_build  # the module build.py, whose task_spec is patched
+from tasks.training import command as training_command  # the module command.py, whose prepare is patched
 
 TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=64)
@@ -60,7 +61,8 @@ def base(tiny_model, small_data_dir):
 # ------------------------------------------------------------------------------------------------ helpers
 
 
-# Runs train_multitask.main in a fresh process; MODE AT injects a fault at global step AT.
+# Runs train_multitask.py's command (tasks.training.train_command) in a fresh process; MODE AT injects a
+# fault at global step AT.
 DRIVER = r'''
 import io, json, os, signal, sys
 sys.path.insert(0, sys.argv[1])
@@ -68,7 +70,6 @@ import torch
 from tasks import fileio
 from tasks import training
 from tasks.training import checkpoint, outputs
-import train_multitask
 
 mode, at, argv = sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 step_of = lambda state: json.loads(state["progress"])["global_step"]
@@ -105,7 +106,7 @@ elif mode == "announce":  # print each finished step, for the test to signal at
         def on_step(self, run, info):
             print("trained step", run.state.global_step, flush=True)
     callbacks.append(Announce())
-sys.exit(train_multitask.main(argv, callbacks=callbacks))
+sys.exit(training.train_command(argv, callbacks=callbacks))
 '''
 
 
@@ -261,7 +262,8 @@ def test_evaluation_after_training_sees_the_current_weights(base, tmp_path):
     epoch 1's QKV weights, and a resumed run (fresh cache) reported different dev metrics.
     """
     # 2 tasks x 3 batches: evaluated after step 6, trained two more steps, evaluated again
-    config = train_multitask.parse_args(base + ["--tasks", "sst,sts", "--batch-size", "16", "--max-steps", "8"]).config
+    argv = base + ["--tasks", "sst,sts", "--batch-size", "16", "--max-steps", "8"]
+    config = training.parse_train_command(argv).config
     inputs = prepare(config)
     trained = training.fit(config, inputs, training.InMemory())["model"]
     fresh = training.build_multitask_model(config, inputs)
@@ -274,7 +276,7 @@ def test_evaluation_after_training_sees_the_current_weights(base, tmp_path):
 def test_ctrl_c_before_training_is_one_line(base, tmp_path, monkeypatch):
     def interrupted(args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr(train_multitask, "prepare", interrupted)
+    monkeypatch.setattr(training_command, "prepare", interrupted)
     code, _, err = run_cli(train_multitask.main, base + ["--out", str(tmp_path / "r")])
     assert code == 130 and err.strip() == "interrupted"
 

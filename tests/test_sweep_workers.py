@@ -65,7 +65,7 @@ def test_a_dead_worker_loses_only_its_trial_which_the_next_run_retries(small_dat
     real_fit = sweep.fit
 
     def dying_fit(config, inputs, outputs, encoder=None, **kwargs):
-        if "reinit=all" in str(outputs.tensorboard_dir):
+        if "reinit=all" in str(outputs):  # the trial's TensorBoard folder
             os._exit(9)  # as a worker killed by the OOM killer: no exception, no results line of its own
         return real_fit(config, inputs, outputs, encoder=encoder, **kwargs)
 

@@ -100,9 +100,9 @@ def test_eval_every_evaluates_at_its_steps_and_the_last_and_in_memory_keeps_the_
     from tasks.evaluation import evaluate
     from tasks.inputs import prepare
     # SST alone, 40 rows at batch 8: 5 steps an epoch; 7 steps, evaluated at 3, 6 and 7 (not at the epoch's end)
-    config = train_multitask.parse_args(BASE + ["--model", str(tiny_model), "--data-dir", str(small_data_dir),
-                                                "--tasks", "sst", "--epochs", "2",
-                                                "--max-steps", "7", "--eval-every", "3"]).config
+    config = training.parse_train_command(BASE + ["--model", str(tiny_model), "--data-dir", str(small_data_dir),
+                                                  "--tasks", "sst", "--epochs", "2",
+                                                  "--max-steps", "7", "--eval-every", "3"]).config
     inputs = prepare(config)
     result = training.fit(config, inputs, training.InMemory(final_weights=True))
     assert [(e["epoch"], e["step"]) for e in result["history"]] == [(1, 3), (2, 6), (2, 7)]

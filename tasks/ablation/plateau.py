@@ -90,8 +90,9 @@ def split_heldout(inputs: RunInputs, tasks, fraction: float, seed: int, rule: Pl
 
 
 class Plateau(Callback):
-    """Scores the held-out rows at every evaluation and ends the run on a plateau (the loop then evaluates dev at
-    the step it stopped, and finishes). `curve`: the held-out scores; `stopped`: whether the plateau ended it."""
+    """Scores the held-out rows at every evaluation (logged beside dev/... as heldout/METRIC) and asks the run to
+    stop on a plateau (the loop then evaluates dev at the step it stopped, if not done, and finishes). `curve`: the
+    held-out scores; `stopped`: whether the plateau ended it."""
 
     def __init__(self, rule: PlateauRule, tasks):
         self.rule, self.tasks = rule, tuple(tasks)
@@ -105,18 +106,17 @@ class Plateau(Callback):
         score = held[self.metric]
         self.curve.append({"step": run.state.global_step, "score": score,
                            **{t: held[t] for t in self.tasks}})
-        writer = run.outputs.tensorboard.writer  # the trial's curves: beside dev/..., what the rule watches
-        if writer is not None:
-            writer.add_scalar(f"{HELDOUT}/{self.metric}", score, run.state.global_step)
+        run.log(f"{HELDOUT}/{self.metric}", score)  # the trial's curves: beside dev/..., what the rule watches
         if self.best is None or (score > self.best and score >= self.best + self.rule.tolerance):
             self.best, self.best_step, self.stale = score, run.state.global_step, 0
             return
         self.stale += 1
         if self.stale >= self.rule.patience and run.state.global_step < run.total_steps:
             self.stopped = True
-            # The loop runs to total_steps: ending it here leaves the learning-rate schedule (built over the
-            # cap) as it was, so a trial that stops follows the same schedule as one that does not, up to here.
-            run.total_steps = run.state.global_step
+            # The run ends here; its learning-rate schedule (built over the cap) stays as it was, so a trial that
+            # stops follows the same schedule as one that does not, up to here.
+            run.request_stop(f"plateau: {self.stale} evaluations without an improvement of {self.rule.tolerance:g} "
+                             f"in held-out {self.metric}")
 
     def describe(self, counts: dict, steps: int) -> dict:
         """The record's budget.plateau."""

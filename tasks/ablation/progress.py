@@ -1,13 +1,14 @@
 """What a running sweep prints: a line per finished trial (a bar on a terminal) and the running trials' own
 progress lines, as training prints them without a terminal.
 
-The trials' lines come from `TrialLines`, a training callback: in a worker process it sends them to
-the parent (workers.py), which prints them with the rest, so lines never interleave mid-line.
+The trials' lines come from `TrialLines`, training's `ProgressLines` with the trial's label: in a worker
+process it sends them to the parent (workers.py), which prints them with the rest, so lines never
+interleave mid-line.
 """
 import sys
 import time
 
-from ..training import Callback
+from ..training import ProgressLines
 
 EVERY_S = 30.0   # a running trial's progress line this often, as training's without a terminal
 
@@ -54,33 +55,18 @@ class Progress:
             self.bar.close()
 
 
-class TrialLines(Callback):
-    """A running trial's progress, as training prints it without a terminal: a line about every `every` seconds
-    (step, losses, examples/s, time left in the trial), the first within `every` of its start."""
+class TrialLines(ProgressLines):
+    """A running trial's progress, as training prints it without a terminal (the same `ProgressLines`): a line
+    about every `every` seconds (step, losses, examples/s, time left in the trial), the first within `every` of
+    its start, said by `say`."""
 
     def __init__(self, trial, say, every: float = None):
+        super().__init__(say, EVERY_S if every is None else every)
         self.label = f"{trial.mode} {trial.label} seed={trial.seed} fraction={trial.fraction:g}"
-        self.say, self.every = say, EVERY_S if every is None else every
-        self.started = None
 
-    def on_plan(self, run, plan):
-        if self.started is None:  # the first epoch's plan: a trial of several epochs gets one per epoch
-            self.started = self.last = time.time()
-            self.first_step, self.examples = run.state.global_step, 0
-
-    def on_step(self, run, info):
-        self.examples += info.examples
-        now = time.time()
-        if now - self.last < self.every:
-            return
-        self.last = now
-        step, total = run.state.global_step, run.total_steps
-        rate = (step - self.first_step) / (now - self.started)
-        left = (total - step) / rate if rate > 0 else float("inf")
-        losses = " ".join(f"{k.rsplit('/', 1)[-1]}={v:.4f}" for k, v in (info.losses or {}).items()
-                          if k.startswith("train/loss/"))
-        self.say(f"  {self.label}: step {step}/{total} loss {losses or '-'} {self.examples / (now - self.started):.1f} "
-                 f"ex/s, {_duration(left)} left in the trial")
+    def line(self, step, total, losses, per_second, left):
+        return (f"  {self.label}: step {step}/{total} loss {losses or '-'} {per_second:.1f} ex/s, "
+                f"{_duration(left)} left in the trial")
 
 
 def _duration(seconds: float) -> str:

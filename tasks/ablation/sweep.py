@@ -35,8 +35,8 @@ from minbert import UserError
 
 from ..config import TrainConfig
 from ..fileio import append_jsonl, safe_join
-from ..inputs import RunInputs, precision_note, prepare, subsample_split
-from ..training import InMemory, Interrupted, declarations, fit, training_plan
+from ..inputs import RunInputs, announcement, prepare, subsample_split
+from ..training import InMemory, Interrupted, TensorBoard, declarations, fit, training_plan
 from . import workers
 from .config import SweepConfig
 from .plateau import Plateau, PlateauRule, coarse_holdout, dev_curve, heldout_count, plateau_fingerprint, split_heldout
@@ -119,7 +119,7 @@ class Sweep:
                    "tasks": config.tasks, "stage": name or "trial"}
         if export_to is None and name is None and self.config.export_models:
             export_to = self.fresh_dir("models", trial.name)
-        outputs = InMemory(folder, hparams, final_weights=True, export_to=export_to)
+        outputs = [TensorBoard(folder, hparams), InMemory(final_weights=True, export_to=export_to)]
         result = fit(config, inputs, outputs, encoder=encoder, callbacks=[*callbacks, *self.callbacks])
         spent.update(trained_steps=result["steps"], dev_curve=dev_curve(result["history"]), plateau=None)
         if callbacks:
@@ -243,9 +243,8 @@ def open_sweep(config: SweepConfig) -> tuple:
     inputs = prepare(dataclasses.replace(training, device="cpu") if config.summarize else training)
     sweep = Sweep(config, inputs)
     trials = config.study.trials(config, sweep.shape)  # out-of-range layers/heads stop here, before any trial
-    src = inputs.encoder.source
-    print(f"model: {src.name} ({src.resolved_from}, {src.num_layers} layers x {sweep.shape.num_heads} heads); "
-          f"device {inputs.device}; {precision_note(inputs)}; sweep folder {config.out}", flush=True)
+    shape = f"{inputs.encoder.source.num_layers} layers x {sweep.shape.num_heads} heads"
+    print(announcement(inputs, f"sweep folder {config.out}", shape), flush=True)
     return sweep, trials
 
 

@@ -3,6 +3,7 @@ learning-rate schedule, seeded by the options' seed; then, under torchrun, the r
 import copy
 import random
 import sys
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -15,8 +16,6 @@ from ..config import TrainConfig
 from ..heads import MultitaskModel, task_spec
 from ..inputs import RunInputs, multitask_model, subsample_split
 from ..schedules import lr_lambda
-from .callbacks import Console
-from .outputs import Outputs
 from .samplers import build_sampler
 from .smart import Smart
 from .state import Run
@@ -63,9 +62,10 @@ def training_plan(config: TrainConfig, inputs: RunInputs) -> tuple:
     return train, sampler_name, sampler
 
 
-def build_run(config: TrainConfig, inputs: RunInputs, outputs: Outputs, encoder: Optional[minbert.BertModel] = None,
-              callbacks=()) -> Run:
-    """A fresh run: model, data order, optimizer and schedule, seeded by config.seed."""
+def build_run(config: TrainConfig, inputs: RunInputs, callbacks=(), encoder: Optional[minbert.BertModel] = None,
+              folder=None) -> Run:
+    """A fresh run: model, data order, optimizer and schedule, seeded by config.seed. `callbacks` take part in it
+    (callbacks.py); `folder` is its run folder, None for a run kept in memory."""
     torch.manual_seed(config.seed)
     random.seed(config.seed)
     np.random.seed(config.seed)
@@ -78,12 +78,11 @@ def build_run(config: TrainConfig, inputs: RunInputs, outputs: Outputs, encoder:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(total, config.warmup, config.lr_schedule))
     smart = Smart(model, config.smart_config(), config.pair_mode) if config.smart else None
     specs = {t: task_spec(t, config.pair_mode, config.task_heads) for t in inputs.tasks}
-    console = [Console()] if outputs.prints and inputs.world.main else []
     return Run(config, inputs, model, train, sampler, sampler_name, per_epoch, total, optimizer, scheduler, smart,
                shared=[p for p in model.encoder.parameters() if p.requires_grad],
                surgery_rng=np.random.default_rng(config.seed),
                loss_fn=TaskLoss(model, specs, smart, inputs.precision),
-               outputs=outputs, callbacks=[outputs.tensorboard, *console, *callbacks],
+               callbacks=list(callbacks), folder=None if folder is None else Path(folder),
                scaler=torch.amp.GradScaler(inputs.device.type, enabled=inputs.precision == "fp16"))
 
 

@@ -1,18 +1,39 @@
-"""What watches a run without changing it: the console's progress and the TensorBoard curves.
+"""The one protocol of what takes part in a run, and the curves and the console that use it.
 
-A `Callback` gets the `Run` at each hook; `fit(..., callbacks=[...])` adds the caller's own (a
-benchmark's timers, a test's probe).
+Every part is a `Callback` on the run's one list, in this order: where the results go (a run folder's
+`TensorBoard` and `RunFolder`, or an ablation trial's `TensorBoard` and `InMemory`: outputs.py), the
+console, then the caller's own (a benchmark's timers, a test's probe, the sweep's plateau stop). The
+loop calls each hook on each, in order:
+
+    on_begin(run, resumed)           built (and restored from a checkpoint when resumed): open what is needed
+    on_plan(run, plan)               an epoch's plan (one {task: indices} per step) is made, before its first step
+    on_step(run, info)               an optimizer step is done or skipped; run.state counts it already
+    on_epoch_end(run)                training returns to the loop: the epoch's or the run's last step, or an evaluation
+    on_evaluate(run, metrics, s)     dev metrics, already in run.state.history; `s`: the evaluation's seconds
+    on_best(run)                     the current weights have the best dev score so far
+    on_checkpoint(run)               the run's position is to be saved (every rank takes part)
+    on_finish(run, result)           the run is done; whatever kept the best weights puts them back first
+    on_close(run)                    the run ends, finished or not: close what on_begin opened
+    on_log(run, name, value)         a callback's value at the current step (`run.log`), for the curves
+
+A callback changes nothing of the run but through the run: `run.request_stop(reason)` ends it at the
+current step (the reason in its metrics), `run.log(name, value)` puts a value beside its curves. No callback
+reaches into another.
 """
 import sys
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from ..evaluation import progress_bar
+from .record import hparams
 from .state import Run, StepInfo
 
 
 class Callback:
-    """Watches a run (`fit(..., callbacks=[...])`): each hook gets the `Run`; override those needed."""
+    """Takes part in a run (`fit(..., callbacks=[...])`): override the hooks needed (see the module's table)."""
+
+    def on_begin(self, run: Run, resumed: bool) -> None:
+        """Built (and restored when `resumed`): open what the callback needs."""
 
     def on_plan(self, run: Run, plan: list) -> None:
         """An epoch's plan (one {task: indices} per step) is made, before its first step."""
@@ -27,17 +48,41 @@ class Callback:
     def on_evaluate(self, run: Run, metrics: dict, seconds: float) -> None:
         """Dev metrics, already in run.state.history; `seconds` is what the evaluation took."""
 
+    def on_best(self, run: Run) -> None:
+        """The current weights have the best dev score so far."""
+
+    def on_checkpoint(self, run: Run) -> None:
+        """The run's position is to be saved: under torchrun every rank calls it."""
+
+    def on_finish(self, run: Run, result: dict) -> None:
+        """The run is done; `result` is what `fit` returns (metrics.json's). A callback that kept the best
+        weights puts them back into run.model before anything else reads it."""
+
+    def on_close(self, run: Run) -> None:
+        """The run ends, finished, stopped or failed: close what `on_begin` opened."""
+
+    def on_log(self, run: Run, name: str, value: float) -> None:
+        """`run.log(name, value)`: a callback's value at the current step, for the run's curves."""
+
 
 class TensorBoard(Callback):
-    """The run's curves: every step's logged values and learning rate, every evaluation's dev metrics, and
-    the hparams table at the end. Logs nothing until `open` names its folder (a trial without one)."""
+    """The run's curves in `folder`: every step's logged values and learning rate, every evaluation's dev
+    metrics, the callbacks' `run.log` values, and the hparams table at the end (`hparams`, by default the
+    run's options: record.py). Only the main process writes. A resumed run's events after its checkpoint's
+    step were logged by the killed process: TensorBoard drops them."""
 
-    def __init__(self):
+    def __init__(self, folder, hparams: Optional[dict] = None):
+        self.folder, self.hparams = folder, hparams
         self.writer = None
 
-    def open(self, folder, purge_step: Optional[int] = None) -> None:
-        from torch.utils.tensorboard import SummaryWriter  # loads only for a run that logs
-        self.writer = SummaryWriter(str(folder), purge_step=purge_step)
+    def __repr__(self) -> str:
+        return f"TensorBoard({str(self.folder)!r})"
+
+    def on_begin(self, run, resumed):
+        if run.inputs.world.main:
+            from torch.utils.tensorboard import SummaryWriter  # loads only for a run that logs
+            purge = run.state.global_step + 1 if resumed else None
+            self.writer = SummaryWriter(str(self.folder), purge_step=purge)
 
     def on_step(self, run, info):
         if self.writer is not None and info.losses is not None:
@@ -51,30 +96,44 @@ class TensorBoard(Callback):
                 if value is not None:
                     self.writer.add_scalar(f"dev/{name}", value, run.state.global_step)
 
-    def add_hparams(self, hparams: dict, result: dict) -> None:
+    def on_log(self, run, name, value):
         if self.writer is not None:
-            self.writer.add_hparams(hparams, {f"hparam/{k}": v for k, v in result["best"].items() if v is not None},
+            self.writer.add_scalar(name, value, run.state.global_step)
+
+    def on_checkpoint(self, run):
+        if self.writer is not None:
+            self.writer.flush()  # every event up to this step is on disk before the step is
+
+    def on_finish(self, run, result):
+        if self.writer is not None:
+            shown = hparams(run) if self.hparams is None else self.hparams
+            self.writer.add_hparams(shown, {f"hparam/{k}": v for k, v in result["best"].items() if v is not None},
                                     run_name="hparams")
 
-    def flush(self) -> None:
-        if self.writer is not None:
-            self.writer.flush()
-
-    def close(self) -> None:
+    def on_close(self, run):
         if self.writer is not None:
             self.writer.close()
 
 
 class Console(Callback):
-    """A command's progress on stdout: a bar per epoch on a terminal (else a line every 30 s), the dev scores."""
+    """A command's progress on stdout, from the main process: a bar per epoch on a terminal (else a
+    `ProgressLines` line every 30 s), the dev scores."""
 
     def __init__(self):
         self.bar = self.lines = None
+        self.prints = False
+
+    def on_begin(self, run, resumed):
+        self.prints = run.inputs.world.main
 
     def on_plan(self, run, plan):
+        if not self.prints:
+            return
         state, terminal = run.state, sys.stdout.isatty()
         if self.lines is None and not terminal:
-            self.lines = _ProgressLines(run.total_steps, state.global_step)
+            self.lines = ProgressLines()
+        if self.lines is not None:
+            self.lines.on_plan(run, plan)
         self.bar = progress_bar(terminal, run.steps_per_epoch, state.step_in_epoch,
                                 f"epoch {state.epoch + 1}/{run.config.epochs}")
 
@@ -82,36 +141,51 @@ class Console(Callback):
         if self.bar is not None:
             self.bar.update(1)
         if self.lines is not None:
-            self.lines.step(run.state.global_step, info.examples, info.losses)
+            self.lines.on_step(run, info)
 
     def on_epoch_end(self, run):
         if self.bar is not None:
             self.bar.close()
 
     def on_evaluate(self, run, metrics, seconds):
+        if not self.prints:
+            return
         entry = run.state.history[-1]
         print(f"epoch {entry['epoch']} step {entry['step']}: " +
               " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if v is not None) +
               f" ({entry['elapsed_s']:.0f}s)", flush=True)
 
 
-class _ProgressLines:
-    """Without a terminal (`nohup ... > log`), one line every `every` seconds instead of a bar."""
+def _print(text: str) -> None:
+    print(text, flush=True)
 
-    def __init__(self, total: int, done: int, every: float = 30.0):
-        self.total, self.every = total, every
-        self.start_step, self.examples = done, 0
-        self.started = self.last = time.time()
 
-    def step(self, global_step: int, examples: int, losses: Optional[dict]):
-        self.examples += examples
+class ProgressLines(Callback):
+    """Progress without a terminal (`nohup ... > log`, a sweep's trial): a line about every `every` seconds,
+    the first within `every` of the start, said by `say`: the step, the losses, examples/s and the time left.
+    `line` writes it (the console's; a sweep's trial has its own)."""
+
+    def __init__(self, say: Callable[[str], None] = _print, every: float = 30.0):
+        self.say, self.every = say, every
+        self.started = None
+
+    def on_plan(self, run, plan):
+        if self.started is None:  # the first epoch's plan: a run of several epochs gets one per epoch
+            self.started = self.last = time.time()
+            self.first_step, self.examples = run.state.global_step, 0
+
+    def on_step(self, run, info):
+        self.examples += info.examples
         now = time.time()
         if now - self.last < self.every:
             return
         self.last = now
-        rate = (global_step - self.start_step) / (now - self.started)
-        left = (self.total - global_step) / rate if rate > 0 else float("inf")
-        shown = " ".join(f"{k.rsplit('/', 1)[-1]}={v:.4f}" for k, v in (losses or {}).items()
-                         if k.startswith("train/loss/"))
-        print(f"step {global_step}/{self.total} {shown} {self.examples / (now - self.started):.1f} ex/s, "
-              f"{left / 60:.1f} min left in training", flush=True)
+        step, total = run.state.global_step, run.total_steps
+        rate = (step - self.first_step) / (now - self.started)
+        left = (total - step) / rate if rate > 0 else float("inf")
+        losses = " ".join(f"{k.rsplit('/', 1)[-1]}={v:.4f}" for k, v in (info.losses or {}).items()
+                          if k.startswith("train/loss/"))
+        self.say(self.line(step, total, losses, self.examples / (now - self.started), left))
+
+    def line(self, step: int, total: int, losses: str, per_second: float, left: float) -> str:
+        return f"step {step}/{total} {losses} {per_second:.1f} ex/s, {left / 60:.1f} min left in training"

@@ -78,7 +78,9 @@ def save_checkpoint(out_dir: Path, state: dict):
 def restore(run: Run) -> None:
     """Continue from the last checkpoint: weights, optimizer, schedule, fp16's loss scale, SMART's EMA copy, every
     RNG, the position."""
-    path = run.outputs.checkpoint_path()
+    if run.folder is None:
+        raise CheckpointError("nothing to resume from: this run keeps no checkpoints")
+    path = run.folder / CHECKPOINT
     ckpt = load_checkpoint(path)
     world = run.inputs.world
     try:

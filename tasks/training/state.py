@@ -1,10 +1,10 @@
-"""A run's state: `Run` (everything `build_run` makes, once) and `TrainState` (where the run is; checkpointed)."""
-from __future__ import annotations
-
+"""A run's state: `Run` (everything `build_run` makes, once, with the callbacks that take part) and `TrainState`
+(where the run is; checkpointed)."""
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -15,9 +15,6 @@ from ..heads import MultitaskModel
 from ..inputs import RunInputs
 from .samplers import Sampler
 from .smart import Smart
-
-if TYPE_CHECKING:
-    from .outputs import Outputs
 
 
 @dataclass
@@ -30,9 +27,13 @@ class TrainState:
     history: list = field(default_factory=list)  # one entry per evaluation: epoch, step, dev, elapsed_s
     nonfinite_skipped: int = 0
     scaler_skipped: int = 0                      # fp16 steps the gradient scaler skipped (overflow)
+    stop_reason: Optional[str] = None            # why a callback ended the run before its last step (request_stop)
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
+        saved = dataclasses.asdict(self)
+        if saved["stop_reason"] is None:  # a run that was not stopped keeps the checkpoint it always had
+            del saved["stop_reason"]
+        return json.dumps(saved)
 
     @classmethod
     def from_json(cls, text: str) -> "TrainState":
@@ -55,7 +56,10 @@ class StepInfo:
 
 @dataclass
 class Run:
-    """One fine-tuning, built once by `build_run`; only `state` (and the weights) move."""
+    """One fine-tuning, built once by `build_run`; only `state` (and the weights) move.
+
+    `callbacks` take part in the run as peers (callbacks.py's `Callback`): each hook goes to each, in order.
+    A callback ends the run with `request_stop` and logs a value beside the run's curves with `log`."""
     config: TrainConfig
     inputs: RunInputs
     model: MultitaskModel
@@ -63,17 +67,38 @@ class Run:
     sampler: Sampler
     sampler_name: str
     steps_per_epoch: int
-    total_steps: int
+    total_steps: int             # the steps the schedule spans; the run ends there unless stopped earlier
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LambdaLR
     smart: Optional[Smart]
     shared: list                 # the encoder's trainable parameters: what gradient surgery combines
     surgery_rng: np.random.Generator
     loss_fn: nn.Module           # TaskLoss; under torchrun wrapped in DistributedDataParallel
-    outputs: Outputs
-    callbacks: list              # the outputs, the console's progress, the caller's
+    callbacks: list = field(default_factory=list)
+    folder: Optional[Path] = None  # the run folder (checkpoints, --resume); None for a run kept in memory
     state: TrainState = field(default_factory=TrainState)
     best_predictions: Optional[dict] = None  # (task, split) -> the best evaluation's predictions, in this process
     started: float = 0.0         # time.time() when this process began training: history's elapsed_s
     scaler: torch.amp.GradScaler = field(default_factory=lambda: torch.amp.GradScaler("cpu", enabled=False))
     # fp16's loss scaling (step.py); disabled, it passes everything through
+
+    def notify(self, hook: str, *args) -> None:
+        """Call `hook` on every callback that has it, in the list's order."""
+        for callback in self.callbacks:
+            method = getattr(callback, hook, None)  # a callback need not define every hook
+            if method is not None:
+                method(self, *args)
+
+    def request_stop(self, reason: str) -> None:
+        """End the run at the current step (after its dev evaluation, if one is due), as if it were the last;
+        `reason` goes into the run's metrics ("stop_reason"). The first request stands."""
+        if self.state.stop_reason is None:
+            self.state.stop_reason = reason
+
+    def log(self, name: str, value: float) -> None:
+        """A value at the current step for the callbacks that log curves (`on_log`): TensorBoard's."""
+        self.notify("on_log", name, value)
+
+    def ending(self) -> bool:
+        """No step follows the current one: the last step is done, or a callback asked the run to stop."""
+        return self.state.global_step >= self.total_steps or self.state.stop_reason is not None
