@@ -32,6 +32,7 @@ from pathlib import Path
 from minbert import DEFAULT_IMPLEMENTATION, DEFAULT_MODEL, IMPLEMENTATION_CHOICES, PRECISIONS, UserError
 from tasks.cli import run_command
 from tasks.config import TrainConfig, parse_tasks, validate, with_environment
+from tasks.course.part1 import MODE_DEFAULTS, mode_defaults_text
 from tasks.course.submission import PART1_MODES, PREDICTIONS_DIR_ENV, course_predictions_dir, publish_predictions
 from tasks.data import DATA_DIR_ENV
 from tasks.fileio import atomic_write_bytes, atomic_write_json
@@ -40,18 +41,7 @@ from tasks.registry import CLASSIFIER_TASKS, REGISTRY
 from tasks.saved.checkpoint_files import CHECKPOINT
 from tasks.training import Interrupted, add_optimizer_arg, fit, recorded_arguments
 
-# Per-mode defaults, chosen so that both modes finish within their CPU budgets with the embedded
-# model (docs/measurements/2026-11-23-part1.md): 2 epochs each (the course's 10 are sized for a GPU and bert-base).
-# The head alone trains at the course's constant rate; full fine-tuning takes BERT's warm-up and linear
-# decay, which measured the same as a constant rate on SST (docs/measurements/2026-11-23-part1.md).
-MODE_DEFAULTS = {"pretrain": {"epochs": 2, "lr": 1e-3, "lr_schedule": "constant"},
-                 "finetune": {"epochs": 2, "lr": 5e-5, "lr_schedule": "linear"}}
 RESULTS = "classifier.json"
-
-
-def mode_defaults_text(key: str) -> str:
-    """e.g. '0.001 for pretrain, 5e-05 for finetune', for --help."""
-    return ", ".join(f"{d[key]} for {mode}" for mode, d in MODE_DEFAULTS.items())
 
 
 def build_parser() -> argparse.ArgumentParser:

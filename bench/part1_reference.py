@@ -43,7 +43,7 @@ import minbert
 from bench.common import DATA_DIR_HELP, data_dir
 
 # classifier.py's per-mode epochs and learning rates: by default the reference runs on the same budget.
-from classifier import MODE_DEFAULTS, mode_defaults_text
+from tasks.course.part1 import MODE_DEFAULTS, mode_defaults_text
 
 TASKS = ("sst", "cfimdb")
 

