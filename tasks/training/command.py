@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from minbert import RunFailure, UserError
+from minbert import UserError
 
-from ..cli import exit_status
+from ..cli import run_command
 from ..config import TrainConfig, validate
 from ..course.submission import SUBMISSION_ZIP, SubmissionRefused, make_submission, publish_predictions, write_outputs
 from ..distributed import SINGLE, barrier, broadcast_from_main, init_world, shutdown
@@ -103,15 +103,19 @@ def saved_arguments(parser, args) -> argparse.Namespace:
 
 
 def train_command(argv=None, callbacks=(), outputs=(), parser: Optional[argparse.ArgumentParser] = None) -> int:
-    """train_multitask.py: parse, train, report; the exit status. `callbacks` take part in the training
-    (tasks.training.Callback): bench/epoch.py times it this way. `outputs`: (prediction file name, path) pairs,
-    where copies of the run's files go (multitask_classifier.py)."""
-    out, world = None, SINGLE
+    """train_multitask.py: parse, train, report; the exit status (tasks.cli.run_command). `callbacks` take part
+    in the training (tasks.training.Callback): bench/epoch.py times it this way. `outputs`: (prediction file name,
+    path) pairs, where copies of the run's files go (multitask_classifier.py)."""
+    return run_command(argv, lambda given: parse_train_command(given, outputs, parser),
+                       lambda command: train(command, callbacks), stops=(Interrupted,), interrupted=interrupted_line)
+
+
+def train(command: TrainCommand, callbacks=()) -> int:
+    """Train and report, in every process of the group (one without torchrun)."""
+    world = SINGLE
     try:
-        command = parse_train_command(argv, outputs, parser)
-        out = command.config.out
         world = init_world(command.config.device)
-        out = broadcast_from_main(out, world)  # a clock-named folder: rank 0's name
+        out = broadcast_from_main(command.config.out, world)  # a clock-named folder: rank 0's name
         config = dataclasses.replace(command.config, out=out)
         barrier(world)  # every rank has checked --out before rank 0 writes into it
         inputs = prepare(config, world=world)
@@ -123,17 +127,18 @@ def train_command(argv=None, callbacks=(), outputs=(), parser: Optional[argparse
             report(command, config, result)
         barrier(world)  # no process leaves the group while another still uses it
         return 0
-    except Interrupted as e:  # every rank stops at the same step
+    except Interrupted:  # every rank stops at the same step
         barrier(world)
-        return exit_status(e)
-    except (UserError, RunFailure) as e:
-        return exit_status(e)
-    except KeyboardInterrupt:  # before training started, or a second Ctrl-C
-        resumable = out is not None and (Path(out) / CHECKPOINT).exists()
-        print("interrupted" + (f"; resume with --resume {out}" if resumable else ""), file=sys.stderr)
-        return 130
+        raise
     finally:
         shutdown(world)
+
+
+def interrupted_line(command: Optional[TrainCommand]) -> str:
+    """Ctrl-C before training started, or a second one: how to resume, where a checkpoint exists."""
+    out = command.config.out if command is not None else None
+    resumable = out is not None and (Path(out) / CHECKPOINT).exists()
+    return "interrupted" + (f"; resume with --resume {out}" if resumable else "")
 
 
 def report(command: TrainCommand, config: TrainConfig, result) -> None:
