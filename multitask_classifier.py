@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 from minbert import UserError
-from tasks.cli import exit_status
+from tasks.cli import run_command
 from tasks.course.submission import PART1_MODES
 from tasks.registry import get_task
 from tasks.training import train_command, train_parser
@@ -126,12 +126,9 @@ def _data_dir(course, rest: list) -> list:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        train_argv, outputs = translate(argv)
-    except UserError as e:
-        return exit_status(e)
-    return train_command(train_argv, outputs=outputs)
+    """The course's flags translated (a mistake there: one line, exit 2), then the training command."""
+    return run_command(sys.argv[1:] if argv is None else list(argv), translate,
+                       lambda translated: train_command(translated[0], outputs=translated[1]))
 
 
 if __name__ == "__main__":
