@@ -14,9 +14,10 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def runtime_imports(path: Path) -> set:
-    """Modules `path` imports when it is imported: module level, outside `if TYPE_CHECKING:`; relative
-    imports resolved. `from pkg import name` counts as importing pkg.name when that is a module."""
+def runtime_imports(path: Path, everywhere: bool = False) -> set:
+    """Modules `path` imports when it is imported: module level, outside `if TYPE_CHECKING:`; with `everywhere`,
+    every import statement (in functions and `if TYPE_CHECKING:` blocks too). Relative imports resolved;
+    `from pkg import name` counts as importing pkg.name when that is a module."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
     found = set()
@@ -28,22 +29,32 @@ def runtime_imports(path: Path) -> set:
             if isinstance(node, (ast.If, ast.Try)):
                 visit(node.body + node.orelse + getattr(node, "finalbody", []) +
                       [n for h in getattr(node, "handlers", []) for n in h.body])
-            elif isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = package.split(".")
-                    base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
-                found.add(base)
-                found.update(f"{base}.{alias.name}" for alias in node.names)
-    visit(tree.body)
+            else:
+                add(node)
+
+    def add(node):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+
+    if everywhere:
+        for node in ast.walk(tree):
+            add(node)
+    else:
+        visit(tree.body)
     return found
 
 
-def graph(root: Path = REPO) -> dict:
+def graph(root: Path = REPO, everywhere: bool = False) -> dict:
     modules = {module_name(p): p for package in PACKAGES for p in (root / package).rglob("*.py")}
-    return {name: {m for m in runtime_imports(path) if m in modules and m != name} for name, path in modules.items()}
+    return {name: {m for m in runtime_imports(path, everywhere) if m in modules and m != name}
+            for name, path in modules.items()}
 
 
 def find_cycle(edges: dict):
@@ -142,29 +153,8 @@ def test_the_reproduction_reads_the_ablation_and_never_the_reverse():
                 if b.startswith("tasks.reproduction")]
 
 
-def all_imports(path: Path) -> set:
-    """Every module `path` names in an import statement, wherever it stands (functions and
-    `if TYPE_CHECKING:` blocks included); relative imports resolved."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
-    return found
-
-
 def test_no_import_cycle_even_counting_type_checking_and_function_level_imports():
-    modules = {module_name(p): p for package in PACKAGES for p in (REPO / package).rglob("*.py")}
-    edges = {name: {m for m in all_imports(path) if m in modules and m != name} for name, path in modules.items()}
-    assert find_cycle(edges) is None
+    assert find_cycle(graph(everywhere=True)) is None
 
 
 SCRIPTS = {p.stem for p in REPO.glob("*.py")} | {"data.download"}
@@ -178,7 +168,7 @@ def test_no_script_is_imported_by_another_module():
         rel = path.relative_to(REPO)
         if rel.parts[0] in (".venv", "tests", ".git", ".gpu"):
             continue
-        for name in all_imports(path):
+        for name in runtime_imports(path, everywhere=True):
             if name in SCRIPTS and name != module_name(path):
                 offenders.append(f"{rel} imports {name}")
     assert offenders == []
