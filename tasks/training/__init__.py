@@ -8,7 +8,7 @@
     outputs.py      where results go, as callbacks: RunFolder (a command's run folder) or InMemory (a trial)
     checkpoint.py   writing checkpoints and restoring a run from one (tasks/saved/checkpoint_files.py reads them)
     record.py       config.json: the run's record
-    command.py      train_multitask.py's command: its options, --resume's recorded arguments, the run and report
+    command.py      train_multitask.py's command: its options, --resume's recorded arguments, the run, its outcome
     options.py      the training options (tasks/config.py's TrainConfig) as command-line flags
     samplers.py     which task and examples each step trains on
     smart.py        SMART regularisation

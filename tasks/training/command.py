@@ -103,15 +103,15 @@ def saved_arguments(parser, args) -> argparse.Namespace:
 
 
 def train_command(argv=None, callbacks=(), outputs=(), parser: Optional[argparse.ArgumentParser] = None) -> int:
-    """train_multitask.py: parse, train, report; the exit status (tasks.cli.run_command). `callbacks` take part
-    in the training (tasks.training.Callback): bench/epoch.py times it this way. `outputs`: (prediction file name,
-    path) pairs, where copies of the run's files go (multitask_classifier.py)."""
+    """train_multitask.py: parse, train, print the outcome; the exit status (tasks.cli.run_command). `callbacks`
+    take part in the training (tasks.training.Callback): bench/epoch.py times it this way. `outputs`:
+    (prediction file name, path) pairs, where copies of the run's files go (multitask_classifier.py)."""
     return run_command(argv, lambda given: parse_train_command(given, outputs, parser),
                        lambda command: train(command, callbacks), stops=(Interrupted,), interrupted=interrupted_line)
 
 
 def train(command: TrainCommand, callbacks=()) -> int:
-    """Train and report, in every process of the group (one without torchrun)."""
+    """Train and print the outcome, in every process of the group (one without torchrun)."""
     world = SINGLE
     try:
         world = init_world(command.config.device)
@@ -124,7 +124,7 @@ def train(command: TrainCommand, callbacks=()) -> int:
         result = fit(config, inputs, out, resume=bool(command.resume), callbacks=callbacks,
                      command_options=command.options())
         if world.main:
-            report(command, config, result)
+            print_outcome(command, config, result)
         barrier(world)  # no process leaves the group while another still uses it
         return 0
     except Interrupted:  # every rank stops at the same step
@@ -141,7 +141,7 @@ def interrupted_line(command: Optional[TrainCommand]) -> str:
     return "interrupted" + (f"; resume with --resume {out}" if resumable else "")
 
 
-def report(command: TrainCommand, config: TrainConfig, result) -> None:
+def print_outcome(command: TrainCommand, config: TrainConfig, result) -> None:
     """The best dev scores, where the predictions are, and the copies and zip the command asked for."""
     best = result["best"]
     print(f"best dev (epoch {result['best_epoch']}, step {result['best_step']}): " +
