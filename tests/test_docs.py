@@ -5,7 +5,11 @@ not .venv, .git, runs/ or predictions/) is read; every relative link, inline `[t
 by reference `[text][label]` with `[label]: target`, must name a file or folder that exists
 relative to the linking file, and a `#anchor` into a Markdown file must be the GitHub slug of one
 of its headings. Links inside code (fenced blocks, `spans`) are not links.
+
+A test a page names as `tests/test_NAME.py::test_function` (docs/extending.md names the test that runs each
+worked example) must exist: a function of that name defined in that file.
 """
+import ast
 import os
 import re
 from pathlib import Path
@@ -31,6 +35,7 @@ SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 HTML_ANCHOR = re.compile(r"<a\s[^>]*(?:name|id)=\"([^\"]+)\"", re.IGNORECASE)
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+NAMED_TEST = re.compile(r"\b(tests/[\w/]+\.py)::(\w+)")
 
 
 def markdown_files(root=REPO):
@@ -157,6 +162,20 @@ def check_links(path, root=REPO):
     return errors
 
 
+def missing_tests(path, root=REPO):
+    """Every `tests/FILE.py::NAME` the Markdown file names (in prose or code) whose file does not define NAME."""
+    errors = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").split("\n"), 1):
+        for file, name in NAMED_TEST.findall(line):
+            source = Path(root) / file
+            defined = {node.name for node in ast.walk(ast.parse(source.read_text(encoding="utf-8")))
+                       if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))} if source.exists() else set()
+            if name not in defined:
+                errors.append(f"{path}:{number}: {file}::{name}: " + ("no such test" if source.exists() else
+                                                                       "no such file"))
+    return errors
+
+
 def headings(path):
     return [line for _, line in prose_lines(path.read_text(encoding="utf-8")) if ATX.match(line)]
 
@@ -172,6 +191,24 @@ def test_the_markdown_files_are_found():
 )
 def test_links_resolve(path):
     assert check_links(path) == []
+
+
+@pytest.mark.parametrize(
+    "path", markdown_files(), ids=lambda p: p.relative_to(REPO).as_posix()
+)
+def test_named_tests_exist(path):
+    assert missing_tests(path) == []
+
+
+def test_the_checker_finds_named_tests_that_do_not_exist(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text("def test_here():\n    pass\n")
+    (tmp_path / "a.md").write_text("`tests/test_x.py::test_here` and tests/test_x.py::test_gone\n\n"
+                                   "```\ntests/test_y.py::test_here\n```\n")
+    errors = missing_tests(tmp_path / "a.md", root=tmp_path)
+    assert len(errors) == 2, errors
+    assert "a.md:1: tests/test_x.py::test_gone: no such test" in errors[0]
+    assert "tests/test_y.py::test_here: no such file" in errors[1]
 
 
 def test_readme_is_short():

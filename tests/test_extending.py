@@ -29,7 +29,7 @@ from tasks.ablation.drawing import PRETTY, errorbar, fractions_of, legend, new_f
 from tasks.ablation.studies import STUDIES
 from tasks.ablation.study import Shape, Study, grid, planned
 from tasks.registry import TaskConfig
-from tasks.reproduction import experiments, findings, kept, report
+from tasks.reproduction import experiments, findings, kept, report, sweeps
 from tasks.reproduction.verdicts import NOT_REPRODUCED, REPRODUCED, Finding
 from tasks.schedules import SCHEDULES, Schedule
 
@@ -156,6 +156,25 @@ def test_a_new_layer_study_runs_through_the_sweep(small_data_dir, tiny_model, tm
     assert code == 2 and "--keep 3: the model has 2 layers" in err   # before any trial
     code, _, err = run_cli(ablate.main, ["--mode", "reinit", "--keep", "1", *argv[6:]])
     assert code == 2 and "--keep applies to --mode truncate only" in err
+
+
+def truncate_sweeps(ctx):
+    """What experiments.py would declare for it: one sweep, keeping two thirds and one third of the layers."""
+    return [experiments.sweep("truncate", "truncate", experiments.SECONDS_PER_STEP["sst"], task=ctx.tasks["primary"],
+                              keep=(ctx.high, ctx.low), data_fractions=(ctx.scale.large,))]
+
+
+def test_a_new_study_becomes_an_experiment_of_the_reproduction(monkeypatch):
+    monkeypatch.setitem(STUDIES, "truncate", STUDY)
+    experiment = experiments.Experiment("truncate", "the bottom two thirds or third kept, against the whole model",
+                                        truncate_sweeps, figures=(("truncate", "truncate"),))
+    monkeypatch.setitem(experiments.EXPERIMENTS, experiment.name, experiment)
+    ctx = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
+    spec = truncate_sweeps(ctx)[0]
+    assert sweeps.as_arguments(spec.mode, spec.settings) == ["--task", "sst", "--keep", "4,2", "--data-fractions",
+                                                              "0.25"]
+    trial = ctx.scale.expected_steps * experiments.SECONDS_PER_STEP["sst"] + experiments.TRIAL_OVERHEAD_S
+    assert experiments.estimate_minutes(experiment, ctx)[0] == pytest.approx(5 * 3 * trial / 60)  # 5 seeds x 3 K
 
 
 # ---------------------------------------------------------------------------- (d) a paper's finding
