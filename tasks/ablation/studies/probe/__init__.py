@@ -4,11 +4,11 @@ Linear probing of each layer's representations, the probing curve of Tamkin et a
 (2020), "Investigating Transferability in Pretrained Language Models": the
 pretrained encoder is frozen, the sentence features of every layer are
 extracted once (layer 0 = the embeddings' output; the [CLS] state "cls-token"
-and the mean of the real tokens "mean"; `tasks/ablation/features.py`), and a linear
+and the mean of the real tokens "mean"; `features.py` here), and a linear
 model is fitted on them to convergence with scikit-learn: logistic regression
 for classification, ridge regression for scores, its L2 penalty chosen on a
 held-out share of the training data (`--probe-penalties`, `--probe-holdout`),
-then refitted on all of it and scored on dev (`tasks/ablation/linear_probe.py`). Each results line
+then refitted on all of it and scored on dev (`linear_probe.py` here). Each results line
 keeps the chosen penalty's held-out score (info.holdout_score): the best layer is to be chosen on
 it, on training data, not on the dev score it is then reported with.
 The fine-tuning options (--epochs, --lr, ...) do not apply: nothing is trained
