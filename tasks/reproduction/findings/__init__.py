@@ -12,7 +12,3 @@ PAPERS = {m.PAPER: m.TITLE for m in (tamkin, singh, hao, college, freeze)}
 FINDINGS = [*tamkin.FINDINGS, *singh.FINDINGS, *hao.FINDINGS, *college.FINDINGS, *freeze.FINDINGS]
 BY_ID = {f.id: f for f in FINDINGS}
 assert len(BY_ID) == len(FINDINGS), "finding ids must be unique"
-
-
-def for_experiment(name: str) -> list:
-    return [f for f in FINDINGS if f.experiment == name]

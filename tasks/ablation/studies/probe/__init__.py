@@ -105,22 +105,6 @@ def run(sweep, trial) -> dict:
     return {"best": dev, "final": dev, "steps": 0, "info": info}
 
 
-def best_on_holdout(records: list, task: str = "overall", control: bool = False) -> dict:
-    """{(fraction, seed): the record of the layer and pooling whose probe scored best on its held-out training rows
-    (info.holdout_score[task])}: the best layer chosen on training data, to be reported with its dev score. Ties go
-    to the lower layer."""
-    best = {}
-    for r in records:
-        if r.get("status", "ok") != "ok" or bool(r["params"].get("control")) != control:
-            continue
-        key, score = (r["data_fraction"], r["seed"]), r["info"]["holdout_score"][task]
-        held = best.get(key)
-        if held is None or (score, -r["params"]["layer"]) > (held["info"]["holdout_score"][task],
-                                                             -held["params"]["layer"]):
-            best[key] = r
-    return best
-
-
 def features(sweep, trial, task: str, split: str) -> tuple:
     """({"x": pooling -> (layers + 1, examples, width), "y": labels}, seconds spent extracting) of the trial's
     encoder on `split` (train: the trial's seeded fraction).
