@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from minbert import DEFAULT_IMPLEMENTATION, DEFAULT_MODEL, IMPLEMENTATION_CHOICES, PRECISIONS, UserError
-from tasks.cli import run_command
+from tasks.cli import interrupted_resumable, run_command
 from tasks.config import TrainConfig, parse_tasks, validate, with_environment
 from tasks.course.part1 import MODE_DEFAULTS, mode_defaults_text
 from tasks.course.submission import PART1_MODES, PREDICTIONS_DIR_ENV, course_predictions_dir, publish_predictions
@@ -195,8 +195,7 @@ def run(args) -> None:
 
 
 def _how_to_resume(args) -> str:
-    resumable = args is not None and Path(args.out, RESULTS).exists()
-    return "interrupted" + (f"; resume with --resume {args.out}" if resumable else "")
+    return interrupted_resumable(args.out if args is not None else None, RESULTS)
 
 
 def _summary(args, record, predictions) -> list:

@@ -21,6 +21,7 @@ Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from minbert import RunFailure, UserError
@@ -42,6 +43,12 @@ def exit_status(error: Exception) -> int:
 
 def _interrupted(args) -> str:
     return "interrupted"
+
+
+def interrupted_resumable(folder, marker: str) -> str:
+    """Ctrl-C's line for a command that resumes: how to, where `folder/marker` shows a run to continue."""
+    resumable = folder is not None and (Path(folder) / marker).exists()
+    return "interrupted" + (f"; resume with --resume {folder}" if resumable else "")
 
 
 def run_command(argv: Optional[Sequence[str]], parse: Callable[[Optional[Sequence[str]]], Any],

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from minbert import DEFAULT_IMPLEMENTATION
+
 from ..ablation import sweep
 from ..ablation.config import SweepConfig, from_settings
 from ..ablation.studies import STUDIES
@@ -28,7 +30,7 @@ class Setting:
     model: str
     device: str = "auto"
     precision: str = "auto"
-    implementation: str = "auto"
+    implementation: str = DEFAULT_IMPLEMENTATION
     data_dir: Optional[str] = None
     task_file: Optional[str] = None
     max_steps: Optional[int] = None     # a smoke run's cap

@@ -18,7 +18,7 @@ from typing import Optional
 
 from minbert import UserError
 
-from ..cli import run_command
+from ..cli import interrupted_resumable, run_command
 from ..config import TrainConfig, validate
 from ..course.submission import SUBMISSION_ZIP, SubmissionRefused, make_submission, publish_predictions, write_outputs
 from ..distributed import SINGLE, barrier, broadcast_from_main, init_world, shutdown
@@ -136,9 +136,7 @@ def train(command: TrainCommand, callbacks=()) -> int:
 
 def interrupted_line(command: Optional[TrainCommand]) -> str:
     """Ctrl-C before training started, or a second one: how to resume, where a checkpoint exists."""
-    out = command.config.out if command is not None else None
-    resumable = out is not None and (Path(out) / CHECKPOINT).exists()
-    return "interrupted" + (f"; resume with --resume {out}" if resumable else "")
+    return interrupted_resumable(command.config.out if command is not None else None, CHECKPOINT)
 
 
 def print_outcome(command: TrainCommand, config: TrainConfig, result) -> None:
