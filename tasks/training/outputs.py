@@ -63,7 +63,7 @@ class RunFolder(Callback):
 
     def on_finish(self, run, result):
         folder = run.folder
-        if result["best_step"] != result["steps"]:
+        if not run.state.best_is_current():
             barrier(run.inputs.world)  # rank 0 has written best.pt
             run.model.load_state_dict(torch.load(folder / BEST, map_location="cpu", weights_only=True)["model"])
         with writing(folder / "predictions"):
@@ -93,7 +93,7 @@ class InMemory(Callback):
             self.best_weights = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
 
     def on_finish(self, run, result):
-        if not self.final_weights and result["best_step"] != result["steps"]:
+        if not self.final_weights and not run.state.best_is_current():
             run.model.load_state_dict(self.best_weights)
         if self.export_to is not None:
             with writing(Path(self.export_to)):

@@ -43,6 +43,10 @@ class TrainState:
         """The dev scores of the current step are in the history (a resumed finished run)."""
         return bool(self.history) and self.history[-1]["step"] == self.global_step
 
+    def best_is_current(self) -> bool:
+        """The model's weights are the best evaluation's: nothing to put back when the run finishes."""
+        return self.best is not None and self.best["step"] == self.global_step
+
 
 @dataclass
 class StepInfo:
