@@ -15,7 +15,7 @@ import reproduce
 from conftest import run_cli
 from minbert import UserError
 from tasks.ablation.config import SweepConfig
-from tasks.ablation.statistics import interval
+from tasks.ablation.statistics import crossed_interval, interval
 from tasks.ablation.studies import STUDIES
 from tasks.ablation.study import Shape
 from tasks.reproduction import experiments as reproduction
@@ -30,6 +30,7 @@ from tasks.reproduction.verdicts import (
     NOT_TESTABLE,
     PAPERS_DIR,
     REPRODUCED,
+    UNDERPOWERED,
     Row,
     decide,
     judge,
@@ -73,19 +74,60 @@ def test_an_equivalence_is_reproduced_inside_the_margin_and_not_outside_it():
     assert decide(_interval(-0.02, 0.005), 0.01, "equivalence") == INCONCLUSIVE
 
 
-def test_several_rows_widen_their_intervals_and_combine_as_declared():
+def test_several_rows_combine_by_intersection_union_and_bonferroni_where_each_side_needs_it():
     any_finding = BY_ID["college-not-monotone"]
     one = {"n": 5, "mean": 0.03, "std": 0.01, "ci95_low": 0.0176, "ci95_high": 0.0424}
     alone = judge(any_finding, "first", [Row("a", dict(one))])
     assert alone.outcome == REPRODUCED
+    # "some row reverses" is a union: each row at 1 - 0.05/6 (Bonferroni); the row's own interval is unchanged
     six = judge(any_finding, "first", [Row(str(i), dict(one)) for i in range(6)])
-    assert six.rows[0].estimate["ci95_low"] < one["ci95_low"]  # Bonferroni over six rows: wider
+    assert six.rows[0].adjusted["ci95_low"] < one["ci95_low"]
+    assert six.rows[0].estimate["ci95_low"] == pytest.approx(one["ci95_low"], abs=1e-4)
+    # "every row fails" is an intersection-union test: each row at its own 95%, no correction
+    flat = {"n": 5, "mean": 0.0, "std": 0.005, "ci95_low": -0.0062, "ci95_high": 0.0062}
+    assert judge(any_finding, "first", [Row(str(i), dict(flat)) for i in range(6)]).outcome == NOT_REPRODUCED
     all_finding = BY_ID["freeze-cross-encoding"]
     tight = {"n": 5, "std": 0.005}
     mixed = judge(all_finding, "first", [Row("sts", {**tight, "mean": 0.04, "ci95_low": 0.03, "ci95_high": 0.05}),
                                          Row("quora", {**tight, "mean": -0.01, "ci95_low": -0.02, "ci95_high": 0.0})])
     assert mixed.outcome == NOT_REPRODUCED
+    both = judge(all_finding, "first", [Row(t, {**tight, "mean": 0.03, "ci95_low": 0.0238, "ci95_high": 0.0362})
+                                        for t in ("sts", "quora")])
+    assert both.outcome == REPRODUCED    # every row at its own 95%: the intersection-union needs no correction
+    # a part of the quote not measured yet keeps an all-rows finding from reading reproduced
+    pending = judge(all_finding, "first", [*both.rows, Row("a part not run", None, pending="some-follow-up")])
+    assert pending.outcome == INCONCLUSIVE and pending.rows[-1].verdict == NOT_RUN
     assert judge(BY_ID["college-wnli"], "first", []).outcome == NOT_TESTABLE
+
+
+def test_an_equivalence_reads_the_90_percent_interval_tost():
+    finding = BY_ID["freeze-smart-multitask"]
+    estimate = {"n": 5, "mean": 0.0, "std": 0.007, "df": 4}
+    row = judge(finding, "first", [Row("a", dict(estimate))]).rows[0]
+    assert row.estimate["level"] == 0.90
+    assert row.estimate["ci95_high"] == pytest.approx(2.131847 * 0.007 / math.sqrt(5), abs=1e-6)
+    assert row.verdict == REPRODUCED   # the 95% interval (+/- 0.0087) would also fit; at sd 0.0085 only the 90%
+    wider = judge(finding, "first", [Row("a", {**estimate, "std": 0.0085})]).rows[0]
+    assert wider.verdict == REPRODUCED and 2.776445 * 0.0085 / math.sqrt(5) > 0.01
+
+
+def test_power_says_what_a_design_can_decide_and_labels_an_underpowered_line():
+    from tasks.reproduction import power
+    # the arithmetic: a 95% interval fits inside +/- 0.01 at n = 5 only below sd ~0.008
+    assert 2.776445 * 0.008 / math.sqrt(5) < 0.01 < 2.776445 * 0.0081 / math.sqrt(5)
+    tight = power.reach(0.004, 5, 0.01, "equivalence")
+    assert tight["powered"] and power.reach(0.02, 5, 0.01, "equivalence")["powered"] is False
+    assert power.needs(0.02, 0.01, "equivalence") > 5
+    direction = power.reach(0.01, 5, 0.02)
+    assert direction["reproduced_from"] >= 0.02 and direction["not_reproduced_below"] > 0 and direction["powered"]
+    assert not power.reach(0.03, 5, 0.02)["powered"] and power.needs(0.03, 0.02) > 5
+    finding = BY_ID["freeze-smart-multitask"]
+    v = power.apply(judge(finding, "first", [Row("a", {"n": 5, "mean": 0.0, "std": 0.02, "df": 4})]), CTX.scale)
+    assert v.outcome == UNDERPOWERED and power.label(v.power).startswith("underpowered at n = 5, needs n >= ")
+    # a powered design keeps its inconclusive; a decided interval keeps its verdict whatever the power
+    decided = power.apply(judge(finding, "first", [Row("a", {"n": 5, "mean": 0.05, "std": 0.02, "df": 4})]),
+                          CTX.scale)
+    assert decided.outcome == NOT_REPRODUCED
 
 
 @pytest.mark.parametrize("finding", FINDINGS, ids=[f.id for f in FINDINGS])
@@ -140,7 +182,7 @@ def test_reinit_measures_are_signed_to_the_papers_direction():
     assert len(measures.college_not_monotone(results, CTX)) == 6
 
 
-def test_permutation_interval_takes_the_random_order_as_its_unit():
+def test_permutation_interval_carries_the_originals_noise_seeds_and_orders_both():
     rng = np.random.default_rng(0)
     records = [_record("order=0-1-2-3-4-5", s, LARGE, {"original": True}, {"sst": 0.45 + 0.01 * s})
                for s in range(3)]
@@ -151,10 +193,12 @@ def test_permutation_interval_takes_the_random_order_as_its_unit():
     results = measures.Results()
     results.add("permute", "permute", records)
     row = measures.tamkin_permute(results, CTX)[0]
-    assert row.estimate["n"] == len(effects)      # orders, not seeds
-    per_order = [np.mean([0.45 + 0.01 * s - (r["dev"]["sst"]) for s, r in zip(range(3), records[3 + 3 * i:6 + 3 * i])])
-                 for i in range(len(effects))]
-    assert row.estimate["ci95_low"] == pytest.approx(interval(per_order)["ci95_low"])
+    assert row.estimate["n"] == 3 and row.estimate["configurations"] == len(effects)
+    members = [{s: r["dev"]["sst"] for s, r in zip(range(3), records[3 + 3 * i:6 + 3 * i])}
+               for i in range(len(effects))]
+    assert row.estimate == crossed_interval(members, {s: 0.45 + 0.01 * s for s in range(3)})
+    per_order = interval([np.mean([0.45 + 0.01 * s - m[s] for s in range(3)]) for m in members])
+    assert row.estimate["ci95_low"] <= per_order["ci95_low"]    # never narrower than the order as the unit
 
 
 def test_the_probe_layer_is_chosen_on_held_out_training_data_not_dev():
@@ -406,15 +450,20 @@ def test_tasks_model_and_task_file_reach_every_sweep(glue_dir):
     assert "--lr 2e-5" in " ".join(sweeps.as_arguments(spec.mode, sweeps.protocol(spec, ctx.scale, None)))
 
 
-def test_head_reinitialisation_takes_the_head_as_its_unit():
-    records = [_record("from=6", s, LARGE, {"scheme": "from"}, {"sst": 0.45 + 0.01 * s}) for s in range(3)]
+def test_head_reinitialisation_takes_the_seed_as_its_unit():
+    records = [_record("from=6", s, LARGE, {"scheme": "from"}, {"sst": 0.45 + 0.01 * s * s}) for s in range(3)]
     for h in range(12):
         records += [_record(f"head=5:{h}", s, LARGE, {"scheme": "head", "layer": 5, "head": h},
                             {"sst": 0.45 + 0.01 * s + 0.001 * h}) for s in range(3)]
     results = measures.Results()
     results.add("heads-top", "heads", records)
     row = _measure("college-heads-top-help", results)[0]
-    assert row.estimate["n"] == 12 and row.estimate["mean"] == pytest.approx(0.0055)
+    per_seed = [np.mean([0.01 * s + 0.001 * h for h in range(12)]) - 0.01 * s * s for s in range(3)]
+    assert row.estimate["n"] == 3 and row.estimate["mean"] == pytest.approx(np.mean(per_seed))
+    assert row.estimate["ci95_low"] == pytest.approx(interval(per_seed)["ci95_low"])
+    bottom = measures.mean_over_heads(results, CTX, "heads-top", -1)[0].estimate
+    assert bottom["mean"] == pytest.approx(-row.estimate["mean"])
+    assert bottom["ci95_low"] == pytest.approx(-row.estimate["ci95_high"])
 
 
 def _trial(group, rows, curve, fraction=0.03, metric="sst"):

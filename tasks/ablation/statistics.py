@@ -7,8 +7,12 @@ intervals as if they were independent. Seed-vs-seed comparisons (every pair of
 fine-tunings) reuse each seed in several pairs: n seeds give n(n-1)/2 pairs but
 only n independent units, so their interval is a leave-one-seed-out jackknife
 with n - 1 degrees of freedom. A mean over configurations (the random layer
-orders of a permutation sweep, the heads of a layer) takes the configuration as
-its unit, each averaged over its seeds first.
+orders of a permutation sweep, the heads of a layer) against one reference run at
+the same seeds carries the reference's noise as well as the configurations': when the
+configurations are every one there is (the heads of a layer) the seed is the unit (the
+configurations' mean minus the reference, per seed); when they are a sample of many (random
+layer orders) the interval is a two-level crossed model over seeds and configurations
+(`crossed_interval`), so that both the seeds' and the sample's spread are in it.
 
 This module is the one place that decides both: `unit_of` (a trial's unit: its seed, or its pair of
 seeds) and `estimate` (the interval of values keyed by those units: plain over seeds, jackknife over
@@ -46,12 +50,22 @@ def change(members: list, reference: dict):
     return pooled_paired_interval(members, reference)
 
 
-def _t_interval(mean: float, std, n: int, df: int) -> dict:
-    if std is None or df < 1:
+def _t_interval(mean: float, std, n: int, df: float, level: float = 0.95) -> dict:
+    if std is None or df is None or df < 1 or not math.isfinite(std):
         return {"n": n, "mean": mean, "std": None, "ci95_low": None, "ci95_high": None}
     from scipy import stats
-    half = float(stats.t.ppf(0.975, df)) * std / math.sqrt(n)
-    return {"n": n, "mean": mean, "std": std, "ci95_low": mean - half, "ci95_high": mean + half}
+    half = float(stats.t.ppf(1 - (1 - level) / 2, df)) * std / math.sqrt(n)
+    out = {"n": n, "mean": mean, "std": std, "df": df, "ci95_low": mean - half, "ci95_high": mean + half}
+    return out if level == 0.95 else {**out, "level": level}
+
+
+def at_level(estimate, level: float):
+    """The same estimate's two-sided interval at `level` (0.90 for an equivalence's TOST, 1 - 0.05 / rows for
+    Bonferroni), from its mean, std, n and degrees of freedom; unchanged without a spread."""
+    if not estimate or estimate.get("std") is None or estimate.get("n", 0) < 2:
+        return estimate
+    df = estimate.get("df", estimate["n"] - 1)
+    return {**estimate, **_t_interval(estimate["mean"], estimate["std"], estimate["n"], df, level)}
 
 
 def interval(values) -> dict:
@@ -101,6 +115,31 @@ def pooled_paired_interval(members: list, reference: dict) -> dict:
         return None
     return paired_interval({s: float(np.mean([m[s] for m in members])) for s in common}, reference)
 
+
+
+def crossed_interval(members: list, reference: dict) -> dict:
+    """Configurations sampled from many (random layer orders), each run at the same seeds as one reference: the
+    mean of d[s, c] = reference[s] - member_c[s] over seeds s and configurations c, with the variance of a two-way
+    random-effects model, d = mu + seed_s + config_c + e: Var(mean) = (MS_seed + MS_config - MS_error) / (S C)
+    (never below MS_error / (S C)), degrees of freedom by Satterthwaite (at least 1). It carries the reference's
+    noise (in the seed term) and which configurations were drawn (the configuration term); n is the seeds. None
+    without two seeds and two configurations in common."""
+    seeds = sorted(set(reference).intersection(*members), key=str) if members else []
+    if len(seeds) < 2 or len(members) < 2:
+        return None
+    d = np.array([[reference[s] - m[s] for m in members] for s in seeds], dtype=np.float64)
+    n_seeds, n_configs = d.shape
+    mean = float(d.mean())
+    rows, cols = d.mean(axis=1), d.mean(axis=0)
+    ms_seed, ms_config = n_configs * rows.var(ddof=1), n_seeds * cols.var(ddof=1)
+    residual = d - rows[:, None] - cols[None, :] + mean
+    ms_error = float((residual ** 2).sum()) / ((n_seeds - 1) * (n_configs - 1))
+    total = max(ms_seed + ms_config - ms_error, ms_error, 1e-300)
+    df = float(total) ** 2 / (ms_seed ** 2 / (n_seeds - 1) + ms_config ** 2 / (n_configs - 1)
+                       + ms_error ** 2 / ((n_seeds - 1) * (n_configs - 1)))
+    df = max(df, 1.0)   # Satterthwaite can fall below one with three seeds: one is the t-interval's own floor
+    variance = total / (n_seeds * n_configs)
+    return {**_t_interval(mean, math.sqrt(variance * n_seeds), n_seeds, df), "configurations": n_configs}
 
 
 def floor_difference(values: dict, pairs: dict) -> dict:

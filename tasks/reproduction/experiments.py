@@ -32,9 +32,6 @@ COMPARISON_S, RESTORE_S = 12.0, 275.0
 GUESSED = ("multitask", "smart", "multitask-smart")
 PROBE_SECONDS = 3.9           # one probe (features cached per seed and fraction): 96 probes took 6.2 min
 PARALLEL_SPEEDUP = 1.7        # two one-thread worker processes against one process on the same two cores
-PILOT_SD = {                  # per-seed sd of each paired effect in the 2026-11-24 run (n = 3): half-width * sqrt(3)
-    "reinit at 0.25": 0.017,  # / t(0.975, 2) = 4.303; with n = 5 the half-width is 1.24 sd
-    "reinit at 0.03": 0.005, "permute": 0.016, "freeze STS": 0.002, "transfer": 0.025, "dynamics L2": 0.011}
 
 
 @dataclass(frozen=True)

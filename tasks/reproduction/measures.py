@@ -3,8 +3,8 @@
 A finding names its measure and keywords (`Finding.measure`, `Finding.keywords`, in its paper's module);
 `MEASURES[name](results, ctx, **keywords)` returns its rows (`verdicts.Row`): one for most findings, one per
 fraction, task, pair or head for those tested on several at once. Units: the seed for paired comparisons, the
-pair of seeds (jackknife) for seed-vs-seed, the random order for permutations and the head for head
-reinitialisation (each averaged over its seeds first, the reference paired by seed).
+pair of seeds (jackknife) for seed-vs-seed; where several configurations share one reference (the heads of a
+layer, random layer orders) the seed, or seeds and orders in a two-level model (tasks/ablation/statistics.py).
 """
 import math
 from typing import Optional
@@ -12,7 +12,7 @@ from typing import Optional
 import numpy as np
 
 from ..ablation import statistics
-from ..ablation.statistics import interval, paired_interval, unit_of
+from ..ablation.statistics import crossed_interval, paired_interval, pooled_paired_interval, unit_of
 from ..ablation.summary import trial_metrics
 from .verdicts import Row
 
@@ -139,28 +139,39 @@ def _heads(results, ctx, experiment: str):
 
 
 def mean_over_heads(results, ctx, experiment: str, sign: int) -> list:
-    """sign * (head re-drawn - none), each head averaged over its seeds: the head is the unit (n = heads); sign +1
-    for 'a head re-drawn helps' (the top layer), -1 for 'hurts' (the bottom)."""
+    """sign * (the mean over the layer's heads re-drawn - none), per seed: the seed is the unit (n = seeds), so the
+    shared reference's noise is in the interval; the heads are every head of the layer (the population the claim
+    is about), not a sample, so their spread adds none. sign +1 for 'a head re-drawn helps' (the top layer), -1
+    for 'hurts' (the bottom)."""
     heads, none = _heads(results, ctx, experiment)
-    per_head = [sign * float(np.mean(list(d.values()))) for d in (combine(minus, v, none) for v in heads.values())
-                if d]
+    members = [v for v in heads.values() if v]
+    found = pooled_paired_interval(members, none) if members and none else None
+    if found and sign < 0:
+        found = {**found, "mean": -found["mean"], "ci95_low": _negative(found["ci95_high"]),
+                 "ci95_high": _negative(found["ci95_low"])}
     which = "top" if sign > 0 else "bottom"
-    return [Row(f"{'each head minus none' if sign > 0 else 'none minus each head'}, {which} layer, mean over "
-                f"{len(per_head)} heads", interval(per_head) if len(per_head) > 1 else None)]
+    return [Row(f"{'mean over heads minus none' if sign > 0 else 'none minus mean over heads'}, {which} layer, "
+                f"{len(members)} heads, the seed the unit", found)]
+
+
+def _negative(x):
+    return None if x is None else -x
 
 
 # ---------------------------------------------------------------------------- permutation
 
 
 def tamkin_permute(results, ctx):
-    """Original minus each random order, each order averaged over its seeds: the order is the unit."""
+    """Original minus the random orders: a two-level crossed model over seeds and orders (the original is one
+    reference shared by every order at each seed; the orders are a sample of the n! - 1)."""
     records = results.select("permute", "permute")
     task = ctx.tasks["primary"]
     original = results.values("permute", "permute", f"dev/{task}", "order=" + "-".join(map(str, range(ctx.n))))
     orders = sorted({r["config"] for r in records if r["params"].get("random")})
-    units = [combine(minus, original, results.values("permute", "permute", f"dev/{task}", o)) for o in orders]
-    units = [float(np.mean(list(u.values()))) for u in units if u]
-    return [Row(f"original minus random order, n = {len(units)} orders", interval(units) if units else None)]
+    members = [m for m in (results.values("permute", "permute", f"dev/{task}", o) for o in orders) if m]
+    found = crossed_interval(members, original) if original else None
+    return [Row(f"original minus random order, {len(members)} orders x {found['n'] if found else 0} seeds "
+                f"(seeds and orders both in the interval)", found)]
 
 
 # ---------------------------------------------------------------------------- probes

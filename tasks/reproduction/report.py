@@ -9,19 +9,27 @@ import numpy as np
 from ..ablation.drawing import legend, new_figure, png_bytes
 from ..ablation.plateau import coarse_holdout
 from ..fileio import atomic_write_bytes, atomic_write_text
-from . import experiments, kept
+from . import experiments, kept, power
 from .findings import FINDINGS, PAPERS
 from .follow_ups import FIRST, FOLLOW_UPS
 from .measures import MEASURES
-from .verdicts import NOT_RUN, NOT_TESTABLE, VERDICTS, judge
+from .verdicts import NOT_RUN, NOT_TESTABLE, UNDERPOWERED, VERDICTS, judge
 
 RULE = ("Each effect is signed so that the paper's direction is positive. **Reproduced**: the 95% interval lies "
         "above zero and its point estimate reaches the smallest effect of interest (SESOI). **Not reproduced**: the "
         "whole interval lies below the SESOI (absent, reversed, or too small to matter). **Inconclusive**: "
-        "otherwise. A 'no effect' finding (equivalence) is reproduced when the interval lies within -/+ the SESOI "
-        "and not reproduced when it lies wholly outside. A finding tested on several rows at once widens each "
-        "row's interval to 1 - 0.05/rows (Bonferroni). SESOIs, seeds and rules were fixed before any run "
-        "(`tasks/reproduction/findings/`).")
+        "otherwise. A 'no effect' finding (equivalence) reads the 90% interval (TOST): reproduced when it lies "
+        "within -/+ the SESOI, not reproduced when it lies wholly outside. A finding whose rows must all hold is "
+        "reproduced when each row is at its own level (intersection-union) and not reproduced when one row is at "
+        "1 - alpha/rows (Bonferroni); one that needs any row, the other way round. Where configurations share one "
+        "reference the interval carries the reference's noise: the seed is the unit for the heads of a layer, a "
+        "two-level model over seeds and orders for random layer orders (`tasks/ablation/statistics.py`; the "
+        "coverage of each shape is tested in `tests/test_interval_coverage.py`). **Underpowered**: an "
+        "inconclusive line whose design, at its n and the larger of its pilot's and its own per-seed sd, cannot "
+        "call an absent effect not reproduced (or, for an equivalence, an absent difference reproduced) with 80% "
+        "power (`tasks/reproduction/power.py`): its n says what it needs. Rules and SESOIs were declared before "
+        "the declared runs (`tasks/reproduction/findings/`), after a 3-seed pilot (2026-11-24) whose spread "
+        "informed the SESOIs the report marks.")
 
 
 def fmt(estimate) -> str:
@@ -32,7 +40,14 @@ def fmt(estimate) -> str:
         return "nothing to measure"
     if low is None:
         return f"{mean:+.3f} [no interval], n={estimate.get('n')}"
-    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}], n={estimate.get('n')}"
+    level = estimate.get("level", 0.95)
+    shown = "" if level == 0.95 else f" ({level:.1%} CI)".replace(".0%", "%")
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]{shown}, n={estimate.get('n')}"
+
+
+def outcome_text(v) -> str:
+    """The verdict as the report shows it: an underpowered line says its n and what it needs."""
+    return power.label(v.power) if v.outcome == UNDERPOWERED else v.outcome
 
 
 def verdicts(runs: dict, ctx) -> dict:
@@ -46,9 +61,10 @@ def verdicts(runs: dict, ctx) -> dict:
             if label != FIRST and f.experiment not in covered:
                 continue
             if f.experiment is None or not results.has(f.experiment):
-                out[label][f.id] = judge(f, label, [])
+                out[label][f.id] = power.apply(judge(f, label, []), ctx.scale)
             else:
-                out[label][f.id] = judge(f, label, MEASURES[f.measure](results, ctx, **f.keywords))
+                rows = MEASURES[f.measure](results, ctx, **f.keywords)
+                out[label][f.id] = power.apply(judge(f, label, rows), ctx.scale)
     return out
 
 
@@ -59,16 +75,24 @@ def _cell(text: str) -> str:
 def _effect(v) -> str:
     if v.outcome in (NOT_TESTABLE, NOT_RUN) or not v.rows:
         return "-"
-    if len(v.rows) == 1:
+    if len(v.rows) == 1 and not v.rows[0].pending:
         return fmt(v.rows[0].estimate)
-    return "<br>".join(f"{r.label}: {fmt(r.estimate)} ({r.verdict})" for r in v.rows)
+    return "<br>".join(_row(r) for r in v.rows)
+
+
+def _row(r) -> str:
+    if r.pending:
+        return f"{r.label}: pending (follow-up `{r.pending}`)"
+    adjusted = r.adjusted is not r.estimate and r.adjusted and r.adjusted.get("ci95_low") is not None
+    extra = f"; Bonferroni {fmt(r.adjusted).split(', n=')[0]}" if adjusted else ""
+    return f"{r.label}: {fmt(r.estimate)} ({r.verdict}{extra})"
 
 
 def paper_section(paper: str, by_run: dict) -> list:
     lines = [f"## {PAPERS[paper]}", "", f"`../shared/papers/{paper}`", "",
-             "| finding | the paper says | tested here | run | effect [95% CI] | SESOI | verdict | the embedded "
-             "model |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| finding | the paper says | tested here | run | effect [95% CI] | SESOI | power (80%) | verdict | "
+             "the embedded model |",
+             "|---|---|---|---|---|---|---|---|---|"]
     notes = []
     for f in (f for f in FINDINGS if f.paper == paper):
         for label, found in by_run.items():
@@ -80,7 +104,8 @@ def paper_section(paper: str, by_run: dict) -> list:
             follow = FOLLOW_UPS.get(label)   # a follow-up's run has its own protocol number
             protocol = follow.protocol if follow else f.protocol
             lines.append(f"| <a id=\"{f.id}\"></a>`{f.id}` | \"{_cell(f.quote)}\" | {_cell(tested)} | {label} "
-                         f"(protocol {protocol}) | {_effect(v)} | {sesoi} | **{v.outcome}** | "
+                         f"(protocol {protocol}) | {_effect(v)} | {sesoi} | "
+                         f"{_cell(power.describe(v.power, f.sesoi, f.kind))} | **{outcome_text(v)}** | "
                          f"{_cell(f.model_note)} |")
         extra = [f"the paper's setting: {f.setting}", f"its comparison: {f.comparison}", f"metric: {f.metric}",
                  f"SESOI {f.sesoi:g}: {f.sesoi_reason}"]

@@ -14,14 +14,23 @@ point estimate m, for a direction:
 - inconclusive: anything else (the interval holds zero and reaches the SESOI, or m < SESOI <= high
   with low > 0).
 
-For a finding of "no effect" (an equivalence, `kind="equivalence"`, SESOI the margin):
-reproduced when the whole interval lies within (-SESOI, +SESOI); not reproduced when it lies
-wholly outside (low >= SESOI or high <= -SESOI); inconclusive otherwise.
+For a finding of "no effect" (an equivalence, `kind="equivalence"`, SESOI the margin) the interval is
+the 90% one (TOST: two one-sided tests at 5% each): reproduced when it lies within (-SESOI, +SESOI);
+not reproduced when it lies wholly outside (low >= SESOI or high <= -SESOI); inconclusive otherwise.
 
-A finding measured on several rows (pairs of tasks, layers) at once corrects for the choice:
-each row's interval is widened to 1 - 0.05 / rows (Bonferroni), and `combine` says how rows make
-the finding's verdict: "any" (the paper found cases: reproduced when a row is, not reproduced
-when every row is), "all" (every row must hold).
+A finding measured on several rows (pairs of tasks, layers, parts of its quote) says by `combine` how
+rows make its verdict, and each side of it is the test its claim needs:
+
+- "all" (every row must hold): reproduced when every row is, each at its own level (intersection-union:
+  no correction); not reproduced when some row is, at 1 - alpha / rows (Bonferroni: "some row fails" is a
+  union);
+- "any" (the paper found cases): reproduced when some row is at 1 - alpha / rows (Bonferroni), not
+  reproduced when every row is at its own level (intersection-union).
+
+A row that is a part of the quote not measured yet is pending (`Row.pending` names the follow-up that
+would measure it): it keeps an "all" finding from reading reproduced and an "any" one from reading not
+reproduced. A line whose design cannot reach both verdicts at its n, and whose interval is inconclusive,
+reads "underpowered" (power.py), a category of its own.
 """
 import math
 import re
@@ -29,9 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE = \
-    "reproduced", "not reproduced", "inconclusive", "not run yet", "not testable here"
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)
+from ..ablation.statistics import at_level
+
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, UNDERPOWERED, NOT_RUN, NOT_TESTABLE = \
+    "reproduced", "not reproduced", "inconclusive", "underpowered", "not run yet", "not testable here"
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, UNDERPOWERED)
 PAPERS_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "papers"
 
 
@@ -56,6 +67,8 @@ class Finding:
     kind: str = "direction"        # "direction" or "equivalence"
     combine: str = "single"        # "single", "any" or "all" over the measured rows
     protocol: int = 1              # a changed protocol or extra seeds is a new declaration with protocol + 1
+    pilot: tuple = ()              # power.PILOT_SD keys whose effects make this line's (its sd before any run)
+    sesoi_from_pilot: bool = False  # the 2026-11-24 pilot's spread informed the SESOI (said in the report)
 
 
 @dataclass
@@ -64,6 +77,8 @@ class Row:
     label: str
     estimate: Optional[dict]
     verdict: str = ""
+    pending: str = ""              # a part of the quote not measured yet: the follow-up that would measure it
+    adjusted: Optional[dict] = None  # the Bonferroni interval, where a side of `combine` needs it
 
 
 @dataclass
@@ -73,10 +88,12 @@ class Verdict:
     run: str                       # the run's label: "first" or a follow-up's
     rows: list = field(default_factory=list)
     outcome: str = NOT_RUN
+    power: Optional[dict] = None   # power.assess: what the design can decide at its n
 
 
 def decide(estimate: Optional[dict], sesoi: float, kind: str = "direction") -> str:
-    """The verdict of one 95% interval (the effect signed so that the paper's direction is positive)."""
+    """The verdict of one interval (95%, or 90% for an equivalence; the effect signed so that the paper's direction
+    is positive)."""
     if not estimate:
         return NOT_RUN
     low, high, mean = estimate.get("ci95_low"), estimate.get("ci95_high"), estimate.get("mean")
@@ -93,37 +110,42 @@ def decide(estimate: Optional[dict], sesoi: float, kind: str = "direction") -> s
     return REPRODUCED if low > 0 and mean >= sesoi else INCONCLUSIVE
 
 
-def widen(estimate: Optional[dict], rows: int) -> Optional[dict]:
-    """The t-interval at 1 - 0.05 / rows instead of 95% (Bonferroni over the rows a finding tests at once)."""
-    if not estimate or rows <= 1 or estimate.get("std") is None or estimate.get("n", 0) < 2:
-        return estimate
-    from scipy import stats
-    n, df = estimate["n"], estimate.get("df", estimate["n"] - 1)
-    half = float(stats.t.ppf(1 - 0.025 / rows, df)) * estimate["std"] / math.sqrt(n)
-    return {**estimate, "ci95_low": estimate["mean"] - half, "ci95_high": estimate["mean"] + half,
-            "level": 1 - 0.05 / rows}
+def level_of(kind: str) -> float:
+    """The interval a kind reads: 95% for a direction, 90% for an equivalence (TOST)."""
+    return 0.90 if kind == "equivalence" else 0.95
+
+
+def _combine(finding: Finding, rows: list, measured: list) -> str:
+    outcomes = [r.verdict for r in measured]
+    adjusted = [decide(r.adjusted, finding.sesoi, finding.kind) for r in measured]
+    pending = any(r.pending for r in rows)
+    if finding.combine == "any":
+        if REPRODUCED in adjusted:
+            return REPRODUCED
+        return NOT_REPRODUCED if not pending and all(o == NOT_REPRODUCED for o in outcomes) else INCONCLUSIVE
+    if finding.combine == "all":
+        if NOT_REPRODUCED in adjusted:
+            return NOT_REPRODUCED
+        return REPRODUCED if not pending and all(o == REPRODUCED for o in outcomes) else INCONCLUSIVE
+    return outcomes[0]
 
 
 def judge(finding: Finding, run: str, rows: list) -> Verdict:
-    """Each row's verdict (widened for several rows) and the finding's, by its `combine`."""
+    """Each row's verdict at its kind's level, and the finding's by its `combine` (module docstring)."""
     if finding.experiment is None:
         return Verdict(finding, run, [], NOT_TESTABLE)
-    measured = [r for r in rows if r.estimate]
+    measured = [r for r in rows if r.estimate and not r.pending]
+    level = level_of(finding.kind)
     for r in rows:
-        r.estimate = widen(r.estimate, len(measured))
+        if r.pending:
+            r.verdict = NOT_RUN
+            continue
+        r.estimate = at_level(r.estimate, level)
+        r.adjusted = at_level(r.estimate, 1 - (1 - level) / len(measured)) if len(measured) > 1 else r.estimate
         r.verdict = decide(r.estimate, finding.sesoi, finding.kind)
-    outcomes = [r.verdict for r in measured]
-    if not outcomes:
+    if not measured:
         return Verdict(finding, run, rows, NOT_RUN)
-    if finding.combine == "any":
-        outcome = REPRODUCED if REPRODUCED in outcomes else \
-            NOT_REPRODUCED if all(o == NOT_REPRODUCED for o in outcomes) else INCONCLUSIVE
-    elif finding.combine == "all":
-        outcome = NOT_REPRODUCED if NOT_REPRODUCED in outcomes else \
-            REPRODUCED if all(o == REPRODUCED for o in outcomes) else INCONCLUSIVE
-    else:
-        outcome = outcomes[0]
-    return Verdict(finding, run, rows, outcome)
+    return Verdict(finding, run, rows, _combine(finding, rows, measured))
 
 
 def normalise(text: str) -> str:

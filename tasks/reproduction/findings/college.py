@@ -24,13 +24,14 @@ FINDINGS = [
         "Weak for STS and Quora: the model was trained on Quora and NLI pairs as a bi-encoder, so an intermediate "
         "pair task mostly teaches it to cross-encode.", experiment="transfer",
         measure="college_transfer", combine="any",
-        ),
+        pilot=("transfer",)),
     Finding(
         "college-downstream-smaller-drop", PAPER, "We find that reinitializing downstream layers causes a smaller "
         "decrease in performance than reinitializing upstream layers", SETTING + "; layers >= k re-initialised",
         "layers from k on re-drawn, for k late against k early", "dev accuracy (SST)", 0.01,
         "one point of accuracy", "top third re-drawn (k=2n/3) minus two thirds re-drawn (k=n/3), fraction 0.25",
-        "Carried: nested re-drawing, any pretrained encoder.", experiment="reinit-large", measure="college_downstream"),
+        "Carried: nested re-drawing, any pretrained encoder.", experiment="reinit-large", measure="college_downstream",
+        pilot=("reinit at 0.25",)),
     Finding(
         "college-not-monotone", PAPER, "but the change in performance does not monotonically decrease when "
         "reinitializing the next upstream layer, nor is the change in performance constant.",
@@ -38,7 +39,7 @@ FINDINGS = [
         0.01, "one point of accuracy: a reversal smaller than that is a flat stretch",
         "for each k, score(k-1) - score(k) (one more layer re-drawn scoring higher), Bonferroni over k; "
         "reproduced when any step reverses", "Carried; six steps instead of twelve give fewer chances.",
-        experiment="reinit-large", measure="college_not_monotone", combine="any"),
+        experiment="reinit-large", measure="college_not_monotone", combine="any", pilot=("reinit at 0.25",)),
     Finding(
         "college-heads-top-help", PAPER, "we reinitialize various attention heads within each layer and find "
         "that reinitializing certain attention heads at top layers can even improve the model performance.",

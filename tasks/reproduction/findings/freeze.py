@@ -22,7 +22,7 @@ FINDINGS = [
         "top third trained minus every layer trained, siamese pairs with the paper's STS head, fraction 0.25",
         NEAR_CEILING, experiment="freeze", measure="arms",
         keywords=dict(experiment="freeze", a="top", b="all", roles=("similarity",), what="top third minus all"),
-        elsewhere=COURSE + " --only freeze"),
+        elsewhere=COURSE + " --only freeze", pilot=("freeze STS",)),
     Finding(
         "freeze-marginal-sst-quora", PAPER, "freezing minBERT layers had marginal effect on the sentiment "
         "analysis and paraphrase detection tasks, but improved performance on semantic textual similarity.",
@@ -32,7 +32,7 @@ FINDINGS = [
         "Quora is weak: the model was trained on Quora duplicates.", experiment="freeze", measure="arms",
         keywords=dict(experiment="freeze", a="top", b="all", roles=("primary", "pair"), what="top third minus all"),
         kind="equivalence",
-        combine="all"),
+        combine="all", pilot=("reinit at 0.25",)),
     Finding(
         "freeze-surgery-no-effect", PAPER, "Gradient surgery did not have a substantial impact on performance, "
         "and was discarded.", SETTING + "; their surgery projects onto the dominant task's gradient",
@@ -48,7 +48,8 @@ FINDINGS = [
         "STS dev Pearson", 0.02, "as for freezing: 0.01 of the overall score",
         "STS alone, siamese with the paper's head: --smart minus without, paired by seed", NEAR_CEILING,
         experiment="methods", measure="method_change",
-        keywords=dict(sweep="sts", method="smart", role="similarity", label="STS alone: SMART minus without")),
+        keywords=dict(sweep="sts", method="smart", role="similarity", label="STS alone: SMART minus without"),
+        pilot=("freeze STS",)),
     Finding(
         "freeze-smart-multitask", PAPER, "There was no improvement for the other tasks in isolation, and no "
         "improvement when doing multi-task finetuning.", SETTING, "multitask with and without SMART",

@@ -20,7 +20,7 @@ FINDINGS = [
         "dev accuracy (SST)", 0.02, "two points of accuracy: far below the paper's gains, above seed noise",
         "pretrained (k=n) minus every layer re-drawn (k=0), fraction 0.03 (256 sentences)",
         "Carried: any pretrained encoder should beat random weights on 256 sentences.",
-        experiment="reinit-small", measure="singh_scarce"),
+        experiment="reinit-small", measure="singh_scarce", pilot=("reinit at 0.03",), sesoi_from_pilot=True),
     Finding(
         "singh-data-size", PAPER, "As training data size increases, the performance gains from the pre-trained "
         "information of each layer are lower, subject to the nature of the task.", SETTING,
@@ -28,7 +28,8 @@ FINDINGS = [
         "two points of accuracy, as for tamkin-data-size, which predicts the opposite sign for the upper layers",
         "gain of every layer pretrained (k=n minus k=0) at fraction 0.03 minus at 0.25, per seed",
         "Carried for SST; with a fixed step budget the larger fraction is seen less often, see the report's "
-        "budget note.", experiment="reinit-large", measure="singh_data_size"),
+        "budget note.", experiment="reinit-large", measure="singh_data_size",
+        pilot=("reinit at 0.25", "reinit at 0.03"), sesoi_from_pilot=True),
     Finding(
         "singh-task-dependence", PAPER, "the importance of middle-layers\u2019 pre-trained information is task "
         "dependant: while it increases performance in SST-2, it fails to provide a positive contribution in QNLI.",

@@ -24,7 +24,8 @@ FINDINGS = [
         "gain of pretrained layers third..top (k=n minus k=n/3) at fraction 0.25 minus the same gain at 0.03, per "
         "seed", "The direction is a property of transfer with any pretrained encoder, so the model can carry it; "
         "its sentence-level contrastive training may make its upper layers useful already with little data, "
-        "which works against the paper.", experiment="reinit-large", measure="tamkin_data_size"),
+        "which works against the paper.", experiment="reinit-large", measure="tamkin_data_size",
+        pilot=("reinit at 0.25", "reinit at 0.03"), sesoi_from_pilot=True),
     Finding(
         "tamkin-probe-not-sufficient", PAPER,
         "layers with high probing performance on downstream GLUE tasks are neither necessary nor sufficient for "
@@ -37,7 +38,7 @@ FINDINGS = [
         "(k=b), b the best probe layer chosen on the probes' held-out share of the training data, fraction 0.25",
         "Its probes are unusually strong (mean-pooled contrastive features), so b may be the top layer, which "
         "leaves nothing to test (inconclusive, said so). 'Not necessary' needs re-drawing only the best "
-        "layer: not run here.", experiment="probe", measure="tamkin_probe_not_sufficient"),
+        "layer: not run here.", experiment="probe", measure="tamkin_probe_not_sufficient", pilot=("reinit at 0.25",)),
     Finding(
         "tamkin-probe-align", PAPER,
         "as finetuning dataset size decreases, the curves align more closely with probing performance at each "
@@ -55,7 +56,8 @@ FINDINGS = [
         "one point of accuracy; the paper's loss is several points",
         "original order minus each random order (each order averaged over its seeds), the random order as the "
         "unit of the interval (n = orders)", "Carried: any layered encoder whose layers learned to feed each "
-        "other. Six layers give fewer distinct orders than twelve.", experiment="permute", measure="tamkin_permute"),
+        "other. Six layers give fewer distinct orders than twelve.", experiment="permute", measure="tamkin_permute",
+        pilot=("permute",)),
     Finding(
         "tamkin-blocks-sst", PAPER,
         "Early layers provide the most QNLI gains, but middle ones yield an added boost for CoLA and SST-2.",
@@ -65,5 +67,6 @@ FINDINGS = [
         "SST: middle third preserved (keep) minus every layer re-drawn, fraction 0.25; QNLI and CoLA need "
         "--task-file", "The SST half is carried (a sentence task). The QNLI half needs QNLI: Quora is another "
         "pair task, and one this model was trained on.", experiment="blocks", measure="tamkin_blocks",
-        untestable="QNLI and CoLA are not in the course data", elsewhere=GLUE + " --only blocks"),
+        untestable="QNLI and CoLA are not in the course data", elsewhere=GLUE + " --only blocks",
+        pilot=("reinit at 0.25",)),
 ]

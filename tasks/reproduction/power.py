@@ -1,0 +1,125 @@
+"""What each line's design can decide at its n, from the per-seed sd of its effect: power, decided before the run.
+
+A direction line's interval is m -/+ t(0.975, n-1) se, se = sd / sqrt(n). With 80% power (t(0.80, n-1) more
+standard errors):
+
+- it calls "reproduced" a true effect of at least max(SESOI + t80 se, (t95 + t80) se): the point estimate must
+  reach the SESOI and the interval leave zero;
+- it calls "not reproduced" a true effect of at most SESOI - (t95 + t80) se (the interval must end below the
+  SESOI); when that is below zero, not even an absent effect is called not reproduced: the line can only ever
+  read "reproduced" or nothing, and it is **underpowered**.
+
+An equivalence line reads the 90% interval (TOST): an absent effect is called reproduced with 80% power when
+(t95 + t90) se <= margin; below that it is underpowered. The n a line needs is the smallest at which it is not.
+
+The sd a line's power reads: the 2026-11-24 pilot's (`PILOT_SD`, 3 seeds, 120-step trials: before any declared
+run) where the line has one, and the run's own where it has run; the larger decides the label, so that a design
+the pilot flattered is still called underpowered once its run shows the spread. Per row at its own level (no
+Bonferroni); a finding's power is its weakest row's.
+"""
+import math
+from typing import Optional
+
+from .experiments import EXPERIMENTS, seeds_of
+from .verdicts import INCONCLUSIVE, UNDERPOWERED
+
+# Per-seed sd of each paired effect in the 2026-11-24 pilot (n = 3, 120-step trials, fraction 0.03 and 0.25):
+# half-width * sqrt(3) / t(0.975, 2) (docs/measurements/2026-11-24-reproduction.md; its raw trials were not kept).
+PILOT_SD = {"reinit at 0.25": 0.017, "reinit at 0.03": 0.005, "permute": 0.016, "freeze STS": 0.002,
+            "transfer": 0.025, "dynamics L2": 0.011}
+POWER = 0.80
+MAX_N = 200
+
+
+def _t(q: float, df: float) -> float:
+    from scipy import stats
+    return float(stats.t.ppf(q, df))
+
+
+def pilot_sd(keys: tuple) -> Optional[float]:
+    """The pilot's sd of a line whose effect combines the pilot's effects `keys` (independent: in quadrature)."""
+    if not keys:
+        return None
+    return math.sqrt(sum(PILOT_SD[k] ** 2 for k in keys))
+
+
+def reach(sd: float, n: int, sesoi: float, kind: str = "direction") -> dict:
+    """What a design of n units with per-unit sd `sd` calls reproduced and not reproduced with 80% power."""
+    if n < 2 or sd is None or not math.isfinite(sd):
+        return {"n": n, "sd": sd, "powered": False, "reproduced_from": None, "not_reproduced_below": None}
+    se, df = sd / math.sqrt(n), n - 1
+    if kind == "equivalence":
+        t_level, t_power = _t(0.95, df), _t(POWER, df)
+        return {"n": n, "sd": sd, "powered": (t_level + _t(1 - (1 - POWER) / 2, df)) * se <= sesoi,
+                "reproduced_within": sesoi - (t_level + t_power) * se,
+                "not_reproduced_beyond": sesoi + (t_level + t_power) * se}
+    t_level, t_power = _t(0.975, df), _t(POWER, df)
+    below = sesoi - (t_level + t_power) * se
+    return {"n": n, "sd": sd, "powered": below >= 0, "not_reproduced_below": below,
+            "reproduced_from": max(sesoi + t_power * se, (t_level + t_power) * se)}
+
+
+def needs(sd: float, sesoi: float, kind: str = "direction") -> Optional[int]:
+    """The smallest n at which the design is powered (None beyond MAX_N)."""
+    if sd is None or not math.isfinite(sd):
+        return None
+    for n in range(2, MAX_N + 1):
+        if reach(sd, n, sesoi, kind)["powered"]:
+            return n
+    return None
+
+
+def assess(finding, rows: list, declared_n: int) -> Optional[dict]:
+    """The finding's power: its pilot's design at the declared n, its run's (each row's sd and n), and the label's:
+    the weakest row at the larger of the two sds."""
+    measured = [r.estimate for r in rows if r.estimate and r.estimate.get("std") is not None]
+    declared = pilot_sd(finding.pilot)
+    if not measured and declared is None:
+        return None
+    worst = None
+    for estimate in measured or [{"n": declared_n, "std": None}]:
+        n = estimate["n"] or 0
+        sds = [x for x in (declared, estimate.get("std")) if x is not None]
+        sd = max(sds) if sds else None
+        found = {**reach(sd, n, finding.sesoi, finding.kind), "needs": needs(sd, finding.sesoi, finding.kind),
+                 "achieved_sd": estimate.get("std")}
+        if worst is None or (found["needs"] or MAX_N + 1) > (worst["needs"] or MAX_N + 1):
+            worst = found
+    worst["pilot_sd"] = declared
+    return worst
+
+
+def label(power: Optional[dict]) -> str:
+    """'underpowered at n = 5, needs n >= 12' (or '> 200'), '' for a powered design."""
+    if not power or power.get("powered"):
+        return ""
+    need = power.get("needs")
+    return f"underpowered at n = {power['n']}, needs n {'>= ' + str(need) if need else '> ' + str(MAX_N)}"
+
+
+def describe(power: Optional[dict], sesoi: float, kind: str) -> str:
+    """One cell: what the design can call reproduced and not reproduced at its n (80% power)."""
+    if not power or power.get("sd") is None:
+        return "no sd to compute it from"
+    sds = f"sd {power['sd']:.3g}" + (f" (pilot {power['pilot_sd']:.3g})" if power.get("pilot_sd") else
+                                     " (no pilot: the run's own)")
+    if kind == "equivalence":
+        what = (f"n = {power['n']}, {sds}: reproduced if |effect| <= {power['reproduced_within']:+.3g}, not "
+                f"reproduced if |effect| >= {power['not_reproduced_beyond']:.3g}")
+    else:
+        what = (f"n = {power['n']}, {sds}: reproduced if effect >= {power['reproduced_from']:.3g}, not reproduced "
+                f"if effect <= {power['not_reproduced_below']:+.3g}")
+    return what + (f"; {label(power)}" if label(power) else "; powered for both")
+
+
+def apply(verdict, scale):
+    """The verdict's power at its n (the declared seeds before a run); an inconclusive line whose design cannot
+    reach both verdicts reads "underpowered" instead: its interval could not have decided it."""
+    finding = verdict.finding
+    if finding.experiment is None:
+        return verdict
+    declared_n = len(seeds_of(EXPERIMENTS[finding.experiment], scale))
+    verdict.power = assess(finding, verdict.rows, declared_n)
+    if verdict.outcome == INCONCLUSIVE and verdict.power and not verdict.power["powered"]:
+        verdict.outcome = UNDERPOWERED
+    return verdict
