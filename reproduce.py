@@ -26,7 +26,7 @@ from pathlib import Path
 from minbert import DEFAULT_IMPLEMENTATION, IMPLEMENTATION_CHOICES, PRECISIONS, UserError
 from tasks.ablation import arguments
 from tasks.cli import run_command
-from tasks.reproduction import experiments, follow_ups, kept, report
+from tasks.reproduction import experiments, follow_ups, kept, plan, report
 from tasks.reproduction.sweeps import Setting, run_experiment
 from tasks.training import Interrupted
 
@@ -136,6 +136,9 @@ def print_plan(args, ctx, runs: dict) -> None:
             continue
         print(f"{e.name}: ~{one:.0f} min in one process, ~{two:.0f} min with two workers{guess}{measured}: "
               f"python reproduce.py --scale {args.scale} --only {e.name}")
+    print("\nDeclared follow-ups (controls), minutes scaled from the kept first runs' wall times (two workers):")
+    for line in plan.lines(follow_ups.FOLLOW_UPS, runs, ctx.scale):
+        print(f"- {line}")
 
 
 def layers_of(model: str) -> int:

@@ -17,6 +17,8 @@ class FollowUp:
     seeds: tuple = ()            # () = the first run's
     changes: tuple = ()          # (name, value) settings added to every sweep of its experiments
     protocol: int = 2
+    findings: tuple = ()         # the findings it decides between explanations for ((): its experiments' all)
+    needs: str = ""              # code it needs before it can run (a measure, a mode); "" when it runs as declared
 
 
 FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared before it runs
@@ -34,4 +36,51 @@ FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared be
              "baseline's 360-480, so the first run's comparison partly measures when each arm stopped (the "
              "report's learning curves, 2026-11-26); every trial trains the cap instead, whatever the verdicts",
              changes=(("plateau_patience", 0),)),
+    FollowUp("cap-large-data", ("reinit-large",),
+             "the derived lines (tamkin-data-size, singh-data-size, the probe lines) difference a fraction-0.03 arm "
+             "trained to the cap (cap-small-data) against a fraction-0.25 arm stopped on a plateau (200-520 "
+             "steps); with both at the cap the difference is of data, not of stopping rules",
+             changes=(("plateau_patience", 0),),
+             findings=("tamkin-data-size", "singh-data-size", "college-downstream-smaller-drop",
+                       "college-not-monotone")),
+    FollowUp("transfer-siamese", ("transfer",),
+             "the intermediate task teaches a bi-encoder the cross-encoding format (direct STS 0.51-0.69 against "
+             "its zero-shot 0.838): in siamese mode, with the paper's heads, the model keeps its own format and "
+             "only the task transfers",
+             changes=(("pair_mode", "siamese"), ("task_heads", "report")), findings=("college-intermediate-task",)),
+    FollowUp("equal-epochs", ("reinit-small", "reinit-large", "dynamics"),
+             "the papers' data-size arms train the same epochs (3), so more data is more steps; the cpu scale's "
+             "arms stop on a plateau or at one cap: 3 epochs at each fraction, every trial to its end",
+             changes=(("trial_steps", 0), ("epochs", 3), ("plateau_patience", 0)),
+             findings=("tamkin-data-size", "singh-data-size", "singh-more-data-moves-more", "singh-scarce")),
+    FollowUp("lr-2e-5", ("reinit-small", "reinit-large", "permute", "blocks", "dynamics", "restore", "transfer",
+                         "heads-top", "heads-bottom"),
+             "every --scale cpu trial ran at lr 1e-4 where Singh & Giovanardi, Tamkin et al. and BERT Goes to "
+             "College fine-tuned at 2e-5 (Hao et al. 1e-5 to 3e-5): the same lines at the papers' rate",
+             changes=(("lr", 2e-5),)),
+    FollowUp("hao-null-perturbation", ("dynamics",),
+             "Hao's ratios (top third / bottom third - 1) have no null: what ratio does an equal relative "
+             "perturbation of every layer's weights give (the same ||dW|| / ||W|| in each layer)? A line is "
+             "reproduced against that baseline, not against zero",
+             findings=("hao-attention-last", "hao-svcca-intermediate-last", "hao-seeds-consistent-low",
+                       "hao-datasets-consistent-low", "singh-later-layers-move"),
+             needs="a perturbation mode in tasks/ablation (each layer's weights moved by the same relative norm, "
+                   "then the dynamics curves against the pretrained model) and its measure"),
+    FollowUp("freeze-paper-schedule", ("freeze",),
+             "Freeze Your Layers' mechanism is overfitting over 9 epochs at 1e-4; here every arm stopped after "
+             "160-560 steps at the model's STS ceiling (0.853-0.864): the paper's schedule, every trial to its end",
+             changes=(("trial_steps", 0), ("epochs", 9), ("lr", 1e-4), ("plateau_patience", 0)),
+             findings=("freeze-improves-sts", "freeze-marginal-sst-quora")),
+    FollowUp("task-dependence-matched", ("task-dependence",),
+             "the second task's arm trains on 437 Quora rows against SST's 230 (the paper matched about 670 on "
+             "each): the second task at the fraction that gives SST's row count",
+             changes=(("data_fractions", (0.0158,)),), findings=("singh-task-dependence",),
+             needs="the measure reading the second task at its own fraction (singh_task_dependence reads the "
+                   "small fraction for both)"),
+    FollowUp("more-seeds", ("reinit-small", "reinit-large", "task-dependence", "probe", "heads-top", "heads-bottom"),
+             "the lines these experiments decide are underpowered at their n (the report's power column): "
+             "13 seeds reach tamkin-data-size (needs 9), singh-data-size and singh-task-dependence (13), "
+             "singh-probe-peak (12), the head lines (10 and 5); the other underpowered lines need 25 or more, "
+             "past this machine's budget, and stay labelled so",
+             seeds=tuple(range(13))),
 )}

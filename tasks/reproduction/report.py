@@ -9,7 +9,7 @@ import numpy as np
 from ..ablation.drawing import legend, new_figure, png_bytes
 from ..ablation.plateau import coarse_holdout
 from ..fileio import atomic_write_bytes, atomic_write_text
-from . import experiments, kept, power
+from . import experiments, kept, plan, power
 from .findings import FINDINGS, PAPERS
 from .follow_ups import FIRST, FOLLOW_UPS
 from .measures import MEASURES
@@ -243,7 +243,7 @@ def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
     return lines
 
 
-def history_section(runs: dict) -> list:
+def history_section(runs: dict, scale) -> list:
     lines = ["## Protocol history", "",
              "Before this report's declarations (issue 27), the report tested reworded claims with 3 seeds and no "
              "SESOI: its verdict table and the follow-ups made then are kept in "
@@ -252,10 +252,10 @@ def history_section(runs: dict) -> list:
         follow = FOLLOW_UPS.get(label)
         reason = f": {follow.reason} (protocol {follow.protocol})" if follow else ": the declared protocol"
         lines.append(f"- `{label}`" + reason + " - " + ", ".join(sorted(runs[label])) + ".")
-    for label, follow in FOLLOW_UPS.items():
-        if label not in runs:
-            lines.append(f"- `{label}` (declared, not run yet: `python reproduce.py --follow-up {label} --only "
-                         f"{','.join(follow.experiments)}`): {follow.reason} (protocol {follow.protocol}).")
+    lines += ["", "Declared follow-ups still pending (minutes scaled from the kept first runs' wall times, "
+              "`tasks/reproduction/plan.py`):", ""]
+    lines += [f"- {line.replace(': python', ': `python', 1)}`: {FOLLOW_UPS[line.split(' ', 1)[0]].reason}."
+              for line in plan.lines(FOLLOW_UPS, runs, scale)]
     if not runs:
         lines.append("- No run kept yet.")
     return lines + [""]
@@ -276,7 +276,7 @@ def write(results_dir: Path, report_path: Path, ctx) -> Path:
     for paper in PAPERS:
         lines += paper_section(paper, by_run)
     lines += experiments_section(runs, ctx, report_dir)
-    lines += history_section(runs)
+    lines += history_section(runs, ctx.scale)
     lines += ["## Departures from the papers", "",
               "- The model: at the cpu scale the embedded all-MiniLM-L6-v2 (6 x 384, a sentence-pair contrastive "
               "encoder trained on Quora duplicates and NLI among others, zero-shot STS 0.838, not an MLM). Each "

@@ -1,0 +1,82 @@
+"""What each declared follow-up would cost, from the kept runs' own wall times: the first run of each of its
+experiments, scaled by its seeds and its steps (`python reproduce.py --plan` prints it; the report lists it).
+
+A follow-up trains its experiments' trials again at its own settings: its minutes are the kept first run's wall
+minutes x (its seeds / the first's) x (its steps a trial / the first's mean steps a trial). Its steps: the cap
+where it turns the plateau off (`plateau_patience` 0), epochs x the kept trials' steps an epoch where it trains
+epochs (`trial_steps` 0), else the first run's. The kept sittings ran with two one-thread workers on two cores
+(AMD EPYC, Zen 4 and Zen 5); another machine scales them.
+"""
+from typing import Optional
+
+import numpy as np
+
+from .follow_ups import FIRST
+
+STEPS_PER_EPOCH_AT_QUARTER = 121  # SST at fraction 0.25, batch 16 (the kept trials' budget.steps_per_epoch)
+
+
+def _steps(records: list) -> Optional[float]:
+    steps = [r["steps"] for r in records if r.get("steps")]
+    return float(np.mean(steps)) if steps else None
+
+
+def _per_epoch(records: list) -> float:
+    known = [(r.get("budget") or {}).get("steps_per_epoch") for r in records]
+    known = [k for k in known if k]
+    if known:
+        return float(np.mean(known))
+    fractions = [r.get("data_fraction") or 0.25 for r in records]
+    return STEPS_PER_EPOCH_AT_QUARTER * float(np.mean(fractions)) / 0.25
+
+
+def _new_steps(follow, records: list, cap: int, kept_steps: float) -> float:
+    changes = dict(follow.changes)
+    if changes.get("trial_steps") == 0 and changes.get("epochs"):
+        return changes["epochs"] * _per_epoch(records)
+    if changes.get("plateau_patience") == 0:
+        return float(changes.get("trial_steps") or cap)
+    return kept_steps
+
+
+def minutes(follow, runs: dict, scale) -> dict:
+    """{experiment: estimated minutes (None: no kept first run to scale)} of the follow-up's experiments."""
+    cap = dict(scale.budget).get("trial_steps") or 0
+    out = {}
+    for name in follow.experiments:
+        kept = runs.get(FIRST, {}).get(name)
+        if not kept:
+            out[name] = None
+            continue
+        meta, sweeps = kept
+        wall = sum(s["wall_time_s"] for s in meta.get("sittings", [])) / 60
+        records = [r for rs in sweeps.values() for r in rs]
+        seeds = len(follow.seeds) / len(meta["seeds"]) if follow.seeds else 1.0
+        kept_steps = _steps(records)
+        steps = _new_steps(follow, records, cap, kept_steps) / kept_steps if kept_steps else 1.0
+        out[name] = wall * seeds * steps
+    return out
+
+
+def status(follow, runs: dict) -> tuple:
+    """(experiments it has run, experiments still pending)."""
+    done = [e for e in follow.experiments if e in runs.get(follow.label, {})]
+    return done, [e for e in follow.experiments if e not in done]
+
+
+def lines(follow_ups: dict, runs: dict, scale) -> list:
+    """One line per declared follow-up: its pending experiments, their estimated minutes, its command."""
+    out = []
+    for label, follow in follow_ups.items():
+        done, pending = status(follow, runs)
+        if not pending:
+            continue
+        cost = minutes(follow, runs, scale)
+        total = sum(m for e, m in cost.items() if e in pending and m is not None)
+        each = ", ".join(f"{e} ~{cost[e]:.0f} min" if cost[e] is not None else f"{e} (no kept run to scale)"
+                         for e in pending)
+        ran = f"; ran already: {', '.join(done)}" if done else ""
+        blocked = f"; needs first: {follow.needs}" if follow.needs else ""
+        out.append(f"{label} (declared, pending: {each}; ~{total:.0f} min in all{ran}{blocked}): python "
+                   f"reproduce.py --follow-up {label} --only {','.join(pending)}")
+    return out
