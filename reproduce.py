@@ -209,7 +209,8 @@ def run(args) -> int:
         print_plan(args, ctx, runs)
         return 0
     failed = 0 if args.report_only else run_selected(args, ctx, runs, results_dir, report_path.parent)
-    path = report.write(results_dir, report_path, ctx)
+    readme = ROOT / "README.md" if report_path == REPORT else None   # the README counts the kept report only
+    path = report.write(results_dir, report_path, ctx, readme)
     print(f"reproduce: report {path}", flush=True)
     return 1 if failed else 0
 

@@ -227,7 +227,8 @@ def test_dynamics_ratios_compare_thirds_and_jackknife_seed_pairs():
                 for a in range(5) for b in range(a + 1, 5)]
     results = measures.Results()
     results.add("dynamics", "dynamics", records)
-    later = _measure("singh-later-layers-move", results)[0]
+    small, later = _measure("singh-later-layers-move", results)   # a row per fraction: "in all experiments"
+    assert small.estimate is None and "0.25" in later.label
     assert later.estimate["mean"] == pytest.approx(0.55 / 0.15 - 1, rel=0.05)
     invariant = measures.singh_early_invariant(results, CTX)[0]
     assert invariant.estimate["mean"] == pytest.approx(1 - 0.15 / 0.55, rel=0.05)
@@ -422,7 +423,7 @@ def test_smart_and_surgery_are_methods_sweeps_paired_by_seed_with_one_baseline()
     assert _measure("freeze-surgery-no-effect", results)[0].estimate["mean"] == pytest.approx(-0.02)
 
 
-def test_transfer_is_compared_with_direct_fine_tuning_at_the_same_total_steps():
+def test_transfer_is_compared_with_direct_fine_tuning_at_twice_the_cap_and_says_the_steps_trained():
     records = []
     for s in range(5):
         records += [_record("via=none,final=sts", s, SMALL, {"via": None}, {"sts": 0.70}),
@@ -431,7 +432,12 @@ def test_transfer_is_compared_with_direct_fine_tuning_at_the_same_total_steps():
     results = measures.Results()
     results.add("transfer", "transfer", records)
     row = next(r for r in measures.college_transfer(results, CTX) if r.label.startswith("quora then sts"))
-    assert "the same total steps" in row.label and row.estimate["mean"] == pytest.approx(0.022)
+    assert "twice the cap" in row.label and row.estimate["mean"] == pytest.approx(0.022)
+    stopped = [{**r, "steps": 200, "info": {"total_steps": 480}} if r["config"].startswith("via=quora") else
+               {**r, "steps": 280} for r in records]
+    results.add("transfer", "transfer", stopped)    # a plateau stops each arm: the label says what each trained
+    row = next(r for r in measures.college_transfer(results, CTX) if r.label.startswith("quora then sts"))
+    assert "transfer arm 480 (480-480) steps in all" in row.label and "280 (280-280) steps" in row.label
 
 
 def test_tasks_model_and_task_file_reach_every_sweep(glue_dir):

@@ -83,4 +83,15 @@ FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared be
              "singh-probe-peak (12), the head lines (10 and 5); the other underpowered lines need 25 or more, "
              "past this machine's budget, and stay labelled so",
              seeds=tuple(range(13))),
+    FollowUp("tamkin-not-necessary", ("reinit-large",),
+             "the 'not necessary' half of Tamkin's probing sentence: only the best probe layer re-drawn (every "
+             "other layer pretrained) against the full model",
+             findings=("tamkin-probe-not-necessary",),
+             needs="a reinit sweep re-drawing one chosen layer (the best probe layer, read from the probe run) "
+                   "and the measure tamkin-probe-not-necessary names"),
+    FollowUp("smart-alone", ("methods",),
+             "the 'other tasks in isolation' half of Freeze Your Layers' SMART sentence: SST alone and Quora alone, "
+             "with and without SMART", findings=("freeze-smart-alone",),
+             needs="methods sweeps for SST and Quora alone (tasks/reproduction/experiments.py _methods) and the "
+                   "measure freeze-smart-alone names"),
 )}

@@ -14,6 +14,7 @@ import numpy as np
 from ..ablation import statistics
 from ..ablation.statistics import crossed_interval, paired_interval, pooled_paired_interval, unit_of
 from ..ablation.summary import trial_metrics
+from .arms import arms, college_transfer, method_change, pending
 from .verdicts import Row
 
 RESTORE_CURVE = "restore_svcca"   # ablate.py --mode restore: index i = layer i restored to its pretrained values
@@ -275,14 +276,26 @@ def _layers(ctx, which: str) -> list:
     return [i for name in which.split("+") for i in thirds[name]]
 
 
-def layer_ratio(results, ctx, curve: str, upper: str, lower: str, label: str, group=None) -> list:
-    """Per unit, the mean of `curve` over the `upper` layers / over the `lower` ones - 1, at the large fraction
-    (fine-tunings against the pretrained model, or `group`'s trials: seed-vs-seed). SVCCA's index 0 is the
+def layer_ratio(results, ctx, curve: str, upper: str, lower: str, label: str, group=None,
+                fractions=("large",)) -> list:
+    """Per unit, the mean of `curve` over the `upper` layers / over the `lower` ones - 1, a row per fraction ("small",
+    "large"; fine-tunings against the pretrained model, or `group`'s trials: seed-vs-seed). SVCCA's index 0 is the
     embeddings' output, so its layer i is index i + 1."""
-    large, offset = ctx.scale.large, 1 if curve == "svcca" else 0
-    values = combine(ratio_minus_one, _layers_mean(results, ctx, curve, _layers(ctx, upper), large, group, offset),
-                     _layers_mean(results, ctx, curve, _layers(ctx, lower), large, group, offset))
-    return [Row(label, estimate(values))]
+    offset = 1 if curve == "svcca" else 0
+    rows = []
+    for which in fractions:
+        fraction = getattr(ctx.scale, which)
+        values = combine(ratio_minus_one,
+                         _layers_mean(results, ctx, curve, _layers(ctx, upper), fraction, group, offset),
+                         _layers_mean(results, ctx, curve, _layers(ctx, lower), fraction, group, offset))
+        rows.append(Row(label if len(fractions) == 1 else f"{label} at {fraction:g}", estimate(values)))
+    return rows
+
+
+def layer_ratios(results, ctx, curves: tuple, upper: str, lower: str, label: str, group=None) -> list:
+    """`layer_ratio` of each curve (SVCCA and attention JS: a row each)."""
+    return [row for curve in curves
+            for row in layer_ratio(results, ctx, curve, upper, lower, f"{label}, {curve}", group)]
 
 
 def singh_early_invariant(results, ctx):
@@ -311,52 +324,39 @@ def hao_restore(results, ctx):
 
 
 def hao_datasets(results, ctx):
+    """Dataset-vs-dataset distance, top third / bottom third - 1, for SVCCA and attention JS (a row each)."""
     bottom, _, top = _thirds(ctx)
     config, large = f"tasks={ctx.tasks['primary']}-{ctx.tasks['second']}", ctx.scale.large
-    series = {name: _mean([results.values("datasets", "dynamics", f"svcca/{i + 1}", config, large) for i in layers])
-              for name, layers in (("top", top), ("bottom", bottom))}
-    return [Row(f"{config}: SVCCA top / bottom - 1", estimate(combine(ratio_minus_one, series["top"],
-                                                                      series["bottom"])))]
-
-
-# ---------------------------------------------------------------------------- the multitask model's methods
-
-
-def arms(results, ctx, experiment: str, a: str, b: str, roles: tuple, what: str) -> list:
-    """Per task of `roles`: its sweep TASK-a minus its sweep TASK-b on the task's dev metric, paired by seed (a row
-    "TASK: what" each)."""
     rows = []
-    for task in (ctx.tasks[role] for role in roles):
-        metric = f"dev/{task}"
-        rows.append(Row(f"{task}: {what}", paired_interval(results.values(experiment, f"{task}-{a}", metric),
-                                                           results.values(experiment, f"{task}-{b}", metric))))
+    for curve, offset in (("svcca", 1), ("attention_js", 0)):
+        series = {name: _mean([results.values("datasets", "dynamics", f"{curve}/{i + offset}", config, large)
+                               for i in layers]) for name, layers in (("top", top), ("bottom", bottom))}
+        rows.append(Row(f"{config}: {curve} top / bottom - 1",
+                        estimate(combine(ratio_minus_one, series["top"], series["bottom"]))))
     return rows
 
 
-def method_change(results, ctx, sweep: str, method: str, label: str, role=None) -> list:
-    """ablate.py --mode methods: method=NAME minus method=baseline, paired by seed, on the overall score (or the
-    dev metric of the task of `role`)."""
-    metric = f"dev/{ctx.tasks[role]}" if role else "dev/overall"
-    return [Row(label, paired_interval(results.values("methods", sweep, metric, f"method={method}"),
-                                       results.values("methods", sweep, metric, "method=baseline")))]
+def singh_abstract(results, ctx):
+    """The pretrained model at the small fraction minus every layer re-drawn at the large one (more data, no
+    pre-training), paired by seed as every comparison of trials at the same seeds (the seed draws the head and the
+    data order in both)."""
+    small = score(results, ctx, ctx.n, ctx.scale.small, "reinit-small")
+    large = score(results, ctx, 0, ctx.scale.large, "reinit-large")
+    return [Row(f"pretrained at {ctx.scale.small:g} minus every layer re-drawn at {ctx.scale.large:g}",
+                paired_interval(small, large))]
 
 
-def college_transfer(results, ctx):
-    """Each ordered pair against direct fine-tuning at the same total steps (the x2 arm), when the results have
-    it; results without it compare with the direct arm at its own cap, and the row says so."""
-    tasks = (ctx.tasks["pair"], ctx.tasks["final"])
-    rows = []
-    for via in tasks:
-        for final in tasks:
-            if via != final:
-                direct = results.values("transfer", "transfer", f"dev/{final}", f"via=none,final={final},steps=x2")
-                arm = "the same total steps"
-                if not direct:
-                    direct = results.values("transfer", "transfer", f"dev/{final}", f"via=none,final={final}")
-                    arm = "half the steps (no equal-steps arm in these results)"
-                rows.append(Row(f"{via} then {final} minus {final} directly at {arm}", paired_interval(
-                    results.values("transfer", "transfer", f"dev/{final}", f"via={via},final={final}"), direct)))
-    return rows
+def college_not_constant(results, ctx):
+    """Per seed, the mean step score(k) - score(k-1) over the bottom third's k minus over the top third's: a
+    constant change would make it zero; positive when keeping a bottom layer pretrained is worth more."""
+    large = ctx.scale.large
+    scores = [score(results, ctx, k, large) for k in range(ctx.n + 1)]
+    bottom, top = range(1, ctx.low + 1), range(ctx.high + 1, ctx.n + 1)
+
+    def contrast(*v):
+        return float(np.mean([v[k] - v[k - 1] for k in bottom]) - np.mean([v[k] - v[k - 1] for k in top]))
+    values = combine(contrast, *scores) if all(scores) else {}
+    return [Row(f"mean step over k = {bottom[0]}..{bottom[-1]} minus over k = {top[0]}..{top[-1]}", estimate(values))]
 
 
 # Every measure a finding may name (`Finding.measure`)
@@ -364,4 +364,5 @@ MEASURES = {f.__name__: f for f in (
     singh_scarce, tamkin_data_size, singh_data_size, singh_task_dependence, college_downstream, college_not_monotone,
     tamkin_blocks, mean_over_heads, tamkin_permute, singh_probe_peak, singh_probe_needs_more,
     tamkin_probe_not_sufficient, tamkin_probe_align, layer_ratio, singh_early_invariant, singh_more_data,
-    hao_restore, hao_datasets, arms, method_change, college_transfer)}
+    hao_restore, hao_datasets, arms, method_change, college_transfer, pending, layer_ratios, singh_abstract,
+    college_not_constant)}

@@ -1,6 +1,7 @@
 """report.md from the kept results alone (`kept.py`): per paper, every finding's line with its
 verdict on each run (the first, then any labelled follow-up), the experiments with their wall time, the
 figures and the protocol history. Nothing here trains; `reproduce.py --report-only` is this."""
+import json
 import math
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from ..fileio import atomic_write_bytes, atomic_write_text
 from . import experiments, kept, plan, power
 from .findings import FINDINGS, PAPERS
 from .follow_ups import FIRST, FOLLOW_UPS
+from .lines import decides, disclosure, record
 from .measures import MEASURES
 from .verdicts import NOT_RUN, NOT_TESTABLE, UNDERPOWERED, VERDICTS, judge
 
@@ -68,6 +70,31 @@ def verdicts(runs: dict, ctx) -> dict:
     return out
 
 
+def explain(runs: dict, by_run: dict) -> dict:
+    """{run label: {finding id: (disclosure, what decides it)}} from the kept trials each line read."""
+    out = {}
+    for label, found in by_run.items():
+        results = kept.results_for(runs, label)
+        out[label] = {}
+        for fid, v in found.items():
+            experiment = v.finding.experiment
+            source = runs.get(label, {}).get(experiment) or runs.get(FIRST, {}).get(experiment)
+            out[label][fid] = (disclosure(results, v.finding, source[0] if source else {}), decides(v))
+    return out
+
+
+def counts_of(by_run: dict) -> dict:
+    """{verdict: lines} of the first run."""
+    return {v: sum(x.outcome == v for x in by_run.get(FIRST, {}).values())
+            for v in (*VERDICTS, NOT_RUN, NOT_TESTABLE)}
+
+
+def counts_line(counts: dict) -> str:
+    """'37 findings, first run: 8 reproduced, ...', in the verdicts' order whatever the dict's."""
+    order = [v for v in (*VERDICTS, NOT_RUN, NOT_TESTABLE) if v in counts]
+    return f"{sum(counts.values())} findings, first run: " + ", ".join(f"{counts[v]} {v}" for v in order) + "."
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -88,7 +115,7 @@ def _row(r) -> str:
     return f"{r.label}: {fmt(r.estimate)} ({r.verdict}{extra})"
 
 
-def paper_section(paper: str, by_run: dict) -> list:
+def paper_section(paper: str, by_run: dict, explained: dict) -> list:
     lines = [f"## {PAPERS[paper]}", "", f"`../shared/papers/{paper}`", "",
              "| finding | the paper says | tested here | run | effect [95% CI] | SESOI | power (80%) | verdict | "
              "the embedded model |",
@@ -108,7 +135,12 @@ def paper_section(paper: str, by_run: dict) -> list:
                          f"{_cell(power.describe(v.power, f.sesoi, f.kind))} | **{outcome_text(v)}** | "
                          f"{_cell(f.model_note)} |")
         extra = [f"the paper's setting: {f.setting}", f"its comparison: {f.comparison}", f"metric: {f.metric}",
-                 f"SESOI {f.sesoi:g}: {f.sesoi_reason}"]
+                 f"SESOI {f.sesoi:g}: {f.sesoi_reason}"
+                 + (" (the 2026-11-24 3-seed pilot's spread informed it)" if f.sesoi_from_pilot else "")]
+        for label in by_run:
+            if f.id in explained.get(label, {}):
+                disclosed, sentence = explained[label][f.id]
+                extra.append(f"what decides it ({label}): {sentence}" + (f" Run: {disclosed}" if disclosed else ""))
         if f.experiment:
             extra.append(f"experiment: [{f.experiment}](#experiment-{f.experiment})")
         if f.untestable:
@@ -261,20 +293,35 @@ def history_section(runs: dict, scale) -> list:
     return lines + [""]
 
 
-def write(results_dir: Path, report_path: Path, ctx) -> Path:
+README_START = "<!-- reproduction-counts: rewritten by `python reproduce.py --report-only`, do not edit -->"
+README_END = "<!-- /reproduction-counts -->"
+
+
+def update_readme(readme: Path, counts: dict) -> bool:
+    """Rewrite the counts between README's markers from the report's (False where the markers are absent)."""
+    text = Path(readme).read_text(encoding="utf-8") if Path(readme).exists() else ""
+    if README_START not in text or README_END not in text:
+        return False
+    head, rest = text.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    atomic_write_text(readme, f"{head}{README_START}\n{counts_line(counts)}\n{README_END}{tail}")
+    return True
+
+
+def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
     runs = kept.load(results_dir)
     by_run = verdicts(runs, ctx)
-    counts = {v: sum(x.outcome == v for x in by_run.get(FIRST, {}).values())
-              for v in (*VERDICTS, NOT_RUN, NOT_TESTABLE)}
+    explained = explain(runs, by_run)
+    counts = counts_of(by_run)
     report_dir = Path(report_path).parent
     lines = ["# Reproduction report", "",
              "Written by `reproduce.py` from the raw results in [results/](results/README.md) "
              "(`python reproduce.py --report-only` rewrites it without training): do not edit by hand.", "",
              f"Scale **{ctx.scale.name}** ({ctx.scale.note}); model **{ctx.model}** ({ctx.n} layers); tasks "
              + ", ".join(f"{role} = {task}" for role, task in ctx.tasks.items()) + ".", "", RULE, "",
-             f"{len(FINDINGS)} findings, first run: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".", ""]
+             counts_line(counts), ""]
     for paper in PAPERS:
-        lines += paper_section(paper, by_run)
+        lines += paper_section(paper, by_run, explained)
     lines += experiments_section(runs, ctx, report_dir)
     lines += history_section(runs, ctx.scale)
     lines += ["## Departures from the papers", "",
@@ -286,4 +333,21 @@ def write(results_dir: Path, report_path: Path, ctx) -> Path:
               "- Depth: 'last', 'middle' and 'low' layers are thirds of the model.",
               "- The budget: the scale's, shown above; the papers trained 3-9 epochs.", ""]
     atomic_write_text(report_path, "\n".join(lines) + "\n")
+    write_json(Path(report_path).with_suffix(".json"), by_run, explained, counts, ctx)
+    if readme:
+        update_readme(readme, counts)
     return Path(report_path)
+
+
+def write_json(path: Path, by_run: dict, explained: dict, counts: dict, ctx) -> None:
+    """report.json: every line as data (finding, paper, quote, what was tested, run, effect, interval, n, SESOI,
+    power, verdict, what decides it, what was run), so others can aggregate it."""
+    entries = []
+    for label, found in by_run.items():
+        for fid, v in found.items():
+            follow = FOLLOW_UPS.get(label)
+            disclosed, sentence = explained[label][fid]
+            entries.append(record(v, follow.protocol if follow else v.finding.protocol, disclosed, sentence))
+    data = {"scale": ctx.scale.name, "model": ctx.model, "layers": ctx.n, "tasks": ctx.tasks,
+            "counts_first_run": counts, "lines": entries}
+    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")

@@ -41,22 +41,38 @@ FINDINGS = [
         "reproduced when any step reverses", "Carried; six steps instead of twelve give fewer chances.",
         experiment="reinit-large", measure="college_not_monotone", combine="any", pilot=("reinit at 0.25",)),
     Finding(
+        "college-not-constant", PAPER, "but the change in performance does not monotonically decrease when "
+        "reinitializing the next upstream layer, nor is the change in performance constant.",
+        SETTING + "; layers >= k re-initialised for every k", "the steps of the curve against each other",
+        "dev accuracy (SST)", 0.01, "one point of accuracy between the steps' means: less is a constant change "
+        "within the resolution of the other reinitialisation lines",
+        "per seed, the mean step score(k) - score(k-1) over the bottom third's k minus over the top third's "
+        "(positive: a bottom layer kept pretrained is worth more), fraction 0.25",
+        "Carried; six steps instead of twelve.", experiment="reinit-large", measure="college_not_constant",
+        pilot=("reinit at 0.25",), protocol=2),
+    Finding(
         "college-heads-top-help", PAPER, "we reinitialize various attention heads within each layer and find "
         "that reinitializing certain attention heads at top layers can even improve the model performance.",
         SETTING + "; one head at a time in layers 1, 2, 11, 12 (Figs. 5-10)", "each head re-drawn against none",
-        "dev accuracy (SST)", 0.005, "half a point: the paper's head effects are 0.002-0.02",
-        "top layer: each head re-drawn minus none, the mean over its heads (the head the unit, n = heads, each "
-        "averaged over 3 seeds), as the paper's Figs. 7-8 summarise a layer; head by head, a Bonferroni interval "
-        "over 12 heads at 3 seeds could neither pass nor fail",
+        "dev accuracy (SST)", 0.003,
+        "re-declared by issue 37 after the first run (it was 0.005, above the paper's own layer means in 5 of "
+        "8 cells): the paper's top-layer means are +0.006 and +0.003 (CoLA, Fig. 7) and +0.0003 and +0.0009 "
+        "(STS-B, Fig. 8); 0.003 is its layer-12 CoLA mean, the STS-B ones are below anything measurable here",
+        "top layer: the mean over its heads re-drawn minus none, per seed (the seed the unit: the reference is "
+        "shared by every head, and the 12 heads are the layer's whole population), as the paper's Figs. 7-8 "
+        "summarise a layer",
         "Carried in kind; heads are the model's own (12 of 32 dimensions, not bert-base's 64).",
-        experiment="heads-top", measure="mean_over_heads", keywords=dict(experiment="heads-top", sign=+1)),
+        experiment="heads-top", measure="mean_over_heads", keywords=dict(experiment="heads-top", sign=+1),
+        protocol=2),
     Finding(
         "college-heads-bottom-hurt", PAPER, "If we reinitialize any attention head in layers 1 or 2, the "
         "performance, up to the 75th percentile, will decrease.", SETTING + "; layers 1 and 2 (Figs. 7, 8)",
-        "heads of the bottom layers re-drawn against none", "dev accuracy (SST)", 0.005, "half a point",
-        "bottom layer: none minus each head re-drawn, the mean over its heads (n = heads)",
+        "heads of the bottom layers re-drawn against none", "dev accuracy (SST)", 0.003,
+        "re-declared by issue 37 after the first run (it was 0.005): the paper's bottom-layer means are -0.008 "
+        "and -0.021 (CoLA, Fig. 7) and -0.003 and -0.004 (STS-B, Fig. 8); 0.003 is the smallest of them",
+        "bottom layer: none minus the mean over its heads re-drawn, per seed (the seed the unit)",
         "Carried in kind, as above.", experiment="heads-bottom",
-        measure="mean_over_heads", keywords=dict(experiment="heads-bottom", sign=-1)),
+        measure="mean_over_heads", keywords=dict(experiment="heads-bottom", sign=-1), protocol=2),
     Finding(
         "college-heads-4-9", PAPER, "since attention head 4 and 9 play an important role in finetuning tasks, we "
         "should not reinitialize these two attention heads.", SETTING, "heads 4 and 9 against the others",

@@ -41,17 +41,29 @@ FINDINGS = [
         "the changes of low layers (0-9th layer) are generally consistent", SETTING,
         "SVCCA distance between two fine-tunings from different seeds, per layer (Fig. 5)", "SVCCA distance ratio",
         0.5, "two seeds differ at least 1.5 times more in the top third than in the bottom third",
-        "seed-vs-seed SVCCA, mean of the top third / of the bottom third - 1, per pair of seeds (jackknife over "
-        "seeds)", SMALL_MODEL, experiment="dynamics", measure="layer_ratio",
-        keywords=dict(curve="svcca", upper="top", lower="bottom", group="seed-vs-seed",
-                      label="seed-vs-seed SVCCA top / bottom - 1")),
+        "seed-vs-seed SVCCA and attention JS (Figs. 4-5), each the mean of the top third / of the bottom third - "
+        "1, per pair of seeds (jackknife over seeds): both rows must hold", SMALL_MODEL, experiment="dynamics",
+        measure="layer_ratios", combine="all",
+        keywords=dict(curves=("svcca", "attention_js"), upper="top", lower="bottom", group="seed-vs-seed",
+                      label="seed-vs-seed top / bottom - 1")),
     Finding(
         "hao-datasets-consistent-low", PAPER, "Across different random seeds and different datasets, we observe "
         "that the changes of low layers (0-9th layer) are generally consistent", SETTING,
         "SVCCA distance between models fine-tuned on two datasets, per layer (Fig. 7)", "SVCCA distance ratio",
-        0.5, "as for seeds", "dataset-vs-dataset SVCCA (SST against the second task), top third / bottom third - 1",
+        0.5, "as for seeds", "dataset-vs-dataset SVCCA and attention JS (Figs. 6-7; SST against the second task), "
+        "top third / bottom third - 1: both rows must hold",
         "Weak for Quora: the model was trained on it before; RTE / MNLI / MRPC need --task-file.",
-        experiment="datasets", measure="hao_datasets",
+        experiment="datasets", measure="hao_datasets", combine="all",
         elsewhere="python reproduce.py --scale paper --model bert-large-uncased --task-file glue.json "
                   "--tasks primary=rte,second=mnli --only datasets"),
+    Finding(
+        "hao-datasets-domains", PAPER, "Figure 6 and Figure 7 demonstrate that no matter two datasets are from the "
+        "same domain or the different domain, the attention mode and the feature extraction mode of low layers "
+        "(0-7 layer) are consistent", SETTING + "; same domain RTE / MNLI, different MRPC / RTE and MRPC / SST-2 "
+        "(Section 5.2)", "dataset-vs-dataset distances for a same-domain and a different-domain pair",
+        "SVCCA and JS ratios", 0.5, "as for seeds", "not tested here",
+        "The course data has no two datasets of one domain and task format.",
+        untestable="needs a same-domain pair (RTE and MNLI, --task-file)",
+        elsewhere="python reproduce.py --scale paper --model bert-large-uncased --task-file glue.json "
+                  "--tasks primary=rte,second=mnli --only datasets", protocol=2),
 ]

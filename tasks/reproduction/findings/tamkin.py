@@ -37,8 +37,22 @@ FINDINGS = [
         "the 'not sufficient' half: full model (k=n) minus layers 0..b-1 pretrained and the rest re-drawn "
         "(k=b), b the best probe layer chosen on the probes' held-out share of the training data, fraction 0.25",
         "Its probes are unusually strong (mean-pooled contrastive features), so b may be the top layer, which "
-        "leaves nothing to test (inconclusive, said so). 'Not necessary' needs re-drawing only the best "
-        "layer: not run here.", experiment="probe", measure="tamkin_probe_not_sufficient", pilot=("reinit at 0.25",)),
+        "leaves nothing to test (inconclusive, said so). 'Not necessary' is its own line "
+        "(tamkin-probe-not-necessary).", experiment="probe", measure="tamkin_probe_not_sufficient",
+        pilot=("reinit at 0.25",)),
+    Finding(
+        "tamkin-probe-not-necessary", PAPER,
+        "layers with high probing performance on downstream GLUE tasks are neither necessary nor sufficient for "
+        "high accuracy on those tasks.",
+        "BERT-base, GLUE, probes of each frozen layer against partial reinitialisation at several data sizes",
+        "the best-probing layer alone re-drawn against the full model", "dev accuracy (SST)", 0.01,
+        "one point of accuracy, as the 'not sufficient' half",
+        "the 'not necessary' half: full model minus the model with only the best probe layer b re-drawn, within "
+        "-/+ 0.01 (re-drawing it costs less than a point), fraction 0.25",
+        "Carried in kind; needs a sweep that re-draws one layer (not run yet).", experiment="probe",
+        measure="pending", kind="equivalence", protocol=2,
+        keywords=dict(what="only the best probe layer re-drawn minus the full model",
+                      follow_up="tamkin-not-necessary")),
     Finding(
         "tamkin-probe-align", PAPER,
         "as finetuning dataset size decreases, the curves align more closely with probing performance at each "

@@ -1,0 +1,121 @@
+"""Each report line's disclosure (what was run), the sentence that says what decides it, and its machine-readable
+record (report.json), all from the verdict and the kept trials it read.
+
+The disclosure states what every `--scale cpu` line shares but the papers do not: the learning rate, the
+precision, the re-initialisation policy, the steps each trial trained (mean and range per data fraction) and how
+many held-out training rows its plateau rule read.
+"""
+import math
+
+import numpy as np
+
+from . import power
+from .arms import trained
+from .verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED
+
+DEFAULT_LR = 1e-4   # ablate.py's --lr default: every sweep of the kept runs, which pass no --lr
+POLICY = {"all": "every weight of a re-drawn layer (Singh & Giovanardi re-draw its linear weights only)",
+          "linear": "the linear weights of a re-drawn layer"}
+
+
+def _records(results, experiment: str) -> list:
+    return [r for (e, _), rs in results.records.items() if e == experiment for r in rs]
+
+
+def disclosure(results, finding, run_meta: dict) -> str:
+    """lr, precision, re-initialisation policy, steps trained and held-out rows of the line's experiment's trials."""
+    if finding.experiment is None:
+        return ""
+    records = _records(results, finding.experiment)
+    if not records:
+        return "not run"
+    lrs = {_lr(args) for args in (run_meta.get("sweeps") or {}).values()} or {DEFAULT_LR}
+    parts = [f"lr {', '.join(f'{x:.0e}'.replace('e-0', 'e-') for x in sorted(lrs))}",
+             f"precision {', '.join(sorted({str(r.get('precision', '?')) for r in records}))}"]
+    policies = sorted({r["params"]["policy"] for r in records if (r.get("params") or {}).get("policy")})
+    if policies:
+        parts.append("re-drawn: " + "; ".join(POLICY.get(p, p) for p in policies))
+    for fraction in sorted({r.get("data_fraction") for r in records if r.get("steps")}, key=str):
+        at = [r for r in records if r.get("data_fraction") == fraction and r.get("steps")]
+        rows = {t: n for r in at for t, n in (((r.get("budget") or {}).get("plateau") or {}).get("holdout_rows")
+                                               or {}).items()}
+        stopped = sum(bool(((r.get("budget") or {}).get("plateau") or {}).get("stopped")) for r in at)
+        held = ", ".join(f"{t} {n}" for t, n in sorted(rows.items()))
+        parts.append(f"at {fraction:g}: {trained(at)} a trial ({stopped} of {len(at)} stopped on a plateau"
+                     + (f" of {held} held-out rows" if held else "") + ")")
+    return "; ".join(parts)
+
+
+def _lr(args: list) -> float:
+    return float(args[args.index("--lr") + 1]) if "--lr" in args else DEFAULT_LR
+
+
+def _interval(estimate) -> str:
+    if not estimate or estimate.get("ci95_low") is None:
+        return "no interval"
+    level = estimate.get("level", 0.95)
+    return f"the {level:.0%} interval [{estimate['ci95_low']:+.3f}, {estimate['ci95_high']:+.3f}]"
+
+
+def _row_reason(row, sesoi: float, kind: str) -> str:
+    e = row.estimate
+    where = _interval(e)
+    if kind == "equivalence":
+        inside = "lies within" if row.verdict == REPRODUCED else "lies wholly outside" \
+            if row.verdict == NOT_REPRODUCED else "crosses"
+        return f"{where} {inside} -/+ {sesoi:g}"
+    if row.verdict == REPRODUCED:
+        return f"{where} lies above 0 and the estimate {e['mean']:+.3f} reaches {sesoi:g}"
+    if row.verdict == NOT_REPRODUCED:
+        return f"{where} ends below the SESOI {sesoi:g}"
+    return f"{where} holds 0 or the estimate {e['mean']:+.3f} falls short of {sesoi:g}"
+
+
+def decides(v) -> str:
+    """One sentence: what decides this line (the row and the comparison that give its verdict)."""
+    f = v.finding
+    if v.outcome == NOT_TESTABLE:
+        return f"Not testable here: {f.untestable}."
+    pending = [r for r in v.rows if r.pending]
+    if v.outcome == NOT_RUN:
+        return (f"Not run yet: the follow-up `{pending[0].pending}` would measure it." if pending
+                else "Not run yet: its experiment has no kept results.")
+    measured = [r for r in v.rows if r.estimate and not r.pending]
+    name = v.outcome[0].upper() + v.outcome[1:]
+    if len(measured) == 1:
+        lead = f"{name}: {_row_reason(measured[0], f.sesoi, f.kind)}"
+    else:
+        key = [r for r in measured if r.verdict == v.outcome] or measured
+        which = "every row, e.g." if f.combine == "all" and v.outcome == REPRODUCED else "row"
+        lead = f"{name}: {which} '{key[0].label}': {_row_reason(key[0], f.sesoi, f.kind)}"
+        if f.combine == "all" and v.outcome == NOT_REPRODUCED:
+            lead += " (one failing row fails the whole: tested at 1 - alpha/rows)"
+    if v.outcome == UNDERPOWERED:
+        lead += f"; {power.label(v.power)}: at this n even an absent effect would not read not reproduced"
+    elif v.outcome == INCONCLUSIVE and pending:
+        lead += f"; the part '{pending[0].label}' is pending (follow-up `{pending[0].pending}`)"
+    return lead + "."
+
+
+def _number(x):
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else float(x)
+
+
+def record(v, protocol: int, disclosed: str, sentence: str) -> dict:
+    """The line as data: report.json's entry."""
+    f = v.finding
+    rows = [{"label": r.label, "effect": _number((r.estimate or {}).get("mean")),
+             "interval": [_number((r.estimate or {}).get("ci95_low")), _number((r.estimate or {}).get("ci95_high"))],
+             "level": (r.estimate or {}).get("level", 0.95) if r.estimate else None,
+             "n": (r.estimate or {}).get("n"), "verdict": r.verdict, "pending": r.pending or None}
+            for r in v.rows]
+    first = rows[0] if len(rows) == 1 else None
+    powered = {k: _number(x) if isinstance(x, (float, np.floating)) else x for k, x in (v.power or {}).items()}
+    return {"finding": f.id, "paper": f.paper, "quote": f.quote, "tested": f.tested if f.experiment else None,
+            "run": v.run, "protocol": protocol, "experiment": f.experiment,
+            "effect": first["effect"] if first else None, "interval": first["interval"] if first else None,
+            "n": first["n"] if first else None, "rows": rows, "sesoi": f.sesoi, "kind": f.kind,
+            "combine": f.combine, "sesoi_reason": f.sesoi_reason, "sesoi_from_pilot": f.sesoi_from_pilot,
+            "power": powered or None, "verdict": v.outcome,
+            "verdict_text": power.label(v.power) if v.outcome == UNDERPOWERED else v.outcome,
+            "decides": sentence, "disclosure": disclosed}

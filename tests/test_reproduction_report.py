@@ -1,0 +1,122 @@
+"""The reproduction report as issue 37 left it: the kept results' verdicts (pinned: a change to the statistics or
+the declarations that moves one shows here), every part of a quote a row or a declared pending line, labels that
+state the steps each arm trained, report.json beside report.md, the README's counts generated from it, and every
+control declared with its minutes in --plan."""
+import json
+from pathlib import Path
+
+import pytest
+
+import reproduce
+from conftest import run_cli
+from tasks.reproduction import experiments, follow_ups, kept, plan, report
+from tasks.reproduction.findings import BY_ID, FINDINGS
+from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "reproduction" / "results"
+CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
+R, NR, U, NT = REPRODUCED, NOT_REPRODUCED, UNDERPOWERED, NOT_TESTABLE
+
+FIRST_RUN = {  # issue 37's statistics on the kept first runs (its note has the before/after of each change)
+    "tamkin-data-size": U, "tamkin-probe-not-sufficient": U, "tamkin-probe-not-necessary": NOT_RUN,
+    "tamkin-probe-align": U, "tamkin-permute": R, "tamkin-blocks-sst": U, "singh-scarce": R, "singh-data-size": U,
+    "singh-task-dependence": NR, "singh-later-layers-move": NR, "singh-early-invariant": NR,
+    "singh-more-data-moves-more": NR, "singh-abstract-supervised": NR, "singh-probe-peak": U,
+    "singh-probe-needs-more": U, "singh-cola-linear": NT, "hao-attention-last": R, "hao-svcca-intermediate-last": R,
+    "hao-restore-low": NR, "hao-seeds-consistent-low": R, "hao-datasets-consistent-low": R,
+    "hao-datasets-domains": NT, "college-intermediate-task": R, "college-downstream-smaller-drop": R,
+    "college-not-monotone": U, "college-not-constant": U, "college-heads-top-help": U, "college-heads-bottom-hurt": U,
+    "college-heads-4-9": NT, "college-wnli": NT, "freeze-improves-sts": NR, "freeze-marginal-sst-quora": U,
+    "freeze-surgery-no-effect": NR, "freeze-smart-sts": NR, "freeze-smart-multitask": U,
+    "freeze-cross-encoding": NR, "freeze-smart-alone": NOT_RUN}
+
+
+@pytest.fixture(scope="module")
+def kept_verdicts():
+    if not RESULTS.exists():
+        pytest.skip("no kept results")
+    return report.verdicts(kept.load(RESULTS), CTX)
+
+
+def test_the_kept_first_runs_give_the_pinned_verdicts(kept_verdicts):
+    assert {fid: v.outcome for fid, v in kept_verdicts["first"].items()} == FIRST_RUN
+
+
+def test_every_part_of_a_quote_is_a_row_or_a_declared_line(kept_verdicts):
+    first = kept_verdicts["first"]
+    later = [r.label for r in first["singh-later-layers-move"].rows]
+    assert len(later) == 2 and "0.03" in later[0] and "0.25" in later[1]          # "in all experiments"
+    assert first["singh-later-layers-move"].rows[0].verdict == REPRODUCED         # 0.03 holds, 0.25 fails
+    assert [r.label.split(", ")[-1] for r in first["hao-seeds-consistent-low"].rows] == ["svcca", "attention_js"]
+    assert len(first["hao-datasets-consistent-low"].rows) == 2
+    for fid, follow in (("tamkin-probe-not-necessary", "tamkin-not-necessary"), ("freeze-smart-alone", "smart-alone")):
+        assert first[fid].rows[0].pending == follow and follow in follow_ups.FOLLOW_UPS
+        assert follow_ups.FOLLOW_UPS[follow].needs      # what it still needs is said, not hidden
+    assert BY_ID["hao-datasets-domains"].untestable and BY_ID["college-not-constant"].measure
+    abstract = first["singh-abstract-supervised"].rows[0].estimate
+    assert abstract["mean"] == pytest.approx(-0.026, abs=5e-4)
+
+
+def test_labels_state_the_steps_each_arm_trained(kept_verdicts):
+    transfer = kept_verdicts["first"]["college-intermediate-task"].rows[0].label
+    assert "same total steps" not in transfer and "transfer arm 472 (400-560) steps in all" in transfer
+    assert "direct arm (steps=x2) 272 (200-400) steps" in transfer
+    explained = report.explain(kept.load(RESULTS), {"first": {"singh-more-data-moves-more":
+                                                              kept_verdicts["first"]["singh-more-data-moves-more"]}})
+    disclosed, sentence = explained["first"]["singh-more-data-moves-more"]
+    assert "lr 1e-4" in disclosed and "bf16" in disclosed
+    assert "at 0.03: 192 (160-240) steps" in disclosed and "at 0.25: 320 (280-360) steps" in disclosed
+    assert sentence.startswith("Not reproduced: the 95% interval")
+
+
+def test_the_readme_counts_are_the_reports():
+    data = json.loads((ROOT / "docs" / "reproduction" / "report.json").read_text())
+    line = report.counts_line(data["counts_first_run"])
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split(report.README_START, 1)[1].split(report.README_END, 1)[0]
+    assert block.strip() == line
+    assert line in (ROOT / "docs" / "reproduction" / "report.md").read_text()
+    assert {entry["finding"] for entry in data["lines"]} == {f.id for f in FINDINGS}
+    keys = {"finding", "paper", "quote", "tested", "run", "effect", "interval", "n", "sesoi", "power", "verdict",
+            "decides", "disclosure"}
+    assert all(keys <= set(entry) for entry in data["lines"])
+
+
+def test_report_only_rewrites_the_readme_block_and_report_json(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{report.README_START}\nstale counts\n{report.README_END}\nrest\n")
+    counts = {"reproduced": 1, "not reproduced": 2}
+    assert report.update_readme(readme, counts)
+    assert readme.read_text() == (f"intro\n{report.README_START}\n3 findings, first run: 1 reproduced, 2 not "
+                                  f"reproduced.\n{report.README_END}\nrest\n")
+    plain = tmp_path / "plain.md"
+    plain.write_text("no markers\n")
+    assert not report.update_readme(plain, counts) and plain.read_text() == "no markers\n"
+
+
+def test_the_plan_lists_every_control_with_its_minutes(monkeypatch):
+    if not RESULTS.exists():
+        pytest.skip("no kept results")
+    monkeypatch.setattr(reproduce, "layers_of", lambda model: pytest.fail("--plan loaded the model"))
+    code, out, err = run_cli(reproduce.main, ["--plan"])
+    assert code == 0, err
+    controls = ("cap-small-data", "cap-multitask", "cap-large-data", "transfer-siamese", "equal-epochs", "lr-2e-5",
+                "hao-null-perturbation", "freeze-paper-schedule", "task-dependence-matched")
+    for label in controls:
+        line = next(x for x in out.splitlines() if x.startswith(f"- {label} (declared, pending"))
+        assert " min" in line and f"--follow-up {label}" in line
+    assert "pending: transfer" in next(x for x in out.splitlines() if x.startswith("- cap-small-data"))
+
+
+def test_a_follow_ups_minutes_scale_the_kept_wall_time_by_seeds_and_steps():
+    runs = kept.load(RESULTS) if RESULTS.exists() else {}
+    if "reinit-large" not in runs.get("first", {}):
+        pytest.skip("no kept reinit-large run")
+    meta, sweeps = runs["first"]["reinit-large"]
+    wall = sum(s["wall_time_s"] for s in meta["sittings"]) / 60
+    steps = [r["steps"] for rs in sweeps.values() for r in rs]
+    cap = plan.minutes(follow_ups.FOLLOW_UPS["cap-large-data"], runs, CTX.scale)["reinit-large"]
+    assert cap == pytest.approx(wall * 600 / (sum(steps) / len(steps)))
+    more = plan.minutes(follow_ups.FOLLOW_UPS["more-seeds"], runs, CTX.scale)["reinit-large"]
+    assert more == pytest.approx(wall * 13 / 5)
