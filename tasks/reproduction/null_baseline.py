@@ -1,0 +1,134 @@
+"""The null baseline of the layer ratios (Hao et al.'s JS and SVCCA, Singh & Giovanardi's L2): what ratio does an
+equal relative perturbation of every layer give?
+
+Each parameter of each transformer layer is moved by the same share of its own norm in a seeded random
+direction (p += relative * ||p|| * g / ||g||); the embeddings stay. The perturbed copy is compared with the
+pretrained model as a fine-tuning is (`compare_encoders`: the dynamics study's curves on the same seeded dev
+sample), and each ratio the findings read (top third / bottom third - 1, ...) is computed per seed. A fine-tuning
+whose ratio is no larger than this null has not changed its top layers "more" than a change that favours no
+layer: depth alone (each layer's output feeds the next) makes the upper layers' representations move more.
+
+    python -m tasks.reproduction.null_baseline --seeds 3 --relative 0.03
+
+writes docs/reproduction/results/null-baseline.json (its settings, the commit, CPU and wall time, each seed's
+curves and ratios); the report shows it beside the lines it is the null of. 0.03 is the fine-tunings' own size:
+the kept dynamics runs' output-dense L2 is about 1.0 against a norm of about 35.
+"""
+import argparse
+import copy
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..fileio import atomic_write_text
+from ..machine import cpu_model, source_commit
+
+PATH = Path("docs/reproduction/results/null-baseline.json")
+# (finding id, curve, upper third(s), lower third(s)): the ratios this null is the baseline of
+RATIOS = (("hao-attention-last", "attention_js", "top", "bottom"),
+          ("hao-svcca-intermediate-last", "svcca", "middle+top", "bottom"),
+          ("hao-seeds-consistent-low", "svcca", "top", "bottom"),
+          ("singh-later-layers-move", "weight_l2", "top", "bottom"))
+
+
+def perturb(encoder: torch.nn.Module, relative: float, seed: int) -> torch.nn.Module:
+    """A copy with every transformer layer's parameter moved by `relative` of its own norm, in a seeded direction."""
+    moved = copy.deepcopy(encoder)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in moved.named_parameters():
+            if name.startswith("encoder.layer."):
+                g = torch.randn(p.shape, generator=generator, dtype=torch.float32)
+                p.add_((relative * p.float().norm() * g / g.norm()).to(p.dtype))
+    return moved
+
+
+def thirds(n: int) -> dict:
+    low, high = max(1, round(n / 3)), max(2, round(2 * n / 3))
+    return {"bottom": list(range(0, low)), "middle": list(range(low, high)), "top": list(range(high, n))}
+
+
+def ratio(curve: list, upper: str, lower: str, offset: int, n: int) -> float:
+    """mean of `curve` over the `upper` layers / over the `lower` ones - 1 (offset 1: SVCCA's index 0 is the
+    embeddings' output)."""
+    parts = thirds(n)
+
+    def mean(which):
+        return float(np.mean([curve[i + offset] for name in which.split("+") for i in parts[name]]))
+    return mean(upper) / mean(lower) - 1
+
+
+def ratios(curves: dict, n: int) -> dict:
+    """{finding id: the null's ratio} of one perturbed model's curves."""
+    return {fid: ratio(curves[curve], upper, lower, 1 if curve == "svcca" else 0, n)
+            for fid, curve, upper, lower in RATIOS}
+
+
+def summary(per_seed: list) -> dict:
+    """{finding id: {"mean", "min", "max"}} over the seeds."""
+    return {fid: {"mean": float(np.mean([r[fid] for r in per_seed])), "min": min(r[fid] for r in per_seed),
+                  "max": max(r[fid] for r in per_seed)} for fid in per_seed[0]}
+
+
+def measure(args) -> dict:
+    from ..ablation.studies.dynamics import analysis_batches, compare_encoders
+    from ..config import TrainConfig
+    from ..inputs import prepare
+    started = time.time()
+    inputs = prepare(TrainConfig(model=args.model, tasks=args.task, data_dir=args.data_dir, device="cpu",
+                                 precision="fp32"))
+    batches = analysis_batches(inputs, args.examples)
+    n = inputs.encoder.num_layers
+    seeds = []
+    for seed in range(args.seeds):
+        curves = compare_encoders(inputs.encoder, perturb(inputs.encoder, args.relative, seed), batches)
+        seeds.append({"seed": seed, "ratios": ratios(curves, n),
+                      "curves": {k: curves[k] for k in ("weight_l2", "attention_js", "svcca")}})
+        print(f"null baseline: seed {seed}: {seeds[-1]['ratios']}", flush=True)
+    commit = source_commit(Path(__file__).resolve().parents[2])
+    return {"model": args.model, "task": args.task, "examples": args.examples, "relative": args.relative,
+            "layers": n, "seeds": seeds, "ratios": summary([s["ratios"] for s in seeds]),
+            "sitting": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(),
+                        "commit": commit.get("minbert_commit", "?")[:12]
+                        + ("+changes" if commit.get("minbert_dirty") else ""),
+                        "wall_time_s": round(time.time() - started, 1)}}
+
+
+def load(path: Path = PATH):
+    """The kept null baseline, or None."""
+    return json.loads(Path(path).read_text(encoding="utf-8")) if Path(path).exists() else None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = parser.add_argument_group("the perturbation")
+    what.add_argument("--relative", type=float, default=0.03, help="each parameter's move, a share of its norm "
+                                                                     "(default: %(default)s)")
+    what.add_argument("--seeds", type=int, default=3, help="random directions, one model each (default: %(default)s)")
+    data = parser.add_argument_group("model and data")
+    data.add_argument("--model", default="minilm", help="the pretrained model (default: %(default)s)")
+    data.add_argument("--task", default="sst", help="the dev set sampled (default: %(default)s)")
+    data.add_argument("--examples", type=int, default=500, help="dev examples, as the dynamics study's "
+                                                                 "(default: %(default)s)")
+    data.add_argument("--data-dir", default=None, help="the course's csv files (default: $MINBERT_DATA_DIR)")
+    data.add_argument("--out", default=str(PATH), help="where the result goes (default: %(default)s)")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.seeds < 1 or not 0 < args.relative < 1:
+        print("null_baseline: --seeds must be >= 1 and --relative in (0, 1)", file=sys.stderr)
+        return 2
+    result = measure(args)
+    atomic_write_text(Path(args.out), json.dumps(result, indent=1, sort_keys=True) + "\n")
+    print(f"null baseline: {args.out}: {result['ratios']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
