@@ -120,3 +120,25 @@ def test_a_follow_ups_minutes_scale_the_kept_wall_time_by_seeds_and_steps():
     assert cap == pytest.approx(wall * 600 / (sum(steps) / len(steps)))
     more = plan.minutes(follow_ups.FOLLOW_UPS["more-seeds"], runs, CTX.scale)["reinit-large"]
     assert more == pytest.approx(wall * 13 / 5)
+
+
+def test_the_null_baseline_moves_every_layer_by_the_same_share_of_its_norm(pretrained, tokenizer):
+    from tasks.ablation.studies.dynamics import compare_encoders
+    from tasks.reproduction import null_baseline
+    moved = null_baseline.perturb(pretrained, 0.03, seed=0)
+    before, after = dict(pretrained.named_parameters()), dict(moved.named_parameters())
+    for name, p in before.items():
+        shift = float((after[name] - p).norm())
+        if name.startswith("encoder.layer."):
+            assert shift == pytest.approx(0.03 * float(p.norm()), rel=1e-4), name
+        else:
+            assert shift == 0.0, name            # the embeddings stay
+    batch = tokenizer.collate(tokenizer.encode(["a short sentence .", "the film is long , slow and dull"]))
+    curves = compare_encoders(pretrained, moved, [batch])
+    norms = [float(pretrained.encoder.layer[i].output.dense.weight.norm()) for i in range(6)]
+    # the output dense weight's L2 is 0.03 of its norm, so the L2 ratio of an equal relative change is the norm ratio
+    assert curves["weight_l2"] == pytest.approx([0.03 * x for x in norms], rel=1e-4)
+    ratios = null_baseline.ratios(curves, 6)
+    assert ratios["singh-later-layers-move"] == pytest.approx((norms[4] + norms[5]) / (norms[0] + norms[1]) - 1,
+                                                              rel=1e-3)
+    assert set(ratios) == {fid for fid, *_ in null_baseline.RATIOS} and all(fid in BY_ID for fid in ratios)

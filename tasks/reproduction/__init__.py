@@ -3,12 +3,18 @@
     findings/      one module per paper: each finding quoted, with its measure (by name, with keywords), its
                    smallest effect of interest and its experiment, declared before any run
     verdicts.py    what a finding is (Finding), and the rule that decides it
-    measures.py    each measure: a finding's signed effect from its experiments' finished trials
+    power.py       what each line's design can decide at its n; "underpowered"
+    measures.py    each measure: a finding's signed effect from its experiments' finished trials (arms.py: two
+                   training arms compared, with their steps; a quote's pending part)
+    lines.py       each line's disclosure, what decides it, its report.json record
+    null_baseline.py  the layer ratios' null: an equal relative perturbation of every layer
+    plan.py        each declared follow-up's minutes from the kept wall times
     experiments.py the experiments (their sweeps' typed settings), scales, task roles and cost estimates
     follow_ups.py  labelled runs after the first, each declared with its reason before it runs
     sweeps.py      an experiment's sweeps built as SweepConfigs and run through tasks/ablation's sweep API
     kept.py        the raw results kept with the report (run.json and each sweep's finished trials)
-    report.py      report.md from the kept results (reproduce.py --report-only), with the learning curves
+    report.py      report.md and report.json from the kept results (reproduce.py --report-only), with the
+                   learning curves, and the README's counts
 
 This package imports tasks/ablation (the sweep API, its statistics); tasks/ablation never imports it.
 """

@@ -80,8 +80,8 @@ FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared be
     FollowUp("more-seeds", ("reinit-small", "reinit-large", "task-dependence", "probe", "heads-top", "heads-bottom"),
              "the lines these experiments decide are underpowered at their n (the report's power column): "
              "13 seeds reach tamkin-data-size (needs 9), singh-data-size and singh-task-dependence (13), "
-             "singh-probe-peak (12), the head lines (10 and 5); the other underpowered lines need 25 or more, "
-             "past this machine's budget, and stay labelled so",
+             "singh-probe-peak (12) and college-heads-bottom-hurt (10); college-heads-top-help needs 23 and the "
+             "other underpowered lines 25 or more, past this machine's budget, and stay labelled so",
              seeds=tuple(range(13))),
     FollowUp("tamkin-not-necessary", ("reinit-large",),
              "the 'not necessary' half of Tamkin's probing sentence: only the best probe layer re-drawn (every "

@@ -10,7 +10,7 @@ import numpy as np
 from ..ablation.drawing import legend, new_figure, png_bytes
 from ..ablation.plateau import coarse_holdout
 from ..fileio import atomic_write_bytes, atomic_write_text
-from . import experiments, kept, plan, power
+from . import experiments, kept, null_baseline, plan, power
 from .findings import FINDINGS, PAPERS
 from .follow_ups import FIRST, FOLLOW_UPS
 from .lines import decides, disclosure, record
@@ -115,7 +115,20 @@ def _row(r) -> str:
     return f"{r.label}: {fmt(r.estimate)} ({r.verdict}{extra})"
 
 
-def paper_section(paper: str, by_run: dict, explained: dict) -> list:
+def null_note(finding_id: str, null) -> str:
+    """The null baseline's ratio for a ratio line (null_baseline.py), '' where it has none."""
+    found = (null or {}).get("ratios", {}).get(finding_id)
+    if not found:
+        return ""
+    return (f"null baseline: an equal relative perturbation of every layer ({null['relative']:g} of each weight's "
+            f"norm, {len(null['seeds'])} random directions, `python -m tasks.reproduction.null_baseline`, "
+            f"{null['sitting']['date']}, commit {null['sitting']['commit']}) gives {found['mean']:+.3f} "
+            f"({found['min']:+.3f} to {found['max']:+.3f}): depth alone, with no layer favoured, makes this ratio; "
+            f"the line's effect is to be read against it, not against zero (the declared follow-up "
+            f"hao-null-perturbation makes it a measure)")
+
+
+def paper_section(paper: str, by_run: dict, explained: dict, null=None) -> list:
     lines = [f"## {PAPERS[paper]}", "", f"`../shared/papers/{paper}`", "",
              "| finding | the paper says | tested here | run | effect [95% CI] | SESOI | power (80%) | verdict | "
              "the embedded model |",
@@ -141,6 +154,8 @@ def paper_section(paper: str, by_run: dict, explained: dict) -> list:
             if f.id in explained.get(label, {}):
                 disclosed, sentence = explained[label][f.id]
                 extra.append(f"what decides it ({label}): {sentence}" + (f" Run: {disclosed}" if disclosed else ""))
+        if null_note(f.id, null):
+            extra.append(null_note(f.id, null))
         if f.experiment:
             extra.append(f"experiment: [{f.experiment}](#experiment-{f.experiment})")
         if f.untestable:
@@ -293,6 +308,7 @@ def history_section(runs: dict, scale) -> list:
     return lines + [""]
 
 
+NULL_FILE = null_baseline.PATH.name   # kept beside the runs' folders
 README_START = "<!-- reproduction-counts: rewritten by `python reproduce.py --report-only`, do not edit -->"
 README_END = "<!-- /reproduction-counts -->"
 
@@ -321,7 +337,7 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
              + ", ".join(f"{role} = {task}" for role, task in ctx.tasks.items()) + ".", "", RULE, "",
              counts_line(counts), ""]
     for paper in PAPERS:
-        lines += paper_section(paper, by_run, explained)
+        lines += paper_section(paper, by_run, explained, null_baseline.load(Path(results_dir) / NULL_FILE))
     lines += experiments_section(runs, ctx, report_dir)
     lines += history_section(runs, ctx.scale)
     lines += ["## Departures from the papers", "",
@@ -333,13 +349,14 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
               "- Depth: 'last', 'middle' and 'low' layers are thirds of the model.",
               "- The budget: the scale's, shown above; the papers trained 3-9 epochs.", ""]
     atomic_write_text(report_path, "\n".join(lines) + "\n")
-    write_json(Path(report_path).with_suffix(".json"), by_run, explained, counts, ctx)
+    write_json(Path(report_path).with_suffix(".json"), by_run, explained, counts, ctx,
+               null_baseline.load(Path(results_dir) / NULL_FILE))
     if readme:
         update_readme(readme, counts)
     return Path(report_path)
 
 
-def write_json(path: Path, by_run: dict, explained: dict, counts: dict, ctx) -> None:
+def write_json(path: Path, by_run: dict, explained: dict, counts: dict, ctx, null=None) -> None:
     """report.json: every line as data (finding, paper, quote, what was tested, run, effect, interval, n, SESOI,
     power, verdict, what decides it, what was run), so others can aggregate it."""
     entries = []
@@ -347,7 +364,8 @@ def write_json(path: Path, by_run: dict, explained: dict, counts: dict, ctx) -> 
         for fid, v in found.items():
             follow = FOLLOW_UPS.get(label)
             disclosed, sentence = explained[label][fid]
-            entries.append(record(v, follow.protocol if follow else v.finding.protocol, disclosed, sentence))
+            entries.append({**record(v, follow.protocol if follow else v.finding.protocol, disclosed, sentence),
+                            "null_baseline": (null or {}).get("ratios", {}).get(fid)})
     data = {"scale": ctx.scale.name, "model": ctx.model, "layers": ctx.n, "tasks": ctx.tasks,
             "counts_first_run": counts, "lines": entries}
     atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
