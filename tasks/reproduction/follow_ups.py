@@ -64,8 +64,9 @@ FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared be
              "reproduced against that baseline, not against zero",
              findings=("hao-attention-last", "hao-svcca-intermediate-last", "hao-seeds-consistent-low",
                        "hao-datasets-consistent-low", "singh-later-layers-move"),
-             needs="a perturbation mode in tasks/ablation (each layer's weights moved by the same relative norm, "
-                   "then the dynamics curves against the pretrained model) and its measure"),
+             needs="a measure reading it per line (the effect against the null, not zero) with its SESOI; the "
+                   "null itself is measured by python -m tasks.reproduction.null_baseline (results/"
+                   "null-baseline.json, shown beside each ratio line)"),
     FollowUp("freeze-paper-schedule", ("freeze",),
              "Freeze Your Layers' mechanism is overfitting over 9 epochs at 1e-4; here every arm stopped after "
              "160-560 steps at the model's STS ceiling (0.853-0.864): the paper's schedule, every trial to its end",

@@ -34,6 +34,10 @@ RATIOS = (("hao-attention-last", "attention_js", "top", "bottom"),
           ("hao-seeds-consistent-low", "svcca", "top", "bottom"),
           ("singh-later-layers-move", "weight_l2", "top", "bottom"))
 
+# where the null is measured in another form than the line's effect
+CAVEAT = {"hao-seeds-consistent-low": "perturbed against pretrained: the seed-vs-seed form (two perturbed copies "
+                                      "against each other) is the follow-up's"}
+
 
 def perturb(encoder: torch.nn.Module, relative: float, seed: int) -> torch.nn.Module:
     """A copy with every transformer layer's parameter moved by `relative` of its own norm, in a seeded direction."""

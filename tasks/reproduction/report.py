@@ -123,9 +123,11 @@ def null_note(finding_id: str, null) -> str:
     return (f"null baseline: an equal relative perturbation of every layer ({null['relative']:g} of each weight's "
             f"norm, {len(null['seeds'])} random directions, `python -m tasks.reproduction.null_baseline`, "
             f"{null['sitting']['date']}, commit {null['sitting']['commit']}) gives {found['mean']:+.3f} "
-            f"({found['min']:+.3f} to {found['max']:+.3f}): depth alone, with no layer favoured, makes this ratio; "
-            f"the line's effect is to be read against it, not against zero (the declared follow-up "
-            f"hao-null-perturbation makes it a measure)")
+            f"({found['min']:+.3f} to {found['max']:+.3f}"
+            + (f"; {null_baseline.CAVEAT[finding_id]}" if finding_id in null_baseline.CAVEAT else "")
+            + "): a change that favours no layer gives this ratio; "
+            "the line's effect is to be read against it, not against zero (the declared follow-up "
+            "hao-null-perturbation makes it a measure)")
 
 
 def paper_section(paper: str, by_run: dict, explained: dict, null=None) -> list:
