@@ -8,11 +8,13 @@ fine-tunings) reuse each seed in several pairs: n seeds give n(n-1)/2 pairs but
 only n independent units, so their interval is a leave-one-seed-out jackknife
 with n - 1 degrees of freedom. A mean over configurations (the random layer
 orders of a permutation sweep, the heads of a layer) against one reference run at
-the same seeds carries the reference's noise as well as the configurations': when the
-configurations are every one there is (the heads of a layer) the seed is the unit (the
-configurations' mean minus the reference, per seed); when they are a sample of many (random
-layer orders) the interval is a two-level crossed model over seeds and configurations
-(`crossed_interval`), so that both the seeds' and the sample's spread are in it.
+the same seeds must carry the reference's noise as well as the configurations': per
+seed, the configurations' mean minus the reference (`pooled_paired_interval`, the seed
+the unit: right when the configurations are every one there is, as the heads of a
+layer), or, when they are a sample of many (random layer orders), a two-level crossed
+model over seeds and configurations (`crossed_interval`: both the seeds' and the
+sample's spread). The configuration as the unit, each minus the same reference, leaves
+the reference's noise out (tests/test_interval_coverage.py shows how far).
 
 This module is the one place that decides both: `unit_of` (a trial's unit: its seed, or its pair of
 seeds) and `estimate` (the interval of values keyed by those units: plain over seeds, jackknife over
