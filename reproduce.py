@@ -2,10 +2,10 @@
 and its smallest effect of interest before any run (tasks/reproduction/findings/), tested by ablate.py sweeps,
 decided by a rule that can fail, and written to docs/reproduction/report.md from raw results kept beside it.
 
-    python reproduce.py --plan                               # every experiment: its command and estimated minutes
+    python reproduce.py --plan                               # every experiment and pending follow-up, with minutes
     python reproduce.py --only reinit-small,reinit-large     # run some (and what their findings read)
     python reproduce.py                                      # every experiment at the cpu scale
-    python reproduce.py --report-only                        # rewrite report.md from docs/reproduction/results/
+    python reproduce.py --report-only                        # rewrite report.md, report.json, README's counts
     python reproduce.py --scale paper --model bert-base-uncased --task-file glue.json \\
         --tasks primary=sst2,second=qnli --results runs/paper-results --report runs/paper-report.md   # on a GPU
 
@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--report-only", action="store_true",
                       help="train nothing: rewrite the report from the kept results")
     what.add_argument("--plan", action="store_true",
-                      help="train nothing: print each experiment's command and estimated minutes")
+                      help="train nothing: print each experiment's command and estimated minutes, then each "
+                           "declared follow-up still pending (the controls) with its minutes from the kept runs")
     setting = parser.add_argument_group("model, data and machine (passed to every sweep)")
     setting.add_argument("--model", default=None,
                          help="checkpoint folder, Hugging Face name, or 'minilm' (default: minilm at the cpu scale, "

@@ -104,8 +104,10 @@ def describe(power: Optional[dict], sesoi: float, kind: str) -> str:
     sds = f"sd {power['sd']:.3g}" + (f" (pilot {power['pilot_sd']:.3g})" if power.get("pilot_sd") else
                                      " (no pilot: the run's own)")
     if kind == "equivalence":
-        what = (f"n = {power['n']}, {sds}: reproduced if |effect| <= {power['reproduced_within']:+.3g}, not "
-                f"reproduced if |effect| >= {power['not_reproduced_beyond']:.3g}")
+        within = power["reproduced_within"]
+        what = (f"n = {power['n']}, {sds}: " + (f"reproduced if |effect| <= {within:.3g}" if within > 0 else
+                                                "no effect is called reproduced")
+                + f", not reproduced if |effect| >= {power['not_reproduced_beyond']:.3g}")
     else:
         what = (f"n = {power['n']}, {sds}: reproduced if effect >= {power['reproduced_from']:.3g}, not reproduced "
                 f"if effect <= {power['not_reproduced_below']:+.3g}")
