@@ -15,6 +15,7 @@ from test_reliability import base, tiny_model  # noqa: F401 (fixtures)
 import minbert
 import train_multitask
 from conftest import run_cli
+from minbert.model import attention_keys
 from tasks import training
 from tasks.inputs import prepare
 from tasks.saved.checkpoint_files import load_checkpoint
@@ -40,11 +41,11 @@ def outputs_and_grads(attention, x, mask, how):
     x.grad = None
     attention.zero_grad()
     if how == "sdpa":
-        y, probs = attention(x, mask)
+        y, probs = attention(x, attention_keys(mask))
         assert probs is None
     else:
         q, k, v = (attention.split_heads(layer(x)) for layer in (attention.query, attention.key, attention.value))
-        y, _ = attention.written_out(q, k, v, (mask == 0)[:, None, None, :])
+        y, _ = attention.written_out(q, k, v, attention_keys(mask))
         y = y.transpose(1, 2).reshape(x.shape)
     y = y * mask[..., None]  # padding positions mean nothing
     (y * torch.linspace(-1, 1, y.numel()).view(y.shape)).sum().backward()
@@ -62,9 +63,9 @@ def test_sdpa_attention_matches_the_written_out_one_values_and_gradients():
 
 def test_probabilities_come_from_the_written_out_attention(monkeypatch):
     attention, x, mask = attention_inputs()
-    expected, _ = attention(x, mask)
+    expected, _ = attention(x, attention_keys(mask))
     monkeypatch.setattr(type(attention), "sdpa", lambda *a: pytest.fail("SDPA has no probabilities"))
-    y, probs = attention(x, mask, output_attentions=True)
+    y, probs = attention(x, attention_keys(mask), output_attentions=True)
     assert (y - expected).mul(mask[..., None]).abs().max().item() <= FP32_TOL
     assert probs.shape == (4, 4, 13, 13) and torch.allclose(probs.sum(-1), torch.ones(4, 4, 13))
     assert probs[1, :, :, 1:].abs().max().item() == 0  # a one-token sequence looks at its one token
@@ -72,7 +73,7 @@ def test_probabilities_come_from_the_written_out_attention(monkeypatch):
 
 def test_sdpa_attention_drops_at_the_modules_rate_in_training_only():
     attention, x, mask = attention_inputs()
-    x = x.detach()
+    x, mask = x.detach(), attention_keys(mask)
     with torch.no_grad():
         attention.eval()
         evaluated = attention(x, mask)[0]
@@ -82,6 +83,34 @@ def test_sdpa_attention_drops_at_the_modules_rate_in_training_only():
         attention.dropout.p = 0.5
         a, b = attention(x, mask)[0], attention(x, mask)[0]
     assert not torch.allclose(a, evaluated, atol=1e-3) and not torch.allclose(a, b, atol=1e-3)
+
+
+def test_the_padding_mask_is_built_once_per_forward_in_the_form_sdpa_takes(monkeypatch):
+    """One bool key mask for every layer (SDPA's fused kernels take it as it is), None without padding."""
+    model = minbert.BertModel(minbert.BertConfig(**CONFIG)).eval()
+    masks = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda *a, attn_mask=None, **k: masks.append(attn_mask) or sdpa(*a, attn_mask=attn_mask, **k))
+    _, _, mask = attention_inputs()
+    ids = torch.randint(1, 100, mask.shape)
+    with torch.no_grad():
+        model(input_ids=ids, attention_mask=mask)
+        assert len(masks) == 2 and masks[0] is masks[1] and masks[0].dtype == torch.bool
+        assert masks[0].shape == (4, 1, 1, 13) and torch.equal(masks[0][:, 0, 0], mask.bool())
+        masks.clear()
+        model(input_ids=ids, attention_mask=torch.ones_like(mask))
+        model(input_ids=ids)
+    assert masks == [None] * 4
+
+
+def test_a_sequence_without_real_tokens_attends_to_all_of_them_not_to_none():
+    model = minbert.BertModel(minbert.BertConfig(**CONFIG)).eval()
+    ids = torch.randint(1, 100, (2, 9))
+    with torch.no_grad():
+        empty = model(input_ids=ids, attention_mask=torch.tensor([[1] * 9, [0] * 9])).last_hidden_state
+        whole = model(input_ids=ids).last_hidden_state
+    assert torch.isfinite(empty).all() and torch.allclose(empty[1], whole[1], atol=FP32_TOL)
 
 
 # ------------------------------------------------------------------------------------ implementation
