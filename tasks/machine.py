@@ -23,6 +23,10 @@ def resolve_device(name: str) -> torch.device:
         raise UserError(f"--device: unknown device {name!r}") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UserError(f"--device {name}: CUDA is not available on this machine")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        count = torch.cuda.device_count()  # else "invalid device ordinal" deep in the first copy to it
+        raise UserError(f"--device {name}: this machine has {count} CUDA device(s), "
+                        f"cuda:0{f' to cuda:{count - 1}' if count > 1 else ''}")
     return device
 
 

@@ -17,6 +17,7 @@ import train_multitask
 from conftest import run_cli
 from minbert.model import attention_keys
 from tasks import training
+from tasks.distributed import SINGLE, World
 from tasks.inputs import prepare
 from tasks.saved.checkpoint_files import load_checkpoint
 from tasks.training import checkpoint
@@ -219,3 +220,40 @@ def test_resume_with_fewer_gpus_than_saved_rng_states_restores_those_there_are(m
     assert list(restored) == [0] and restored[0].item() == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "CUDA RNG states of 2 GPUs and 1 are visible" in err
+
+
+def test_resumed_under_torchrun_with_another_world_size_every_rank_drops_its_own_units():
+    """A checkpoint of one process resumed by two: both ranks start from its state, then draw their own
+    dropout streams; resumed by as many processes as saved, each rank gets its own saved state back."""
+    torch.manual_seed(5)
+    one = {"rng": checkpoint.rng_state(), "rng_ranks": [checkpoint.rng_state()]}
+    draws = []
+    for rank in (0, 1):
+        checkpoint.restore_rng(one, World(rank, 2, rank, "gloo"), seed=0, step=4)
+        draws.append(torch.rand(8))
+    torch.manual_seed(5)
+    unbroken = torch.rand(8)
+    assert not torch.equal(draws[0], draws[1]) and not any(torch.equal(d, unbroken) for d in draws)
+    states = [checkpoint.rng_state() for _ in range(2)]
+    states[1]["torch"] = torch.manual_seed(9).get_state()
+    two = {"rng": states[0], "rng_ranks": states}
+    checkpoint.restore_rng(two, World(1, 2, 1, "gloo"), seed=0, step=4)
+    assert torch.equal(torch.rand(8), torch.rand(8, generator=torch.Generator().manual_seed(9)))
+    checkpoint.restore_rng(one, SINGLE, seed=0, step=4)  # one process: the saved state, untouched
+    assert torch.equal(torch.rand(8), unbroken)
+
+
+@pytest.mark.parametrize("available, count, device, said", [
+    (False, 0, "cuda", "CUDA is not available on this machine"),
+    (True, 1, "cuda:1", "this machine has 1 CUDA device(s), cuda:0"),
+    (True, 2, "cuda:7", "this machine has 2 CUDA device(s), cuda:0 to cuda:1"),
+])
+def test_a_cuda_device_this_machine_lacks_is_one_line_exit_2_before_any_work(base, tmp_path, monkeypatch,  # noqa: F811
+                                                                          available, count, device, said):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    out = tmp_path / "run"
+    code, _, err = run_cli(train_multitask.main, base + ["--tasks", "sst", "--max-steps", "1", "--device", device,
+                                                         "--out", str(out)])
+    assert code == 2 and err.count("\n") == 1 and f"--device {device}: {said}" in err, err
+    assert not out.exists()
