@@ -16,7 +16,7 @@ import minbert
 import train_multitask
 from conftest import run_cli
 from minbert.model import attention_keys
-from tasks import training
+from tasks import machine, training
 from tasks.distributed import SINGLE, World
 from tasks.inputs import prepare
 from tasks.saved.checkpoint_files import load_checkpoint
@@ -257,3 +257,43 @@ def test_a_cuda_device_this_machine_lacks_is_one_line_exit_2_before_any_work(bas
                                                          "--out", str(out)])
     assert code == 2 and err.count("\n") == 1 and f"--device {device}: {said}" in err, err
     assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------ GPU settings
+
+@pytest.mark.parametrize("capability, allowed, precision, used", [
+    ((9, 0), True, "high", True),      # H100: TF32 by default
+    ((9, 0), False, "highest", False),  # --no-tf32
+    ((7, 5), True, "high", False),     # T4: no TF32 to use
+])
+def test_tf32_is_on_by_default_on_cuda_from_ampere_on(monkeypatch, capability, allowed, precision, used):
+    set_to = []
+    monkeypatch.setattr(torch, "set_float32_matmul_precision", set_to.append)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert machine.use_tf32(torch.device("cuda"), allowed) is used and set_to == [precision]
+    assert machine.use_tf32(torch.device("cpu"), True) is False and set_to == [precision]  # CPUs untouched
+
+
+def test_run_records_tf32_and_compile(base, tmp_path, monkeypatch):  # noqa: F811
+    """--compile compiles the encoder in place (inductor here swapped for dynamo's eager backend: the plumbing,
+    not the compiler): the run trains, its checkpoint keeps the uncompiled keys."""
+    compiled = []
+    real = torch.nn.Module.compile
+    monkeypatch.setattr(torch.nn.Module, "compile",
+                        lambda self, **k: compiled.append(type(self).__name__) or real(self, backend="eager"))
+    out = tmp_path / "run"
+    code, _, err = run_cli(train_multitask.main, base + ["--tasks", "sst", "--max-steps", "2", "--compile",
+                                                         "--implementation", "reference", "--out", str(out)])
+    assert code == 0, err
+    config = json.loads((out / "config.json").read_text())
+    assert config["precision"]["tf32"] is False and config["arguments"]["no_tf32"] is False
+    assert config["arguments"]["compile"] is True and compiled == ["BertModel"]
+    saved = load_checkpoint(out / "checkpoint.pt")["model"]
+    assert not any("_orig_mod" in k for k in saved) and "encoder.embeddings.word_embeddings.weight" in saved
+
+
+def test_the_fast_path_on_cuda_is_one_warning_line():
+    warning = machine.implementation_warning(torch.device("cuda"), "fast")
+    assert "\n" not in warning and "fp32 probabilities" in warning
+    assert machine.implementation_warning(torch.device("cuda"), "reference") is None
+    assert machine.implementation_warning(torch.device("cpu"), "fast") is None

@@ -38,7 +38,10 @@ def build_multitask_model(config: TrainConfig, inputs: RunInputs,
     if config.dropout is not None:
         minbert.set_dropout(model, config.dropout)
     model.frozen_layers = frozen
-    return model.to(inputs.device)
+    model = model.to(inputs.device)
+    if config.compile:
+        model.encoder.compile()  # in place: the state dict keeps its keys; compiled at the first forward
+    return model
 
 
 def make_optimizer(config: TrainConfig, model):
