@@ -5,7 +5,7 @@
 
 On whatever GPU torch finds (cuda:0), three stages, each capped so the whole stays within --budget (420 s):
 
-1. tests: `pytest -m gpu -q tests/test_gpu.py` in a subprocess (cap --tests-cap): passed, failed, skipped.
+1. tests: `pytest -m gpu -v tests/test_gpu.py` in a subprocess (cap --tests-cap): passed, failed, skipped.
 2. trainer: `bench.gpu_trainer`, one process per model, the embedded model and bert-base's shape (random
    weights, `bench.sizes`), --trainer-steps optimizer steps of the default run in bf16 (where native) and
    fp16: steps/s and examples/s (after a warm-up), peak memory, host syncs per step (CUDA's sync debug
@@ -65,7 +65,7 @@ def parse_args(argv=None):
     trainer.add_argument("--trainer-steps", type=int, default=200,
                          help="per model and precision (default: %(default)s)")
     trainer.add_argument("--trainer-warmup", type=int, default=20, help="untimed first steps (default: %(default)s)")
-    trainer.add_argument("--sync-steps", type=int, default=20,
+    trainer.add_argument("--sync-steps", type=int, default=10,
                          help="last steps, host syncs counted (default: %(default)s)")
     trainer.add_argument("--settings", default="default",
                          help="comma-separated trainer settings, each a run per model: " + ", ".join(SETTINGS))
@@ -112,20 +112,25 @@ def run_capped(cmd: list, cap: float) -> tuple:
 
 
 def pytest_summary(output: str) -> dict:
-    """Counts from pytest's last line ("3 passed, 1 skipped in 4.2s") and the FAILED / ERROR lines."""
+    """Counts from pytest's last line ("3 passed, 1 skipped in 4.2s"), or when it never came (the run was cut)
+    from its verbose per-test lines; the FAILED / ERROR lines; --durations' slowest."""
     lines = output.strip().splitlines()
     last = next((line for line in reversed(lines) if re.search(r"\d+ (passed|failed|skipped|error)", line)), "")
     counts = {kind.rstrip("s") if kind == "errors" else kind: int(n)
               for n, kind in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|xpassed)", last)}
+    if not last:
+        for kind in re.findall(r"::\S+ (PASSED|FAILED|SKIPPED|ERROR)", output):
+            counts[kind.lower()] = counts.get(kind.lower(), 0) + 1
     seconds = re.search(r" in ([\d.]+)s", last)
     return {"counts": counts, "pytest_s": float(seconds.group(1)) if seconds else None,
-            "failures": [line for line in lines if line.startswith(("FAILED", "ERROR"))]}
+            "failures": [line for line in lines if line.startswith(("FAILED", "ERROR"))],
+            "slowest": [line.strip() for line in lines if re.match(r"\s*[\d.]+s (call|setup|teardown) ", line)]}
 
 
 def stage_tests(args, clock: Clock) -> dict:
     cap = min(args.tests_cap, clock.left() - 60)
-    code, out, err, seconds = run_capped([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "tests/test_gpu.py"],
-                                         cap)
+    code, out, err, seconds = run_capped([sys.executable, "-m", "pytest", "-m", "gpu", "-v", "--durations=6",
+                                          "tests/test_gpu.py"], cap)
     result = {**pytest_summary(out), "exit": code, "wall_s": seconds}
     if code is None:
         result["cut"] = f"stopped at its cap of {cap:.0f} s"

@@ -88,3 +88,46 @@ def test_gpu_bench_reads_pytests_summary():
     assert summary["counts"] == {"failed": 2, "passed": 26, "skipped": 1} and summary["pytest_s"] == 93.41
     assert summary["failures"] == ["FAILED tests/test_gpu.py::test_x - assert 0"]
     assert pytest_summary("")["counts"] == {}
+    cut = "tests/test_gpu.py::test_a PASSED [ 3%]\ntests/test_gpu.py::test_b[fp16] FAILED [ 6%]\ntests/t"
+    assert pytest_summary(cut)["counts"] == {"passed": 1, "failed": 1}  # stopped before its summary
+    assert pytest_summary("== slowest 6 durations ==\n12.50s call     tests/test_gpu.py::test_a\n")["slowest"] == \
+        ["12.50s call     tests/test_gpu.py::test_a"]
+
+
+def test_gpu_bench_counts_cudas_sync_warnings_and_the_profilers_sync_calls(monkeypatch):
+    """The CUDA side of bench.gpu_trainer's counter, CUDA's calls stood in for: what it counts and what it leaves."""
+    import warnings
+    from types import SimpleNamespace
+
+    import torch
+
+    from bench.gpu_trainer import SyncCounter
+    modes = []
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+
+    class Profile:
+        def __init__(self, activities):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+        def events(self):
+            names = ["cudaLaunchKernel", "cudaStreamSynchronize", "cudaMemcpyAsync", "cudaStreamSynchronize"]
+            return [SimpleNamespace(name=n) for n in names]
+
+    monkeypatch.setattr(torch.profiler, "profile", Profile)
+    counter = SyncCounter(cuda=True)
+    counter.start()
+    for _ in range(3):
+        warnings.warn("called a synchronizing CUDA operation", UserWarning)
+    warnings.warn("something else", UserWarning)
+    counter.stop()
+    assert counter.count == 3 and counter.calls == 2 and modes == ["warn", "default"]
+    with warnings.catch_warnings(record=True) as later:
+        warnings.simplefilter("always")
+        warnings.warn("called a synchronizing CUDA operation", UserWarning)
+    assert len(later) == 1 and counter.count == 3  # stopped: warnings are the caller's again
