@@ -292,8 +292,14 @@ def test_run_records_tf32_and_compile(base, tmp_path, monkeypatch):  # noqa: F81
     assert not any("_orig_mod" in k for k in saved) and "encoder.embeddings.word_embeddings.weight" in saved
 
 
-def test_the_fast_path_on_cuda_is_one_warning_line():
+def test_the_fast_path_on_cuda_is_one_warning_line(base, tmp_path, monkeypatch):  # noqa: F811
     warning = machine.implementation_warning(torch.device("cuda"), "fast")
     assert "\n" not in warning and "fp32 probabilities" in warning
     assert machine.implementation_warning(torch.device("cuda"), "reference") is None
     assert machine.implementation_warning(torch.device("cpu"), "fast") is None
+    import tasks.inputs  # the run says it once, this CPU taken for a GPU
+    monkeypatch.setattr(tasks.inputs, "implementation_warning",
+                        lambda device, used: machine.implementation_warning(torch.device("cuda"), used))
+    code, _, err = run_cli(train_multitask.main, base + ["--tasks", "sst", "--max-steps", "1", "--implementation",
+                                                         "fast", "--out", str(tmp_path / "run")])
+    assert code == 0 and err.splitlines().count(warning) == 1, err
