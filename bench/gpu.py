@@ -56,7 +56,7 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-tf32", action="store_true", help="fp32 matmuls in IEEE fp32, in every stage")
     tests = p.add_argument_group("tests")
-    tests.add_argument("--tests-cap", type=float, default=210, help="seconds (default: %(default)s)")
+    tests.add_argument("--tests-cap", type=float, default=230, help="seconds (default: %(default)s)")
     trainer = p.add_argument_group("trainer")
     trainer.add_argument("--models", default="embedded,bert-base",
                          help="embedded (minilm), bert-base (its shape, random weights) or folders "

@@ -298,6 +298,15 @@ def test_bert_base_at_the_courses_batch_in_fp16_stays_under_8_gb():
     assert math.isfinite(loss.item()) and peak_gib < 8
 
 
+def test_the_fast_path_on_cuda_runs_after_one_warning_line(base, tmp_path):
+    out = tmp_path / "run"
+    code, _, err = run_cli(train_multitask.main, base + ["--tasks", "sst", "--max-steps", "2", "--implementation",
+                                                         "fast", "--out", str(out)])
+    assert code == 0, err
+    assert sum(line.startswith("warning: --implementation fast on CUDA") for line in err.splitlines()) == 1
+    assert json.loads((out / "config.json").read_text())["implementation"]["used"] == "fast"
+
+
 def test_a_compiled_reference_matches_the_eager_one_on_cuda():
     """torch.compile of the reference (--compile): the same outputs and gradients. One batch shape: each new
     shape is another compile, tens of seconds."""
@@ -312,12 +321,3 @@ def test_a_compiled_reference_matches_the_eager_one_on_cuda():
         outs.append((out.last_hidden_state, model.embeddings.word_embeddings.weight.grad))
     assert max_diff_on_tokens(outs[0][0], outs[1][0], batch["attention_mask"]) <= FP32_TOL
     assert torch.allclose(outs[0][1], outs[1][1], atol=FP32_TOL)
-
-
-def test_the_fast_path_on_cuda_runs_after_one_warning_line(base, tmp_path):
-    out = tmp_path / "run"
-    code, _, err = run_cli(train_multitask.main, base + ["--tasks", "sst", "--max-steps", "2", "--implementation",
-                                                         "fast", "--out", str(out)])
-    assert code == 0, err
-    assert sum(line.startswith("warning: --implementation fast on CUDA") for line in err.splitlines()) == 1
-    assert json.loads((out / "config.json").read_text())["implementation"]["used"] == "fast"
