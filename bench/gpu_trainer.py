@@ -18,7 +18,7 @@ evaluation, with no run folder. A callback splits the steps into three windows:
   run) the window counts the host reads of tensor values (`item`, `bool`, `float`, `int`, `tolist`).
 
 Peak memory is `torch.cuda.max_memory_allocated` over the whole fit (steps and evaluation). Reports one JSON
-line (bench.common.report_result) for bench.gpu.
+line (bench.common.report_result) per precision as soon as it is measured, for bench.gpu.
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
@@ -183,25 +183,31 @@ def measure(args) -> list:
                "prepare_s": prepared_s}
         if not minbert.native(precision, inputs.device):
             rows.append({**row, "skipped": f"{precision} is not native on {inputs.device}"})
+            report_result({"runs": rows[-1:]})
             continue
         inputs.precision = inputs.precision_requested = precision
         meter = Meter(torch, inputs.device, args.warmup, args.sync_steps)
         started = time.perf_counter()
-        result = fit(dataclasses.replace(config, precision=precision), inputs, InMemory(final_weights=True),
-                     callbacks=[meter])
-        row.update(meter.figures, wall_s=time.perf_counter() - started, steps=result["steps"],
-                   scaler_skipped=result.get("scaler_skipped"), nonfinite_skipped=result["nonfinite_skipped"],
-                   dev={k: v for k, v in result["final"].items() if v is None or math.isfinite(v)},
-                   implementation=inputs.encoder.config.implementation, tf32=inputs.tf32)
+        try:
+            result = fit(dataclasses.replace(config, precision=precision), inputs, InMemory(final_weights=True),
+                         callbacks=[meter])
+        except Exception as e:  # noqa: BLE001 (one precision's failure is a figure too; the next one still runs)
+            row.update(meter.figures, error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        else:
+            row.update(meter.figures, wall_s=time.perf_counter() - started, steps=result["steps"],
+                       scaler_skipped=result.get("scaler_skipped"), nonfinite_skipped=result["nonfinite_skipped"],
+                       dev={k: v for k, v in result["final"].items() if v is None or math.isfinite(v)},
+                       implementation=inputs.encoder.config.implementation, tf32=inputs.tf32)
+            del result
+        report_result({"runs": [row]})  # at once: a worker cut at its time cap keeps what it measured
         rows.append(row)
-        del result
         if inputs.device.type == "cuda":
             torch.cuda.empty_cache()
     return rows
 
 
 def main(argv=None) -> int:
-    report_result({"runs": measure(parse_args(argv))})
+    measure(parse_args(argv))
     return 0
 
 
