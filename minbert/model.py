@@ -68,7 +68,8 @@ def attention_keys(attention_mask: Optional[torch.Tensor]) -> Optional[torch.Ten
     pick its fastest kernel (flash attention takes no mask).
 
     attention_mask: (B, T), 1 (or True) at real tokens. A sequence without any real token looks at all of
-    its tokens, as the additive fill this mask replaces made it do (not at none: a NaN on some kernels).
+    its tokens, as `written_out`'s finite fill makes it do, rather than at none, which some fused kernels
+    turn into NaN.
     Only a CPU mask is read on the host to find "no padding": on a GPU that read would wait for the
     device once per forward, so there the mask is always built.
     """
