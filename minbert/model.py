@@ -67,9 +67,9 @@ def attention_keys(attention_mask: Optional[torch.Tensor]) -> Optional[torch.Ten
     (B, 1, 1, T key) bool, True at real tokens; None when nothing is padding, which leaves SDPA free to
     pick its fastest kernel (flash attention takes no mask).
 
-    attention_mask: (B, T), 1 (or True) at real tokens. A sequence without any real token looks at all of
-    its tokens, as `written_out`'s finite fill makes it do, rather than at none, which some fused kernels
-    turn into NaN.
+    attention_mask: (B, T), 1 (or True) at real tokens. A sequence without any real token is taken as
+    unpadded, as the fast path takes it: its outputs mean nothing but stay finite, where a row of keys all
+    masked is NaN on some fused kernels.
     Only a CPU mask is read on the host to find "no padding": on a GPU that read would wait for the
     device once per forward, so there the mask is always built.
     """
