@@ -9,14 +9,16 @@ On whatever GPU torch finds (cuda:0), three stages, each capped so the whole sta
 2. trainer: `bench.gpu_trainer`, one process per model, the embedded model and bert-base's shape (random
    weights, `bench.sizes`), --trainer-steps optimizer steps of the default run in bf16 (where native) and
    fp16: steps/s and examples/s (after a warm-up), peak memory, host syncs per step (CUDA's sync debug
-   mode, over the last --sync-steps steps), the fp16 scaler's skipped steps, and the dev scores after those
-   steps (of random weights, for bert-base's shape: chance).
+   mode and the profiler's synchronising calls, over the last --sync-steps steps), the fp16 scaler's
+   skipped steps, and the dev scores after those steps (bert-base's shape starts from random weights:
+   near chance).
 3. compare: `bench.gpu_compare` on bert-base's shape, minBERT against transformers on the same batches
    (train and evaluation examples/s, their ratio, peak memory), per precision and task, as long as the
    budget lasts.
 
 TF32 is on for fp32 matmuls, as in the trainer (--no-tf32 turns it off). Writes DIR/bench-gpu.json (every
-figure) and DIR/bench-gpu.md (the tables, ready for a docs/measurements log) and prints the latter. Without
+figure) and DIR/bench-gpu.md (the tables, ready for a docs/measurements log), after each stage, with each
+stage's output in DIR/gpu-tests.log and DIR/trainer-MODEL-SETTING.log, and prints the tables. Without
 CUDA it says so in one line and exits 2 (unless --dry-run).
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
@@ -131,6 +133,7 @@ def stage_tests(args, clock: Clock) -> dict:
     cap = min(args.tests_cap, clock.left() - 60)
     code, out, err, seconds = run_capped([sys.executable, "-m", "pytest", "-m", "gpu", "-v", "--durations=6",
                                           "tests/test_gpu.py"], cap)
+    (args.out_dir / "gpu-tests.log").write_text(out + err)
     result = {**pytest_summary(out), "exit": code, "wall_s": seconds}
     if code is None:
         result["cut"] = f"stopped at its cap of {cap:.0f} s"
@@ -161,6 +164,7 @@ def stage_trainer(args, clock: Clock) -> list:
                    *(["--data-dir", args.data_dir] if args.data_dir else []), "--", "--seed", str(args.seed),
                    *SETTINGS[setting], *(["--no-tf32"] if args.no_tf32 else [])]
             code, out, err, seconds = run_capped(cmd, cap)
+            (args.out_dir / f"trainer-{Path(name).name}-{setting}.log").write_text(out + err)
             reported = [json.loads(line[len(RESULT_PREFIX):]) for line in out.splitlines()
                         if line.startswith(RESULT_PREFIX)]
             runs = [r for report in reported for r in report["runs"]]
@@ -217,21 +221,29 @@ def main(argv=None) -> int:
     use_tf32(torch.device(args.device), not args.no_tf32)
     out = Path(args.out or REPO / "runs" / time.strftime("bench-gpu-%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
+    args.out_dir = out  # where the stages leave their logs
     results = {"machine": machine(args), "command": ["python", "-m", "bench.gpu", *(argv or sys.argv[1:])],
                "budget_s": args.budget, "dry_run": args.dry_run}
     print(f"bench.gpu: {results['machine']['device']}; torch {torch.__version__}; results in {out}", flush=True)
+    summary = write(out, results, 0.0)
     for stage, run in (("tests", stage_tests), ("trainer", stage_trainer), ("compare", stage_compare)):
         if stage in args.stages.split(","):
             started = time.perf_counter()
             results[stage] = run(args, clock)
             print(f"bench.gpu: {stage} done in {time.perf_counter() - started:.0f} s, {clock.left():.0f} s left",
                   flush=True)
-    results["total_s"] = args.budget - clock.left()
+            summary = write(out, results, args.budget - clock.left())  # after each stage: a kill keeps them
+    print(summary)
+    return 0
+
+
+def write(out: Path, results: dict, seconds: float) -> str:
+    """bench-gpu.json and bench-gpu.md as they stand; returns the markdown."""
+    results["total_s"] = seconds
     (out / "bench-gpu.json").write_text(json.dumps(results, indent=1))
     summary = markdown(results)
     (out / "bench-gpu.md").write_text(summary)
-    print(summary)
-    return 0
+    return summary
 
 
 if __name__ == "__main__":

@@ -70,6 +70,7 @@ def test_gpu_bench_dry_run_goes_through_every_stage_on_the_cpu(small_data_dir, t
     assert row["train_ratio"] > 0 and row["eval_ratio"] > 0 and row["minbert_train_examples_per_s"] > 0
     summary = (out / "bench-gpu.md").read_text()
     assert "| tiny | default | fp32 |" in summary and "| sst | fp32 |" in summary and summary in printed
+    assert "RESULT" in (out / "trainer-tiny-default.log").read_text()  # the worker's own output, kept
 
 
 def test_gpu_bench_without_a_gpu_is_one_line_exit_2(monkeypatch):
