@@ -91,7 +91,11 @@ class SyncCounter:
     def _stop_profiler(self) -> None:
         try:
             self._profiler.__exit__(None, None, None)
-            self.calls = sum(event.name in SYNC_CALLS for event in self._profiler.events())
+            names = [event.name for event in self._profiler.events()]
+            if any("LaunchKernel" in name for name in names):  # else the runtime's calls were not recorded
+                self.calls = sum(name in SYNC_CALLS for name in names)
+            else:
+                print("bench.gpu_trainer: no profiler count (no CUDA runtime calls recorded)", flush=True)
         except Exception as e:  # noqa: BLE001
             print(f"bench.gpu_trainer: no profiler count ({type(e).__name__}: {e})", flush=True)
         self._profiler = None
