@@ -1,220 +1,249 @@
-"""What one CUDA GPU does with this project, in a few minutes: minBERT against transformers, and the trainer.
+"""What one CUDA GPU does with this project, in one command and under 8 minutes.
 
-    python -m bench.gpu [--model PATH] [--precisions bf16,fp16,fp32] [--steps N] [--trainer-steps A,B]
+    python -m bench.gpu [--out DIR] [--budget SECONDS] [--stages tests,trainer,compare]
+    python -m bench.gpu --dry-run          # no GPU: every stage's plumbing on the CPU, a tiny model, seconds
 
-Part 1, the model: one optimiser step (forward, a linear head on the pooled output, cross-entropy,
-backward, fused AdamW) and an evaluation forward, for minBERT (`minbert.from_pretrained`, the
-implementation `auto` picks on CUDA) and `transformers.BertModel(attn_implementation="sdpa")`, same
-checkpoint, same batches (bench.throughput's: a seeded shuffle of SST's and Quora's training rows,
-cross-encoded, cut into batches of --batch-size), same precision, in one process. The two models
-alternate round by round; every round ends with `torch.cuda.synchronize()`; ratios are the median of
-the per-round ratios. fp16 runs under a GradScaler as the trainer's fp16 does; fp32 is true fp32
-(TF32 off, torch's default and the trainer's). Peak memory is `torch.cuda.max_memory_allocated`
-over that model's steps.
+On whatever GPU torch finds (cuda:0), three stages, each capped so the whole stays within --budget (420 s):
 
-Part 2, the trainer: `train_multitask.py --device cuda --max-steps A` and `--max-steps B` for each
-setting (default, fp16, SMART, gradient surgery) in its own process; (wall(B) - wall(A)) / (B - A) is
-the time of one of the trainer's own steps, start-up and the final evaluation cancelled out.
+1. tests: `pytest -m gpu -v tests/test_gpu.py` in a subprocess (cap --tests-cap): passed, failed, skipped.
+2. trainer: `bench.gpu_trainer`, one process per model, the embedded model and bert-base's shape (random
+   weights, `bench.sizes`), --trainer-steps optimizer steps of the default run in bf16 (where native) and
+   fp16: steps/s and examples/s (after a warm-up), peak memory, host syncs per step (CUDA's sync debug
+   mode and the profiler's synchronising calls, over the last --sync-steps steps), the fp16 scaler's
+   skipped steps, and the dev scores after those steps (bert-base's shape starts from random weights:
+   near chance).
+3. compare: `bench.gpu_compare` on bert-base's shape, minBERT against transformers on the same batches
+   (train and evaluation examples/s, their ratio, peak memory), per precision and task, as long as the
+   budget lasts.
+
+TF32 is on for fp32 matmuls, as in the trainer (--no-tf32 turns it off). Writes DIR/bench-gpu.json (every
+figure) and DIR/bench-gpu.md (the tables, ready for a docs/measurements log), after each stage, with each
+stage's output in DIR/gpu-tests.log and DIR/trainer-MODEL-SETTING.log, and prints the tables. Without
+CUDA it says so in one line and exits 2 (unless --dry-run).
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
 import argparse
 import json
-import statistics
+import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from bench.common import DATA_DIR_HELP
-from bench.throughput import build_batches, head_classes
+from bench.common import DATA_DIR_HELP, RESULT_PREFIX
+from bench.gpu_report import markdown
 
-TRAINER_SETTINGS = {            # label: extra train_multitask.py arguments
-    "default (auto precision)": [],
-    "fp16": ["--precision", "fp16"],
-    "SMART": ["--smart"],
-    "surgery pcgrad": ["--surgery", "pcgrad"],
-}
+REPO = Path(__file__).resolve().parents[1]
+STAGES = ("tests", "trainer", "compare")
+SETTINGS = {"default": [], "smart": ["--smart"], "pcgrad": ["--surgery", "pcgrad"], "compile": ["--compile"]}
+DRY_SHAPE = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128)
+DRY_RUN = dict(device="cpu", models="tiny", trainer_precisions="fp32", trainer_steps=6, trainer_warmup=2,
+               sync_steps=2, precisions="fp32", tasks="sst", batch_size=4, eval_batch_size=16, steps=4, warmup=1,
+               rounds=2)
+COMPARE_RESERVE_S = 45  # what the trainer stage leaves to the comparison
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="minilm", help="checkpoint name or folder (default: %(default)s)")
+    p = argparse.ArgumentParser(prog="python -m bench.gpu", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--out", default=None,
+                   help="folder for bench-gpu.json and bench-gpu.md (default: runs/bench-gpu-<time>)")
+    p.add_argument("--budget", type=float, default=420, help="seconds for all stages (default: %(default)s)")
+    p.add_argument("--stages", default=",".join(STAGES), help="which of: " + ", ".join(STAGES))
+    p.add_argument("--dry-run", action="store_true", help="on the CPU, tiny models, a few steps: the plumbing only")
     p.add_argument("--device", default="cuda")
-    p.add_argument("--precisions", default="bf16,fp16,fp32",
-                   help="comma-separated; none skips part 1 (default: %(default)s)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--eval-batch-size", type=int, default=128)
-    p.add_argument("--steps", type=int, default=24, help="timed steps per model, task and phase")
-    p.add_argument("--warmup", type=int, default=4)
-    p.add_argument("--rounds", type=int, default=6)
-    p.add_argument("--tasks", default="sst,quora")
     p.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--trainer-steps", default="20,120",
-                   help="A,B: the trainer's --max-steps of the short and the long run; 0 skips part 2")
-    p.add_argument("--trainer-settings", default=",".join(TRAINER_SETTINGS),
-                   help="which of: " + ", ".join(TRAINER_SETTINGS))
-    p.add_argument("--json", default=None, help="also write every figure to this file")
+    p.add_argument("--no-tf32", action="store_true", help="fp32 matmuls in IEEE fp32, in every stage")
+    tests = p.add_argument_group("tests")
+    tests.add_argument("--tests-cap", type=float, default=230, help="seconds (default: %(default)s)")
+    trainer = p.add_argument_group("trainer")
+    trainer.add_argument("--models", default="embedded,bert-base",
+                         help="embedded (minilm), bert-base (its shape, random weights) or folders "
+                              "(default: %(default)s)")
+    trainer.add_argument("--trainer-precisions", default="bf16,fp16", help="(default: %(default)s)")
+    trainer.add_argument("--trainer-steps", type=int, default=200,
+                         help="per model and precision (default: %(default)s)")
+    trainer.add_argument("--trainer-warmup", type=int, default=20, help="untimed first steps (default: %(default)s)")
+    trainer.add_argument("--sync-steps", type=int, default=10,
+                         help="last steps, host syncs counted (default: %(default)s)")
+    trainer.add_argument("--settings", default="default",
+                         help="comma-separated trainer settings, each a run per model: " + ", ".join(SETTINGS))
+    compare = p.add_argument_group("compare (minBERT against transformers)")
+    compare.add_argument("--compare-model", default="bert-base", help="(default: %(default)s)")
+    compare.add_argument("--precisions", default="bf16,fp16", help="(default: %(default)s; fp32 too if wanted)")
+    compare.add_argument("--tasks", default="sst,quora")
+    compare.add_argument("--batch-size", type=int, default=32)
+    compare.add_argument("--eval-batch-size", type=int, default=128)
+    compare.add_argument("--steps", type=int, default=24, help="timed steps per model, task and phase")
+    compare.add_argument("--warmup", type=int, default=4)
+    compare.add_argument("--rounds", type=int, default=6)
     args = p.parse_args(argv)
-    args.order, args.prime = "shuffled", False  # what build_batches reads
+    if args.dry_run:
+        given = {a.dest for a in p._actions if any(o in (argv or sys.argv[1:]) for o in a.option_strings)}
+        for name, value in DRY_RUN.items():
+            if name not in given:
+                setattr(args, name, value)
+    unknown = set(args.stages.split(",")) - set(STAGES) | set(args.settings.split(",")) - set(SETTINGS)
+    if unknown:
+        p.error(f"unknown stage or setting: {', '.join(sorted(unknown))}")
+    args.order, args.prime = "shuffled", False  # what bench.throughput's build_batches reads
     return args
 
 
-class Timed:
-    """One model on the GPU with its head and optimiser, for one task and precision."""
+class Clock:
+    def __init__(self, budget: float):
+        self.start, self.budget = time.perf_counter(), budget
 
-    def __init__(self, torch, model, hidden: int, classes: int, precision: str, device):
-        self.torch, self.model, self.precision, self.device = torch, model, precision, device
-        torch.manual_seed(0)
-        self.head = torch.nn.Linear(hidden, classes).to(device)
-        params = list(model.parameters()) + list(self.head.parameters())
-        self.optimizer = torch.optim.AdamW(params, lr=2e-5, weight_decay=0.01, fused=True)
-        self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-        self.dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-
-    def autocast(self):
-        return self.torch.autocast(self.device.type, dtype=self.dtype or self.torch.float32,
-                                   enabled=self.dtype is not None)
-
-    def logits(self, batch):
-        out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                         token_type_ids=batch["token_type_ids"])
-        return self.head(out.pooler_output)
-
-    def train(self, batches) -> None:
-        F = self.torch.nn.functional
-        self.model.train()
-        for b in batches:
-            with self.autocast():
-                loss = F.cross_entropy(self.logits(b).float(), b["labels"])
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-            self.optimizer.zero_grad(set_to_none=True)
-
-    def evaluate(self, batches) -> None:
-        self.model.eval()
-        with self.torch.inference_mode(), self.autocast():
-            for b in batches:
-                self.logits(b).argmax(-1)
+    def left(self) -> float:
+        return self.budget - (time.perf_counter() - self.start)
 
 
-def load_models(torch, folder: str, device):
-    import transformers
+def run_capped(cmd: list, cap: float) -> tuple:
+    """(exit status or None when cut at `cap` seconds, stdout, stderr, seconds)."""
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=max(cap, 1))
+        code, out, err = done.returncode, done.stdout, done.stderr
+    except subprocess.TimeoutExpired as e:
+        text = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr)]
+        code, out, err = None, *text
+    return code, out, err, time.perf_counter() - started
+
+
+def pytest_summary(output: str) -> dict:
+    """Counts from pytest's last line ("3 passed, 1 skipped in 4.2s"), or when it never came (the run was cut)
+    from its verbose per-test lines; the FAILED / ERROR lines; --durations' slowest."""
+    lines = output.strip().splitlines()
+    last = next((line for line in reversed(lines) if re.search(r"\d+ (passed|failed|skipped|error)", line)), "")
+    counts = {kind.rstrip("s") if kind == "errors" else kind: int(n)
+              for n, kind in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|xpassed)", last)}
+    if not last:
+        for kind in re.findall(r"::\S+ (PASSED|FAILED|SKIPPED|ERROR)", output):
+            counts[kind.lower()] = counts.get(kind.lower(), 0) + 1
+    seconds = re.search(r" in ([\d.]+)s", last)
+    return {"counts": counts, "pytest_s": float(seconds.group(1)) if seconds else None,
+            "failures": [line for line in lines if line.startswith(("FAILED", "ERROR"))],
+            "slowest": [line.strip() for line in lines if re.match(r"\s*[\d.]+s (call|setup|teardown) ", line)]}
+
+
+def stage_tests(args, clock: Clock) -> dict:
+    cap = min(args.tests_cap, clock.left() - 60)
+    code, out, err, seconds = run_capped([sys.executable, "-m", "pytest", "-m", "gpu", "-v", "--durations=6",
+                                          "tests/test_gpu.py"], cap)
+    (args.out_dir / "gpu-tests.log").write_text(out + err)
+    result = {**pytest_summary(out), "exit": code, "wall_s": seconds}
+    if code is None:
+        result["cut"] = f"stopped at its cap of {cap:.0f} s"
+    return result
+
+
+def model_folder(name: str, args) -> str:
+    """embedded, bert-base or a folder; --dry-run's tiny bert-base shape for the named ones."""
+    from bench import sizes
+    if name in ("tiny", "bert-base") and args.dry_run:
+        return str(sizes.bert_base_shaped(sizes.default_cache(), **DRY_SHAPE))
+    if name == "bert-base":
+        return str(sizes.bert_base_shaped(sizes.default_cache()))
+    return "minilm" if name == "embedded" else name
+
+
+def stage_trainer(args, clock: Clock) -> list:
+    rows = []
+    for setting in args.settings.split(","):
+        for name in args.models.split(","):
+            cap = clock.left() - (COMPARE_RESERVE_S if "compare" in args.stages else 0)
+            if cap < 20:
+                rows.append({"model": name, "setting": setting, "skipped": f"budget: {clock.left():.0f} s left"})
+                continue
+            cmd = [sys.executable, "-m", "bench.gpu_trainer", "--model", model_folder(name, args),
+                   "--precisions", args.trainer_precisions, "--steps", str(args.trainer_steps),
+                   "--warmup", str(args.trainer_warmup), "--sync-steps", str(args.sync_steps), "--device", args.device,
+                   *(["--data-dir", args.data_dir] if args.data_dir else []), "--", "--seed", str(args.seed),
+                   *SETTINGS[setting], *(["--no-tf32"] if args.no_tf32 else [])]
+            code, out, err, seconds = run_capped(cmd, cap)
+            (args.out_dir / f"trainer-{Path(name).name}-{setting}.log").write_text(out + err)
+            reported = [json.loads(line[len(RESULT_PREFIX):]) for line in out.splitlines()
+                        if line.startswith(RESULT_PREFIX)]
+            runs = [r for report in reported for r in report["runs"]]
+            rows += [{**r, "model": name, "setting": setting} for r in runs]
+            if code != 0:
+                why = "cut at the budget" if code is None else f"exit {code}"
+                rows.append({"model": name, "setting": setting,
+                             "error": f"{why}: {(err.strip().splitlines() or [''])[-1][:300]}", "wall_s": seconds})
+    return rows
+
+
+def stage_compare(args, clock: Clock) -> list:
+    import torch
 
     import minbert
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    ours = minbert.from_pretrained(folder).to(device)
-    theirs = transformers.BertModel.from_pretrained(folder, attn_implementation="sdpa").to(device)
-    return {"minbert": ours, "transformers": theirs}
+    from bench.gpu_compare import time_models
+    folder = model_folder(args.compare_model, args)
+    tokenizer = minbert.Tokenizer.from_folder(str(minbert.resolve(folder)[0]))
+    rows = []
+    for precision in (p for p in args.precisions.split(",") if p not in ("", "none")):
+        for task in args.tasks.split(","):
+            if not minbert.native(precision, torch.device(args.device)):
+                rows.append({"task": task, "precision": precision, "skipped": "not native on this device"})
+            elif clock.left() < 25:
+                rows.append({"task": task, "precision": precision, "skipped": f"budget: {clock.left():.0f} s left"})
+            else:
+                rows.append(time_models(torch, args, folder, precision, task, tokenizer))
+    return rows
 
 
-def time_models(torch, args, folder: str, precision: str, task: str, tokenizer) -> dict:
-    """Both models, fresh from the checkpoint, on the same batches; rounds alternate A B, B A, ..."""
+def machine(args) -> dict:
+    import torch
+
+    from tasks.machine import cpu_model, source_commit
     device = torch.device(args.device)
-    train, evals = build_batches(args, task, tokenizer, warn=lambda message: None)
-    train = [{k: v.to(device) for k, v in b.items()} for b in train]
-    for b in train:
-        b["labels"] = b["labels"].long()
-    evals = [{k: v.to(device) for k, v in b.items()} for b in evals]
-    models = load_models(torch, folder, device)
-    cuda = device.type == "cuda"
-    sync = torch.cuda.synchronize if cuda else (lambda device: None)  # a CPU run: a smoke of this script
-    timed = {name: Timed(torch, m, m.config.hidden_size, head_classes(task), precision, device)
-             for name, m in models.items()}
-    peaks = {}
-    for name, t in timed.items():
-        if cuda:
-            torch.cuda.reset_peak_memory_stats(device)
-        t.train(train[:args.warmup])
-        t.evaluate(evals[:1])
-        sync(device)
-        peaks[name] = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else float("nan")
-    timed_train = train[args.warmup:]
-    per_round = max(1, len(timed_train) // args.rounds)
-    seconds = {(name, phase): [] for name in timed for phase in ("train", "eval")}
-    for r in range(args.rounds):
-        order = list(timed) if r % 2 == 0 else list(reversed(timed))
-        for name in order:
-            for phase, work in (("train", timed_train[r * per_round:(r + 1) * per_round]),
-                                ("eval", evals)):
-                sync(device)
-                start = time.perf_counter()
-                (timed[name].train if phase == "train" else timed[name].evaluate)(work)
-                sync(device)
-                seconds[name, phase].append(time.perf_counter() - start)
-    examples = {"train": per_round * args.batch_size, "eval": sum(len(b["input_ids"]) for b in evals)}
-    out = {"task": task, "precision": precision, "peak_mib": peaks}
-    for phase in ("train", "eval"):
-        for name in timed:
-            out[f"{name}_{phase}_examples_per_s"] = examples[phase] * args.rounds / sum(seconds[name, phase])
-        out[f"{phase}_ratio"] = statistics.median(t / m for m, t in zip(seconds["minbert", phase],
-                                                                        seconds["transformers", phase]))
-    del timed, models
-    if cuda:
-        torch.cuda.empty_cache()
+    out = {"torch": torch.__version__, "cuda": torch.version.cuda, "cpu": cpu_model(), "device": "cpu",
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **source_commit(REPO)}
+    if device.type == "cuda":
+        properties = torch.cuda.get_device_properties(device)
+        out.update(device=properties.name, capability=".".join(map(str, torch.cuda.get_device_capability(device))),
+                   memory_mib=properties.total_memory // 2**20)
     return out
-
-
-def trainer_step_seconds(args, folder: str, label: str, short: int, long: int) -> dict:
-    """The trainer's own step, from two runs that differ only in --max-steps."""
-    walls = {}
-    for steps in (short, long):
-        with tempfile.TemporaryDirectory() as tmp:
-            cmd = [sys.executable, "train_multitask.py", "--model", folder, "--device", args.device,
-                   "--max-steps", str(steps), "--out", str(Path(tmp) / "run"), "--seed", str(args.seed),
-                   *TRAINER_SETTINGS[label]] + (["--data-dir", args.data_dir] if args.data_dir else [])
-            start = time.perf_counter()
-            done = subprocess.run(cmd, capture_output=True, text=True)
-            walls[steps] = time.perf_counter() - start
-            if done.returncode != 0:
-                return {"setting": label, "error": done.stderr.strip().splitlines()[-1:]}
-            config = json.loads((Path(tmp) / "run" / "config.json").read_text())
-    per_step = (walls[long] - walls[short]) / (long - short)
-    return {"setting": label, "precision": config.get("precision", {}).get("used"),
-            "implementation": config.get("implementation", {}).get("used"),
-            "step_ms": 1000 * per_step, "wall_s": walls}
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
-
-    import minbert
-    device = torch.device(args.device)
-    folder = str(minbert.resolve(args.model)[0])
-    tokenizer = minbert.Tokenizer.from_folder(folder)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"device {name}; torch {torch.__version__}; model {folder}", flush=True)
-    results = {"device": name, "torch": torch.__version__, "model": folder, "models": [], "trainer": []}
-    print(f"{'task':6} {'prec':5} {'minbert ex/s':>13} {'transformers':>13} {'ratio':>6} | "
-          f"{'eval ex/s':>10} {'transformers':>13} {'ratio':>6} | peak MiB (minbert / transformers)")
-    for precision in (p for p in args.precisions.split(",") if p not in ("", "none")):
-        if precision == "bf16" and not minbert.native_bf16(device):
-            print(f"{precision}: not native on this device, skipped")
-            continue
-        for task in args.tasks.split(","):
-            r = time_models(torch, args, folder, precision, task, tokenizer)
-            results["models"].append(r)
-            print(f"{task:6} {precision:5} {r['minbert_train_examples_per_s']:13.0f} "
-                  f"{r['transformers_train_examples_per_s']:13.0f} {r['train_ratio']:6.2f} | "
-                  f"{r['minbert_eval_examples_per_s']:10.0f} {r['transformers_eval_examples_per_s']:13.0f} "
-                  f"{r['eval_ratio']:6.2f} | {r['peak_mib']['minbert']:.0f} / {r['peak_mib']['transformers']:.0f}",
+    if not args.dry_run and not torch.cuda.is_available():
+        print("bench.gpu: no CUDA GPU here (torch.cuda.is_available() is False); --dry-run runs its plumbing on "
+              "the CPU", file=sys.stderr)
+        return 2
+    from tasks.machine import use_tf32
+    clock = Clock(args.budget)
+    use_tf32(torch.device(args.device), not args.no_tf32)
+    out = Path(args.out or REPO / "runs" / time.strftime("bench-gpu-%Y%m%d-%H%M%S"))
+    out.mkdir(parents=True, exist_ok=True)
+    args.out_dir = out  # where the stages leave their logs
+    results = {"machine": machine(args), "command": ["python", "-m", "bench.gpu", *(argv or sys.argv[1:])],
+               "budget_s": args.budget, "dry_run": args.dry_run}
+    print(f"bench.gpu: {results['machine']['device']}; torch {torch.__version__}; results in {out}", flush=True)
+    summary = write(out, results, 0.0)
+    for stage, run in (("tests", stage_tests), ("trainer", stage_trainer), ("compare", stage_compare)):
+        if stage in args.stages.split(","):
+            started = time.perf_counter()
+            results[stage] = run(args, clock)
+            print(f"bench.gpu: {stage} done in {time.perf_counter() - started:.0f} s, {clock.left():.0f} s left",
                   flush=True)
-    short, long = (int(x) for x in args.trainer_steps.split(",")) if args.trainer_steps != "0" else (0, 0)
-    for label in (s for s in args.trainer_settings.split(",") if long > short):
-        r = trainer_step_seconds(args, folder, label, short, long)
-        results["trainer"].append(r)
-        print("trainer " + (f"{label}: {r['error']}" if "error" in r else
-                            f"{label}: {r['step_ms']:.1f} ms/step ({r['precision']}, {r['implementation']}; "
-                            f"walls {r['wall_s'][short]:.1f}s / {r['wall_s'][long]:.1f}s)"), flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
+            summary = write(out, results, args.budget - clock.left())  # after each stage: a kill keeps them
+    print(summary)
     return 0
+
+
+def write(out: Path, results: dict, seconds: float) -> str:
+    """bench-gpu.json and bench-gpu.md as they stand; returns the markdown."""
+    results["total_s"] = seconds
+    (out / "bench-gpu.json").write_text(json.dumps(results, indent=1))
+    summary = markdown(results)
+    (out / "bench-gpu.md").write_text(summary)
+    return summary
 
 
 if __name__ == "__main__":

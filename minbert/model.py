@@ -62,6 +62,24 @@ class BertEmbeddings(nn.Module):
         return self.dropout(self.LayerNorm(self.sum_embeddings(input_ids, token_type_ids, inputs_embeds)))
 
 
+def attention_keys(attention_mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """The keys every query may look at, built once per forward in the form SDPA's fused kernels take:
+    (B, 1, 1, T key) bool, True at real tokens; None when nothing is padding, which leaves SDPA free to
+    pick its fastest kernel (flash attention takes no mask).
+
+    attention_mask: (B, T), 1 (or True) at real tokens. A sequence without any real token is taken as
+    unpadded, as the fast path takes it: its outputs mean nothing but stay finite, where a row of keys all
+    masked is NaN on some fused kernels.
+    Only a CPU mask is read on the host to find "no padding": on a GPU that read would wait for the
+    device once per forward, so there the mask is always built.
+    """
+    if attention_mask is None or (attention_mask.device.type == "cpu" and bool(attention_mask.all())):
+        return None
+    real = attention_mask.bool()
+    real = real | ~real.any(-1, keepdim=True)                                   # (B, T)
+    return real[:, None, None, :]                                               # (B, 1, 1, T key)
+
+
 class BertSelfAttention(nn.Module):
     """Multi-head scaled dot-product attention over the real (non-padding) tokens: each head weighs
     the tokens' values by the softmax of its query's scores against their keys.
@@ -85,33 +103,31 @@ class BertSelfAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, self.num_heads, self.head_size).transpose(1, 2)     # (B, heads, T, head_size)
 
-    def written_out(self, q, k, v, padding):
-        """q, k, v: (B, heads, T, head_size); padding: (B, 1, 1, T key), True at padding.
+    def written_out(self, q, k, v, keys):
+        """q, k, v: (B, heads, T, head_size); keys: `attention_keys`' (B, 1, 1, T key) mask or None.
         Returns (B, heads, T, head_size) and the (B, heads, T query, T key) probabilities."""
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_size)            # (B, heads, T query, T key)
-        scores = scores.masked_fill(padding, torch.finfo(scores.dtype).min)     # no query looks at padding
+        if keys is not None:
+            scores = scores.masked_fill(~keys, torch.finfo(scores.dtype).min)   # no query looks at padding
         probs = scores.softmax(dim=-1)                                          # each query's row sums to 1
         return self.dropout(probs) @ v, probs
 
-    def sdpa(self, q, k, v, padding):
+    def sdpa(self, q, k, v, keys):
         """`written_out`'s values through the fused kernel (its own dropout mask, same probability)."""
-        bias = torch.zeros(padding.shape, dtype=q.dtype, device=q.device)       # (B, 1, 1, T key)
-        bias = bias.masked_fill(padding, torch.finfo(q.dtype).min)              # as written_out's fill
         dropout_p = self.dropout.p if self.training else 0.0
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=keys, dropout_p=dropout_p)
 
-    def forward(self, x, attention_mask, output_attentions: bool = False):
-        """x: (B, T, hidden); attention_mask: (B, T), 1 at real tokens, 0 at padding.
+    def forward(self, x, keys, output_attentions: bool = False):
+        """x: (B, T, hidden); keys: `attention_keys(attention_mask)`, made once per forward by `BertModel`.
         Returns (B, T, hidden) and, if asked, the (B, heads, T, T) probabilities (else None)."""
         B, T, hidden = x.shape
         q = self.split_heads(self.query(x))                                     # (B, heads, T, head_size)
         k = self.split_heads(self.key(x))                                       # (B, heads, T, head_size)
         v = self.split_heads(self.value(x))                                     # (B, heads, T, head_size)
-        padding = (attention_mask == 0)[:, None, None, :]                       # (B, 1, 1, T key)
         if output_attentions:
-            y, probs = self.written_out(q, k, v, padding)
+            y, probs = self.written_out(q, k, v, keys)
         else:
-            y, probs = self.sdpa(q, k, v, padding), None
+            y, probs = self.sdpa(q, k, v, keys), None
         y = y.transpose(1, 2).reshape(B, T, hidden)                             # (B, T, hidden), heads concatenated
         return y, probs
 
@@ -135,8 +151,8 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertSelfOutput(config)
 
-    def forward(self, x, attention_mask, output_attentions: bool = False):
-        y, probs = self.self(x, attention_mask, output_attentions)
+    def forward(self, x, keys, output_attentions: bool = False):
+        y, probs = self.self(x, keys, output_attentions)
         return self.output(y, x), probs
 
 
@@ -174,8 +190,8 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
-    def forward(self, x, attention_mask, output_attentions: bool = False):
-        x, probs = self.attention(x, attention_mask, output_attentions)
+    def forward(self, x, keys, output_attentions: bool = False):
+        x, probs = self.attention(x, keys, output_attentions)
         return self.output(self.intermediate(x), x), probs
 
 
@@ -184,11 +200,12 @@ class BertEncoder(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
 
-    def forward(self, x, attention_mask, output_hidden_states: bool = False, output_attentions: bool = False):
-        """Returns the last layer's output, and if asked every layer's output and probabilities."""
+    def forward(self, x, keys, output_hidden_states: bool = False, output_attentions: bool = False):
+        """keys: `attention_keys`' mask (the fast path passes its TokenLayout in its place). Returns the last
+        layer's output, and if asked every layer's output and probabilities."""
         hidden, attentions = [x], []
         for layer in self.layer:
-            x, probs = layer(x, attention_mask, output_attentions)
+            x, probs = layer(x, keys, output_attentions)
             hidden.append(x)
             attentions.append(probs)
         return x, (tuple(hidden) if output_hidden_states else None), \
@@ -234,9 +251,8 @@ class BertModel(nn.Module):
         """input_ids, attention_mask (1 real, 0 padding), token_type_ids: (B, T). Outputs at padding
         positions are computed like any other and mean nothing."""
         x = self.embeddings(input_ids, token_type_ids, inputs_embeds)           # (B, T, hidden)
-        if attention_mask is None:
-            attention_mask = torch.ones(x.shape[:2], dtype=torch.long, device=x.device)
-        last, hidden, attentions = self.encoder(x, attention_mask, output_hidden_states, output_attentions)
+        keys = attention_keys(attention_mask)                                   # once, for every layer
+        last, hidden, attentions = self.encoder(x, keys, output_hidden_states, output_attentions)
         return EncoderOutput(last, self.pooler(last), hidden, attentions)
 
     # Hooks for training loops, so that a loop works with any implementation without knowing its

@@ -101,6 +101,8 @@ class TrainConfig:
     implementation: str = DEFAULT_IMPLEMENTATION  # as asked for; the encoder's config holds the one it runs
     dropout: Optional[float] = None
     skip_nonfinite: bool = False
+    no_tf32: bool = False                     # CUDA from Ampere on: fp32 matmuls in IEEE fp32, not TF32
+    compile: bool = False                     # torch.compile the encoder
     # SMART
     smart: bool = False
     smart_lambda_s: float = _SMART.lambda_s

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -111,11 +112,20 @@ def local_batch_indices(indices: list, world: World) -> tuple[list, float]:
 
 
 def all_reduce_mean_(tensor: torch.Tensor, world: World) -> torch.Tensor:
-    """In place: the mean over ranks (the reduction DDP applies to gradients)."""
-    if world.active:
+    """In place: the mean over ranks (the reduction DDP applies to gradients). An empty tensor (gradient
+    surgery's encoder gradient when --freeze-until all leaves no encoder parameter to train, made on the CPU)
+    is its own mean: NCCL would refuse a CPU tensor, and every rank has the same empty one."""
+    if world.active and tensor.numel():
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         tensor.div_(world.size)
     return tensor
+
+
+def rank_seed(seed: int, rank: int, step: int = 0) -> int:
+    """The seed of one rank's torch RNG (dropout) at a run's `step`: the same weights on every rank, a different
+    dropout stream on each. `step` tells a resume that cannot restore each rank's own saved stream apart
+    from the run's start."""
+    return int(np.random.SeedSequence([seed, rank] + ([step] if step else [])).generate_state(1)[0])
 
 
 def agreed_signal(signum, world: World):

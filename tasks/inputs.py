@@ -4,6 +4,7 @@
 computes (device, precision); `multitask_model` puts the heads the options ask for on an encoder.
 Training, a trained model's predictions and the studies all start here.
 """
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -19,7 +20,7 @@ from .config import TrainConfig
 from .distributed import SINGLE, World, device_for
 from .encoded import EncodedSplit, encode_split
 from .heads import MultitaskModel
-from .machine import resolve_device
+from .machine import implementation_warning, resolve_device, use_tf32
 from .registry import get_task
 
 
@@ -37,6 +38,7 @@ class RunInputs:
     world: World = SINGLE         # the processes torchrun started (tasks.distributed)
     precision: str = "fp32"       # what the run computes in: --precision resolved for this device
     precision_requested: str = "fp32"  # what --precision asked for (auto, bf16 or fp32)
+    tf32: bool = False            # fp32 matmuls in TF32 (CUDA from Ampere on, unless --no-tf32)
 
 
 def load_encoder(config: TrainConfig, device: torch.device) -> minbert.BertModel:
@@ -52,7 +54,11 @@ def prepare(config: TrainConfig, warn: Optional[Callable] = None, world: World =
         warn = _silent  # rank 0 reports the data problems, once
     device = device_for(world, resolve_device(config.device))
     precision = minbert.resolve_precision(config.precision, device)  # fp16 on a CPU fails before any work
+    tf32 = use_tf32(device, not config.no_tf32)
     encoder = load_encoder(config, device)
+    warning = implementation_warning(device, encoder.config.implementation)
+    if warning and world.main:
+        print(warning, file=sys.stderr)
     if config.freeze_until != "all":
         resolve_freeze_until(encoder, config.freeze_until)  # a bad K fails before any data work
     # Never more tokens than the model has positions, whatever its tokenizer_config.json claims.
@@ -70,7 +76,7 @@ def prepare(config: TrainConfig, warn: Optional[Callable] = None, world: World =
                       for s, d in splits.items()}
     # `auto` becomes the precision this device runs fast; config.json keeps both.
     return RunInputs(encoder, tokenizer, data, record, device, config.task_list, lengths, world=world,
-                     precision=precision, precision_requested=config.precision)
+                     precision=precision, precision_requested=config.precision, tf32=tf32)
 
 
 def announcement(inputs: RunInputs, where: str, shape: Optional[str] = None) -> str:
@@ -94,6 +100,8 @@ def precision_note(inputs: RunInputs) -> str:
         else:
             why = f"native {used}" + (", no native bf16" if used == "fp16" else "")
         return f"precision {used} (auto: {why}){implementation}"
+    if inputs.tf32 and used == "fp32":
+        return f"precision fp32 (matmuls in TF32; --no-tf32 for IEEE fp32){implementation}"
     if not minbert.native(used, device):
         return f"precision {used} (emulated on this device: 2-3x slower than --precision fp32){implementation}"
     return f"precision {used}{implementation}"

@@ -7,6 +7,7 @@ import os
 import platform
 import subprocess
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -23,7 +24,31 @@ def resolve_device(name: str) -> torch.device:
         raise UserError(f"--device: unknown device {name!r}") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UserError(f"--device {name}: CUDA is not available on this machine")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        count = torch.cuda.device_count()  # else "invalid device ordinal" deep in the first copy to it
+        raise UserError(f"--device {name}: this machine has {count} CUDA device(s), "
+                        f"cuda:0{f' to cuda:{count - 1}' if count > 1 else ''}")
     return device
+
+
+def use_tf32(device: torch.device, allowed: bool) -> bool:
+    """TF32 for this process's fp32 matmuls on a CUDA GPU (products with a 10-bit mantissa, sums in fp32):
+    tensor-core speed for --precision fp32 and for what stays fp32 under autocast, on GPUs from Ampere on,
+    where torch leaves it off by default. Set only on CUDA: on a CPU the same switch lets oneDNN lower fp32
+    matmuls too. Returns whether TF32 is in effect."""
+    if device.type != "cuda":
+        return False
+    torch.set_float32_matmul_precision("high" if allowed else "highest")
+    return allowed and torch.cuda.get_device_capability(device) >= (8, 0)
+
+
+def implementation_warning(device: torch.device, implementation: str) -> Optional[str]:
+    """One line when the fast path runs on a GPU, where nothing of it was measured to pay."""
+    if device.type != "cuda" or implementation != "fast":
+        return None
+    return ("warning: --implementation fast on CUDA: measured on CPUs only, and its attention under dropout is "
+            "written out with fp32 probabilities (about 0.9 GB a layer at batch 32 x 512 tokens) where the "
+            "reference's SDPA keeps none; the reference is the default on a GPU")
 
 
 LOW_PRECISION = {"bf16": torch.bfloat16, "fp16": torch.float16}

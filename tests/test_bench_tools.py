@@ -52,20 +52,88 @@ def test_worker_report_reaches_the_parent_and_a_failed_worker_is_one_line():
         run_worker([sys.executable, "-c", "print('nothing')"], "the worker")
 
 
-def test_gpu_bench_times_both_models_and_the_trainer(small_data_dir, tmp_path):
-    """bench.gpu's logic, run on the CPU (its synchronisation and memory figures are CUDA's alone)."""
-    from bench import gpu, sizes
-    model = sizes.bert_base_shaped(tmp_path, num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
-                                   intermediate_size=128)
-    out = tmp_path / "gpu.json"
-    code, stdout, err = run_cli(gpu.main, ["--model", str(model), "--device", "cpu", "--precisions", "fp32",
-                                           "--tasks", "sst", "--batch-size", "4", "--steps", "4", "--warmup", "1",
-                                           "--rounds", "2", "--data-dir", str(small_data_dir),
-                                           "--trainer-steps", "1,3", "--trainer-settings", "default (auto precision)",
-                                           "--json", str(out)])
+def test_gpu_bench_dry_run_goes_through_every_stage_on_the_cpu(small_data_dir, tmp_path, monkeypatch):
+    """bench.gpu's plumbing with --dry-run: a tiny bert-base shape, the trainer's windows of steps, the comparison
+    with transformers, the JSON and the markdown (its synchronisation and memory figures are CUDA's alone)."""
+    from bench import gpu
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the tiny model's folder
+    out = tmp_path / "bench"
+    code, printed, err = run_cli(gpu.main, ["--dry-run", "--stages", "trainer,compare", "--data-dir",
+                                            str(small_data_dir), "--out", str(out)])
     assert code == 0, err
-    result = json.loads(out.read_text())
-    (row,) = result["models"]
+    result = json.loads((out / "bench-gpu.json").read_text())
+    (run,) = result["trainer"]
+    assert run["precision"] == "fp32" and run["steps"] == 6 and run["timed_steps"] == 2, run
+    assert run["steps_per_s"] > 0 and run["examples_per_s"] > 0 and run["syncs_per_step"] > 0
+    assert set(run["dev"]) >= {"sst", "quora", "sts"} and run["scaler_skipped"] is None
+    (row,) = result["compare"]
     assert row["train_ratio"] > 0 and row["eval_ratio"] > 0 and row["minbert_train_examples_per_s"] > 0
-    (trainer,) = result["trainer"]
-    assert "error" not in trainer and trainer["implementation"] == "fast" and set(trainer["wall_s"]) == {"1", "3"}
+    summary = (out / "bench-gpu.md").read_text()
+    assert "| tiny | default | fp32 |" in summary and "| sst | fp32 |" in summary and summary in printed
+    assert "RESULT" in (out / "trainer-tiny-default.log").read_text()  # the worker's own output, kept
+
+
+def test_gpu_bench_without_a_gpu_is_one_line_exit_2(monkeypatch):
+    import torch
+
+    from bench import gpu
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    code, _, err = run_cli(gpu.main, [])
+    assert code == 2 and err.count("\n") == 1 and "no CUDA GPU here" in err
+
+
+def test_gpu_bench_reads_pytests_summary():
+    from bench.gpu import pytest_summary
+    out = "....F.s\nFAILED tests/test_gpu.py::test_x - assert 0\n2 failed, 26 passed, 1 skipped in 93.41s (0:01:33)\n"
+    summary = pytest_summary(out)
+    assert summary["counts"] == {"failed": 2, "passed": 26, "skipped": 1} and summary["pytest_s"] == 93.41
+    assert summary["failures"] == ["FAILED tests/test_gpu.py::test_x - assert 0"]
+    assert pytest_summary("")["counts"] == {}
+    cut = "tests/test_gpu.py::test_a PASSED [ 3%]\ntests/test_gpu.py::test_b[fp16] FAILED [ 6%]\ntests/t"
+    assert pytest_summary(cut)["counts"] == {"passed": 1, "failed": 1}  # stopped before its summary
+    assert pytest_summary("== slowest 6 durations ==\n12.50s call     tests/test_gpu.py::test_a\n")["slowest"] == \
+        ["12.50s call     tests/test_gpu.py::test_a"]
+
+
+def test_gpu_bench_counts_cudas_sync_warnings_and_the_profilers_sync_calls(monkeypatch):
+    """The CUDA side of bench.gpu_trainer's counter, CUDA's calls stood in for: what it counts and what it leaves."""
+    import warnings
+    from types import SimpleNamespace
+
+    import torch
+
+    from bench.gpu_trainer import SyncCounter
+    modes = []
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+
+    class Profile:
+        def __init__(self, activities):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+        def events(self):
+            names = ["cudaLaunchKernel", "cudaStreamSynchronize", "cudaMemcpyAsync", "cudaStreamSynchronize"]
+            return [SimpleNamespace(name=n) for n in names]
+
+    monkeypatch.setattr(torch.profiler, "profile", Profile)
+    counter = SyncCounter(cuda=True)
+    counter.start()
+    for _ in range(3):
+        warnings.warn("called a synchronizing CUDA operation", UserWarning)
+    warnings.warn("something else", UserWarning)
+    counter.stop()
+    assert counter.count == 3 and counter.calls == 2 and modes == ["warn", "default"]
+    monkeypatch.setattr(Profile, "events", lambda self: [SimpleNamespace(name="cudaStreamSynchronize")])
+    counter = SyncCounter(cuda=True)
+    counter.start()
+    counter.stop()
+    assert counter.calls is None  # no kernel launch recorded: the runtime's calls were not, either
+    with warnings.catch_warnings(record=True) as later:
+        warnings.simplefilter("always")
+        warnings.warn("called a synchronizing CUDA operation", UserWarning)
+    assert len(later) == 1 and counter.count == 0  # stopped: warnings are the caller's again

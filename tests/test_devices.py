@@ -15,7 +15,9 @@ from test_reliability import base, tiny_model  # noqa: F401 (fixtures)
 import minbert
 import train_multitask
 from conftest import run_cli
-from tasks import training
+from minbert.model import attention_keys
+from tasks import machine, training
+from tasks.distributed import SINGLE, World
 from tasks.inputs import prepare
 from tasks.saved.checkpoint_files import load_checkpoint
 from tasks.training import checkpoint
@@ -40,11 +42,11 @@ def outputs_and_grads(attention, x, mask, how):
     x.grad = None
     attention.zero_grad()
     if how == "sdpa":
-        y, probs = attention(x, mask)
+        y, probs = attention(x, attention_keys(mask))
         assert probs is None
     else:
         q, k, v = (attention.split_heads(layer(x)) for layer in (attention.query, attention.key, attention.value))
-        y, _ = attention.written_out(q, k, v, (mask == 0)[:, None, None, :])
+        y, _ = attention.written_out(q, k, v, attention_keys(mask))
         y = y.transpose(1, 2).reshape(x.shape)
     y = y * mask[..., None]  # padding positions mean nothing
     (y * torch.linspace(-1, 1, y.numel()).view(y.shape)).sum().backward()
@@ -62,9 +64,9 @@ def test_sdpa_attention_matches_the_written_out_one_values_and_gradients():
 
 def test_probabilities_come_from_the_written_out_attention(monkeypatch):
     attention, x, mask = attention_inputs()
-    expected, _ = attention(x, mask)
+    expected, _ = attention(x, attention_keys(mask))
     monkeypatch.setattr(type(attention), "sdpa", lambda *a: pytest.fail("SDPA has no probabilities"))
-    y, probs = attention(x, mask, output_attentions=True)
+    y, probs = attention(x, attention_keys(mask), output_attentions=True)
     assert (y - expected).mul(mask[..., None]).abs().max().item() <= FP32_TOL
     assert probs.shape == (4, 4, 13, 13) and torch.allclose(probs.sum(-1), torch.ones(4, 4, 13))
     assert probs[1, :, :, 1:].abs().max().item() == 0  # a one-token sequence looks at its one token
@@ -72,7 +74,7 @@ def test_probabilities_come_from_the_written_out_attention(monkeypatch):
 
 def test_sdpa_attention_drops_at_the_modules_rate_in_training_only():
     attention, x, mask = attention_inputs()
-    x = x.detach()
+    x, mask = x.detach(), attention_keys(mask)
     with torch.no_grad():
         attention.eval()
         evaluated = attention(x, mask)[0]
@@ -82,6 +84,34 @@ def test_sdpa_attention_drops_at_the_modules_rate_in_training_only():
         attention.dropout.p = 0.5
         a, b = attention(x, mask)[0], attention(x, mask)[0]
     assert not torch.allclose(a, evaluated, atol=1e-3) and not torch.allclose(a, b, atol=1e-3)
+
+
+def test_the_padding_mask_is_built_once_per_forward_in_the_form_sdpa_takes(monkeypatch):
+    """One bool key mask for every layer (SDPA's fused kernels take it as it is), None without padding."""
+    model = minbert.BertModel(minbert.BertConfig(**CONFIG)).eval()
+    masks = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda *a, attn_mask=None, **k: masks.append(attn_mask) or sdpa(*a, attn_mask=attn_mask, **k))
+    _, _, mask = attention_inputs()
+    ids = torch.randint(1, 100, mask.shape)
+    with torch.no_grad():
+        model(input_ids=ids, attention_mask=mask)
+        assert len(masks) == 2 and masks[0] is masks[1] and masks[0].dtype == torch.bool
+        assert masks[0].shape == (4, 1, 1, 13) and torch.equal(masks[0][:, 0, 0], mask.bool())
+        masks.clear()
+        model(input_ids=ids, attention_mask=torch.ones_like(mask))
+        model(input_ids=ids)
+    assert masks == [None] * 4
+
+
+def test_a_sequence_without_real_tokens_attends_to_all_of_them_not_to_none():
+    model = minbert.BertModel(minbert.BertConfig(**CONFIG)).eval()
+    ids = torch.randint(1, 100, (2, 9))
+    with torch.no_grad():
+        empty = model(input_ids=ids, attention_mask=torch.tensor([[1] * 9, [0] * 9])).last_hidden_state
+        whole = model(input_ids=ids).last_hidden_state
+    assert torch.isfinite(empty).all() and torch.allclose(empty[1], whole[1], atol=FP32_TOL)
 
 
 # ------------------------------------------------------------------------------------ implementation
@@ -190,3 +220,86 @@ def test_resume_with_fewer_gpus_than_saved_rng_states_restores_those_there_are(m
     assert list(restored) == [0] and restored[0].item() == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "CUDA RNG states of 2 GPUs and 1 are visible" in err
+
+
+def test_resumed_under_torchrun_with_another_world_size_every_rank_drops_its_own_units():
+    """A checkpoint of one process resumed by two: both ranks start from its state, then draw their own
+    dropout streams; resumed by as many processes as saved, each rank gets its own saved state back."""
+    torch.manual_seed(5)
+    one = {"rng": checkpoint.rng_state(), "rng_ranks": [checkpoint.rng_state()]}
+    draws = []
+    for rank in (0, 1):
+        checkpoint.restore_rng(one, World(rank, 2, rank, "gloo"), seed=0, step=4)
+        draws.append(torch.rand(8))
+    torch.manual_seed(5)
+    unbroken = torch.rand(8)
+    assert not torch.equal(draws[0], draws[1]) and not any(torch.equal(d, unbroken) for d in draws)
+    states = [checkpoint.rng_state() for _ in range(2)]
+    states[1]["torch"] = torch.manual_seed(9).get_state()
+    two = {"rng": states[0], "rng_ranks": states}
+    checkpoint.restore_rng(two, World(1, 2, 1, "gloo"), seed=0, step=4)
+    assert torch.equal(torch.rand(8), torch.rand(8, generator=torch.Generator().manual_seed(9)))
+    checkpoint.restore_rng(one, SINGLE, seed=0, step=4)  # one process: the saved state, untouched
+    assert torch.equal(torch.rand(8), unbroken)
+
+
+@pytest.mark.parametrize("available, count, device, said", [
+    (False, 0, "cuda", "CUDA is not available on this machine"),
+    (True, 1, "cuda:1", "this machine has 1 CUDA device(s), cuda:0"),
+    (True, 2, "cuda:7", "this machine has 2 CUDA device(s), cuda:0 to cuda:1"),
+])
+def test_a_cuda_device_this_machine_lacks_is_one_line_exit_2_before_any_work(base, tmp_path, monkeypatch,  # noqa: F811
+                                                                          available, count, device, said):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    out = tmp_path / "run"
+    code, _, err = run_cli(train_multitask.main, base + ["--tasks", "sst", "--max-steps", "1", "--device", device,
+                                                         "--out", str(out)])
+    assert code == 2 and err.count("\n") == 1 and f"--device {device}: {said}" in err, err
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------ GPU settings
+
+@pytest.mark.parametrize("capability, allowed, precision, used", [
+    ((9, 0), True, "high", True),      # H100: TF32 by default
+    ((9, 0), False, "highest", False),  # --no-tf32
+    ((7, 5), True, "high", False),     # T4: no TF32 to use
+])
+def test_tf32_is_on_by_default_on_cuda_from_ampere_on(monkeypatch, capability, allowed, precision, used):
+    set_to = []
+    monkeypatch.setattr(torch, "set_float32_matmul_precision", set_to.append)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert machine.use_tf32(torch.device("cuda"), allowed) is used and set_to == [precision]
+    assert machine.use_tf32(torch.device("cpu"), True) is False and set_to == [precision]  # CPUs untouched
+
+
+def test_run_records_tf32_and_compile(base, tmp_path, monkeypatch):  # noqa: F811
+    """--compile compiles the encoder in place (inductor here swapped for dynamo's eager backend: the plumbing,
+    not the compiler): the run trains, its checkpoint keeps the uncompiled keys."""
+    compiled = []
+    real = torch.nn.Module.compile
+    monkeypatch.setattr(torch.nn.Module, "compile",
+                        lambda self, **k: compiled.append(type(self).__name__) or real(self, backend="eager"))
+    out = tmp_path / "run"
+    code, _, err = run_cli(train_multitask.main, base + ["--tasks", "sst", "--max-steps", "2", "--compile",
+                                                         "--implementation", "reference", "--out", str(out)])
+    assert code == 0, err
+    config = json.loads((out / "config.json").read_text())
+    assert config["precision"]["tf32"] is False and config["arguments"]["no_tf32"] is False
+    assert config["arguments"]["compile"] is True and compiled == ["BertModel"]
+    saved = load_checkpoint(out / "checkpoint.pt")["model"]
+    assert not any("_orig_mod" in k for k in saved) and "encoder.embeddings.word_embeddings.weight" in saved
+
+
+def test_the_fast_path_on_cuda_is_one_warning_line(base, tmp_path, monkeypatch):  # noqa: F811
+    warning = machine.implementation_warning(torch.device("cuda"), "fast")
+    assert "\n" not in warning and "fp32 probabilities" in warning
+    assert machine.implementation_warning(torch.device("cuda"), "reference") is None
+    assert machine.implementation_warning(torch.device("cpu"), "fast") is None
+    import tasks.inputs  # the run says it once, this CPU taken for a GPU
+    monkeypatch.setattr(tasks.inputs, "implementation_warning",
+                        lambda device, used: machine.implementation_warning(torch.device("cuda"), used))
+    code, _, err = run_cli(train_multitask.main, base + ["--tasks", "sst", "--max-steps", "1", "--implementation",
+                                                         "fast", "--out", str(tmp_path / "run")])
+    assert code == 0 and err.splitlines().count(warning) == 1, err

@@ -85,3 +85,13 @@ def test_ablate_under_torchrun_points_to_shards(monkeypatch, tmp_path):
     code, _, err = run_cli(ablate.main, ["--device", "cpu", "--mode", "permute", "--out", str(tmp_path / "sweep")])
     assert code == 2 and err.count("\n") == 1 and "--shard" in err, err
     assert not (tmp_path / "sweep").exists()
+
+
+def test_an_empty_tensor_is_not_all_reduced(monkeypatch):
+    """--surgery with --freeze-until all: no encoder gradient, an empty CPU tensor NCCL would refuse."""
+    import torch.distributed as dist
+
+    from tasks.distributed import all_reduce_mean_
+    monkeypatch.setattr(dist, "all_reduce", lambda *a, **k: pytest.fail("an empty tensor was all-reduced"))
+    empty = torch.zeros(0)
+    assert all_reduce_mean_(empty, World(0, 2, 0, "nccl")) is empty

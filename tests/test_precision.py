@@ -40,7 +40,7 @@ def test_run_records_requested_and_used_precision(monkeypatch, small_data_dir, t
         "--max-steps", "1", "--data-dir", str(small_data_dir), "--out", str(out)])
     assert code == 0, stderr
     config = json.loads((out / "config.json").read_text())
-    assert config["precision"] == {"requested": "auto", "used": used, "native_bf16": used == "bf16"}
+    assert config["precision"] == {"requested": "auto", "used": used, "native_bf16": used == "bf16", "tf32": False}
     assert config["arguments"]["precision"] == used  # what --resume continues with, on any machine
     assert f"precision {used} (auto: " in stdout
 

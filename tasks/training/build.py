@@ -13,6 +13,7 @@ from torch.nn.parallel import DistributedDataParallel
 import minbert
 
 from ..config import TrainConfig
+from ..distributed import rank_seed
 from ..heads import MultitaskModel, task_spec
 from ..inputs import RunInputs, multitask_model, subsample_split
 from ..schedules import lr_lambda
@@ -37,7 +38,10 @@ def build_multitask_model(config: TrainConfig, inputs: RunInputs,
     if config.dropout is not None:
         minbert.set_dropout(model, config.dropout)
     model.frozen_layers = frozen
-    return model.to(inputs.device)
+    model = model.to(inputs.device)
+    if config.compile:
+        model.encoder.compile()  # in place: the state dict keeps its keys; compiled at the first forward
+    return model
 
 
 def make_optimizer(config: TrainConfig, model):
@@ -90,7 +94,7 @@ def start(run: Run) -> None:
     """A fresh start: under torchrun the same weights on every rank, a different dropout stream on each."""
     world = run.inputs.world
     if world.active:
-        torch.manual_seed(int(np.random.SeedSequence([run.config.seed, world.rank]).generate_state(1)[0]))
+        torch.manual_seed(rank_seed(run.config.seed, world.rank))
 
 
 def distribute(run: Run) -> None:

@@ -13,7 +13,7 @@ import torch
 
 from minbert import CheckpointError, RunFailure
 
-from ..distributed import World, gather_objects
+from ..distributed import World, gather_objects, rank_seed
 from ..fileio import atomic_save_torch
 from ..saved.checkpoint_files import CHECKPOINT, PREVIOUS_CHECKPOINT, STAGED_CHECKPOINT, first_line, load_checkpoint
 from .state import Run, TrainState
@@ -49,6 +49,20 @@ def set_rng_state(state: dict):
         print(f"note: the checkpoint holds the CUDA RNG states of {len(saved)} GPUs and {visible} are visible "
               f"here: restored {visible}; dropout on the others will not repeat the unbroken run's",
               file=sys.stderr)
+
+
+def restore_rng(ckpt: dict, world: World, seed: int, step: int) -> None:
+    """Every RNG as the checkpoint saved it for this rank. Resumed under torchrun with another number of
+    processes than the run saved states for, every rank starts from the saved main state and then draws its
+    own dropout stream (`rank_seed` of the run's seed, the rank and the step), as a fresh start does: without
+    it every rank would drop the same units."""
+    per_rank = ckpt.get("rng_ranks") or []
+    if world.active and len(per_rank) == world.size:
+        set_rng_state(per_rank[world.rank])
+        return
+    set_rng_state(ckpt["rng"])
+    if world.active:
+        torch.manual_seed(rank_seed(seed, world.rank, step))  # seeds every CUDA device too
 
 
 def _tuples(x):
@@ -93,7 +107,6 @@ def restore(run: Run) -> None:
             run.scaler.load_state_dict(ckpt["scaler"])
         run.surgery_rng.bit_generator.state = json.loads(ckpt["surgery_rng"])
         run.state = TrainState.from_json(ckpt["progress"])
-        per_rank = ckpt.get("rng_ranks") or []
-        set_rng_state(per_rank[world.rank] if world.active and len(per_rank) == world.size else ckpt["rng"])
+        restore_rng(ckpt, world, run.config.seed, run.state.global_step)
     except (KeyError, TypeError, ValueError, RuntimeError) as e:  # another run's, or another version's
         raise CheckpointError(f"{path}: does not fit this run ({first_line(e)})") from None

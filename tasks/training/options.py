@@ -133,6 +133,14 @@ def _compute_flags(parser, D: TrainConfig):
                          help=PRECISION_HELP + " (default: %(default)s)")
     compute.add_argument("--implementation", choices=IMPLEMENTATION_CHOICES, default=D.implementation,
                          help=IMPLEMENTATION_HELP + " (default: %(default)s)")
+    compute.add_argument("--no-tf32", action="store_true",
+                         help="on a CUDA GPU from Ampere on (A100, H100), keep fp32 matmuls in IEEE fp32; by default "
+                              "they run in TF32 (10-bit mantissa products, fp32 sums: tensor-core speed), which "
+                              "torch leaves off; recorded in config.json's precision")
+    compute.add_argument("--compile", action="store_true",
+                         help="torch.compile the encoder (in place: checkpoints and saved models unchanged); the "
+                              "compile happens in the first steps and evaluations and is counted in the run's times; "
+                              "measured not to pay on a CPU (docs/measurements/2026-11-26-compile-zen5.md)")
     return compute
 
 

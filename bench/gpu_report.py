@@ -1,0 +1,74 @@
+"""`bench.gpu`'s summary: its figures as markdown tables, ready to paste into a docs/measurements log."""
+
+
+def _f(value, digits=1, thousands=False) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and value != value:  # NaN
+        return "-"
+    return f"{value:,.{digits}f}" if thousands else f"{value:.{digits}f}"
+
+
+def _dev(dev: dict) -> str:
+    return " / ".join(_f(dev.get(task), 3) for task in ("sst", "quora", "sts")) if dev else "-"
+
+
+def machine_lines(m: dict) -> list:
+    device = m["device"] + (f" (compute capability {m['capability']}, {m['memory_mib']:,} MiB)"
+                            if "capability" in m else "")
+    commit = m.get("minbert_commit", "?")[:7] + (" with local changes" if m.get("minbert_dirty") else "")
+    return [f"Machine: {device}; host CPU {m['cpu']}; torch {m['torch']} (CUDA {m['cuda']}); code {commit}; "
+            f"{m['date']}."]
+
+
+def tests_lines(t: dict) -> list:
+    counts = ", ".join(f"{n} {kind}" for kind, n in t["counts"].items()) or "no summary line"
+    lines = ["## GPU tests", "", "```", "python -m pytest -m gpu -v --durations=6 tests/test_gpu.py",
+             f"{counts} in {_f(t['pytest_s'])} s" + (f"   ({t['cut']})" if t.get("cut") else ""), "```"]
+    slowest = ["", "Slowest:", "", "```", *t.get("slowest", []), "```"] if t.get("slowest") else []
+    return lines + [f"- {line}" for line in t["failures"]] + slowest
+
+
+def trainer_lines(rows: list) -> list:
+    lines = ["## The trainer's own steps", "",
+             "| model | setting | precision | steps/s | examples/s | peak MiB | host syncs / step (debug mode; "
+             "profiler) | scaler skips | dev sst / quora / sts | warm-up s | wall s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r or "skipped" in r:
+            lines.append(f"| {r['model']} | {r['setting']} | {r.get('precision', '-')} | "
+                         f"{r.get('error') or r.get('skipped')} |||||||")
+            continue
+        lines.append(f"| {r['model']} | {r['setting']} | {r['precision']} | {_f(r.get('steps_per_s'), 2)} | "
+                     f"{_f(r.get('examples_per_s'), 0, True)} | {_f(r.get('peak_mib'), 0, True)} | "
+                     f"{_f(r.get('syncs_per_step'), 1)}; {_f(r.get('sync_calls_per_step'), 1)} | "
+                     f"{_f(r.get('scaler_skipped'), 0)} | {_dev(r.get('dev'))} | "
+                     f"{_f(r.get('warmup_s'))} | {_f(r.get('wall_s'))} |")
+    return lines
+
+
+def compare_lines(rows: list) -> list:
+    lines = ["## minBERT against transformers (bert-base's shape, same batches)", "",
+             "| task | precision | minBERT train ex/s | transformers | ratio | minBERT eval ex/s | transformers "
+             "| ratio | peak MiB minBERT / transformers |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "skipped" in r:
+            lines.append(f"| {r['task']} | {r['precision']} | {r['skipped']} |||||||")
+            continue
+        peaks = r["peak_mib"]
+        lines.append(f"| {r['task']} | {r['precision']} | {_f(r['minbert_train_examples_per_s'], 0, True)} | "
+                     f"{_f(r['transformers_train_examples_per_s'], 0, True)} | {_f(r['train_ratio'], 2)} | "
+                     f"{_f(r['minbert_eval_examples_per_s'], 0, True)} | "
+                     f"{_f(r['transformers_eval_examples_per_s'], 0, True)} | {_f(r['eval_ratio'], 2)} | "
+                     f"{_f(peaks['minbert'], 0, True)} / {_f(peaks['transformers'], 0, True)} |")
+    return lines
+
+
+def markdown(results: dict) -> str:
+    lines = [f"# bench.gpu{' (dry run, CPU)' if results.get('dry_run') else ''}", "",
+             *machine_lines(results["machine"]), "", "```", " ".join(results["command"]), "```",
+             f"Total {_f(results.get('total_s'), 0)} s of a {_f(results['budget_s'], 0)} s budget.", ""]
+    for stage, write in (("tests", tests_lines), ("trainer", trainer_lines), ("compare", compare_lines)):
+        if stage in results:
+            lines += write(results[stage]) + [""]
+    return "\n".join(lines)
