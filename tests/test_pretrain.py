@@ -220,10 +220,11 @@ sys.exit(pretrain_command(argv))
 '''
 
 
-def run_driver(tmp_path, kill_at, argv):
+def run_driver(tmp_path, kill_at, argv, processes=1):
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
-    proc = subprocess.run([sys.executable, str(driver), str(REPO), str(kill_at), *argv], cwd=REPO,
+    launch = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)] if processes > 1 else []
+    proc = subprocess.run([sys.executable, *launch, str(driver), str(REPO), str(kill_at), *argv], cwd=REPO,
                           capture_output=True, text=True, timeout=300)
     return proc.returncode, proc.stdout, proc.stderr
 
@@ -295,6 +296,22 @@ def test_exported_model_loads_in_transformers_fill_mask_and_as_this_projects_mod
                                                   "--max-steps", "1", "--batch-size", "4", "--device", "cpu",
                                                   "--out", str(tmp_path / "finetuned")])
     assert code == 0, err
+
+
+def test_two_processes_end_with_the_weights_of_one(files, tmp_path):
+    """torchrun, 2 CPU processes: the masks are the sequences' own and each rank's loss is weighted by its share
+    of the batch's masked tokens, so the run is one process's up to float rounding (dropout off)."""
+    argv = base(files, "--max-steps", "4", "--batch-size", "7", "--dropout", "0", "--eval-every", "0")
+    code, _, err = run_cli(pretrain.main, argv + ["--out", str(tmp_path / "one")])
+    assert code == 0, err
+    code, out, err = run_driver(tmp_path, -1, argv + ["--out", str(tmp_path / "two")], processes=2)
+    assert code == 0, err
+    one, two = (torch.load(tmp_path / r / "checkpoint.pt", weights_only=True)["model"] for r in ("one", "two"))
+    assert max((one[k] - two[k]).abs().max().item() for k in one) < 1e-5
+    metrics = [json.loads((tmp_path / r / "metrics.json").read_text())["final"] for r in ("one", "two")]
+    assert abs(metrics[0]["masked_loss"] - metrics[1]["masked_loss"]) < 1e-4
+    assert json.loads((tmp_path / "two" / "config.json").read_text())["world_size"] == 2
+    assert out.count("held-out masked-token accuracy") == 1  # rank 0 alone reports
 
 
 def test_the_held_out_loss_goes_down_on_a_repetitive_corpus(files, tmp_path):

@@ -14,6 +14,7 @@ from minbert.errors import read_json
 
 from ..cli import interrupted_resumable, run_command
 from ..config import TrainConfig
+from ..data import resolve_data_dir
 from ..distributed import SINGLE, barrier, broadcast_from_main, device_for, init_world, shutdown
 from ..inputs import RunInputs, precision_note
 from ..machine import resolve_device
@@ -42,12 +43,31 @@ def parse_pretrain_command(argv) -> argparse.Namespace:
     elif args.out is not None and (Path(args.out) / "config.json").exists():
         raise UserError(f"--out {args.out} already holds a run: continue it with --resume {args.out} "
                         f"or choose another folder")
+    else:
+        absolute_paths(args)
     check(args)
     if args.lr is None:
         args.lr = LR_FROM_SCRATCH if args.init_config else LR_CONTINUED
     if args.out is None:
         args.out = str(Path("runs") / time.strftime("pretrain-%Y%m%d-%H%M%S"))
     return args
+
+
+def absolute_paths(args) -> None:
+    """Files and folders as absolute paths, so that --resume from another folder reads the same ones (a model
+    or vocabulary named rather than a folder stays a name)."""
+    def absolute(path):
+        return str(Path(path).expanduser().resolve())
+    args.corpus = [absolute(p) for p in args.corpus]
+    if args.tasks:  # $MINBERT_DATA_DIR as it is now, recorded
+        args.data_dir = str(resolve_data_dir(args.data_dir))
+    for name in ("task_file", "data_dir", "cache_dir"):
+        if getattr(args, name):
+            setattr(args, name, absolute(getattr(args, name)))
+    for name in ("from_model", "vocab", "init_config"):
+        value = getattr(args, name)
+        if value and Path(value).expanduser().exists():
+            setattr(args, name, absolute(value))
 
 
 def pretrain_command(argv=None, callbacks=()) -> int:

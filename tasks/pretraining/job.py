@@ -17,7 +17,7 @@ from torch import nn
 
 import minbert
 
-from ..distributed import all_reduce_mean_
+from ..distributed import SINGLE, World, all_reduce_mean_
 from ..machine import autocast
 from ..training import Job, build_sampler
 from .masking import Masking, masked_batch
@@ -61,21 +61,30 @@ def steps_for_tokens(tokens: int, sampler: PassTagged, lengths: list) -> int:
 
 
 class MaskedLMLoss(nn.Module):
-    """One batch's MLM loss and the values logged with it: the forward DistributedDataParallel wraps."""
+    """One batch's MLM loss and the values logged with it: the forward DistributedDataParallel wraps.
 
-    def __init__(self, model: minbert.BertForMaskedLM, precision: str):
+    Under torchrun each rank's mean is weighted by its share of the global batch's masked tokens (one all-reduce
+    of the counts), not of its sequences, so that the gradients DDP averages are those of one process's mean over
+    every masked token of the batch. The loop's `weight` (the sequence share) only says whether the rank has
+    examples at all (0: it runs one for the all-reduce and adds nothing)."""
+
+    def __init__(self, model: minbert.BertForMaskedLM, precision: str, world: World = SINGLE):
         super().__init__()
-        self.model, self.precision = model, precision
+        self.model, self.precision, self.world = model, precision, world
 
     def forward(self, task: str, batch: dict, weight: float = 1.0):
         labels = batch.pop("labels")
         with autocast(labels.device, self.precision):
             out = self.model.compute_loss(batch["input_ids"], batch["attention_mask"], labels,
                                           batch["token_type_ids"])
-        loss = out.loss * weight if weight != 1.0 else out.loss
         accuracy = out.correct.float() / max(out.count, 1)
-        logs = {f"train/loss/{task}": out.loss.detach() * weight, f"train/accuracy/{task}": accuracy * weight}
-        return loss, logs
+        if not self.world.active:
+            return out.loss, {f"train/loss/{task}": out.loss.detach(), f"train/accuracy/{task}": accuracy}
+        mine = float(out.count) if weight > 0 else 0.0
+        mean = all_reduce_mean_(torch.tensor([mine], device=labels.device), self.world)[0]
+        share = mine / mean.clamp(min=1e-9)
+        return out.loss * share, {f"train/loss/{task}": out.loss.detach() * share,
+                                  f"train/accuracy/{task}": accuracy * share}
 
 
 class MaskedLMJob(Job):
@@ -99,7 +108,7 @@ class MaskedLMJob(Job):
                                                                         config.seed, config.epochs)
 
     def loss(self, model, config, inputs, smart=None):
-        return MaskedLMLoss(model, inputs.precision)
+        return MaskedLMLoss(model, inputs.precision, inputs.world)
 
     def make_batch(self, run, task, indices):
         n = len(self.corpus.train)
