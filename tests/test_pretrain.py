@@ -50,11 +50,6 @@ def files(tmp_path_factory):
     return root
 
 
-@pytest.fixture(scope="module")
-def tokenizer(pretrained):
-    return minbert.Tokenizer.from_folder(pretrained.source.folder)
-
-
 def base(files, *more):
     return ["--init-config", str(files / "tiny.json"), "--corpus", str(files / "corpus.txt"), "--max-length", "32",
             "--batch-size", "8", "--device", "cpu", "--precision", "fp32", "--cache-dir", str(files / "cache"),
@@ -223,7 +218,8 @@ sys.exit(pretrain_command(argv))
 def run_driver(tmp_path, kill_at, argv, processes=1):
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
-    launch = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)] if processes > 1 else []
+    launch = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
+    launch = launch if processes > 1 else []
     proc = subprocess.run([sys.executable, *launch, str(driver), str(REPO), str(kill_at), *argv], cwd=REPO,
                           capture_output=True, text=True, timeout=300)
     return proc.returncode, proc.stdout, proc.stderr
@@ -327,3 +323,23 @@ def test_the_held_out_loss_goes_down_on_a_repetitive_corpus(files, tmp_path):
 
 def test_split_documents_ends_documents_at_blank_lines():
     assert split_documents("a\n b \n\n\n c\n  \nd") == [["a", "b"], ["c"], ["d"]]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_a_short_pretraining_run_on_cuda(files, tmp_path, precision):
+    """On a GPU: the reference implementation, bf16 autocast or fp16 with the gradient scaler (its state in the
+    checkpoint), a finite held-out loss, and an export that loads on the CPU."""
+    if precision == "bf16" and not minbert.native_bf16(torch.device("cuda")):
+        pytest.skip("this GPU has no native bf16")
+    out = tmp_path / "run"
+    code, _, err = run_cli(pretrain.main, base(files, "--device", "cuda", "--precision", precision, "--max-steps", "6",
+                                               "--out", str(out)))
+    assert code == 0, err
+    config = json.loads((out / "config.json").read_text())
+    assert config["device"].startswith("cuda") and config["implementation"]["used"] == "reference"
+    assert config["precision"]["used"] == precision
+    assert bool(torch.load(out / "checkpoint.pt", weights_only=True)["scaler"]) == (precision == "fp16")
+    final = json.loads((out / "metrics.json").read_text())["final"]
+    assert np.isfinite(final["masked_loss"]) and final["masked_accuracy"] >= 0
+    assert minbert.mlm_from_pretrained(str(out / MODEL_DIR)).num_layers == 2
