@@ -99,8 +99,10 @@ def test_fast_training_loss_and_every_gradient_match_the_reference(precision):
         if p.grad is None:
             assert name.startswith("bert.pooler.") and grads[name].grad is None
             continue
-        scale = max(p.grad.abs().max().item(), 1e-2)  # the keys' bias: zero but for rounding (softmax-invariant)
-        assert (p.grad - grads[name].grad).abs().max().item() <= tol * scale, name
+        if name.endswith("key.bias"):  # softmax ignores a constant added to every key's score: zero but rounding
+            assert p.grad.abs().max() < 1e-3 and grads[name].grad.abs().max() < 1e-3
+            continue
+        assert (p.grad - grads[name].grad).abs().max().item() <= tol * p.grad.abs().max().item(), name
 
 
 def test_nothing_masked_is_a_zero_loss_with_a_graph():
