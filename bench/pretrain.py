@@ -29,8 +29,9 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
-from bench.throughput import Remote, memory_mib, reply
+from bench.throughput import Remote, measure, memory_mib, reply
 
 WORKERS = ("minbert", "transformers")
 SIZES = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512), "base": (12, 768)}
@@ -59,6 +60,7 @@ def parse_args(argv=None):
                                                              "alternating rounds (default: %(default)s)")
     timing.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
     timing.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", type=Path, default=None, help="also write every figure to this file")
     p.add_argument("--worker", choices=WORKERS, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if min(args.steps, args.batch_size, args.rounds) < 1 or args.warmup < 0 or not 8 <= args.length <= 512:
@@ -187,17 +189,6 @@ class Worker:
 
 # ------------------------------------------------------------------------------------------ parent
 
-def measure(workers: dict, args) -> dict:
-    """Alternate the workers round by round over the same timed batches; seconds per round per worker."""
-    per_round = [args.steps // args.rounds + (r < args.steps % args.rounds) for r in range(args.rounds)]
-    seconds, start = {n: [] for n in workers}, 0
-    for r, count in enumerate(per_round):
-        for name in (WORKERS if r % 2 == 0 else WORKERS[::-1]):
-            seconds[name].append(workers[name].ask(op="train", start=start, count=count)["seconds"])
-        start += count
-    return {"seconds": seconds, "steps": per_round}
-
-
 def main(argv=None):
     args = parse_args(argv)
     if args.worker:
@@ -214,7 +205,7 @@ def main(argv=None):
     prepared = {name: w.receive() for name, w in workers.items()}
     if len({p["batches"] for p in prepared.values()}) != 1:
         sys.exit("bench: the workers built different batches")
-    timed = measure(workers, args)
+    timed = measure(workers, "train", args.steps, args)  # rounds alternated as bench.throughput's
     memory = {name: w.ask(op="memory") for name, w in workers.items()}
     for w in workers.values():
         w.send(op="quit")
@@ -249,6 +240,12 @@ def report(args, info, prepared, timed, memory, cpu, loads, wall) -> int:
           f"{args.warmup} warm-up steps each")
     verdict = "met" if ratio >= TARGET_RATIO else "NOT MET"
     print(f"target: minBERT tokens/s >= {TARGET_RATIO:.1f}x transformers': {ratio:.2f}x {verdict}")
+    if args.json:
+        args.json.write_text(json.dumps({
+            "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "cpu": cpu,
+            "info": info, "first_loss": first, "seconds": seconds, "steps": timed["steps"], "tokens": tokens,
+            "tokens_per_s": rate, "ratio_median_of_rounds": ratio, "peak_rss_mib": rss, "load_average": loads,
+            "target": {"ratio": TARGET_RATIO, "met": ratio >= TARGET_RATIO}}, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
