@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from .fast import ROW_MULTIPLE, TokenLayout, use_fast_path
+from .fast_layers import drop_cast_weights
 from .mlm import IGNORE_INDEX, BertForMaskedLM, MaskedLMOutput, masked_lm_output
 
 CHUNK_ROWS = 64  # rows of float32 logits the fused loss makes at once: 8 MB at bert-base-uncased's vocabulary
@@ -101,6 +102,12 @@ class FastBertForMaskedLM(BertForMaskedLM):
         dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
         loss, correct = LinearCrossEntropy.apply(h, head.decoder.weight, head.bias, targets, dtype)
         return MaskedLMOutput(loss, correct, count)
+
+
+    def watch_optimizer(self, optimizer: torch.optim.Optimizer):
+        """Drop the cast evaluation weights of the encoder and the head after every step of `optimizer`
+        (`FastBertModel.watch_optimizer`, for the whole model); returns the hook's handle."""
+        return optimizer.register_step_post_hook(lambda optimizer, args, kwargs: drop_cast_weights(self))
 
 
 def use_fast_mlm(model: BertForMaskedLM) -> BertForMaskedLM:
