@@ -21,9 +21,10 @@ import torch
 import torch.nn.functional as F
 
 from .fast import ROW_MULTIPLE, TokenLayout, use_fast_path
+from .fast_layers import drop_cast_weights
 from .mlm import IGNORE_INDEX, BertForMaskedLM, MaskedLMOutput, masked_lm_output
 
-CHUNK_ROWS = 256  # rows of float32 logits made at once by the fused loss: 31 MB at bert-base-uncased's vocabulary
+CHUNK_ROWS = 64  # rows of float32 logits the fused loss makes at once: 8 MB at bert-base-uncased's vocabulary
 
 
 class LinearCrossEntropy(torch.autograd.Function):
@@ -38,22 +39,20 @@ class LinearCrossEntropy(torch.autograd.Function):
     def forward(ctx, h, weight, bias, targets, dtype):
         with torch.autocast(h.device.type, enabled=False):
             w, h = weight.to(dtype), h.to(dtype)
-            logits = torch.addmm(bias.to(dtype), h, w.t())                         # (M, V) in dtype
+            logits = h @ w.t()                                 # (M, V) in dtype; the bias is added in float32 below
             kept = targets != IGNORE_INDEX                                           # (M,)
             count = max(int(kept.sum()), 1)
             safe = targets.clamp(min=0)[:, None]                                     # (M, 1), ignored rows: any
+            scale = (kept / count)[:, None]                                          # (M, 1): the mean; ignored: 0
             loss, correct = logits.new_zeros((), dtype=torch.float32), targets.new_zeros(())
-            for rows in torch.arange(len(logits), device=h.device).split(CHUNK_ROWS):
-                lo, hi = int(rows[0]), int(rows[-1]) + 1
-                z = logits[lo:hi].float()                                            # (rows, V) float32
-                lse = z.logsumexp(-1, keepdim=True)                                  # (rows, 1)
-                k = kept[lo:hi]
-                loss += ((lse - z.gather(1, safe[lo:hi])).squeeze(1) * k).sum()
-                correct += ((z.argmax(-1) == targets[lo:hi]) & k).sum()
-                g = z.sub_(lse).exp_()                                               # softmax, in place
-                g.scatter_add_(1, safe[lo:hi], -torch.ones_like(lse))                # - one-hot
-                g.mul_((k / count)[:, None])                                         # mean; ignored rows: 0
-                logits[lo:hi] = g                                                    # d loss / d logits
+            for lo in range(0, len(logits), CHUNK_ROWS):
+                rows = slice(lo, lo + CHUNK_ROWS)
+                log_p = (logits[rows] + bias).log_softmax(-1)                        # (rows, V) float32
+                loss -= (log_p.gather(1, safe[rows]).squeeze(1) * kept[rows]).sum()
+                correct += ((log_p.argmax(-1) == targets[rows]) & kept[rows]).sum()
+                g = log_p.exp_()                                                     # softmax, in place
+                g.scatter_add_(1, safe[rows], torch.full_like(g[:, :1], -1.0))       # - one-hot
+                torch.mul(g, scale[rows], out=logits[rows])                          # d loss / d logits, in dtype
         ctx.save_for_backward(h, w, logits)
         ctx.dtypes = (weight.dtype, bias.dtype)
         ctx.mark_non_differentiable(correct)
@@ -103,6 +102,12 @@ class FastBertForMaskedLM(BertForMaskedLM):
         dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
         loss, correct = LinearCrossEntropy.apply(h, head.decoder.weight, head.bias, targets, dtype)
         return MaskedLMOutput(loss, correct, count)
+
+
+    def watch_optimizer(self, optimizer: torch.optim.Optimizer):
+        """Drop the cast evaluation weights of the encoder and the head after every step of `optimizer`
+        (`FastBertModel.watch_optimizer`, for the whole model); returns the hook's handle."""
+        return optimizer.register_step_post_hook(lambda optimizer, args, kwargs: drop_cast_weights(self))
 
 
 def use_fast_mlm(model: BertForMaskedLM) -> BertForMaskedLM:

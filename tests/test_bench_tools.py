@@ -69,3 +69,31 @@ def test_gpu_bench_times_both_models_and_the_trainer(small_data_dir, tmp_path):
     assert row["train_ratio"] > 0 and row["eval_ratio"] > 0 and row["minbert_train_examples_per_s"] > 0
     (trainer,) = result["trainer"]
     assert "error" not in trainer and trainer["implementation"] == "fast" and set(trainer["wall_s"]) == {"1", "3"}
+
+
+def test_pretrain_bench_masks_as_bert_and_times_both_models(tmp_path):
+    """bench.pretrain's batches (15% of the words, 80/10/10, never a special token) and a tiny run of both workers."""
+    import torch
+
+    from bench import pretrain
+    args = pretrain.parse_args(["--batch-size", "64", "--length", "128", "--steps", "3", "--warmup", "0"])
+    batches = pretrain.build_batches(args)
+    assert all(torch.equal(a["input_ids"], b["input_ids"]) for a, b in zip(batches, pretrain.build_batches(args)))
+    inputs = torch.stack([b["input_ids"] for b in batches])
+    labels = torch.stack([b["labels"] for b in batches])
+    chosen = labels != -100
+    words = chosen.numel() - 2 * chosen.shape[0] * chosen.shape[1]       # [CLS] and [SEP] are never chosen
+    assert not chosen[..., 0].any() and not chosen[..., -1].any()
+    n = int(chosen.sum())                                                 # about 3,600: 3 sd of a share is < 0.01
+    assert abs(n / words - 0.15) < 0.01
+    masked = float((inputs[chosen] == pretrain.MASK).sum()) / n
+    kept = float((inputs[chosen] == labels[chosen]).sum()) / n
+    assert abs(masked - 0.8) < 0.03 and abs(kept - 0.1) < 0.02 and abs(1 - masked - kept - 0.1) < 0.02
+    out = tmp_path / "pretrain.json"
+    code, printed, err = run_cli(pretrain.main, ["--size", "tiny", "--batch-size", "4", "--length", "16", "--steps",
+                                                 "2", "--warmup", "1", "--precision", "fp32", "--json", str(out)])
+    assert code == 0, err
+    figures = json.loads(out.read_text())
+    assert figures["tokens"] == 2 * 4 * 16 and set(figures["tokens_per_s"]) == {"minbert", "transformers"}
+    assert abs(figures["first_loss"]["minbert"] - figures["first_loss"]["transformers"]) < 1e-4
+    assert figures["info"]["minbert"]["class"] == "FastBertForMaskedLM" and "target: minBERT" in printed

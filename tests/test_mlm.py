@@ -99,8 +99,10 @@ def test_fast_training_loss_and_every_gradient_match_the_reference(precision):
         if p.grad is None:
             assert name.startswith("bert.pooler.") and grads[name].grad is None
             continue
-        scale = max(p.grad.abs().max().item(), 1e-2)  # the keys' bias: zero but for rounding (softmax-invariant)
-        assert (p.grad - grads[name].grad).abs().max().item() <= tol * scale, name
+        if name.endswith("key.bias"):  # softmax ignores a constant added to every key's score: zero but rounding
+            assert p.grad.abs().max() < 1e-3 and grads[name].grad.abs().max() < 1e-3
+            continue
+        assert (p.grad - grads[name].grad).abs().max().item() <= tol * p.grad.abs().max().item(), name
 
 
 def test_nothing_masked_is_a_zero_loss_with_a_graph():
@@ -216,3 +218,23 @@ def test_the_embedded_model_gets_a_new_head_on_its_encoder(pretrained):
     encoder = model.bert.state_dict()
     for key, tensor in pretrained.state_dict().items():
         assert torch.equal(encoder[key], tensor), key
+
+
+def test_an_optimizer_step_drops_the_heads_cast_evaluation_weights():
+    """Fused AdamW bumps no version counter: `watch_optimizer` must reach the head's layers too."""
+    _, model = models()
+    ids, mask, types, labels = batch()
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2, fused=True)
+    model.watch_optimizer(opt)
+    masked = labels != IGNORE_INDEX
+
+    def evaluate():
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            return model.eval()(ids, mask, types, masked).float()
+    before = evaluate()
+    assert "_eval_weights" in vars(model.cls.predictions.decoder)
+    for p in opt.param_groups[0]["params"]:  # gradients from elsewhere: no train(), no forward in between
+        p.grad = torch.randn_like(p)
+    opt.step()
+    assert not [name for name, m in model.named_modules() if "_eval_weights" in vars(m)]
+    assert not torch.equal(before, evaluate())
