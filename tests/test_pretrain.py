@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from test_reliability import assert_same, scalars, without_times
+from test_reliability import assert_same, scalars, tiny_model, without_times  # noqa: F401 (a fixture)
 
 import minbert
 import pretrain
@@ -292,6 +292,31 @@ def test_exported_model_loads_in_transformers_fill_mask_and_as_this_projects_mod
                                                   "--max-steps", "1", "--batch-size", "4", "--device", "cpu",
                                                   "--out", str(tmp_path / "finetuned")])
     assert code == 0, err
+
+
+def test_continued_pretraining_loads_the_head_where_the_checkpoint_has_one(files, unbroken, tiny_model, tmp_path):
+    """--from a pretraining run's model continues with its head; --from an encoder (no cls.*) draws one."""
+    corpus = ["--corpus", str(files / "corpus.txt"), "--max-length", "32", "--batch-size", "8", "--device", "cpu",
+              "--precision", "fp32", "--cache-dir", str(files / "cache"), "--held-out", "0.1", "--max-steps", "2"]
+    for start, drawn in ((unbroken / MODEL_DIR, False), (tiny_model, True)):
+        out = tmp_path / start.name
+        code, _, err = run_cli(pretrain.main, ["--from", str(start), *corpus, "--out", str(out)])
+        assert code == 0, err
+        record = json.loads((out / "config.json").read_text())
+        assert record["arguments"]["lr"] == 1e-4  # the continued default
+        initialised = record["model"]["from"]["initialised_tensors"]
+        assert any(t.startswith("cls.predictions.") for t in initialised) == drawn, initialised
+
+
+def test_resume_refuses_a_corpus_that_changed(unbroken, tmp_path):
+    import shutil
+    run = tmp_path / "run"
+    shutil.copytree(unbroken, run)
+    record = json.loads((run / "config.json").read_text())
+    record["corpus"]["sources"][0]["sha256"] = "0" * 64  # as if the file had been edited since
+    (run / "config.json").write_text(json.dumps(record))
+    code, _, err = run_cli(pretrain.main, ["--resume", str(run)])
+    assert code == 2 and "is not the file the run started from" in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_two_processes_end_with_the_weights_of_one(files, tmp_path):
