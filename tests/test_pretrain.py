@@ -190,6 +190,14 @@ def test_a_missing_empty_or_binary_corpus_is_one_line_naming_it_exit_2(files, tm
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("argv,needle", [
+    (["--tasks", "sst,nope"], "unknown task 'nope'"), (["--max-length", "4"], "--max-length must be >= 8"),
+    (["--tokens", "1M", "--max-steps", "3"], "one budget"), (["--tokens", "1k", "--save-at", "2k"], "beyond")])
+def test_bad_options_are_one_line_exit_2(files, tmp_path, argv, needle):
+    code, _, err = run_cli(pretrain.main, base(files, *argv, "--out", str(tmp_path / "run")))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
+
+
 def test_help_says_why_there_is_no_next_sentence_objective():
     from tasks.pretraining.options import pretrain_parser
     text = pretrain_parser().format_help()

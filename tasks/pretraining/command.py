@@ -13,12 +13,13 @@ from minbert import UserError
 from minbert.errors import read_json
 
 from ..cli import interrupted_resumable, run_command
-from ..config import TrainConfig
+from ..config import TrainConfig, parse_tasks
 from ..data import resolve_data_dir
 from ..distributed import SINGLE, barrier, broadcast_from_main, device_for, init_world, shutdown
 from ..inputs import RunInputs, precision_note
 from ..machine import resolve_device
 from ..saved.checkpoint_files import CHECKPOINT, no_checkpoint_error
+from ..task_file import declare_tasks
 from ..training import Console, Interrupted, TensorBoard, fit, recorded_arguments
 from .job import MaskedLMJob, steps_for_tokens, training_sampler
 from .masking import Masking
@@ -46,6 +47,9 @@ def parse_pretrain_command(argv) -> argparse.Namespace:
     else:
         absolute_paths(args)
     check(args)
+    if args.tasks:  # an unknown task is a mistake in the command line, said before any work
+        declare_tasks(args.task_file)
+        parse_tasks(args.tasks)
     if args.lr is None:
         args.lr = LR_FROM_SCRATCH if args.init_config else LR_CONTINUED
     if args.out is None:
@@ -88,12 +92,14 @@ def pretrain(args: argparse.Namespace, callbacks=()) -> int:
         precision = minbert.resolve_precision(args.precision, device)
         implementation = minbert.resolve_implementation(args.implementation, device)
         say = print if world.main else (lambda *a, **k: None)
+        sources = read_corpus(args)  # a bad file fails before the model is loaded or drawn
         model, tokenizer_folder, model_record = start_model(args, implementation, device)
         positions = model.config.max_position_embeddings
         if args.max_length > positions:
             raise UserError(f"--max-length {args.max_length}: the model has {positions} positions")
         tokenizer = minbert.Tokenizer.from_folder(tokenizer_folder, max_length=positions)
-        corpus = build_corpus(args, tokenizer, say)
+        cache = None if args.no_cache else Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+        corpus = prepare_corpus(sources, tokenizer, args.max_length, args.held_out, args.seed, cache, say)
         config = loop_config(args, corpus)
         inputs = RunInputs(model, tokenizer, {}, corpus.describe(), device, world=world, precision=precision,
                            precision_requested=args.precision)
@@ -131,16 +137,15 @@ def describe_model(args, model) -> str:
     return f"{args.from_model} ({shape})" if args.from_model else f"new {args.init_config} ({shape}, drawn)"
 
 
-def build_corpus(args, tokenizer, say) -> PreparedCorpus:
-    """The sources read, checked against a resumed run's record, tokenised (or read back) and packed."""
+def read_corpus(args) -> list:
+    """The sources, checked against a resumed run's record (a resumed run must read the same text)."""
     sources = read_sources(args.corpus, args.tasks, args.data_dir, args.task_file)
     if args.resume:
         recorded = read_json(Path(args.resume) / "config.json", UserError, "run record")
         changed = corpus_changed(recorded.get("corpus", {}).get("sources", []), sources)
         if changed:
             raise UserError(f"--resume {args.resume}: {changed}; a resumed run must read the same corpus")
-    cache = None if args.no_cache else Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_dir()
-    return prepare_corpus(sources, tokenizer, args.max_length, args.held_out, args.seed, cache, say)
+    return sources
 
 
 def loop_config(args, corpus: PreparedCorpus) -> TrainConfig:

@@ -24,7 +24,7 @@ from minbert.export import save_pretrained
 from ..fileio import atomic_write_bytes, atomic_write_json
 from ..machine import versions
 from ..training import Callback, RunFolder, writing
-from .job import step_tokens
+from .job import MLM, step_tokens
 
 MODEL_DIR = "model"
 INFO_FILE = "pretraining.json"
@@ -42,7 +42,7 @@ class TokenClock:
         self.epoch, self.steps = None, None
 
     def __call__(self, run) -> int:
-        state, corpus_train = run.state, run.train["mlm"]
+        state, corpus_train = run.state, run.train[MLM]
         done = state.epoch * corpus_train.tokens
         if state.step_in_epoch == 0:
             return done
@@ -101,7 +101,7 @@ class Ladder(Callback):
         if not run.inputs.world.main or not self.budgets:
             return
         now = self.tokens(run)
-        before = now - int(step_tokens([info.batch], run.train["mlm"].lengths, len(run.train["mlm"]))[0])
+        before = now - int(step_tokens([info.batch], run.train[MLM].lengths, len(run.train[MLM]))[0])
         for budget in self.budgets:
             if before < budget <= now:
                 export_mlm(run.folder / ladder_folder(budget), run, self.tokenizer_folder,
@@ -120,7 +120,7 @@ class TokenRate(Callback):
 
     def on_step(self, run, info):
         now = time.perf_counter()
-        tokens = int(step_tokens([info.batch], run.train["mlm"].lengths, len(run.train["mlm"]))[0])
+        tokens = int(step_tokens([info.batch], run.train[MLM].lengths, len(run.train[MLM]))[0])
         seconds, self.last = now - self.last, now
         self.tokens, self.seconds = self.tokens + tokens, self.seconds + seconds
         if seconds > 0:
