@@ -9,8 +9,9 @@ word pieces and seeded random weights, the same in both models (speed depends on
 minBERT runs `build_mlm_model`'s default implementation and `compute_loss` (the vocabulary projection at the
 masked positions only); transformers runs `BertForMaskedLM(attn_implementation="sdpa")` with `labels`, as a
 new user would (its decoder runs at every position). Batches are packed as pretraining packs them: full
-sequences of --length word pieces ([CLS] random words [SEP]), no padding, 15% of the words chosen for
-prediction, 80% of those replaced by [MASK], 10% by a random word, 10% kept (`mask_batch`, BERT's recipe).
+sequences of --length word pieces ([CLS] random words [SEP]), no padding, masked by `pretrain.py`'s own
+masking (tasks/pretraining/masking.py): 15% of the words chosen for prediction, 80% of those replaced by
+[MASK], 10% by a random word, 10% kept, BERT's recipe.
 
 Each model runs in its own worker process (bench.throughput's protocol), so each peak RSS (VmHWM) is its own.
 Both build the same batches (the parent checks their digests) and report their loss on the first batch before
@@ -35,9 +36,7 @@ from bench.throughput import Remote, measure, memory_mib, reply
 
 WORKERS = ("minbert", "transformers")
 SIZES = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512), "base": (12, 768)}
-VOCAB_SIZE = 30522                                  # bert-base-uncased's word pieces
-PAD, CLS, SEP, MASK, FIRST_WORD = 0, 101, 102, 103, 999  # their ids there; words follow [unused*] and the specials
-MASK_SHARE, MASK_TOKEN_SHARE, RANDOM_SHARE = 0.15, 0.8, 0.1
+VOCAB_SIZE = 30522  # bert-base-uncased's word pieces, the embedded model's vocabulary
 TARGET_RATIO = 2.0
 
 
@@ -69,32 +68,22 @@ def parse_args(argv=None):
     return args
 
 
-def mask_batch(ids, generator):
-    """BERT's masking of a (B, T) batch: (input ids, labels). Of the words ([CLS], [SEP] and [PAD] never),
-    MASK_SHARE are chosen; of those 80% become [MASK], 10% a random word, 10% stay. Labels: the original
-    id at the chosen positions, -100 elsewhere."""
-    import torch
-    words = ids >= FIRST_WORD
-    chosen = (torch.rand(ids.shape, generator=generator) < MASK_SHARE) & words
-    roll = torch.rand(ids.shape, generator=generator)
-    random_words = torch.randint(FIRST_WORD, VOCAB_SIZE, ids.shape, generator=generator)
-    inputs = torch.where(chosen & (roll < MASK_TOKEN_SHARE), MASK, ids)
-    inputs = torch.where(chosen & (roll >= MASK_TOKEN_SHARE) & (roll < MASK_TOKEN_SHARE + RANDOM_SHARE),
-                         random_words, inputs)
-    return inputs, torch.where(chosen, ids, -100)
-
-
 def build_batches(args) -> list:
-    """Warm-up then timed batches, each {"input_ids", "attention_mask", "labels"}: the same in every process."""
-    import torch
-    g = torch.Generator().manual_seed(args.seed)
-    batches = []
-    for _ in range(args.warmup + args.steps):
-        ids = torch.randint(FIRST_WORD, VOCAB_SIZE, (args.batch_size, args.length), generator=g)
-        ids[:, 0], ids[:, -1] = CLS, SEP
-        inputs, labels = mask_batch(ids, g)
-        batches.append({"input_ids": inputs, "attention_mask": torch.ones_like(ids), "labels": labels})
-    return batches
+    """Warm-up then timed batches, each {"input_ids", "attention_mask", "token_type_ids", "labels"}, the same in
+    every process: random words of the embedded model's vocabulary (bert-base-uncased's) between [CLS] and [SEP],
+    masked by pretraining's own masking (`tasks.pretraining.masking`, stream 0, the sequence's index)."""
+    import numpy as np
+
+    import minbert
+    from tasks.pretraining.masking import Masking, masked_batch
+    tokenizer = minbert.Tokenizer.from_folder(minbert.resolve("minilm")[0])
+    masking = Masking.for_tokenizer(tokenizer, seed=args.seed)
+    rng = np.random.default_rng(args.seed)
+    count = (args.warmup + args.steps) * args.batch_size
+    words = rng.choice(masking.random_ids, size=(count, args.length - 2))
+    sequences = [np.concatenate([[tokenizer.cls_id], row, [tokenizer.sep_id]]) for row in words]
+    return [masked_batch(sequences, [(i, 0) for i in range(start, start + args.batch_size)], masking,
+                         tokenizer.pad_id, "cpu") for start in range(0, count, args.batch_size)]
 
 
 # ------------------------------------------------------------------------------------------ worker
@@ -224,7 +213,7 @@ def report(args, info, prepared, timed, memory, cpu, loads, wall) -> int:
     rss = {n: memory[n].get("VmHWM", memory[n]["ru_maxrss"]) for n in WORKERS}
     print(f"MLM pretraining step, {args.size} ({layers} x {hidden}, vocabulary {VOCAB_SIZE}, "
           f"{mine['params'] / 1e6:.1f}M parameters), precision {mine['precision']}, batch {args.batch_size} x "
-          f"{args.length}, {MASK_SHARE:.0%} masked (80/10/10), torch AdamW fused")
+          f"{args.length}, 15% masked (80/10/10), torch AdamW fused")
     print(f"machine: {cpu}, {os.cpu_count()} CPUs, torch {mine['torch']}, {mine['threads']} threads; load average "
           f"{loads[0][0]:.1f} -> {loads[1][0]:.1f} (rounds alternate; the ratio is the median of per-round ratios)")
     first = {n: prepared[n]["first_loss"] for n in WORKERS}
