@@ -349,9 +349,11 @@ def reply(obj):
 # ------------------------------------------------------------------------------------------ parent
 
 class Remote:
-    def __init__(self, name: str, argv: list, env: dict):
+    """A worker process (`python -m MODULE --worker NAME ARGV`) the parent talks to in JSON lines."""
+
+    def __init__(self, name: str, argv: list, env: dict, module: str = "bench.throughput"):
         self.name = name
-        self.proc = subprocess.Popen([sys.executable, "-m", "bench.throughput", "--worker", name, *argv],
+        self.proc = subprocess.Popen([sys.executable, "-m", module, "--worker", name, *argv],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
                                      cwd=Path(__file__).resolve().parents[1])
 

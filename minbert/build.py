@@ -17,6 +17,8 @@ import torch
 from .config import IMPLEMENTATIONS, BertConfig
 from .errors import UserError
 from .fast import use_fast_path
+from .fast_mlm import use_fast_mlm
+from .mlm import BertForMaskedLM
 from .model import BertModel
 
 IMPLEMENTATION_CHOICES = IMPLEMENTATIONS  # auto, fast, reference
@@ -42,3 +44,11 @@ def build_model(config: BertConfig, device="cpu") -> BertModel:
     config = replace(config, implementation=resolve_implementation(config.implementation, device))
     model = BertModel(config)
     return use_fast_path(model) if config.implementation == "fast" else model
+
+
+def build_mlm_model(config: BertConfig, device="cpu") -> BertForMaskedLM:
+    """A freshly initialised masked-language model (`mlm.py`), chosen as `build_model` chooses: "fast" gives the
+    encoder and the head the fast forwards of `fast.py` and `fast_mlm.py` in place, the same parameters."""
+    config = replace(config, implementation=resolve_implementation(config.implementation, device))
+    model = BertForMaskedLM(config)
+    return use_fast_mlm(model) if config.implementation == "fast" else model

@@ -172,6 +172,10 @@ class TokenLayout:
             return x
         return _Regroup.apply(x, self.rows, self._row_of_position, None, self._padding_positions)
 
+    def row_of(self, positions: torch.Tensor) -> torch.Tensor:
+        """The row of each flat (batch * seq) position of a real token (a padding position: some other row)."""
+        return positions if self.rows is None else self._row_of_position[positions]
+
     def pad(self, x: torch.Tensor) -> torch.Tensor:
         """(rows, width) -> (batch, seq, width), zeros at padding."""
         if self.rows is not None:

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import torch
 
-from .build import build_model, resolve_implementation
+from .build import build_mlm_model, build_model, resolve_implementation
 from .config import DEFAULT_IMPLEMENTATION, BertConfig
 from .errors import CheckpointError
+from .mlm import TIED, BertForMaskedLM
 from .model import BertModel
 
 EMBEDDED_HUB_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -27,6 +28,7 @@ DEFAULT_MODEL = "bert-base-uncased"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 VOCAB_FILES = ("vocab.txt", "tokenizer.json")
 # Tensors a BertModel checkpoint may carry that are not ours: task heads and buffers.
+MLM_HEAD = "cls.predictions."
 IGNORED = re.compile(r"^(cls\.|classifier\.|qa_outputs\.|embeddings\.position_ids$)")
 
 
@@ -43,6 +45,7 @@ class ModelSource:
     resolved_from: str          # "local", "embedded", "hf-cache" or "hub"
     ignored_tensors: list = field(default_factory=list)
     config: dict = field(default_factory=dict)  # the architecture (BertConfig): enough to rebuild the model
+    initialised_tensors: list = field(default_factory=list)  # what the checkpoint lacked and was drawn anew
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -135,8 +138,12 @@ def hf_key_to_ours(key: str) -> str:
     return re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", key))
 
 
-def load_into(model: BertModel, state: dict, origin: str) -> list[str]:
-    """Copy every tensor onto the model; anything missing, unexpected or mis-shaped names itself."""
+def load_into(model: BertModel, state: dict, origin: str, may_miss: tuple = ()) -> list[str]:
+    """Copy every tensor onto the model; anything missing, unexpected or mis-shaped names itself.
+
+    Tensors whose key starts with one of `may_miss` may be absent: they keep their initial values.
+    Returns the checkpoint's keys that were ignored (task heads, buffers).
+    """
     ours = model.state_dict()
     mapped, ignored = {}, []
     for key, tensor in state.items():
@@ -150,12 +157,33 @@ def load_into(model: BertModel, state: dict, origin: str) -> list[str]:
             raise CheckpointError(f"{origin}: tensor {key!r} has shape {tuple(tensor.shape)}, "
                                   f"the config asks for {tuple(ours[new].shape)}")
         mapped[new] = tensor
-    missing = [k for k in ours if k not in mapped]
+    missing = [k for k in ours if k not in mapped and not k.startswith(tuple(may_miss))]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise CheckpointError(f"{origin}: missing tensor {missing[0]!r}{more}")
-    model.load_state_dict(mapped, strict=True)
+    model.load_state_dict(mapped, strict=not may_miss)
     return ignored
+
+
+def open_checkpoint(name_or_path, fallback_to_embedded: bool, implementation: str, device):
+    """(folder, how it was found, its BertConfig with `implementation` resolved for `device`, weights file)."""
+    folder, how = resolve(str(name_or_path), fallback_to_embedded)
+    config = replace(BertConfig.from_json(folder / "config.json"),
+                     implementation=resolve_implementation(implementation, device))
+    weights = next((folder / f for f in WEIGHT_FILES if (folder / f).exists()), None)
+    if weights is None:
+        raise CheckpointError(f"{folder}: no weights file ({' or '.join(WEIGHT_FILES)})")
+    if not any((folder / f).exists() for f in VOCAB_FILES):
+        raise CheckpointError(f"{folder}: no vocabulary ({' or '.join(VOCAB_FILES)})")
+    return folder, how, config, weights
+
+
+def model_source(name_or_path, folder, how, config, weights, ignored, initialised=()) -> ModelSource:
+    name = EMBEDDED_HUB_NAME if how == "embedded" else str(name_or_path)
+    return ModelSource(name=name, requested=str(name_or_path), folder=str(folder), weights_file=str(weights),
+                       weights_sha256=sha256_of(weights), num_layers=config.num_hidden_layers,
+                       hidden_size=config.hidden_size, resolved_from=how, ignored_tensors=ignored,
+                       config=config.to_dict(), initialised_tensors=list(initialised))
 
 
 def from_pretrained(name_or_path: str = "minilm", fallback_to_embedded: bool = False,
@@ -165,19 +193,53 @@ def from_pretrained(name_or_path: str = "minilm", fallback_to_embedded: bool = F
     `implementation`: "fast" (fast.py), "reference" (model.py) or "auto" (the default: the one for `device`,
     where the model will run), see `BertConfig` and `build_model`.
     """
-    folder, how = resolve(str(name_or_path), fallback_to_embedded)
-    config = replace(BertConfig.from_json(folder / "config.json"),
-                     implementation=resolve_implementation(implementation, device))
-    weights = next((folder / f for f in WEIGHT_FILES if (folder / f).exists()), None)
-    if weights is None:
-        raise CheckpointError(f"{folder}: no weights file ({' or '.join(WEIGHT_FILES)})")
-    if not any((folder / f).exists() for f in VOCAB_FILES):
-        raise CheckpointError(f"{folder}: no vocabulary ({' or '.join(VOCAB_FILES)})")
+    folder, how, config, weights = open_checkpoint(name_or_path, fallback_to_embedded, implementation, device)
     model = build_model(config)
     ignored = load_into(model, read_state_dict(weights), str(weights))
-    name = EMBEDDED_HUB_NAME if how == "embedded" else str(name_or_path)
-    model.source = ModelSource(name=name, requested=str(name_or_path), folder=str(folder), weights_file=str(weights),
-                               weights_sha256=sha256_of(weights), num_layers=config.num_hidden_layers,
-                               hidden_size=config.hidden_size, resolved_from=how,
-                               ignored_tensors=ignored, config=config.to_dict())
+    model.source = model_source(name_or_path, folder, how, config, weights, ignored)
+    return model.eval()
+
+
+def load_mlm_into(model: BertForMaskedLM, state: dict, origin: str) -> tuple[list, list]:
+    """Copy a checkpoint onto an MLM model: the encoder (with or without the `bert.` prefix) and the head.
+
+    A checkpoint without the head (`cls.predictions.*`: an encoder, the embedded MiniLM) leaves it initialised,
+    one without the pooler (transformers' BertForMaskedLM saves none) the pooler. The tied decoder tensors
+    are the word embeddings and the head's bias, read under those names. Returns (ignored keys, initialised keys).
+    """
+    head = {hf_key_to_ours(k)[len(MLM_HEAD):]: v for k, v in state.items()
+            if k.startswith(MLM_HEAD) and k not in TIED}
+    if "bias" not in head and "cls.predictions.decoder.bias" in state:  # checkpoints that kept only the tied copy
+        head["bias"] = state["cls.predictions.decoder.bias"]
+    encoder = {k: v for k, v in state.items() if not k.startswith(MLM_HEAD)}
+    ignored = load_into(model.bert, encoder, origin, may_miss=("pooler.",)) + [k for k in state if k in TIED]
+    loaded = {hf_key_to_ours(k) for k in encoder}
+    initialised = [f"bert.{k}" for k in model.bert.state_dict() if k.startswith("pooler.") and k not in loaded]
+    ours = {k: v for k, v in model.cls.predictions.state_dict().items() if not k.startswith("decoder.")}
+    if not head:
+        model.init_head()
+        return ignored, initialised + [MLM_HEAD + k for k in ours]
+    for key, tensor in head.items():
+        if key not in ours:
+            raise CheckpointError(f"{origin}: unexpected tensor {MLM_HEAD + key!r}")
+        if tuple(tensor.shape) != tuple(ours[key].shape):
+            raise CheckpointError(f"{origin}: tensor {MLM_HEAD + key!r} has shape {tuple(tensor.shape)}, "
+                                  f"the config asks for {tuple(ours[key].shape)}")
+    missing = [k for k in ours if k not in head]
+    if missing:
+        raise CheckpointError(f"{origin}: the MLM head lacks {MLM_HEAD + missing[0]!r}")
+    with torch.no_grad():
+        for key, tensor in head.items():
+            ours[key].copy_(tensor)
+    return ignored, initialised
+
+
+def mlm_from_pretrained(name_or_path: str = "minilm", fallback_to_embedded: bool = False,
+                        implementation: str = DEFAULT_IMPLEMENTATION, device="cpu") -> BertForMaskedLM:
+    """A checkpoint as a masked-language model (on the CPU, in eval mode), its MLM head loaded when the
+    checkpoint has one and else initialised as BERT's; `.source.initialised_tensors` lists what was drawn."""
+    folder, how, config, weights = open_checkpoint(name_or_path, fallback_to_embedded, implementation, device)
+    model = build_mlm_model(config)
+    ignored, initialised = load_mlm_into(model, read_state_dict(weights), str(weights))
+    model.source = model_source(name_or_path, folder, how, config, weights, ignored, initialised)
     return model.eval()

@@ -22,6 +22,7 @@ Shared by every command:
     openmp.py       imported first by the entry points: OMP_WAIT_POLICY before torch loads
 
 training/       fine-tuning: the loop, its steps, checkpoints, outputs, callbacks, options (see its __init__)
+pretraining/    masked-language-model pretraining (pretrain.py): the corpus, its cache, masking, a job of the loop
 course/         the course's prediction-file formats, the provenance of the course-level predictions/
                 folder's files and the zip that refuses what the course would not take, the starter
                 repository's data files

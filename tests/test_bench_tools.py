@@ -137,3 +137,30 @@ def test_gpu_bench_counts_cudas_sync_warnings_and_the_profilers_sync_calls(monke
         warnings.simplefilter("always")
         warnings.warn("called a synchronizing CUDA operation", UserWarning)
     assert len(later) == 1 and counter.count == 0  # stopped: warnings are the caller's again
+
+
+def test_pretrain_bench_masks_as_pretraining_and_times_both_models(tmp_path):
+    """bench.pretrain's batches (full sequences, pretraining's masking: 15% of the words, 80% [MASK], never
+    [CLS] or [SEP]), the same in every process, and a tiny run of both workers."""
+    import torch
+
+    from bench import pretrain
+    args = pretrain.parse_args(["--batch-size", "32", "--length", "128", "--steps", "2", "--warmup", "0"])
+    batches = pretrain.build_batches(args)
+    assert all(torch.equal(a["input_ids"], b["input_ids"]) for a, b in zip(batches, pretrain.build_batches(args)))
+    inputs = torch.stack([b["input_ids"] for b in batches])
+    labels = torch.stack([b["labels"] for b in batches])
+    assert inputs.shape == (2, 32, 128) and all(bool(b["attention_mask"].all()) for b in batches)
+    chosen = labels != -100
+    assert not chosen[..., 0].any() and not chosen[..., -1].any()
+    n = int(chosen.sum())                                                 # about 1,200 of 8,064 words
+    assert abs(n / (64 * 126) - 0.15) < 0.02
+    assert abs(float((inputs[chosen] == 103).sum()) / n - 0.8) < 0.05     # 103: [MASK] in bert-base-uncased
+    out = tmp_path / "pretrain.json"
+    code, printed, err = run_cli(pretrain.main, ["--size", "tiny", "--batch-size", "4", "--length", "16", "--steps",
+                                                 "2", "--warmup", "1", "--precision", "fp32", "--json", str(out)])
+    assert code == 0, err
+    figures = json.loads(out.read_text())
+    assert figures["tokens"] == 2 * 4 * 16 and set(figures["tokens_per_s"]) == {"minbert", "transformers"}
+    assert abs(figures["first_loss"]["minbert"] - figures["first_loss"]["transformers"]) < 1e-4
+    assert figures["info"]["minbert"]["class"] == "FastBertForMaskedLM" and "target: minBERT" in printed

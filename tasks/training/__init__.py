@@ -1,6 +1,8 @@
 """Fine-tuning one shared encoder on several tasks: the training loop and what only training uses.
 
     loop.py         fit: build_run -> restore or start -> run_epoch -> evaluate_and_keep_best -> finish; signals
+    job.py          Job: what a run trains (model, plan, loss, batches, evaluation); build.py's MultitaskJob is
+                    fine-tuning's, tasks/pretraining's MaskedLMJob the masked-language model's
     build.py        a run built once: model (frozen where asked), data order, optimizer, schedule
     step.py         one optimizer step: task losses, backward, gradient surgery's merge, clipping, non-finite
     state.py        Run (what build_run makes, with its callbacks; request_stop) and TrainState (checkpointed)
@@ -16,19 +18,22 @@
 
 Code outside this package imports the names below, never the modules' insides.
 """
-from .build import build_multitask_model, build_run, lr_lambda, training_plan
+from .build import MULTITASK, MultitaskJob, build_multitask_model, build_run, lr_lambda, training_plan
 from .callbacks import Callback, Console, ProgressLines, TensorBoard
+from .checkpoint import writing
 from .command import TrainCommand, parse_train_command, recorded_arguments, train_command, train_parser
+from .job import Job
 from .loop import Interrupted, fit
-from .options import add_optimizer_arg, add_training_args
+from .options import IMPLEMENTATION_HELP, PRECISION_HELP, add_optimizer_arg, add_training_args
 from .outputs import InMemory, RunFolder, folder_callbacks
 from .record import declarations
 from .samplers import SAMPLERS, build_sampler, padding_fraction
 from .state import Run, StepInfo
 from .step import train_step
 
-__all__ = ["SAMPLERS", "Callback", "Console", "InMemory", "Interrupted", "ProgressLines", "Run", "RunFolder",
-           "StepInfo", "TensorBoard", "TrainCommand", "add_optimizer_arg", "add_training_args",
-           "build_multitask_model", "build_run", "build_sampler", "declarations", "fit", "folder_callbacks",
-           "lr_lambda", "padding_fraction", "parse_train_command", "recorded_arguments", "train_command",
-           "train_parser", "train_step", "training_plan"]
+__all__ = ["IMPLEMENTATION_HELP", "MULTITASK", "PRECISION_HELP", "SAMPLERS", "Callback", "Console", "InMemory",
+           "Interrupted", "Job", "MultitaskJob", "ProgressLines", "Run", "RunFolder", "StepInfo", "TensorBoard",
+           "TrainCommand", "add_optimizer_arg", "add_training_args", "build_multitask_model", "build_run",
+           "build_sampler", "declarations", "fit", "folder_callbacks", "lr_lambda", "padding_fraction",
+           "parse_train_command", "recorded_arguments", "train_command", "train_parser", "train_step",
+           "training_plan", "writing"]

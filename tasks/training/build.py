@@ -1,5 +1,6 @@
 """A run built once from its options: the model (frozen where asked), the data order, the optimizer and the
-learning-rate schedule, seeded by the options' seed; then, under torchrun, the ranks set apart."""
+learning-rate schedule, seeded by the options' seed; then, under torchrun, the ranks set apart. What is built
+is the job's (job.py): `MultitaskJob`, the task heads on the encoder, unless another is given."""
 import copy
 import random
 import sys
@@ -14,9 +15,13 @@ import minbert
 
 from ..config import TrainConfig
 from ..distributed import rank_seed
+from ..encoded import make_batch
+from ..evaluation import evaluate
 from ..heads import MultitaskModel, task_spec
 from ..inputs import RunInputs, multitask_model, subsample_split
 from ..schedules import lr_lambda
+from .job import Job
+from .outputs import folder_callbacks
 from .samplers import build_sampler
 from .smart import Smart
 from .state import Run
@@ -66,28 +71,58 @@ def training_plan(config: TrainConfig, inputs: RunInputs) -> tuple:
     return train, sampler_name, sampler
 
 
+class MultitaskJob(Job):
+    """Fine-tuning: the encoder with a head per task, the tasks' training splits, their dev scores."""
+
+    def build_model(self, config, inputs, encoder=None):
+        return build_multitask_model(config, inputs, encoder)
+
+    def encoder_of(self, model):
+        return model.encoder
+
+    def plan(self, config, inputs):
+        return training_plan(config, inputs)
+
+    def loss(self, model, config, inputs, smart=None):
+        specs = {t: task_spec(t, config.pair_mode, config.task_heads) for t in inputs.tasks}
+        return TaskLoss(model, specs, smart, inputs.precision)
+
+    def make_batch(self, run, task, indices):
+        return make_batch(run.train[task], indices, run.inputs.tokenizer, run.inputs.device)
+
+    def evaluate(self, run, show):
+        predictions = {}
+        metrics = evaluate(run.model, run.inputs, run.config.eval_batch_size, show=show, predictions=predictions)
+        return metrics, predictions
+
+    def folder_callbacks(self, folder, command_options=None):
+        return folder_callbacks(folder, command_options)
+
+
+MULTITASK = MultitaskJob()
+
+
 def build_run(config: TrainConfig, inputs: RunInputs, callbacks=(), encoder: Optional[minbert.BertModel] = None,
-              folder=None) -> Run:
-    """A fresh run: model, data order, optimizer and schedule, seeded by config.seed. `callbacks` take part in it
-    (callbacks.py); `folder` is its run folder, None for a run kept in memory."""
+              folder=None, job: Job = MULTITASK) -> Run:
+    """A fresh run of `job`: model, data order, optimizer and schedule, seeded by config.seed. `callbacks` take
+    part in it (callbacks.py); `folder` is its run folder, None for a run kept in memory."""
     torch.manual_seed(config.seed)
     random.seed(config.seed)
     np.random.seed(config.seed)
-    model = build_multitask_model(config, inputs, encoder)
-    train, sampler_name, sampler = training_plan(config, inputs)
+    model = job.build_model(config, inputs, encoder)
+    train, sampler_name, sampler = job.plan(config, inputs)
     per_epoch = sampler.steps_per_epoch()
     total = per_epoch * config.epochs if config.max_steps is None else min(config.max_steps, per_epoch * config.epochs)
     optimizer = make_optimizer(config, model)
-    model.encoder.watch_optimizer(optimizer)  # fused AdamW leaves no version bump to see
+    job.encoder_of(model).watch_optimizer(optimizer)  # fused AdamW leaves no version bump to see
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(total, config.warmup, config.lr_schedule))
     smart = Smart(model, config.smart_config(), config.pair_mode) if config.smart else None
-    specs = {t: task_spec(t, config.pair_mode, config.task_heads) for t in inputs.tasks}
     return Run(config, inputs, model, train, sampler, sampler_name, per_epoch, total, optimizer, scheduler, smart,
-               shared=[p for p in model.encoder.parameters() if p.requires_grad],
+               shared=[p for p in job.encoder_of(model).parameters() if p.requires_grad],
                surgery_rng=np.random.default_rng(config.seed),
-               loss_fn=TaskLoss(model, specs, smart, inputs.precision),
+               loss_fn=job.loss(model, config, inputs, smart),
                callbacks=list(callbacks), folder=None if folder is None else Path(folder),
-               scaler=torch.amp.GradScaler(inputs.device.type, enabled=inputs.precision == "fp16"))
+               scaler=torch.amp.GradScaler(inputs.device.type, enabled=inputs.precision == "fp16"), job=job)
 
 
 def start(run: Run) -> None:
@@ -101,7 +136,7 @@ def distribute(run: Run) -> None:
     """Under torchrun, the loss is computed through DDP, which averages the gradients over the ranks."""
     device = run.inputs.device
     if run.inputs.world.active:
-        run.model.encoder.prepare_for_data_parallel()  # DDP averages only what autograd hands it
+        run.job.encoder_of(run.model).prepare_for_data_parallel()  # DDP averages only what autograd hands it
         # Each forward uses one task's head only, so the other heads are unused parameters.
         run.loss_fn = DistributedDataParallel(run.loss_fn, device_ids=[device.index] if device.type == "cuda" else None,
                                               find_unused_parameters=True)

@@ -17,12 +17,11 @@ import minbert
 
 from ..config import TrainConfig
 from ..distributed import agreed_signal
-from ..evaluation import evaluate
 from ..inputs import RunInputs
-from .build import build_run, distribute, start
+from .build import MULTITASK, build_run, distribute, start
 from .callbacks import Callback, Console
 from .checkpoint import restore
-from .outputs import folder_callbacks
+from .job import Job
 from .state import Run, StepInfo
 from .step import train_step
 
@@ -59,21 +58,21 @@ class Interrupted(Exception):
 
 
 def fit(config: TrainConfig, inputs: RunInputs, outputs, encoder: Optional[minbert.BertModel] = None,
-        resume: bool = False, callbacks=(), command_options: Optional[dict] = None) -> dict:
+        resume: bool = False, callbacks=(), command_options: Optional[dict] = None, job: Job = MULTITASK) -> dict:
     """Fine-tune and evaluate; returns the metrics (metrics.json's) and, under "model", the best evaluation's model
     (the final one for `InMemory(final_weights=True)`).
 
     `outputs`: where the results go, a run folder (a path: `folder_callbacks`, with `command_options` recorded
     in its config.json) or callbacks (`InMemory`, `TensorBoard`). `callbacks` take part after them (see
     Callback). `encoder` replaces the pretrained one (an ablation's modified copy). `resume` continues from the
-    run folder's checkpoint.
+    run folder's checkpoint. `job`: what is trained (job.py), by default the task heads on the encoder.
     """
     folder = Path(outputs) if isinstance(outputs, (str, Path)) else None
     if folder is not None:
-        outputs = folder_callbacks(folder, command_options)
+        outputs = job.folder_callbacks(folder, command_options)
     elif isinstance(outputs, Callback):
         outputs = [outputs]
-    run = build_run(config, inputs, [*outputs, *callbacks], encoder, folder)
+    run = build_run(config, inputs, [*outputs, *callbacks], encoder, folder, job)
     if resume:
         restore(run)
     else:
@@ -154,15 +153,14 @@ def evaluate_and_keep_best(run: Run) -> dict:
     """Dev metrics of the current weights into the history; the callbacks keep them if they are the best yet."""
     state = run.state
     clock = time.perf_counter()
-    predictions = {}
-    metrics = evaluate(run.model, run.inputs, run.config.eval_batch_size, show=_shows_progress(run),
-                       predictions=predictions)
+    metrics, predictions = run.job.evaluate(run, _shows_progress(run))
     seconds = time.perf_counter() - clock
     entry = {"epoch": state.epoch + 1, "step": state.global_step, "dev": metrics,
              "elapsed_s": round(time.time() - run.started, 1)}
     state.history.append(entry)
     run.notify("on_evaluate", metrics, seconds)
-    if state.best is None or (metrics["overall"] or 0) > state.best["dev"]["overall"]:
+    score = run.job.score
+    if state.best is None or (metrics[score] or 0) > state.best["dev"][score]:
         state.best = entry
         run.best_predictions = predictions  # the finished run's dev files, not predicted again
         run.notify("on_best")

@@ -43,7 +43,11 @@ class RunFolder(Callback):
             remove_stale_temp_files(run.folder)  # half-written files of the killed process
         else:
             with writing(run.folder / "config.json"):
-                atomic_write_json(run.folder / "config.json", run_record(run, self.command_options))
+                atomic_write_json(run.folder / "config.json", self.record(run))
+
+    def record(self, run) -> dict:
+        """config.json: the run's record (record.py); a job's own folder records what its runs are."""
+        return run_record(run, self.command_options)
 
     def on_checkpoint(self, run):
         per_rank = rng_states(run.inputs.world)  # a collective: every rank takes part

@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from ..config import TrainConfig
-from ..heads import MultitaskModel
 from ..inputs import RunInputs
+from .job import Job
 from .samplers import Sampler
 from .smart import Smart
 
@@ -66,8 +66,8 @@ class Run:
     A callback ends the run with `request_stop` and logs a value beside the run's curves with `log`."""
     config: TrainConfig
     inputs: RunInputs
-    model: MultitaskModel
-    train: dict                  # task -> its training split (the seeded fraction of it)
+    model: nn.Module             # the job's: a MultitaskModel when fine-tuning
+    train: dict                  # task -> its training data (a split's seeded fraction when fine-tuning)
     sampler: Sampler
     sampler_name: str
     steps_per_epoch: int
@@ -85,6 +85,7 @@ class Run:
     started: float = 0.0         # time.time() when this process began training: history's elapsed_s
     scaler: torch.amp.GradScaler = field(default_factory=lambda: torch.amp.GradScaler("cpu", enabled=False))
     # fp16's loss scaling (step.py); disabled, it passes everything through
+    job: Optional[Job] = None    # what the run trains (job.py): its model, batches, loss and evaluation
 
     def notify(self, hook: str, *args) -> None:
         """Call `hook` on every callback that has it, in the list's order."""

@@ -16,7 +16,6 @@ import minbert
 from minbert import RunFailure
 
 from ..distributed import World, all_reduce_mean_, local_batch_indices
-from ..encoded import make_batch
 from ..heads import MultitaskModel
 from ..machine import autocast
 from .smart import Smart
@@ -97,7 +96,7 @@ def _task_backward(run: Run, task: str, indices: list, accumulate: bool) -> dict
     """One task's forward and backward on this rank's share of its batch; the values to log, averaged over ranks."""
     world = run.inputs.world
     local, weight = local_batch_indices(indices, world)
-    batch = make_batch(run.train[task], local, run.inputs.tokenizer, run.inputs.device)
+    batch = run.job.make_batch(run, task, local)
     with run.loss_fn.no_sync() if world.active and accumulate else nullcontext():
         loss, logs = run.loss_fn(task, batch, weight)
         if run.config.surgery != "none":

@@ -1,0 +1,242 @@
+"""One masked-language-model pretraining step of minBERT against transformers' BertForMaskedLM on this machine.
+
+    python -m bench.pretrain [--size mini|base|...] [--batch-size 64] [--length 128] [--steps N]
+                             [--precision auto|bf16|fp32]
+
+A step is forward, MLM loss, backward and torch's fused AdamW step, on a model of the size asked for (Turc et
+al. 2019's tiny 2x128, mini 4x256, small 4x512, medium 8x512, or base 12x768) with bert-base-uncased's 30,522
+word pieces and seeded random weights, the same in both models (speed depends on the shape, not the weights).
+minBERT runs `build_mlm_model`'s default implementation and `compute_loss` (the vocabulary projection at the
+masked positions only); transformers runs `BertForMaskedLM(attn_implementation="sdpa")` with `labels`, as a
+new user would (its decoder runs at every position). Batches are packed as pretraining packs them: full
+sequences of --length word pieces ([CLS] random words [SEP]), no padding, masked by `pretrain.py`'s own
+masking (tasks/pretraining/masking.py): 15% of the words chosen for prediction, 80% of those replaced by
+[MASK], 10% by a random word, 10% kept, BERT's recipe.
+
+Each model runs in its own worker process (bench.throughput's protocol), so each peak RSS (VmHWM) is its own.
+Both build the same batches (the parent checks their digests) and report their loss on the first batch before
+any update, without dropout (same weights, same masking: the losses agree to the precision's rounding). The
+parent alternates the workers round by round (A B, B A, ...) over the same timed batches; on a shared machine
+only such paired timings give a ratio that means something. Tokens/s are totals over all rounds; the ratio is
+the median of the per-round ratios. The last line says whether the target, minBERT >= 2x transformers'
+tokens/s, is met.
+"""
+import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from bench.throughput import Remote, measure, memory_mib, reply
+
+WORKERS = ("minbert", "transformers")
+SIZES = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512), "base": (12, 768)}
+VOCAB_SIZE = 30522  # bert-base-uncased's word pieces, the embedded model's vocabulary
+TARGET_RATIO = 2.0
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m bench.pretrain", description=__doc__.split("\n\n")[0])
+    shape = p.add_argument_group("what is timed")
+    shape.add_argument("--size", choices=tuple(SIZES), default="mini",
+                       help="layers x hidden: " + ", ".join(f"{k} {n}x{h}" for k, (n, h) in SIZES.items())
+                            + " (default: %(default)s; base takes about ten times as long)")
+    shape.add_argument("--batch-size", type=int, default=64, help="sequences per step (default: %(default)s)")
+    shape.add_argument("--length", type=int, default=128, help="word pieces per sequence (default: %(default)s)")
+    shape.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
+                       help="both models' precision; auto: bf16 autocast where the CPU computes bf16 natively, "
+                            "else fp32 (minbert.resolve_precision; default: %(default)s)")
+    timing = p.add_argument_group("how it is timed")
+    timing.add_argument("--steps", type=int, default=6, help="timed steps per model (default: %(default)s)")
+    timing.add_argument("--warmup", type=int, default=2, help="untimed steps first, on their own batches "
+                                                             "(default: %(default)s)")
+    timing.add_argument("--rounds", type=int, default=3, help="the timed steps are split into this many "
+                                                             "alternating rounds (default: %(default)s)")
+    timing.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
+    timing.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", type=Path, default=None, help="also write every figure to this file")
+    p.add_argument("--worker", choices=WORKERS, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if min(args.steps, args.batch_size, args.rounds) < 1 or args.warmup < 0 or not 8 <= args.length <= 512:
+        p.error("--steps, --batch-size and --rounds must be positive, --warmup non-negative, --length in 8..512")
+    args.rounds = min(args.rounds, args.steps)
+    return args
+
+
+def build_batches(args) -> list:
+    """Warm-up then timed batches, each {"input_ids", "attention_mask", "token_type_ids", "labels"}, the same in
+    every process: random words of the embedded model's vocabulary (bert-base-uncased's) between [CLS] and [SEP],
+    masked by pretraining's own masking (`tasks.pretraining.masking`, stream 0, the sequence's index)."""
+    import numpy as np
+
+    import minbert
+    from tasks.pretraining.masking import Masking, masked_batch
+    tokenizer = minbert.Tokenizer.from_folder(minbert.resolve("minilm")[0])
+    masking = Masking.for_tokenizer(tokenizer, seed=args.seed)
+    rng = np.random.default_rng(args.seed)
+    count = (args.warmup + args.steps) * args.batch_size
+    words = rng.choice(masking.random_ids, size=(count, args.length - 2))
+    sequences = [np.concatenate([[tokenizer.cls_id], row, [tokenizer.sep_id]]) for row in words]
+    return [masked_batch(sequences, [(i, 0) for i in range(start, start + args.batch_size)], masking,
+                         tokenizer.pad_id, "cpu") for start in range(0, count, args.batch_size)]
+
+
+# ------------------------------------------------------------------------------------------ worker
+
+class Worker:
+    """One model, the batches and its optimiser; answers the parent's commands on stdin/stdout."""
+
+    def __init__(self, args):
+        import torch
+
+        import minbert
+        self.torch, self.args = torch, args
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        self.precision = minbert.resolve_precision(args.precision, "cpu")
+        layers, hidden = SIZES[args.size]
+        config = minbert.BertConfig(vocab_size=VOCAB_SIZE, hidden_size=hidden, num_hidden_layers=layers,
+                                    num_attention_heads=hidden // 64, intermediate_size=4 * hidden,
+                                    max_position_embeddings=512)
+        torch.manual_seed(args.seed)
+        self.model = minbert.build_mlm_model(config)  # the default implementation: what pretraining runs
+        if args.worker == "transformers":
+            self.model = self.transformers_twin(config, self.model.state_dict())
+        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=1e-4,
+                                           weight_decay=0.01, fused=True)
+        self.batches = build_batches(args)
+
+    @staticmethod
+    def transformers_twin(config, state: dict):
+        """transformers' BertForMaskedLM with the same weights (it has no pooler: those tensors are left out)."""
+        import transformers
+        transformers.utils.logging.set_verbosity_error()
+        ours = {k: v for k, v in config.to_dict().items() if k != "implementation"}
+        model = transformers.BertForMaskedLM(transformers.BertConfig(**ours, attn_implementation="sdpa"))
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        assert not missing and all(k.startswith("bert.pooler.") for k in unexpected), (missing, unexpected)
+        return model
+
+    def loss(self, batch):
+        inputs = (batch["input_ids"], batch["attention_mask"])
+        with self.torch.autocast("cpu", dtype=self.torch.bfloat16, enabled=self.precision == "bf16"):
+            if self.args.worker == "minbert":
+                return self.model.compute_loss(*inputs, batch["labels"]).loss
+            return self.model(input_ids=inputs[0], attention_mask=inputs[1], labels=batch["labels"]).loss
+
+    def step(self, batch):
+        self.model.train()
+        loss = self.loss(batch)
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss
+
+    def prepare(self) -> dict:
+        """The first timed batch's loss before any update (no dropout), the warm-up steps, the batches' digest."""
+        self.model.eval()
+        with self.torch.no_grad():
+            first_loss = float(self.loss(self.batches[self.args.warmup]))
+        for batch in self.batches[:self.args.warmup]:
+            self.step(batch)
+        digest = hashlib.sha256()
+        for b in self.batches:
+            digest.update(b["input_ids"].numpy().tobytes() + b["labels"].numpy().tobytes())
+        return {"batches": digest.hexdigest(), "first_loss": first_loss}
+
+    def timed(self, start: int, count: int) -> float:
+        batches = self.batches[self.args.warmup + start:self.args.warmup + start + count]
+        t = time.perf_counter()
+        for batch in batches:
+            self.step(batch)
+        return time.perf_counter() - t
+
+    def describe(self) -> dict:
+        import minbert
+        return {"params": sum(p.numel() for p in self.model.parameters()), "precision": self.precision,
+                "torch": self.torch.__version__, "threads": self.torch.get_num_threads(),
+                "native_bf16": minbert.native_bf16("cpu"), "class": type(self.model).__name__}
+
+    def serve(self):
+        reply(self.describe())
+        for line in sys.stdin:
+            cmd = json.loads(line)
+            if cmd["op"] == "prepare":
+                reply(self.prepare())
+            elif cmd["op"] == "train":
+                reply({"seconds": self.timed(cmd["start"], cmd["count"])})
+            elif cmd["op"] == "memory":
+                reply(memory_mib())
+            elif cmd["op"] == "quit":
+                return
+
+
+# ------------------------------------------------------------------------------------------ parent
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.worker:
+        Worker(args).serve()
+        return 0
+    from tasks.machine import cpu_model
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", TOKENIZERS_PARALLELISM="false")
+    passthrough = list(argv if argv is not None else sys.argv[1:])
+    began, load_before = time.time(), os.getloadavg()
+    workers = {name: Remote(name, passthrough, env, module="bench.pretrain") for name in WORKERS}
+    info = {name: w.receive() for name, w in workers.items()}
+    for w in workers.values():  # both warm up at once: nothing is timed yet
+        w.send(op="prepare")
+    prepared = {name: w.receive() for name, w in workers.items()}
+    if len({p["batches"] for p in prepared.values()}) != 1:
+        sys.exit("bench: the workers built different batches")
+    timed = measure(workers, "train", args.steps, args)  # rounds alternated as bench.throughput's
+    memory = {name: w.ask(op="memory") for name, w in workers.items()}
+    for w in workers.values():
+        w.send(op="quit")
+        w.proc.wait()
+    return report(args, info, prepared, timed, memory, cpu_model(), (load_before, os.getloadavg()),
+                  time.time() - began)
+
+
+def report(args, info, prepared, timed, memory, cpu, loads, wall) -> int:
+    layers, hidden = SIZES[args.size]
+    mine = info["minbert"]
+    tokens = args.steps * args.batch_size * args.length
+    seconds = timed["seconds"]
+    rate = {n: tokens / sum(seconds[n]) for n in WORKERS}
+    ratio = statistics.median(tf / ours for ours, tf in zip(seconds["minbert"], seconds["transformers"]))
+    rss = {n: memory[n].get("VmHWM", memory[n]["ru_maxrss"]) for n in WORKERS}
+    print(f"MLM pretraining step, {args.size} ({layers} x {hidden}, vocabulary {VOCAB_SIZE}, "
+          f"{mine['params'] / 1e6:.1f}M parameters), precision {mine['precision']}, batch {args.batch_size} x "
+          f"{args.length}, 15% masked (80/10/10), torch AdamW fused")
+    print(f"machine: {cpu}, {os.cpu_count()} CPUs, torch {mine['torch']}, {mine['threads']} threads; load average "
+          f"{loads[0][0]:.1f} -> {loads[1][0]:.1f} (rounds alternate; the ratio is the median of per-round ratios)")
+    first = {n: prepared[n]["first_loss"] for n in WORKERS}
+    print(f"loss on the first timed batch before any update, no dropout: minbert {first['minbert']:.4f}  "
+          f"transformers {first['transformers']:.4f}  (same weights and masking)")
+    print(f"{'':34s}{'minbert':>12s}{'transformers':>14s}{'ratio':>8s}")
+    print(f"{'tokens/s':34s}{rate['minbert']:12.0f}{rate['transformers']:14.0f}{ratio:8.2f}")
+    print(f"{'peak resident memory (VmHWM, MiB)':34s}{rss['minbert']:12.0f}{rss['transformers']:14.0f}"
+          f"{rss['minbert'] / rss['transformers']:8.2f}")
+    spread = {n: min(seconds[n]) / max(seconds[n]) for n in WORKERS}
+    print(f"{'(fastest/slowest round)':34s}{spread['minbert']:12.2f}{spread['transformers']:14.2f}")
+    print(f"wall time {wall:.0f} s; {sum(timed['steps'])} timed steps in {len(timed['steps'])} rounds, "
+          f"{args.warmup} warm-up steps each")
+    verdict = "met" if ratio >= TARGET_RATIO else "NOT MET"
+    print(f"target: minBERT tokens/s >= {TARGET_RATIO:.1f}x transformers': {ratio:.2f}x {verdict}")
+    if args.json:
+        args.json.write_text(json.dumps({
+            "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "cpu": cpu,
+            "info": info, "first_loss": first, "seconds": seconds, "steps": timed["steps"], "tokens": tokens,
+            "tokens_per_s": rate, "ratio_median_of_rounds": ratio, "peak_rss_mib": rss, "load_average": loads,
+            "target": {"ratio": TARGET_RATIO, "met": ratio >= TARGET_RATIO}}, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
