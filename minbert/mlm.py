@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import BertConfig
-from .model import ACT2FN, BertModel
+from .model import ACT2FN, BertModel, attention_keys
 
 IGNORE_INDEX = -100  # label of a position not to predict (transformers' and cross_entropy's convention)
 TIED = {"cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
@@ -111,9 +111,7 @@ class BertForMaskedLM(nn.Module):
     def masked_states(self, input_ids, attention_mask, token_type_ids, masked_positions):
         """The encoder's last states at the positions to predict: (M, hidden), or (B, T, hidden) for None."""
         x = self.bert.embeddings(input_ids, token_type_ids)                      # (B, T, hidden)
-        if attention_mask is None:
-            attention_mask = torch.ones(x.shape[:2], dtype=torch.long, device=x.device)
-        last = self.bert.encoder(x, attention_mask)[0]                           # (B, T, hidden)
+        last = self.bert.encoder(x, attention_keys(attention_mask))[0]           # (B, T, hidden)
         return last if masked_positions is None else last[masked_positions]      # (M, hidden)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, masked_positions=None):
