@@ -5,7 +5,7 @@
 
 On whatever GPU torch finds (cuda:0), three stages, each capped so the whole stays within --budget (420 s):
 
-1. tests: `pytest -m gpu -v tests/test_gpu.py` in a subprocess (cap --tests-cap): passed, failed, skipped.
+1. tests: `pytest -m gpu -v tests` (every gpu-marked test) in a subprocess (cap --tests-cap): passed, failed, skipped.
 2. trainer: `bench.gpu_trainer`, one process per model, the embedded model and bert-base's shape (random
    weights, `bench.sizes`), --trainer-steps optimizer steps of the default run in bf16 (where native) and
    fp16: steps/s and examples/s (after a warm-up), peak memory, host syncs per step (CUDA's sync debug
@@ -132,7 +132,7 @@ def pytest_summary(output: str) -> dict:
 def stage_tests(args, clock: Clock) -> dict:
     cap = min(args.tests_cap, clock.left() - 60)
     code, out, err, seconds = run_capped([sys.executable, "-m", "pytest", "-m", "gpu", "-v", "--durations=6",
-                                          "tests/test_gpu.py"], cap)
+                                          "tests"], cap)
     (args.out_dir / "gpu-tests.log").write_text(out + err)
     result = {**pytest_summary(out), "exit": code, "wall_s": seconds}
     if code is None:

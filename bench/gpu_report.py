@@ -23,7 +23,7 @@ def machine_lines(m: dict) -> list:
 
 def tests_lines(t: dict) -> list:
     counts = ", ".join(f"{n} {kind}" for kind, n in t["counts"].items()) or "no summary line"
-    lines = ["## GPU tests", "", "```", "python -m pytest -m gpu -v --durations=6 tests/test_gpu.py",
+    lines = ["## GPU tests", "", "```", "python -m pytest -m gpu -v --durations=6 tests",
              f"{counts} in {_f(t['pytest_s'])} s" + (f"   ({t['cut']})" if t.get("cut") else ""), "```"]
     slowest = ["", "Slowest:", "", "```", *t.get("slowest", []), "```"] if t.get("slowest") else []
     return lines + [f"- {line}" for line in t["failures"]] + slowest
