@@ -127,20 +127,29 @@ def run_epoch(run: Run, stop: "_Stop") -> None:
         # forward takes the faster inference path (only the heads and their dropout train).
         run.model.encoder.eval()
     run.notify("on_plan", plan)
+    world = run.inputs.world
     while not epoch_done(run) and not run.ending():
         step = plan[state.step_in_epoch]
         losses = train_step(run, step)
         if losses is None:
             state.nonfinite_skipped += 1
+        elif "train/scaler_skipped" in losses:  # fp16 overflow: no update, so the schedule does not move
+            state.scaler_skipped += 1
         else:
             run.scheduler.step()
             if run.smart is not None:
-                run.smart.update_ema(state.global_step + 1, run.total_steps)
+                run.smart.update_ema(state.global_step + 1 - state.scaler_skipped, run.total_steps)
         state.step_in_epoch += 1
         state.global_step += 1
+        if losses is not None:
+            run.pending.add(state.global_step, step, losses)
         run.notify("on_step", StepInfo(step, losses))
         at_end = pause_due(run)
-        signum = agreed_signal(stop.signal, run.inputs.world)  # all ranks stop at the same step
+        due = at_end or (every and state.global_step % every == 0) or state.global_step % run.config.log_every == 0
+        # All ranks stop at the same step; under torchrun agreeing costs a host read, so it waits for a read.
+        signum = agreed_signal(stop.signal, world) if due or not world.active else None
+        if due or signum is not None:
+            read_logs(run)  # before any checkpoint: a non-finite step stops the run here
         # At an epoch's or the run's end, or an evaluation, the checkpoint after it follows.
         if signum is not None or (every and state.global_step % every == 0 and not at_end):
             run.notify("on_checkpoint")
@@ -148,6 +157,12 @@ def run_epoch(run: Run, stop: "_Stop") -> None:
         if at_end:
             break
     run.notify("on_epoch_end")
+
+
+def read_logs(run: Run) -> None:
+    """The pending steps' logged values to the host (one read): the callbacks get them, oldest first."""
+    for step, values in run.pending.read():
+        run.notify("on_losses", step, values)
 
 
 def evaluate_and_keep_best(run: Run) -> dict:
