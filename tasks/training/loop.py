@@ -24,7 +24,7 @@ from .callbacks import Callback, Console
 from .checkpoint import restore
 from .outputs import folder_callbacks
 from .state import Run, StepInfo
-from .step import train_step
+from .step import prefetch, train_step
 
 
 class _Stop:
@@ -131,6 +131,8 @@ def run_epoch(run: Run, stop: "_Stop") -> None:
     while not epoch_done(run) and not run.ending():
         step = plan[state.step_in_epoch]
         losses = train_step(run, step)
+        following = state.step_in_epoch + 1
+        prefetch(run, plan[following] if following < len(plan) else None)
         if losses is None:
             state.nonfinite_skipped += 1
         elif "train/scaler_skipped" in losses:  # fp16 overflow: no update, so the schedule does not move

@@ -88,6 +88,7 @@ class Run:
     scaler: torch.amp.GradScaler = field(default_factory=lambda: torch.amp.GradScaler("cpu", enabled=False))
     # fp16's loss scaling (step.py); disabled, it passes everything through
     pending: PendingLogs = field(default_factory=PendingLogs)  # logged values not yet read from the device
+    prefetched: Optional[tuple] = None  # (step, its batches) built ahead on CUDA (step.py's prefetch)
 
     def notify(self, hook: str, *args) -> None:
         """Call `hook` on every callback that has it, in the list's order."""

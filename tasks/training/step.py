@@ -72,8 +72,11 @@ def train_step(run: Run, step: dict) -> Optional[dict]:
     surgery = run.config.surgery != "none"
     logs = {}
     grads = TaskGradients(run.shared, list(step), run.inputs.device) if surgery else None
+    ready = run.prefetched
+    batches = ready[1] if ready is not None and ready[0] is step else step_batches(run, step)
+    run.prefetched = None
     for n, task in enumerate(step):
-        logs.update(_task_backward(run, task, step[task], last=not surgery and n == len(step) - 1))
+        logs.update(_task_backward(run, task, batches[task], last=not surgery and n == len(step) - 1))
         if surgery:
             grads.store(task)
     if surgery:
@@ -126,24 +129,39 @@ def _decide(run: Run, step: dict, logs: dict, found_inf) -> tuple:
     return read, skipped
 
 
-def _task_backward(run: Run, task: str, indices: list, last: bool) -> dict:
-    """One task's forward and backward on this rank's share of its batch, in --grad-accum micro-batches;
-    the values to log, summed over micro-batches and averaged over ranks."""
+def _task_backward(run: Run, task: str, batches: list, last: bool) -> dict:
+    """One task's forward and backward on this rank's share of its batch, in --grad-accum micro-batches
+    (`batches`: (loss weight, tensors) each); the values to log, summed over micro-batches and averaged over ranks."""
     world = run.inputs.world
-    local, weight = local_batch_indices(indices, world)
     if run.config.surgery != "none":
         for p in run.shared:
             p.grad = None
-    parts = micro_batches(local, run.config.grad_accum)
     logs = {}
-    for k, part in enumerate(parts):
-        batch = make_batch(run.train[task], part, run.inputs.tokenizer, run.inputs.device)
-        share = weight if len(parts) == 1 else weight * len(part) / len(local)
-        with run.loss_fn.no_sync() if world.active and not (last and k == len(parts) - 1) else nullcontext():
+    for k, (share, batch) in enumerate(batches):
+        with run.loss_fn.no_sync() if world.active and not (last and k == len(batches) - 1) else nullcontext():
             loss, part_logs = run.loss_fn(task, batch, share)
             run.scaler.scale(loss).backward()  # even of a non-finite loss: DDP's all-reduce, once begun, must complete
         logs = part_logs if not logs else {name: logs[name] + v for name, v in part_logs.items()}
     return _mean_over_ranks(logs, world)  # so every rank sees the same non-finite loss
+
+
+def step_batches(run: Run, step: dict) -> dict:
+    """task -> [(loss weight, tensors on the device)], one per micro-batch of this rank's share of the step."""
+    out = {}
+    for task, indices in step.items():
+        local, weight = local_batch_indices(indices, run.inputs.world)
+        parts = micro_batches(local, run.config.grad_accum)
+        out[task] = [(weight if len(parts) == 1 else weight * len(part) / len(local),
+                      make_batch(run.train[task], part, run.inputs.tokenizer, run.inputs.device)) for part in parts]
+    return out
+
+
+def prefetch(run: Run, step: Optional[dict]) -> None:
+    """On CUDA, build and start copying `step`'s batches while the GPU still works on the step before, whose
+    kernels the host has only queued; elsewhere batches are built when their step runs."""
+    run.prefetched = None
+    if step is not None and run.inputs.device.type == "cuda":
+        run.prefetched = (step, step_batches(run, step))
 
 
 def micro_batches(indices: list, count: int) -> list:
