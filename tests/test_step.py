@@ -74,3 +74,24 @@ def test_grad_accum_equals_one_batch(tiny_model, small_data_dir):  # noqa: F811
     for k in one:
         assert torch.allclose(one[k], accumulated[k], atol=2e-6, rtol=1e-5), k
     assert dataclasses.asdict(runs[1].config)["grad_accum"] == 2
+
+
+def test_steps_the_fp16_scaler_skips_move_neither_the_schedule_nor_smarts_ema(tiny_model, small_data_dir,  # noqa: F811
+                                                                             monkeypatch):
+    """fp16 forced on the CPU, every scaled gradient overflowing: the scaler skips each step, the count
+    comes from the scaler's own finding, and neither the learning rate nor the EMA copy moves."""
+    real = torch.amp.GradScaler
+    monkeypatch.setattr(torch.amp, "GradScaler", lambda *a, **k: real(*a, **{**k, "init_scale": float("inf")}))
+    config = training.parse_train_command(["--model", str(tiny_model), "--data-dir", str(small_data_dir), "--device",
+                                           "cpu", "--max-length", "16", "--batch-size", "4", "--tasks", "sst",
+                                           "--max-steps", "3", "--smart", "--smart-lambda-s", "0"]).config
+    inputs = prepare(config)
+    inputs.precision = "fp16"
+    run = training.build_run(config, inputs)
+    start(run)
+    lr = run.scheduler.get_last_lr()
+    ema = {k: v.clone() for k, v in run.smart.ema.state_dict().items()}
+    run_epoch(run, NoSignal())
+    assert run.state.scaler_skipped == 3 and run.state.nonfinite_skipped == 0
+    assert run.scheduler.last_epoch == 0 and run.scheduler.get_last_lr() == lr
+    assert all(torch.equal(v, run.smart.ema.state_dict()[k]) for k, v in ema.items())
