@@ -3,7 +3,7 @@ import dataclasses
 
 import pytest
 import torch
-from test_reliability import tiny_model  # noqa: F401 (fixture)
+from test_reliability import nan_loss_at, tiny_model  # noqa: F401 (fixture)
 
 import minbert.clip
 from tasks import training
@@ -95,3 +95,18 @@ def test_steps_the_fp16_scaler_skips_move_neither_the_schedule_nor_smarts_ema(ti
     assert run.state.scaler_skipped == 3 and run.state.nonfinite_skipped == 0
     assert run.scheduler.last_epoch == 0 and run.scheduler.get_last_lr() == lr
     assert all(torch.equal(v, run.smart.ema.state_dict()[k]) for k, v in ema.items())
+
+
+def test_fp16_skip_nonfinite_skips_and_carries_on(tiny_model, small_data_dir, monkeypatch):  # noqa: F811
+    """Under fp16 a NaN loss with --skip-nonfinite is dropped before the update, and the scaler's step is
+    closed so that the next step can unscale again."""
+    nan_loss_at(monkeypatch, 2)
+    config = training.parse_train_command(["--model", str(tiny_model), "--data-dir", str(small_data_dir), "--device",
+                                           "cpu", "--max-length", "16", "--batch-size", "4", "--tasks", "sst",
+                                           "--max-steps", "3", "--skip-nonfinite"]).config
+    inputs = prepare(config)
+    inputs.precision = "fp16"
+    run = training.build_run(config, inputs)
+    start(run)
+    run_epoch(run, NoSignal())
+    assert run.state.global_step == 3 and run.state.nonfinite_skipped == 1 and run.scheduler.last_epoch == 2

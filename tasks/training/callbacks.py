@@ -181,12 +181,12 @@ class ProgressLines(Callback):
     def __init__(self, say: Callable[[str], None] = _print, every: float = 30.0):
         self.say, self.every = say, every
         self.started = None
+        self.losses = {}  # the latest values read (on_losses)
 
     def on_plan(self, run, plan):
         if self.started is None:  # the first epoch's plan: a run of several epochs gets one per epoch
             self.started = self.last = time.time()
             self.first_step, self.examples = run.state.global_step, 0
-            self.losses = {}
 
     def on_losses(self, run, step, values):
         self.losses = values  # the latest read: at most --log-every steps old

@@ -123,6 +123,8 @@ def _decide(run: Run, step: dict, logs: dict, found_inf) -> tuple:
         if not run.config.skip_nonfinite:
             raise nonfinite_failure(run.state.global_step + 1, problem)
         run.optimizer.zero_grad(set_to_none=True)
+        if found_inf is not None:
+            run.scaler.update()  # the scaler's step ends here too (the NaN has lowered its scale once)
         return None, False
     if found_inf is not None:
         read["train/loss_scale"] = values[-1]
