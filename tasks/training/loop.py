@@ -127,7 +127,6 @@ def run_epoch(run: Run, stop: "_Stop") -> None:
         # forward takes the faster inference path (only the heads and their dropout train).
         run.model.encoder.eval()
     run.notify("on_plan", plan)
-    world = run.inputs.world
     while not epoch_done(run) and not run.ending():
         step = plan[state.step_in_epoch]
         losses = train_step(run, step)
@@ -148,8 +147,8 @@ def run_epoch(run: Run, stop: "_Stop") -> None:
         run.notify("on_step", StepInfo(step, losses))
         at_end = pause_due(run)
         due = at_end or (every and state.global_step % every == 0) or state.global_step % run.config.log_every == 0
-        # All ranks stop at the same step; under torchrun agreeing costs a host read, so it waits for a read.
-        signum = agreed_signal(stop.signal, world) if due or not world.active else None
+        # All ranks stop at the same step: under torchrun agreeing on it is an all-reduce and a read each step
+        signum = agreed_signal(stop.signal, run.inputs.world)
         if due or signum is not None:
             read_logs(run)  # before any checkpoint: a non-finite step stops the run here
         # At an epoch's or the run's end, or an evaluation, the checkpoint after it follows.
