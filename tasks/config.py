@@ -90,6 +90,7 @@ class TrainConfig:
     lr_schedule: str = "linear"
     weight_decay: float = 0.01
     batch_size: int = 32
+    grad_accum: int = 1                       # micro-batches per task batch; the sampler draws this x batch_size
     seed: int = 0
     sampler: str = "proportional"
     no_bucketing: bool = False
@@ -117,6 +118,7 @@ class TrainConfig:
     checkpoint_every: int = 500
     eval_every: int = 0                       # 0: evaluate at every epoch's end
     eval_batch_size: int = 128
+    log_every: int = 50                       # steps between host reads of the logged values (tasks/training/reads.py)
     predictions_dir: Optional[str] = None
     prediction_mode: Optional[str] = None     # Part 2's file names; classifier.py sets its Part-1 mode
 
@@ -188,6 +190,8 @@ def validate(c: TrainConfig) -> None:
         (c.epochs >= 1, f"--epochs must be >= 1, got {c.epochs}"),
         (c.max_steps is None or c.max_steps >= 1, f"--max-steps must be >= 1, got {c.max_steps}"),
         (c.batch_size >= 1, f"--batch-size must be >= 1, got {c.batch_size}"),
+        (c.grad_accum >= 1, f"--grad-accum must be >= 1, got {c.grad_accum}"),
+        (c.log_every >= 1, f"--log-every must be >= 1, got {c.log_every}"),
         (c.eval_batch_size >= 1, f"--eval-batch-size must be >= 1, got {c.eval_batch_size}"),
         (0 <= c.warmup < 1, f"--warmup must be in [0, 1), got {c.warmup}"),
         (c.weight_decay >= 0, f"--weight-decay must be >= 0, got {c.weight_decay}"),

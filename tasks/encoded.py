@@ -64,4 +64,6 @@ def make_batch(split: EncodedSplit, indices, tokenizer: Tokenizer, device) -> di
             batch.update({f"{side}_{key}": t for key, t in tokenizer.collate([c[k] for c in chosen]).items()})
     if split.labels is not None:
         batch["labels"] = split.labels[list(indices)]
+    if torch.device(device).type == "cuda":  # page-locked, so the copy is asynchronous and overlaps the GPU's work
+        batch = {k: v.pin_memory() for k, v in batch.items()}
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}

@@ -240,3 +240,35 @@ def test_config_rejects_bad_values():
     for text in ("sometimes", "1.5"):
         with pytest.raises(argparse.ArgumentTypeError, match="schedule"):
             smart_beta_value(text)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_ascent_direction_survives_16_bit_arithmetic(pretrained, tokenizer, dtype):
+    """The inner step under fp16 and bf16 autocast points where the fp32 one does and is not zero: the
+    perturbation is probed at a size the format resolves, and the gradient is scaled so it does not flush."""
+    model = make_model(pretrained).eval()
+    batch = make_batch(tokenizer, "sst", "cross")
+    smart = Smart(model, SmartConfig(), "cross")  # the paper's constants: sigma = eps = 1e-5
+    divergence = task_spec("sst").divergence
+    with torch.no_grad():
+        clean = [e.float() for e in model.embed_inputs(batch)]
+    start = [torch.randn_like(e) * 1e-5 * batch["attention_mask"][..., None] for e in clean]
+
+    def direction(autocast: bool):
+        with torch.autocast("cpu", dtype=dtype, enabled=autocast):
+            with torch.no_grad():
+                target = model("sst", batch)
+            probe = smart.probe_scale(torch.device("cpu"))
+            return smart.ascent_directions("sst", batch, clean, start, target, divergence, probe)[0], probe
+
+    exact, one = direction(False)
+    low, probe = direction(True)
+    assert one == 1.0 and probe > 50
+    real = batch["attention_mask"].bool()
+    assert low[real].abs().amax(dim=-1).gt(0).all()  # every real token moves
+    cosine = torch.nn.functional.cosine_similarity(low.flatten().double(), exact.flatten().double(), dim=0)
+    assert cosine >= 0.9, cosine
+    with torch.autocast("cpu", dtype=dtype):  # and the term itself is a positive, finite number
+        out = model("sst", batch)
+        smooth = smart.regularisers("sst", batch, out)["smoothness"]
+    assert torch.isfinite(smooth) and smooth > 0

@@ -66,7 +66,8 @@ def training_plan(config: TrainConfig, inputs: RunInputs) -> tuple:
     what decides the steps of an epoch."""
     train = {t: subsample_split(inputs.data[t]["train"], config.data_fraction, config.seed) for t in inputs.tasks}
     sampler_name = "union" if config.surgery != "none" else config.sampler
-    sampler = build_sampler(sampler_name, {t: s.lengths for t, s in train.items()}, config.batch_size,
+    batch = config.batch_size * config.grad_accum  # the effective batch; step.py cuts it into micro-batches
+    sampler = build_sampler(sampler_name, {t: s.lengths for t, s in train.items()}, batch,
                             config.seed, bucket=not config.no_bucketing, num_epochs=config.epochs)
     return train, sampler_name, sampler
 

@@ -8,6 +8,7 @@ loop calls each hook on each, in order:
     on_begin(run, resumed)           built (and restored from a checkpoint when resumed): open what is needed
     on_plan(run, plan)               an epoch's plan (one {task: indices} per step) is made, before its first step
     on_step(run, info)               an optimizer step is done or skipped; run.state counts it already
+    on_losses(run, step, values)     a step's logged values, read from the device (every --log-every steps)
     on_epoch_end(run)                training returns to the loop: the epoch's or the run's last step, or an evaluation
     on_evaluate(run, metrics, s)     dev metrics, already in run.state.history; `s`: the evaluation's seconds
     on_best(run)                     the current weights have the best dev score so far
@@ -40,6 +41,11 @@ class Callback:
 
     def on_step(self, run: Run, info: StepInfo) -> None:
         """An optimizer step is done or skipped; run.state counts it already."""
+
+    def on_losses(self, run: Run, step: int, values: dict) -> None:
+        """Step `step`'s logged values (losses, gradient norm...) as numbers. The step leaves them on the device;
+        the loop reads all pending steps' at once every --log-every steps and before a checkpoint, an
+        evaluation or the end, and calls this for each, oldest first."""
 
     def on_epoch_end(self, run: Run) -> None:
         """The last step of the epoch, of the run, or before an --eval-every evaluation is done; the evaluation
@@ -86,9 +92,12 @@ class TensorBoard(Callback):
 
     def on_step(self, run, info):
         if self.writer is not None and info.losses is not None:
-            for name, value in info.losses.items():
-                self.writer.add_scalar(name, value, run.state.global_step)
             self.writer.add_scalar("train/lr", run.scheduler.get_last_lr()[0], run.state.global_step)
+
+    def on_losses(self, run, step, values):
+        if self.writer is not None:
+            for name, value in values.items():
+                self.writer.add_scalar(name, value, step)
 
     def on_evaluate(self, run, metrics, seconds):
         if self.writer is not None:
@@ -143,6 +152,10 @@ class Console(Callback):
         if self.lines is not None:
             self.lines.on_step(run, info)
 
+    def on_losses(self, run, step, values):
+        if self.lines is not None:
+            self.lines.on_losses(run, step, values)
+
     def on_epoch_end(self, run):
         if self.bar is not None:
             self.bar.close()
@@ -168,11 +181,15 @@ class ProgressLines(Callback):
     def __init__(self, say: Callable[[str], None] = _print, every: float = 30.0):
         self.say, self.every = say, every
         self.started = None
+        self.losses = {}  # the latest values read (on_losses)
 
     def on_plan(self, run, plan):
         if self.started is None:  # the first epoch's plan: a run of several epochs gets one per epoch
             self.started = self.last = time.time()
             self.first_step, self.examples = run.state.global_step, 0
+
+    def on_losses(self, run, step, values):
+        self.losses = values  # the latest read: at most --log-every steps old
 
     def on_step(self, run, info):
         self.examples += info.examples
@@ -183,7 +200,7 @@ class ProgressLines(Callback):
         step, total = run.state.global_step, run.total_steps
         rate = (step - self.first_step) / (now - self.started)
         left = (total - step) / rate if rate > 0 else float("inf")
-        losses = " ".join(f"{k.rsplit('/', 1)[-1]}={v:.4f}" for k, v in (info.losses or {}).items()
+        losses = " ".join(f"{k.rsplit('/', 1)[-1]}={v:.4f}" for k, v in self.losses.items()
                           if k.startswith("train/loss/"))
         self.say(self.line(step, total, losses, self.examples / (now - self.started), left))
 

@@ -23,7 +23,7 @@ from .callbacks import Callback, Console
 from .checkpoint import restore
 from .job import Job
 from .state import Run, StepInfo
-from .step import train_step
+from .step import prefetch, train_step
 
 
 class _Stop:
@@ -129,17 +129,27 @@ def run_epoch(run: Run, stop: "_Stop") -> None:
     while not epoch_done(run) and not run.ending():
         step = plan[state.step_in_epoch]
         losses = train_step(run, step)
+        following = state.step_in_epoch + 1
+        prefetch(run, plan[following] if following < len(plan) else None)
         if losses is None:
             state.nonfinite_skipped += 1
+        elif "train/scaler_skipped" in losses:  # fp16 overflow: no update, so the schedule does not move
+            state.scaler_skipped += 1
         else:
             run.scheduler.step()
             if run.smart is not None:
-                run.smart.update_ema(state.global_step + 1, run.total_steps)
+                run.smart.update_ema(state.global_step + 1 - state.scaler_skipped, run.total_steps)
         state.step_in_epoch += 1
         state.global_step += 1
+        if losses is not None:
+            run.pending.add(state.global_step, step, losses)
         run.notify("on_step", StepInfo(step, losses))
         at_end = pause_due(run)
-        signum = agreed_signal(stop.signal, run.inputs.world)  # all ranks stop at the same step
+        due = at_end or (every and state.global_step % every == 0) or state.global_step % run.config.log_every == 0
+        # All ranks stop at the same step: under torchrun agreeing on it is an all-reduce and a read each step
+        signum = agreed_signal(stop.signal, run.inputs.world)
+        if due or signum is not None:
+            read_logs(run)  # before any checkpoint: a non-finite step stops the run here
         # At an epoch's or the run's end, or an evaluation, the checkpoint after it follows.
         if signum is not None or (every and state.global_step % every == 0 and not at_end):
             run.notify("on_checkpoint")
@@ -147,6 +157,12 @@ def run_epoch(run: Run, stop: "_Stop") -> None:
         if at_end:
             break
     run.notify("on_epoch_end")
+
+
+def read_logs(run: Run) -> None:
+    """The pending steps' logged values to the host (one read): the callbacks get them, oldest first."""
+    for step, values in run.pending.read():
+        run.notify("on_losses", step, values)
 
 
 def evaluate_and_keep_best(run: Run) -> dict:

@@ -99,6 +99,10 @@ def _training_flags(parser, D: TrainConfig):
                        help=schedules_help() + " (default: %(default)s)")
     train.add_argument("--weight-decay", type=float, default=D.weight_decay, help="(default: %(default)s)")
     train.add_argument("--batch-size", type=int, default=D.batch_size, help="(default: %(default)s)")
+    train.add_argument("--grad-accum", type=int, default=D.grad_accum, metavar="N",
+                       help="split each task's batch into N micro-batches, one forward and backward each, for one "
+                            "optimizer step: the effective batch is N x --batch-size in the memory of one "
+                            "--batch-size (default: %(default)s)")
     train.add_argument("--seed", type=int, default=D.seed, help="(default: %(default)s)")
     train.add_argument("--sampler", choices=sorted(SAMPLERS), default=D.sampler, help=SAMPLER_HELP)
     train.add_argument("--no-bucketing", action="store_true",
@@ -170,6 +174,10 @@ def _output_flags(parser, D: TrainConfig):
                      help="evaluate on dev every N optimizer steps and after the last one, instead of at every "
                           "epoch's end; the best evaluation is kept as best (default: %(default)s = every epoch)")
     out.add_argument("--eval-batch-size", type=int, default=D.eval_batch_size, help="(default: %(default)s)")
+    out.add_argument("--log-every", type=int, default=D.log_every, metavar="N",
+                     help="read the logged training values (losses, gradient norm) from the device every N steps "
+                          "and before each checkpoint and evaluation, for the curves and the progress lines; every "
+                          "step's values are kept (default: %(default)s)")
     out.add_argument("--predictions-dir", default=D.predictions_dir, metavar="DIR",
                      help=f"after a complete run (no --max-steps, all the data), copy its prediction files into "
                           f"this course-level folder, which prepare_submit.py zips; named here, even a smoke or "

@@ -42,7 +42,7 @@ def run_record(run: Run, command_options: Optional[dict] = None) -> dict:
             "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
 
 
-_HPARAMS = ("lr", "batch_size", "epochs", "sampler", "surgery", "smart", "freeze_until", "pair_mode",
+_HPARAMS = ("lr", "batch_size", "grad_accum", "epochs", "sampler", "surgery", "smart", "freeze_until", "pair_mode",
             "pooling", "task_heads", "precision", "seed", "data_fraction", "model")
 
 

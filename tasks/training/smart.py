@@ -28,6 +28,7 @@ from ..config import SmartConfig
 from ..heads import MultitaskModel, sequences, task_spec
 
 _TINY = 1e-12  # keeps the gradient normalisation finite when a gradient is exactly zero
+_ASCENT_SCALE = 2.0 ** 16  # the inner step's loss scale (see ascent_directions); a power of two, exact
 
 
 class Smart:
@@ -65,26 +66,52 @@ class Smart:
             clean = [e.float() for e in self.model.embed_inputs(batch)]
         deltas = [torch.randn_like(e) * cfg.sigma * m for e, m in zip(clean, masks)]
         target = outputs.detach()
+        probe = self.probe_scale(outputs.device)
         for _ in range(cfg.steps):
-            for d in deltas:
-                d.requires_grad_(True)
-            adv = self.model(task, batch, inputs_embeds=[e + d for e, d in zip(clean, deltas)])
-            grads = torch.autograd.grad(divergence(adv, target), deltas, allow_unused=True)
-            stepped = []
-            for d, g, m in zip(deltas, grads, masks):
-                d = d.detach()
-                if g is not None:
-                    g = g.float()
-                    # Per-example L-inf normalisation makes the step size independent of
-                    # how flat the loss is, as in the paper's Algorithm 1.
-                    scale = g.abs().amax(dim=tuple(range(1, g.dim())), keepdim=True) + _TINY
-                    d = d + cfg.eta * g / scale
-                stepped.append(d.clamp(-cfg.eps, cfg.eps) * m)
-            deltas = stepped
+            directions = self.ascent_directions(task, batch, clean, deltas, target, divergence, probe)
+            deltas = [(d + cfg.eta * g).clamp(-cfg.eps, cfg.eps) * m for d, g, m in zip(deltas, directions, masks)]
         # Fresh embeddings with grad, so the word-embedding table is regularised too.
         embeds = self.model.embed_inputs(batch)
-        adv = self.model(task, batch, inputs_embeds=[e + d.to(e.dtype) for e, d in zip(embeds, deltas)])
-        return divergence(adv, outputs)
+        adv = self.model(task, batch, inputs_embeds=[e + probe * d.to(e.dtype) for e, d in zip(embeds, deltas)])
+        # D(f(x + c d), f(x)) ~ c^2 D(f(x + d), f(x)) near d = 0, where D is at its minimum: the second-order
+        # term the paper's smoothness measures, read at a size 16-bit arithmetic resolves.
+        return divergence(adv, outputs) / probe ** 2
+
+    def probe_scale(self, device: torch.device) -> float:
+        """How much the perturbation is magnified where the forward computes in 16 bits (1 in fp32).
+
+        The paper's perturbations (1e-5) are far below 16-bit resolution (fp16's relative step is 1e-3,
+        bf16's 8e-3): added to activations of order 0.05-1, they are rounded away and what the divergence
+        then sees is rounding. Magnified so the random start's size reaches the format's resolution, the
+        outputs move measurably, and near its minimum the divergence changes quadratically: the ascent's
+        direction is the same (its normalisation cancels the factor) and the smoothness term is divided
+        by the factor's square."""
+        if not torch.is_autocast_enabled(device.type):
+            return 1.0
+        sigma = self.config.sigma or self.config.eps
+        if sigma <= 0:
+            return 1.0
+        return max(1.0, torch.finfo(torch.get_autocast_dtype(device.type)).eps / sigma)
+
+    def ascent_directions(self, task: str, batch: dict, clean: list, deltas: list, target: Tensor, divergence,
+                          probe: float = 1.0) -> list:
+        """Each sequence's ascent direction at perturbation `deltas`: the divergence's gradient with respect
+        to them, normalised per example (L-inf), so a step's size is independent of how flat the loss is
+        (the paper's Algorithm 1). `probe` magnifies the perturbation in the forward (`probe_scale`)."""
+        leaves = [(probe * d).requires_grad_(True) for d in deltas]
+        adv = self.model(task, batch, inputs_embeds=[e + d for e, d in zip(clean, leaves)])
+        # A batch mean's per-element gradients are ~1e-8: in fp16 they would flush to zero. A constant
+        # factor keeps them representable; the normalisation below cancels it.
+        grads = torch.autograd.grad(divergence(adv, target) * _ASCENT_SCALE, leaves, allow_unused=True)
+        directions = []
+        for d, g in zip(deltas, grads):
+            if g is None:
+                directions.append(torch.zeros_like(d))
+                continue
+            g = g.float()
+            scale = g.abs().amax(dim=tuple(range(1, g.dim())), keepdim=True) + _TINY
+            directions.append(g / scale)
+        return directions
 
     def _proximal(self, task: str, batch: dict, outputs: Tensor, divergence) -> Tensor:
         self.ema.eval()

@@ -13,6 +13,7 @@ from torch import nn
 from ..config import TrainConfig
 from ..inputs import RunInputs
 from .job import Job
+from .reads import PendingLogs
 from .samplers import Sampler
 from .smart import Smart
 
@@ -51,7 +52,8 @@ class TrainState:
 @dataclass
 class StepInfo:
     batch: dict                 # task -> the step's example indices in its training split
-    losses: Optional[dict]      # the values logged; None for a skipped (non-finite) step
+    losses: Optional[dict]      # the values logged, on the device until read (Callback.on_losses has them read);
+    #                             None for a skipped (non-finite) step
 
     @property
     def examples(self) -> int:
@@ -86,6 +88,8 @@ class Run:
     scaler: torch.amp.GradScaler = field(default_factory=lambda: torch.amp.GradScaler("cpu", enabled=False))
     # fp16's loss scaling (step.py); disabled, it passes everything through
     job: Optional[Job] = None    # what the run trains (job.py): its model, batches, loss and evaluation
+    pending: PendingLogs = field(default_factory=PendingLogs)  # logged values not yet read from the device
+    prefetched: Optional[tuple] = None  # (step, its batches) built ahead on CUDA (step.py's prefetch)
 
     def notify(self, hook: str, *args) -> None:
         """Call `hook` on every callback that has it, in the list's order."""

@@ -3,13 +3,17 @@
 Summing task gradients lets a task whose gradient points against another's
 undo its progress.  Both methods here remove, from a gradient, the part that
 conflicts (has a negative dot product) with another task's gradient before
-summing.  They work on flat 1-D vectors, one per task, over the shared
-parameters; `flatten_grads` and `assign_flat_grad` move between those and
-the parameters' `.grad`.
+summing.
 
-Vectors are handled in float32 and dot products are accumulated in float64
-chunk by chunk, so bf16 gradients of a 100M-parameter encoder neither lose
-the sign of a small dot product nor need a float64 copy of every gradient.
+The task gradients are the rows of one float32 matrix G (tasks x parameters,
+`TaskGradients`), filled in place from the parameters' `.grad` after each
+task's backward pass.  Every projection only ever adds multiples of original
+task gradients, so each projected gradient is a combination of G's rows:
+the methods work on the small Gram matrix G G^T (accumulated in float64 on
+the device, chunk by chunk, so bf16 gradients of a 100M-parameter encoder
+lose neither the sign of a small dot product nor need a float64 copy of G)
+and on coefficients, on the host, and the merged gradient is one product
+c^T G on the device.  One transfer a step: the Gram matrix, to the host.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-_CHUNK = 1 << 20
+_CHUNK = 1 << 22  # columns of G per float64 product: 3 tasks x 4M x 8 bytes = 100 MB at a time
 
 
 @dataclass
@@ -33,86 +37,120 @@ class SurgeryStats:
     cosines: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
-def _dot(a: Tensor, b: Tensor) -> float:
-    total = 0.0
-    for start in range(0, a.numel(), _CHUNK):
-        total += torch.dot(a[start:start + _CHUNK].double(), b[start:start + _CHUNK].double()).item()
-    return total
+class TaskGradients:
+    """One step's per-task gradients of `params`, as the rows of one float32 matrix on their device."""
+
+    def __init__(self, params: list, tasks: list, device: torch.device):
+        self.params, self.tasks = params, list(tasks)
+        self.matrix = torch.empty(len(self.tasks), sum(p.numel() for p in params), device=device)
+
+    def store(self, task: str) -> Tensor:
+        """Copy the parameters' current gradients into `task`'s row (a missing gradient is zeros)."""
+        row = self.matrix[self.tasks.index(task)]
+        if self.params:
+            torch.cat([p.grad.detach().reshape(-1) if p.grad is not None else
+                       torch.zeros(p.numel(), device=row.device) for p in self.params], out=row)
+        return row
 
 
-def _prepare(grads: dict[str, Tensor]) -> dict[str, Tensor]:
-    if not grads:
-        raise ValueError("gradient surgery needs at least one task gradient")
-    shapes = {tuple(g.shape) for g in grads.values()}
-    if len(shapes) != 1 or len(next(iter(shapes))) != 1:
-        raise ValueError(f"task gradients must be 1-D vectors of one length, got shapes {sorted(shapes)}")
-    return {task: g.detach().float() for task, g in grads.items()}
+def gram(matrix: Tensor) -> np.ndarray:
+    """G G^T in float64, accumulated on G's device a chunk of columns at a time; read to the host once."""
+    total = torch.zeros(matrix.shape[0], matrix.shape[0], dtype=torch.float64, device=matrix.device)
+    for start in range(0, matrix.shape[1], _CHUNK):
+        chunk = matrix[:, start:start + _CHUNK].double()
+        total.addmm_(chunk, chunk.T)
+    return total.cpu().numpy()
 
 
-def _pair_stats(grads: dict[str, Tensor], squares: dict[str, float]) -> tuple[SurgeryStats, dict]:
-    """Pairwise dot products of the original gradients, and the stats built on them."""
-    tasks = list(grads)
-    dots = {}
+def _stats(tasks: list, products: np.ndarray) -> SurgeryStats:
     stats = SurgeryStats(conflicts=0, pairs=0, cosines={})
     for i, a in enumerate(tasks):
-        for b in tasks[i + 1:]:
-            d = _dot(grads[a], grads[b])
-            dots[a, b] = dots[b, a] = d
+        for j in range(i + 1, len(tasks)):
+            d = float(products[i, j])
             stats.pairs += 1
             stats.conflicts += int(d < 0)
-            denominator = (squares[a] * squares[b]) ** 0.5
-            stats.cosines[a, b] = d / denominator if denominator > 0 else 0.0
-    return stats, dots
+            denominator = (float(products[i, i]) * float(products[j, j])) ** 0.5
+            stats.cosines[a, tasks[j]] = d / denominator if denominator > 0 else 0.0
+    return stats
 
 
-def _remove_conflict(g: Tensor, g_dot_other: float, other: Tensor, other_square: float) -> None:
-    """Project `g` in place onto the plane normal to `other` if they conflict."""
-    if g_dot_other < 0 and other_square > 0:
-        g.add_(other, alpha=-g_dot_other / other_square)
+def _remove_conflict(a: np.ndarray, products: np.ndarray, other: int) -> None:
+    """Project the combination `a` (in place) onto the plane normal to row `other` if they conflict."""
+    dot, square = float(a @ products[:, other]), float(products[other, other])
+    if dot < 0 and square > 0:
+        a[other] -= dot / square
 
 
-def pcgrad(grads: dict[str, Tensor], rng: np.random.Generator) -> tuple[Tensor, SurgeryStats]:
-    """Projecting conflicting gradients (Yu et al., 2020).
+def pcgrad_coefficients(products: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Projecting conflicting gradients (Yu et al., 2020), on the Gram matrix: the coefficients of the sum.
 
     Each task's gradient is projected, one other task at a time in random
     order, away from every other task's original gradient it still conflicts
     with; the projected gradients are summed.  The random order matters
     because each projection can create or remove later conflicts.
     """
-    grads = _prepare(grads)
-    squares = {task: _dot(g, g) for task, g in grads.items()}
-    stats, _ = _pair_stats(grads, squares)
-    tasks = list(grads)
-    total = torch.zeros_like(next(iter(grads.values())))
-    for task in tasks:
-        g = grads[task].clone()
-        others = [other for other in tasks if other != task]
+    n = products.shape[0]
+    total = np.zeros(n)
+    for task in range(n):
+        a = np.eye(n)[task]
+        others = [other for other in range(n) if other != task]
         for k in rng.permutation(len(others)).tolist():
-            other = others[k]
-            _remove_conflict(g, _dot(g, grads[other]), grads[other], squares[other])
-        total += g
-    return total, stats
+            _remove_conflict(a, products, others[k])
+        total += a
+    return total
 
 
-def dominant(grads: dict[str, Tensor]) -> tuple[Tensor, SurgeryStats]:
+def dominant_coefficients(products: np.ndarray) -> np.ndarray:
     """Keep the largest gradient whole; strip from the others what opposes it.
 
     Cheaper than PCGrad (one projection per task) and deterministic: the
     task currently making the biggest update is never slowed down by the
     others, which may only help or stay out of its way.
     """
-    grads = _prepare(grads)
-    squares = {task: _dot(g, g) for task, g in grads.items()}
-    stats, dots = _pair_stats(grads, squares)
-    lead = max(grads, key=lambda task: squares[task])  # first one on ties
-    total = grads[lead].clone()
-    for task, g in grads.items():
-        if task == lead:
-            continue
-        g = g.clone()
-        _remove_conflict(g, dots[task, lead], grads[lead], squares[lead])
-        total += g
-    return total, stats
+    n = products.shape[0]
+    lead = int(np.argmax(np.diag(products)))  # first one on ties
+    total = np.eye(n)[lead]
+    for task in range(n):
+        if task != lead:
+            a = np.eye(n)[task]
+            _remove_conflict(a, products, lead)
+            total = total + a
+    return total
+
+
+def combine(matrix: Tensor, tasks: list, method: str, rng: np.random.Generator) -> tuple[Tensor, SurgeryStats]:
+    """The merged gradient of G's rows (`method`: "pcgrad" or "dominant") and the step's stats."""
+    if matrix.dim() != 2 or matrix.shape[0] != len(tasks) or not tasks:
+        raise ValueError(f"gradient surgery needs one row per task, got shape {tuple(matrix.shape)}")
+    products = gram(matrix)
+    stats = _stats(tasks, products)
+    if method == "pcgrad":
+        coefficients = pcgrad_coefficients(products, rng)
+    elif method == "dominant":
+        coefficients = dominant_coefficients(products)
+    else:
+        raise ValueError(f"unknown gradient surgery {method!r}")
+    weights = torch.as_tensor(coefficients, dtype=torch.float64).to(matrix.device, non_blocking=True)
+    return weights.to(matrix.dtype) @ matrix, stats
+
+
+def _as_matrix(grads: dict[str, Tensor]) -> Tensor:
+    if not grads:
+        raise ValueError("gradient surgery needs at least one task gradient")
+    shapes = {tuple(g.shape) for g in grads.values()}
+    if len(shapes) != 1 or len(next(iter(shapes))) != 1:
+        raise ValueError(f"task gradients must be 1-D vectors of one length, got shapes {sorted(shapes)}")
+    return torch.stack([g.detach().float() for g in grads.values()])
+
+
+def pcgrad(grads: dict[str, Tensor], rng: np.random.Generator) -> tuple[Tensor, SurgeryStats]:
+    """PCGrad of named 1-D task gradients: the merged gradient (float32) and the stats."""
+    return combine(_as_matrix(grads), list(grads), "pcgrad", rng)
+
+
+def dominant(grads: dict[str, Tensor]) -> tuple[Tensor, SurgeryStats]:
+    """Dominant-gradient surgery of named 1-D task gradients: the merged gradient (float32) and the stats."""
+    return combine(_as_matrix(grads), list(grads), "dominant", np.random.default_rng(0))
 
 
 def flatten_grads(params: Iterable[torch.nn.Parameter]) -> Tensor:
