@@ -73,11 +73,16 @@ def attention_keys(attention_mask: Optional[torch.Tensor]) -> Optional[torch.Ten
     Only a CPU mask is read on the host to find "no padding": on a GPU that read would wait for the
     device once per forward, so there the mask is always built.
     """
-    if attention_mask is None or (attention_mask.device.type == "cpu" and bool(attention_mask.all())):
+    if attention_mask is None or _unpadded_on_the_cpu(attention_mask):
         return None
     real = attention_mask.bool()
     real = real | ~real.any(-1, keepdim=True)                                   # (B, T)
     return real[:, None, None, :]                                               # (B, 1, 1, T key)
+
+
+def _unpadded_on_the_cpu(attention_mask: torch.Tensor) -> bool:
+    """No padding, read on the host where that costs no wait for a device."""
+    return attention_mask.device.type == "cpu" and bool(attention_mask.all())
 
 
 class BertSelfAttention(nn.Module):

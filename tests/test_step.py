@@ -6,6 +6,7 @@ import torch
 from test_reliability import nan_loss_at, tiny_model  # noqa: F401 (fixture)
 
 import minbert.clip
+import minbert.model
 from tasks import training
 from tasks.inputs import prepare
 from tasks.training.build import start
@@ -39,6 +40,7 @@ def test_the_step_reads_the_host_once_per_log_interval(tiny_model, small_data_di
     # minbert's CPU clipping reads its norm (a CPU value, nothing to wait for); on CUDA it runs torch's
     # clip_grad_norm_, which does not: the test takes that path.
     monkeypatch.setattr(minbert.clip, "_cpu_fast_path", lambda grads: False)
+    monkeypatch.setattr(minbert.model, "_unpadded_on_the_cpu", lambda mask: False)  # CUDA builds the mask unread
     reads, seen = [], []
     for name in READS:
         real = getattr(torch.Tensor, name)
