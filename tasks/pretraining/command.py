@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from ..config import TrainConfig, parse_tasks
 from ..data import resolve_data_dir
 from ..distributed import SINGLE, barrier, broadcast_from_main, device_for, init_world, shutdown
 from ..inputs import RunInputs, precision_note
-from ..machine import resolve_device
+from ..machine import implementation_warning, resolve_device, use_tf32
 from ..saved.checkpoint_files import CHECKPOINT, no_checkpoint_error
 from ..task_file import declare_tasks
 from ..training import Console, Interrupted, TensorBoard, fit, recorded_arguments
@@ -91,6 +92,10 @@ def pretrain(args: argparse.Namespace, callbacks=()) -> int:
         device = device_for(world, resolve_device(args.device))
         precision = minbert.resolve_precision(args.precision, device)
         implementation = minbert.resolve_implementation(args.implementation, device)
+        tf32 = use_tf32(device, not args.no_tf32)
+        warning = implementation_warning(device, implementation)
+        if warning and world.main:
+            print(warning, file=sys.stderr)
         say = print if world.main else (lambda *a, **k: None)
         sources = read_corpus(args)  # a bad file fails before the model is loaded or drawn
         model, tokenizer_folder, model_record = start_model(args, implementation, device)
@@ -102,7 +107,7 @@ def pretrain(args: argparse.Namespace, callbacks=()) -> int:
         corpus = prepare_corpus(sources, tokenizer, args.max_length, args.held_out, args.seed, cache, say)
         config = loop_config(args, corpus)
         inputs = RunInputs(model, tokenizer, {}, corpus.describe(), device, world=world, precision=precision,
-                           precision_requested=args.precision)
+                           precision_requested=args.precision, tf32=tf32)
         masking = Masking.for_tokenizer(tokenizer, seed=args.seed, probability=args.mask_rate,
                                         whole_word=args.whole_word)
         record = {"model": model_record, "corpus": corpus.describe(), "masking": masking.describe(),
@@ -165,7 +170,7 @@ def loop_config(args, corpus: PreparedCorpus) -> TrainConfig:
                             f"tokens in {total} steps)")
     shared = ("lr", "warmup", "lr_schedule", "weight_decay", "batch_size", "seed", "optimizer", "max_grad_norm",
               "precision", "device", "implementation", "dropout", "skip_nonfinite", "out", "checkpoint_every",
-              "eval_every", "eval_batch_size", "max_length", "data_dir", "task_file")
+              "eval_every", "eval_batch_size", "max_length", "data_dir", "task_file", "no_tf32", "log_every")
     return dataclasses.replace(TrainConfig(), **{k: getattr(args, k) for k in shared}, tasks="mlm",
                                model=args.from_model or f"init-config {args.init_config}", predictions_dir="",
                                epochs=math.ceil(total / per_pass), max_steps=total)

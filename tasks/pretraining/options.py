@@ -10,7 +10,7 @@ from minbert import IMPLEMENTATION_CHOICES, PRECISIONS, UserError
 
 from ..data import DATA_DIR_ENV
 from ..schedules import SCHEDULES, schedules_help
-from ..training import IMPLEMENTATION_HELP, PRECISION_HELP, add_optimizer_arg
+from ..training import IMPLEMENTATION_HELP, LOG_EVERY_HELP, PRECISION_HELP, TF32_HELP, add_optimizer_arg
 from .models import DEFAULT_VOCABULARY, SIZES
 from .tokenised import CACHE_ENV
 
@@ -120,6 +120,7 @@ def _training_flags(parser):
                        help="every dropout probability (default: the model's config, 0.1)")
     train.add_argument("--skip-nonfinite", action="store_true",
                        help="skip (and count) batches whose loss is NaN/inf instead of stopping")
+    train.add_argument("--log-every", type=int, default=50, metavar="N", help=LOG_EVERY_HELP + " (default: 50)")
 
 
 def _compute_flags(parser):
@@ -129,6 +130,7 @@ def _compute_flags(parser):
                          help=PRECISION_HELP + " (default: %(default)s)")
     compute.add_argument("--implementation", choices=IMPLEMENTATION_CHOICES, default="auto",
                          help=IMPLEMENTATION_HELP + " (default: %(default)s)")
+    compute.add_argument("--no-tf32", action="store_true", help=TF32_HELP)
 
 
 def _output_flags(parser):

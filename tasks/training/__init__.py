@@ -25,14 +25,22 @@ from .checkpoint import writing
 from .command import TrainCommand, parse_train_command, recorded_arguments, train_command, train_parser
 from .job import Job
 from .loop import Interrupted, fit
-from .options import IMPLEMENTATION_HELP, PRECISION_HELP, add_optimizer_arg, add_training_args
+from .options import (
+           IMPLEMENTATION_HELP,
+           LOG_EVERY_HELP,
+           PRECISION_HELP,
+           TF32_HELP,
+           add_optimizer_arg,
+           add_training_args,
+)
 from .outputs import InMemory, RunFolder, folder_callbacks
 from .record import declarations
 from .samplers import SAMPLERS, build_sampler, padding_fraction
 from .state import Run, StepInfo
 from .step import train_step
 
-__all__ = ["IMPLEMENTATION_HELP", "MULTITASK", "PRECISION_HELP", "SAMPLERS", "Callback", "Console", "InMemory",
+__all__ = ["IMPLEMENTATION_HELP", "LOG_EVERY_HELP", "MULTITASK", "PRECISION_HELP", "SAMPLERS", "TF32_HELP",
+           "Callback", "Console", "InMemory",
            "Interrupted", "Job", "MultitaskJob", "ProgressLines", "Run", "RunFolder", "StepInfo", "TensorBoard",
            "TrainCommand", "add_optimizer_arg", "add_training_args", "build_multitask_model", "build_run",
            "build_sampler", "declarations", "fit", "folder_callbacks", "lr_lambda", "padding_fraction",

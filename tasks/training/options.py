@@ -125,6 +125,12 @@ PRECISION_HELP = ("bf16 or fp16 autocast (fp16 with a gradient scaler; CUDA only
                   "the device computes bf16 natively (CUDA from Ampere on, CPUs with AMX or AVX512-BF16), else fp16 "
                   "on a CUDA GPU with tensor cores (V100, T4), else fp32, since an emulated 16-bit format trains "
                   "2-3x slower")
+TF32_HELP = ("on a CUDA GPU from Ampere on (A100, H100), keep fp32 matmuls in IEEE fp32; by default they run in "
+             "TF32 (10-bit mantissa products, fp32 sums: tensor-core speed), which torch leaves off; recorded in "
+             "config.json's precision")
+LOG_EVERY_HELP = ("read the logged training values (losses, gradient norm) from the device every N steps and before "
+                  "each checkpoint and evaluation, for the curves and the progress lines; every step's values are "
+                  "kept")
 IMPLEMENTATION_HELP = ("fast: minbert/fast.py (padding skipped, measured on CPUs only); reference: minbert/model.py "
                        "with torch's fused attention (SDPA); auto = fast on a CPU, the reference on a GPU, where "
                        "the fast path has not been benchmarked")
@@ -137,10 +143,7 @@ def _compute_flags(parser, D: TrainConfig):
                          help=PRECISION_HELP + " (default: %(default)s)")
     compute.add_argument("--implementation", choices=IMPLEMENTATION_CHOICES, default=D.implementation,
                          help=IMPLEMENTATION_HELP + " (default: %(default)s)")
-    compute.add_argument("--no-tf32", action="store_true",
-                         help="on a CUDA GPU from Ampere on (A100, H100), keep fp32 matmuls in IEEE fp32; by default "
-                              "they run in TF32 (10-bit mantissa products, fp32 sums: tensor-core speed), which "
-                              "torch leaves off; recorded in config.json's precision")
+    compute.add_argument("--no-tf32", action="store_true", help=TF32_HELP)
     compute.add_argument("--compile", action="store_true",
                          help="torch.compile the encoder (in place: checkpoints and saved models unchanged); the "
                               "compile happens in the first steps and evaluations and is counted in the run's times; "
@@ -175,9 +178,7 @@ def _output_flags(parser, D: TrainConfig):
                           "epoch's end; the best evaluation is kept as best (default: %(default)s = every epoch)")
     out.add_argument("--eval-batch-size", type=int, default=D.eval_batch_size, help="(default: %(default)s)")
     out.add_argument("--log-every", type=int, default=D.log_every, metavar="N",
-                     help="read the logged training values (losses, gradient norm) from the device every N steps "
-                          "and before each checkpoint and evaluation, for the curves and the progress lines; every "
-                          "step's values are kept (default: %(default)s)")
+                     help=LOG_EVERY_HELP + " (default: %(default)s)")
     out.add_argument("--predictions-dir", default=D.predictions_dir, metavar="DIR",
                      help=f"after a complete run (no --max-steps, all the data), copy its prediction files into "
                           f"this course-level folder, which prepare_submit.py zips; named here, even a smoke or "
