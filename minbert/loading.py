@@ -195,8 +195,13 @@ def from_pretrained(name_or_path: str = "minilm", fallback_to_embedded: bool = F
     """
     folder, how, config, weights = open_checkpoint(name_or_path, fallback_to_embedded, implementation, device)
     model = build_model(config)
-    ignored = load_into(model, read_state_dict(weights), str(weights))
-    model.source = model_source(name_or_path, folder, how, config, weights, ignored)
+    state = read_state_dict(weights)
+    # A checkpoint without any pooler tensor (transformers' BertForMaskedLM saves none) keeps BERT's initial
+    # pooler, listed in `.source.initialised_tensors`; a pooler with a tensor missing is still an error.
+    no_pooler = not any(hf_key_to_ours(k).startswith("pooler.") for k in state)
+    ignored = load_into(model, state, str(weights), may_miss=("pooler.",) if no_pooler else ())
+    initialised = [k for k in model.state_dict() if k.startswith("pooler.")] if no_pooler else []
+    model.source = model_source(name_or_path, folder, how, config, weights, ignored, initialised)
     return model.eval()
 
 

@@ -56,6 +56,10 @@ def prepare(config: TrainConfig, warn: Optional[Callable] = None, world: World =
     precision = minbert.resolve_precision(config.precision, device)  # fp16 on a CPU fails before any work
     tf32 = use_tf32(device, not config.no_tf32)
     encoder = load_encoder(config, device)
+    drawn = getattr(getattr(encoder, "source", None), "initialised_tensors", None)
+    if drawn and world.main:
+        print(f"note: {config.model} has no {', '.join(drawn)} (a masked-LM checkpoint): drawn as BERT initialises "
+              f"them (trained with the heads unless --freeze-until all)", file=sys.stderr)
     warning = implementation_warning(device, encoder.config.implementation)
     if warning and world.main:
         print(warning, file=sys.stderr)

@@ -196,6 +196,9 @@ def test_checkpoint_without_head_is_initialised_with_head_loaded_exactly(tmp_pat
     for key, tensor in loaded.state_dict().items():
         if not key.startswith("bert.pooler."):
             assert torch.equal(tensor, ours[key]), key
+    encoder = minbert.from_pretrained(str(tmp_path / "hf"))  # as --model: the pooler drawn, said in .source
+    assert encoder.source.initialised_tensors == ["pooler.dense.weight", "pooler.dense.bias"]
+    assert torch.equal(encoder.embeddings.word_embeddings.weight, ours["bert.embeddings.word_embeddings.weight"])
 
 
 def test_a_head_with_a_wrong_shape_or_a_missing_tensor_is_named(tmp_path):
