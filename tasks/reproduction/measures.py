@@ -12,13 +12,7 @@ from typing import Optional
 import numpy as np
 
 from ..ablation import statistics
-from ..ablation.statistics import (
-    crossed_interval,
-    difference_interval,
-    paired_interval,
-    pooled_paired_interval,
-    unit_of,
-)
+from ..ablation.statistics import crossed_interval, paired_interval, pooled_paired_interval, unit_of
 from ..ablation.summary import trial_metrics
 from . import null_baseline
 from .arms import arms, college_transfer, method_change, pending
@@ -323,7 +317,7 @@ def against_null(results, ctx, curve: str, upper: str, lower: str, label: str, f
     for which in fractions:
         fraction = getattr(ctx.scale, which)
         values = [v for v in _ratios(results, ctx, curve, upper, lower, fraction).values() if math.isfinite(v)]
-        found = difference_interval(values, replicates) if values and replicates else None
+        found = statistics.difference_interval(values, replicates) if values and replicates else None
         rows.append(Row(f"{label} at {fraction:g} minus the null's ({len(replicates)} random directions at "
                         f"{null.get('relative', 0):g} of each weight's norm)", found))
     return rows
