@@ -165,6 +165,9 @@ def check_arguments(args) -> None:
         raise UserError(f"--follow-up {args.follow_up}: not declared (declared: "
                         f"{', '.join(follow_ups.FOLLOW_UPS) or 'none'}; declare it in "
                         f"tasks/reproduction/follow_ups.py first)")
+    if args.follow_up and follow_ups.FOLLOW_UPS[args.follow_up].reads and not args.report_only:
+        raise UserError(f"--follow-up {args.follow_up}: trains nothing, it re-reads the kept run "
+                        f"'{follow_ups.FOLLOW_UPS[args.follow_up].reads}': python reproduce.py --report-only shows it")
 
 
 def model_layers(args, runs: dict) -> int:

@@ -9,7 +9,7 @@ import pytest
 
 import reproduce
 from conftest import run_cli
-from tasks.reproduction import experiments, follow_ups, kept, plan, report
+from tasks.reproduction import experiments, follow_ups, kept, null_baseline, plan, report
 from tasks.reproduction.findings import BY_ID, FINDINGS
 from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED
 
@@ -36,7 +36,7 @@ FIRST_RUN = {  # issue 37's statistics on the kept first runs (its note has the 
 def kept_verdicts():
     if not RESULTS.exists():
         pytest.skip("no kept results")
-    return report.verdicts(kept.load(RESULTS), CTX)
+    return report.verdicts(kept.load(RESULTS), CTX, null_baseline.load(RESULTS / report.NULL_FILE))
 
 
 def test_the_kept_first_runs_give_the_pinned_verdicts(kept_verdicts):
@@ -56,6 +56,21 @@ def test_every_part_of_a_quote_is_a_row_or_a_declared_line(kept_verdicts):
     assert BY_ID["hao-datasets-domains"].untestable and BY_ID["college-not-constant"].measure
     abstract = first["singh-abstract-supervised"].rows[0].estimate
     assert abstract["mean"] == pytest.approx(-0.026, abs=5e-4)
+
+
+def test_the_layer_ratios_against_the_null_baseline(kept_verdicts):
+    if not (RESULTS / report.NULL_FILE).exists():
+        pytest.skip("no kept null baseline")
+    null = kept_verdicts["hao-null-perturbation"]
+    assert {fid: v.outcome for fid, v in null.items()} == {
+        "hao-attention-last": REPRODUCED, "hao-svcca-intermediate-last": REPRODUCED,
+        "singh-later-layers-move": NR, "hao-seeds-consistent-low": NOT_RUN, "hao-datasets-consistent-low": NOT_RUN}
+    first = kept_verdicts["first"]["hao-attention-last"].rows[0].estimate
+    against = null["hao-attention-last"].rows[0].estimate
+    kept_null = null_baseline.load(RESULTS / report.NULL_FILE)["ratios"]["hao-attention-last"]["mean"]
+    assert against["mean"] == pytest.approx(first["mean"] - kept_null)
+    assert against["ci95_high"] - against["ci95_low"] > first["ci95_high"] - first["ci95_low"]   # the null's spread
+    assert [r.verdict for r in null["singh-later-layers-move"].rows] == [REPRODUCED, NR]   # 0.03 holds, 0.25 not
 
 
 def test_labels_state_the_steps_each_arm_trained(kept_verdicts):
@@ -102,10 +117,12 @@ def test_the_plan_lists_every_control_with_its_minutes(monkeypatch):
     code, out, err = run_cli(reproduce.main, ["--plan"])
     assert code == 0, err
     controls = ("cap-small-data", "cap-multitask", "cap-large-data", "transfer-siamese", "equal-epochs", "lr-2e-5",
-                "hao-null-perturbation", "freeze-paper-schedule", "task-dependence-matched")
+                "freeze-paper-schedule", "task-dependence-matched")
     for label in controls:
         line = next(x for x in out.splitlines() if x.startswith(f"- {label} (declared, pending"))
-        assert " min" in line and f"--follow-up {label}" in line
+        assert " min" in line and f"--follow-up {label}" in line and "needs first" not in line
+    null = next(x for x in out.splitlines() if x.startswith("- hao-null-perturbation (declared, no training"))
+    assert null.endswith("python reproduce.py --report-only")   # it re-reads the kept first run
     assert "pending: transfer" in next(x for x in out.splitlines() if x.startswith("- cap-small-data"))
 
 

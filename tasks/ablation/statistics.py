@@ -77,6 +77,20 @@ def interval(values) -> dict:
     return _t_interval(float(x.mean()), float(x.std(ddof=1)) if n > 1 else None, n, n - 1)
 
 
+def difference_interval(values, reference) -> dict:
+    """mean(values) - mean(reference) of two independent samples (Welch: each side's variance, Satterthwaite's
+    degrees of freedom), so the reference's own spread is in the interval; n is len(values). A reference of one
+    value has no spread to carry: the interval is then the values' alone."""
+    a, b = np.asarray(list(values), dtype=np.float64), np.asarray(list(reference), dtype=np.float64)
+    n, m = len(a), len(b)
+    mean = float(a.mean() - b.mean())
+    if n < 2:
+        return _t_interval(mean, None, n, None)
+    va, vb = a.var(ddof=1) / n, (b.var(ddof=1) / m if m > 1 else 0.0)
+    df = (va + vb) ** 2 / (va ** 2 / (n - 1) + (vb ** 2 / (m - 1) if m > 1 else 0.0)) if va + vb > 0 else n - 1
+    return _t_interval(mean, math.sqrt((va + vb) * n), n, float(df))
+
+
 def paired_interval(values: dict, reference: dict) -> dict:
     """The mean difference values[s] - reference[s] over the seeds s both have, with the t-interval of those
     per-seed differences; None without a common seed."""

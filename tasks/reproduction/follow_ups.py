@@ -5,6 +5,8 @@ them (kept.py) and its verdicts are reported beside the first's, under its own p
 """
 from dataclasses import dataclass
 
+from .findings.null import AGAINST_NULL
+
 FIRST = "first"
 
 
@@ -19,6 +21,8 @@ class FollowUp:
     protocol: int = 2
     findings: tuple = ()         # the findings it decides between explanations for ((): its experiments' all)
     needs: str = ""              # code it needs before it can run (a measure, a mode); "" when it runs as declared
+    reads: str = ""              # a run whose kept trials it re-reads instead of training ("": it trains its own)
+    declares: tuple = ()         # its findings re-declared (same quote, its own measure and SESOI) in their place
 
 
 FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared before it runs
@@ -58,15 +62,14 @@ FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared be
              "every --scale cpu trial ran at lr 1e-4 where Singh & Giovanardi, Tamkin et al. and BERT Goes to "
              "College fine-tuned at 2e-5 (Hao et al. 1e-5 to 3e-5): the same lines at the papers' rate",
              changes=(("lr", 2e-5),)),
-    FollowUp("hao-null-perturbation", ("dynamics",),
+    FollowUp("hao-null-perturbation", ("dynamics", "datasets"),
              "Hao's ratios (top third / bottom third - 1) have no null: what ratio does an equal relative "
              "perturbation of every layer's weights give (the same ||dW|| / ||W|| in each layer)? A line is "
-             "reproduced against that baseline, not against zero",
+             "reproduced against that baseline, not against zero. No training: it re-reads the kept first run "
+             "against the null measured by python -m tasks.reproduction.null_baseline (results/null-baseline.json)",
              findings=("hao-attention-last", "hao-svcca-intermediate-last", "hao-seeds-consistent-low",
                        "hao-datasets-consistent-low", "singh-later-layers-move"),
-             needs="a measure reading it per line (the effect against the null, not zero) with its SESOI; the "
-                   "null itself is measured by python -m tasks.reproduction.null_baseline (results/"
-                   "null-baseline.json, shown beside each ratio line)"),
+             reads=FIRST, declares=AGAINST_NULL),
     FollowUp("freeze-paper-schedule", ("freeze",),
              "Freeze Your Layers' mechanism is overfitting over 9 epochs at 1e-4; here every arm stopped after "
              "160-560 steps at the model's STS ceiling (0.853-0.864): the paper's schedule, every trial to its end",
@@ -75,9 +78,7 @@ FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared be
     FollowUp("task-dependence-matched", ("task-dependence",),
              "the second task's arm trains on 437 Quora rows against SST's 230 (the paper matched about 670 on "
              "each): the second task at the fraction that gives SST's row count",
-             changes=(("data_fractions", (0.0158,)),), findings=("singh-task-dependence",),
-             needs="the measure reading the second task at its own fraction (singh_task_dependence reads the "
-                   "small fraction for both)"),
+             changes=(("data_fractions", (0.0158,)),), findings=("singh-task-dependence",)),
     FollowUp("more-seeds", ("reinit-small", "reinit-large", "task-dependence", "probe", "heads-top", "heads-bottom"),
              "the lines these experiments decide are underpowered at their n (the report's power column): "
              "13 seeds reach tamkin-data-size (needs 9), singh-data-size and singh-task-dependence (13), "

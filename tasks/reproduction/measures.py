@@ -14,6 +14,7 @@ import numpy as np
 from ..ablation import statistics
 from ..ablation.statistics import crossed_interval, paired_interval, pooled_paired_interval, unit_of
 from ..ablation.summary import trial_metrics
+from . import null_baseline
 from .arms import arms, college_transfer, method_change, pending
 from .verdicts import Row
 
@@ -23,8 +24,9 @@ RESTORE_CURVE = "restore_svcca"   # ablate.py --mode restore: index i = layer i 
 class Results:
     """The finished trials of one run of each experiment, by (experiment, sweep label)."""
 
-    def __init__(self):
+    def __init__(self, null: Optional[dict] = None):
         self.records = {}
+        self.null = null        # the layer ratios' null baseline (null_baseline.py), where one is kept
 
     def add(self, experiment: str, label: str, records: list):
         self.records[(experiment, label)] = records
@@ -104,11 +106,21 @@ def singh_data_size(results, ctx):
     return [Row(f"gain of every layer, {s:g} minus {large:g}", estimate(values))]
 
 
+def fraction_of(results, experiment: str, label: str) -> Optional[float]:
+    """The (smallest) data fraction an experiment's trials ran at: a follow-up's `data_fractions` may set it."""
+    fractions = {r["data_fraction"] for r in results.select(experiment, label)}
+    return min(fractions) if fractions else None
+
+
 def singh_task_dependence(results, ctx):
+    """The primary task's middle-third gain at the small fraction minus the second's at its trials' fraction (the
+    small one, or task-dependence-matched's: the primary's row count)."""
     s = ctx.scale.small
+    second = fraction_of(results, "task-dependence", "reinit") or s
     values = combine(minus, _gain(results, ctx, ctx.high, ctx.low, s),
-                     _gain(results, ctx, ctx.high, ctx.low, s, "task-dependence"))
-    return [Row(f"middle-third gain, {ctx.tasks['primary']} minus {ctx.tasks['second']}", estimate(values))]
+                     _gain(results, ctx, ctx.high, ctx.low, second, "task-dependence"))
+    return [Row(f"middle-third gain, {ctx.tasks['primary']} at {s:g} minus {ctx.tasks['second']} at {second:g}",
+                estimate(values))]
 
 
 def college_downstream(results, ctx):
@@ -281,14 +293,33 @@ def layer_ratio(results, ctx, curve: str, upper: str, lower: str, label: str, gr
     """Per unit, the mean of `curve` over the `upper` layers / over the `lower` ones - 1, a row per fraction ("small",
     "large"; fine-tunings against the pretrained model, or `group`'s trials: seed-vs-seed). SVCCA's index 0 is the
     embeddings' output, so its layer i is index i + 1."""
-    offset = 1 if curve == "svcca" else 0
     rows = []
     for which in fractions:
         fraction = getattr(ctx.scale, which)
-        values = combine(ratio_minus_one,
-                         _layers_mean(results, ctx, curve, _layers(ctx, upper), fraction, group, offset),
-                         _layers_mean(results, ctx, curve, _layers(ctx, lower), fraction, group, offset))
+        values = _ratios(results, ctx, curve, upper, lower, fraction, group)
         rows.append(Row(label if len(fractions) == 1 else f"{label} at {fraction:g}", estimate(values)))
+    return rows
+
+
+def _ratios(results, ctx, curve: str, upper: str, lower: str, fraction: float, group=None) -> dict:
+    """{unit: mean of `curve` over the `upper` layers / over the `lower` ones - 1}."""
+    offset = 1 if curve == "svcca" else 0
+    return combine(ratio_minus_one, _layers_mean(results, ctx, curve, _layers(ctx, upper), fraction, group, offset),
+                   _layers_mean(results, ctx, curve, _layers(ctx, lower), fraction, group, offset))
+
+
+def against_null(results, ctx, curve: str, upper: str, lower: str, label: str, fractions=("large",)) -> list:
+    """`layer_ratio`'s per-seed ratio minus the null's: an equal relative perturbation of every layer
+    (null_baseline.py: `results.null`), a replicate per random direction; Welch's interval, so the null's spread is
+    in it. A row per fraction; no interval without the null."""
+    null = results.null or {}
+    replicates, rows = null_baseline.replicates(null, curve, upper, lower, ctx.n), []
+    for which in fractions:
+        fraction = getattr(ctx.scale, which)
+        values = [v for v in _ratios(results, ctx, curve, upper, lower, fraction).values() if math.isfinite(v)]
+        found = statistics.difference_interval(values, replicates) if values and replicates else None
+        rows.append(Row(f"{label} at {fraction:g} minus the null's ({len(replicates)} random directions at "
+                        f"{null.get('relative', 0):g} of each weight's norm)", found))
     return rows
 
 
@@ -365,4 +396,4 @@ MEASURES = {f.__name__: f for f in (
     tamkin_blocks, mean_over_heads, tamkin_permute, singh_probe_peak, singh_probe_needs_more,
     tamkin_probe_not_sufficient, tamkin_probe_align, layer_ratio, singh_early_invariant, singh_more_data,
     hao_restore, hao_datasets, arms, method_change, college_transfer, pending, layer_ratios, singh_abstract,
-    college_not_constant)}
+    college_not_constant, against_null)}

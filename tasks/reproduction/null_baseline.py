@@ -72,6 +72,13 @@ def ratios(curves: dict, n: int) -> dict:
             for fid, curve, upper, lower in RATIOS}
 
 
+def replicates(null: dict, curve: str, upper: str, lower: str, n: int) -> list:
+    """The kept null's ratio of `curve` (upper / lower - 1), one per random direction ([] without it)."""
+    offset = 1 if curve == "svcca" else 0
+    return [ratio(s["curves"][curve], upper, lower, offset, n) for s in (null or {}).get("seeds", ())
+            if curve in (s.get("curves") or {})]
+
+
 def summary(per_seed: list) -> dict:
     """{finding id: {"mean", "min", "max"}} over the seeds."""
     return {fid: {"mean": float(np.mean([r[fid] for r in per_seed])), "min": min(r[fid] for r in per_seed),

@@ -68,6 +68,12 @@ def lines(follow_ups: dict, runs: dict, scale) -> list:
     """One line per declared follow-up: its pending experiments, their estimated minutes, its command."""
     out = []
     for label, follow in follow_ups.items():
+        if follow.reads:
+            where = "reads" if follow.reads in runs else "will read, once kept,"
+            out.append(f"{label} (declared, no training: it {where} the run '{follow.reads}' of "
+                       f"{', '.join(follow.experiments)}; the report gives its verdicts): python reproduce.py "
+                       f"--report-only")
+            continue
         done, pending = status(follow, runs)
         if not pending:
             continue

@@ -52,15 +52,34 @@ def outcome_text(v) -> str:
     return power.label(v.power) if v.outcome == UNDERPOWERED else v.outcome
 
 
-def verdicts(runs: dict, ctx) -> dict:
-    """{run label: {finding id: Verdict}} for the first run and each follow-up that has results."""
+def declared(label: str) -> list:
+    """The findings a run is judged on: a follow-up's re-declarations (`FollowUp.declares`) in place of the first's."""
+    follow = FOLLOW_UPS.get(label)
+    own = {f.id: f for f in (follow.declares if follow else ())}
+    return [own.get(f.id, f) for f in FINDINGS]
+
+
+def labels_of(runs: dict) -> list:
+    """The first run, each follow-up with kept results, and each that re-reads a kept run (trains nothing)."""
+    kept_labels = [FIRST, *sorted(set(runs) - {FIRST})]
+    return kept_labels + [label for label, f in FOLLOW_UPS.items()
+                          if f.reads and f.reads in runs and label not in kept_labels]
+
+
+def verdicts(runs: dict, ctx, null=None) -> dict:
+    """{run label: {finding id: Verdict}} for the first run and each follow-up that has results (or re-reads some);
+    `null` the layer ratios' null baseline (null_baseline.load) that measures against it read."""
     out = {}
-    for label in [FIRST, *sorted(set(runs) - {FIRST})]:
-        results = kept.results_for(runs, label)
+    for label in labels_of(runs):
+        follow = FOLLOW_UPS.get(label)
+        results = kept.results_for(runs, follow.reads if follow and follow.reads else label)
+        results.null = null
         covered = set(runs.get(label, {}))
         out[label] = {}
-        for f in FINDINGS:
-            if label != FIRST and f.experiment not in covered:
+        for f in declared(label):
+            if follow and follow.reads and f.id not in follow.findings:
+                continue
+            if label != FIRST and not (follow and follow.reads) and f.experiment not in covered:
                 continue
             if f.experiment is None or not results.has(f.experiment):
                 out[label][f.id] = power.apply(judge(f, label, []), ctx.scale)
@@ -126,8 +145,8 @@ def null_note(finding_id: str, null) -> str:
             f"({found['min']:+.3f} to {found['max']:+.3f}"
             + (f"; {null_baseline.CAVEAT[finding_id]}" if finding_id in null_baseline.CAVEAT else "")
             + "): a change that favours no layer gives this ratio; "
-            "the line's effect is to be read against it, not against zero (the declared follow-up "
-            "hao-null-perturbation makes it a measure)")
+            "the line's effect is to be read against it, not against zero (the follow-up "
+            "hao-null-perturbation's rows: the fine-tuned ratio minus the null's)")
 
 
 def paper_section(paper: str, by_run: dict, explained: dict, null=None) -> list:
@@ -141,14 +160,15 @@ def paper_section(paper: str, by_run: dict, explained: dict, null=None) -> list:
             v = found.get(f.id)
             if v is None:
                 continue
-            tested = f.tested if f.experiment else f"not testable here: {f.untestable}"
-            sesoi = f"{f.sesoi:g}" + (" (equivalence)" if f.kind == "equivalence" else "")
+            g = v.finding   # a follow-up may re-declare it (its own measure and SESOI)
+            tested = g.tested if g.experiment else f"not testable here: {g.untestable}"
+            sesoi = f"{g.sesoi:g}" + (" (equivalence)" if g.kind == "equivalence" else "")
             follow = FOLLOW_UPS.get(label)   # a follow-up's run has its own protocol number
-            protocol = follow.protocol if follow else f.protocol
+            protocol = follow.protocol if follow else g.protocol
             lines.append(f"| <a id=\"{f.id}\"></a>`{f.id}` | \"{_cell(f.quote)}\" | {_cell(tested)} | {label} "
                          f"(protocol {protocol}) | {_effect(v)} | {sesoi} | "
-                         f"{_cell(power.describe(v.power, f.sesoi, f.kind))} | **{outcome_text(v)}** | "
-                         f"{_cell(f.model_note)} |")
+                         f"{_cell(power.describe(v.power, g.sesoi, g.kind))} | **{outcome_text(v)}** | "
+                         f"{_cell(g.model_note)} |")
         extra = [f"the paper's setting: {f.setting}", f"its comparison: {f.comparison}", f"metric: {f.metric}",
                  f"SESOI {f.sesoi:g}: {f.sesoi_reason}"
                  + (" (the 2026-11-24 3-seed pilot's spread informed it)" if f.sesoi_from_pilot else "")]
@@ -297,14 +317,17 @@ def history_section(runs: dict, scale) -> list:
              "Before this report's declarations (issue 27), the report tested reworded claims with 3 seeds and no "
              "SESOI: its verdict table and the follow-ups made then are kept in "
              "[the README's history](README.md#history-the-report-before-issue-27).", ""]
-    for label in runs:
+    for label in labels_of(runs):
         follow = FOLLOW_UPS.get(label)
         reason = f": {follow.reason} (protocol {follow.protocol})" if follow else ": the declared protocol"
-        lines.append(f"- `{label}`" + reason + " - " + ", ".join(sorted(runs[label])) + ".")
+        read = (f"re-reads `{follow.reads}`: " if follow and follow.reads else "")
+        lines.append(f"- `{label}`" + reason + " - " + read
+                     + ", ".join(sorted(runs.get(label) or follow.experiments)) + ".")
     lines += ["", "Declared follow-ups still pending (minutes scaled from the kept first runs' wall times, "
               "`tasks/reproduction/plan.py`):", ""]
     lines += [f"- {line.replace(': python', ': `python', 1)}`: {FOLLOW_UPS[line.split(' ', 1)[0]].reason}."
-              for line in plan.lines(FOLLOW_UPS, runs, scale)]
+              for line in plan.lines(FOLLOW_UPS, runs, scale)
+              if not FOLLOW_UPS[line.split(' ', 1)[0]].reads]
     if not runs:
         lines.append("- No run kept yet.")
     return lines + [""]
@@ -328,7 +351,7 @@ def update_readme(readme: Path, counts: dict) -> bool:
 
 def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
     runs = kept.load(results_dir)
-    by_run = verdicts(runs, ctx)
+    by_run = verdicts(runs, ctx, null_baseline.load(Path(results_dir) / NULL_FILE))
     explained = explain(runs, by_run)
     counts = counts_of(by_run)
     report_dir = Path(report_path).parent
