@@ -48,21 +48,32 @@ def load_encoder(config: TrainConfig, device: torch.device) -> minbert.BertModel
                                    implementation=config.implementation, device=device)
 
 
+def where_it_computes(device_flag: str, precision_flag: str, no_tf32: bool, world: World = SINGLE) -> tuple:
+    """(device, precision, whether fp32 matmuls run in TF32) for a command's --device, --precision and --no-tf32;
+    fp16 on a CPU fails here, before any work."""
+    device = device_for(world, resolve_device(device_flag))
+    precision = minbert.resolve_precision(precision_flag, device)
+    return device, precision, use_tf32(device, not no_tf32)
+
+
+def warn_of_implementation(device, implementation: str, world: World = SINGLE) -> None:
+    """The one line a run's main process prints when its implementation is not the one for its device."""
+    warning = implementation_warning(device, implementation)
+    if warning and world.main:
+        print(warning, file=sys.stderr)
+
+
 def prepare(config: TrainConfig, warn: Optional[Callable] = None, world: World = SINGLE) -> RunInputs:
     """The encoder, tokenizer and tokenised data of config's tasks, and where the run computes (device, precision)."""
     if not world.main:
         warn = _silent  # rank 0 reports the data problems, once
-    device = device_for(world, resolve_device(config.device))
-    precision = minbert.resolve_precision(config.precision, device)  # fp16 on a CPU fails before any work
-    tf32 = use_tf32(device, not config.no_tf32)
+    device, precision, tf32 = where_it_computes(config.device, config.precision, config.no_tf32, world)
     encoder = load_encoder(config, device)
     drawn = getattr(getattr(encoder, "source", None), "initialised_tensors", None)
     if drawn and world.main:
         print(f"note: {config.model} has no {', '.join(drawn)} (a masked-LM checkpoint): drawn as BERT initialises "
               f"them (trained with the heads unless --freeze-until all)", file=sys.stderr)
-    warning = implementation_warning(device, encoder.config.implementation)
-    if warning and world.main:
-        print(warning, file=sys.stderr)
+    warn_of_implementation(device, encoder.config.implementation, world)
     if config.freeze_until != "all":
         resolve_freeze_until(encoder, config.freeze_until)  # a bad K fails before any data work
     # Never more tokens than the model has positions, whatever its tokenizer_config.json claims.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -16,9 +15,8 @@ from minbert.errors import read_json
 from ..cli import interrupted_resumable, run_command
 from ..config import TrainConfig, parse_tasks
 from ..data import resolve_data_dir
-from ..distributed import SINGLE, barrier, broadcast_from_main, device_for, init_world, shutdown
-from ..inputs import RunInputs, precision_note
-from ..machine import implementation_warning, resolve_device, use_tf32
+from ..distributed import SINGLE, barrier, broadcast_from_main, init_world, shutdown
+from ..inputs import RunInputs, precision_note, warn_of_implementation, where_it_computes
 from ..saved.checkpoint_files import CHECKPOINT, no_checkpoint_error
 from ..task_file import declare_tasks
 from ..training import Console, Interrupted, TensorBoard, fit, recorded_arguments
@@ -89,13 +87,9 @@ def pretrain(args: argparse.Namespace, callbacks=()) -> int:
         world = init_world(args.device)
         args.out = broadcast_from_main(args.out, world)  # a clock-named folder: rank 0's name
         barrier(world)
-        device = device_for(world, resolve_device(args.device))
-        precision = minbert.resolve_precision(args.precision, device)
+        device, precision, tf32 = where_it_computes(args.device, args.precision, args.no_tf32, world)
         implementation = minbert.resolve_implementation(args.implementation, device)
-        tf32 = use_tf32(device, not args.no_tf32)
-        warning = implementation_warning(device, implementation)
-        if warning and world.main:
-            print(warning, file=sys.stderr)
+        warn_of_implementation(device, implementation, world)
         say = print if world.main else (lambda *a, **k: None)
         sources = read_corpus(args)  # a bad file fails before the model is loaded or drawn
         model, tokenizer_folder, model_record = start_model(args, implementation, device)
