@@ -34,15 +34,20 @@ TOKENS = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kKmMgGbB]?)\s*$")
 _SCALE = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "b": 10**9}
 
 
-def token_count(text: str) -> int:
+def token_count(text: str, least: int = 1) -> int:
     """A number of tokens: 5000000, 5M, 2.5e6, 500k, 1G (or 1B)."""
     found = TOKENS.match(text)
     if not found:
         raise argparse.ArgumentTypeError(f"expected a number of tokens like 5000000, 5M or 500k, got {text!r}")
     value = float(found.group(1)) * _SCALE[found.group(2).lower()]
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a number of tokens must be >= 1, got {text!r}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"a number of tokens must be >= {least}, got {text!r}")
     return int(round(value))
+
+
+def ladder_budget(text: str) -> int:
+    """--save-at's budgets: 0 (the weights before the first step) is one."""
+    return token_count(text, least=0)
 
 
 def pretrain_parser() -> argparse.ArgumentParser:
@@ -136,9 +141,10 @@ def _compute_flags(parser):
 def _output_flags(parser):
     out = parser.add_argument_group("output")
     out.add_argument("--out", help="run folder (default: runs/pretrain-<date-time>)")
-    out.add_argument("--save-at", nargs="+", type=token_count, default=[], metavar="TOKENS",
+    out.add_argument("--save-at", nargs="+", type=ladder_budget, default=[], metavar="TOKENS",
                      help="also write RUN/model-at-<tokens>/ once that many tokens are trained on, for each "
-                          "budget given: a ladder of models of one run (e.g. --save-at 1M 2M 4M)")
+                          "budget given: a ladder of models of one run (e.g. --save-at 0 1M 2M 4M; 0 = the "
+                          "weights before the first step, the same architecture untrained)")
     out.add_argument("--checkpoint-every", type=int, default=500,
                      help="checkpoint every N steps, and at every pass's end (default: %(default)s)")
     out.add_argument("--eval-every", type=int, default=500, metavar="N",

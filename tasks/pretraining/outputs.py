@@ -97,6 +97,12 @@ class Ladder(Callback):
         self.budgets, self.tokenizer_folder = sorted(budgets), tokenizer_folder
         self.tokens = TokenClock()
 
+    def on_begin(self, run, resumed):
+        # rung 0: the drawn (or loaded) weights before any step; a resumed run wrote it when it began
+        if run.inputs.world.main and not resumed and 0 in self.budgets:
+            export_mlm(run.folder / ladder_folder(0), run, self.tokenizer_folder,
+                       {"step": 0, "tokens": 0, "budget": 0})
+
     def on_step(self, run, info):
         if not run.inputs.world.main or not self.budgets:
             return
