@@ -18,7 +18,7 @@ import prepare_submit
 import train_multitask
 from conftest import run_cli
 from tasks.course.formats import write_predictions
-from tasks.course.provenance import run_problems
+from tasks.course.provenance import lineage_text, run_problems
 from tasks.course.submission import MANIFEST, SOURCES, publish_predictions
 
 REPO = Path(__file__).resolve().parents[1]
@@ -124,6 +124,31 @@ def test_the_course_model_rule(tmp_path):
     kinds = [k for k, _ in run_problems({**complete, "data_fraction": 0.5, "steps": 4, "max_steps": 20})]
     assert kinds == ["partial-data", "interrupted"]  # --max-steps beyond the planned steps is no smoke run
     assert [k for k, _ in run_problems(None)] == ["unknown-origin"]
+
+
+def test_bert_base_continued_on_the_course_training_sets_is_the_course_model():
+    """Task-adaptive pretraining (pretrain.py --from bert-base-uncased --tasks ...) then fine-tuning hands in as the
+    course's model; pretraining on other text, from scratch, or from another model is refused as other-model."""
+    tasks = [{"kind": "task", "name": t, "path": f"/d/{t}-train.csv", "sha256": "0"} for t in ("sst", "quora", "sts")]
+    base = {"name": "bert-base-uncased", "resolved_from": "hf-cache", "weights_sha256": "1"}
+    run = {"run": "r", "model": "runs/tapt/model", "model_resolved_from": "local", "steps": 10, "total_steps": 10,
+           "planned_steps": 10, "max_steps": None, "data_fraction": 1.0, "finished": True,
+           "model_lineage": {"from": base, "corpus": tasks}}
+    assert run_problems(run) == []
+    assert lineage_text(run["model_lineage"]) == "bert-base-uncased+MLM(sst,quora,sts)"
+    twice = {"from": {"name": "runs/tapt/model", "resolved_from": "local"}, "from_pretraining": run["model_lineage"],
+             "corpus": tasks[:1]}
+    assert run_problems({**run, "model_lineage": twice}) == []
+    wiki = {"kind": "file", "name": "wiki.txt", "path": "wiki.txt"}
+    refused = {"text other than": {"from": base, "corpus": tasks + [wiki]},
+               "from scratch": {"init_config": "mini", "corpus": tasks},
+               "all-MiniLM": {"from": {"name": "sentence-transformers/all-MiniLM-L6-v2", "resolved_from": "embedded"},
+                              "corpus": tasks},
+               "": None}
+    for why, lineage in refused.items():
+        problems = run_problems({**run, "model_lineage": lineage})
+        assert [k for k, _ in problems] == ["other-model"] and why in problems[0][1], (why, problems)
+        assert lineage_text(lineage) is None
 
 
 def test_a_publication_keeps_every_replaced_file(tmp_path):

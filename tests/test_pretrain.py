@@ -20,6 +20,7 @@ import minbert
 import pretrain
 import train_multitask
 from conftest import REPO, run_cli
+from tasks.course.provenance import run_problems, run_provenance
 from tasks.pretraining import INFO_FILE, MODEL_DIR, Masking, ladder_folder
 from tasks.pretraining import tokenised as tokenised_module
 from tasks.pretraining.corpus import read_corpus_file, split_documents
@@ -300,6 +301,11 @@ def test_exported_model_loads_in_transformers_fill_mask_and_as_this_projects_mod
                                                   "--max-steps", "1", "--batch-size", "4", "--device", "cpu",
                                                   "--out", str(tmp_path / "finetuned")])
     assert code == 0, err
+    # the fine-tuned run records how its model was made, and the hand-in reads it
+    made = json.loads((tmp_path / "finetuned" / "config.json").read_text())["model"]["pretraining"]
+    assert made["lineage"]["init_config"] and made["tokens"] > 0
+    problems = run_problems(run_provenance(tmp_path / "finetuned"))
+    assert [k for k, text in problems if k == "other-model" and "corpus.txt" in text] == ["other-model"]
 
 
 def test_continued_pretraining_loads_the_head_where_the_checkpoint_has_one(files, unbroken, tiny_model, tmp_path):
@@ -314,6 +320,13 @@ def test_continued_pretraining_loads_the_head_where_the_checkpoint_has_one(files
         assert record["arguments"]["lr"] == 1e-4  # the continued default
         initialised = record["model"]["from"]["initialised_tensors"]
         assert any(t.startswith("cls.predictions.") for t in initialised) == drawn, initialised
+        lineage = json.loads((out / MODEL_DIR / "pretraining.json").read_text())["lineage"]
+        assert lineage["from"]["weights_sha256"] == record["model"]["from"]["weights_sha256"]
+        assert [s["kind"] for s in lineage["corpus"]] == ["file"]
+        # a model pretrain.py made carries its own lineage into the next round's
+        assert ("from_pretraining" in lineage) == (not drawn)
+        if not drawn:
+            assert lineage["from_pretraining"]["init_config"]
 
 
 def test_resume_refuses_a_corpus_that_changed(unbroken, tmp_path):

@@ -21,6 +21,7 @@ from typing import Optional
 from minbert.errors import UserError
 
 COURSE_MODELS = ("bert-base-uncased", "google-bert/bert-base-uncased")  # the only pretrained model it allows
+COURSE_TASKS = ("sst", "quora", "sts", "cfimdb")  # whose training sets a continued pretraining may read
 REFUSALS = {   # kind -> why the course would not take such a file
     "smoke": "a smoke run, stopped early by --max-steps",
     "partial-data": "trained on part of the data (--data-fraction < 1)",
@@ -64,6 +65,7 @@ def run_provenance(run_dir: str | os.PathLike) -> dict:
         dev = next((v for k, v in best.items() if k != "overall" and v is not None), None)
     return {"run": str(run_dir), "date": _date(run_dir / "metrics.json"), "model": model.get("name"),
             "model_resolved_from": model.get("resolved_from"), "model_sha256": model.get("weights_sha256"),
+            "model_lineage": (model.get("pretraining") or {}).get("lineage"),
             "steps": (metrics or {}).get("steps"), "total_steps": config.get("total_steps"),
             "planned_steps": per_epoch * epochs if per_epoch is not None and epochs is not None else None,
             "max_steps": arguments.get("max_steps"), "data_fraction": arguments.get("data_fraction"),
@@ -89,8 +91,39 @@ def run_problems(record: Optional[dict]) -> list:
     if record.get("model_resolved_from") == "embedded":
         problems.append(("fallback-model", f"model {name}: {REFUSALS['fallback-model']}"))
     elif name not in COURSE_MODELS:
-        problems.append(("other-model", f"model {name}: {REFUSALS['other-model']}"))
+        continued, why = course_lineage(record.get("model_lineage"))
+        if not continued:
+            problems.append(("other-model", f"model {name}: {REFUSALS['other-model']}" + (f" ({why})" if why else "")))
     return problems
+
+
+def course_lineage(lineage: Optional[dict]) -> tuple:
+    """(True, "") for a model pretrain.py continued from the course's bert-base-uncased on the course's training
+    sets only (task-adaptive pretraining: the course's own model trained further on its own training data, as
+    fine-tuning is), through any number of such rounds; else (False, why not), why empty for a model of no
+    recorded lineage."""
+    if not lineage:
+        return False, ""
+    outside = [s.get("path") or s.get("name") for s in lineage.get("corpus") or ()
+               if s.get("kind") != "task" or s.get("name") not in COURSE_TASKS]
+    if outside:
+        return False, f"pretrained on text other than the course's training sets: {outside[0]}"
+    start = lineage.get("from")
+    if start is None:
+        return False, f"pretrained from scratch ({lineage.get('init_config')}), not from bert-base-uncased"
+    if start.get("name") in COURSE_MODELS and start.get("resolved_from") != "embedded":
+        return True, ""
+    if lineage.get("from_pretraining"):
+        return course_lineage(lineage["from_pretraining"])
+    return False, f"continued from {start.get('name')}, not from bert-base-uncased"
+
+
+def lineage_text(lineage: Optional[dict]) -> Optional[str]:
+    """A short name for a model made by continued pretraining of the course's model, for the hand-in's table."""
+    if not course_lineage(lineage)[0]:
+        return None
+    tasks = ",".join(s.get("name") for s in lineage.get("corpus") or ())
+    return f"bert-base-uncased+MLM({tasks})"
 
 
 def incomplete_reason(record: dict) -> Optional[str]:

@@ -24,7 +24,7 @@ from typing import Iterable, Optional
 
 from minbert.errors import UserError
 from minbert.loading import sha256_of
-from tasks.course.provenance import incomplete_reason, run_problems, run_provenance
+from tasks.course.provenance import incomplete_reason, lineage_text, run_problems, run_provenance
 from tasks.fileio import atomic_write_bytes, atomic_write_json
 from tasks.registry import CLASSIFIER_TASKS, MULTITASK_TASKS, get_task
 
@@ -218,9 +218,11 @@ def check_predictions(folder: Path, allow: Iterable[str] = ()) -> tuple:
         status = ("refused: " + ",".join(k for k, _ in refused)) if refused else \
             ("allowed: " + ",".join(kinds)) if kinds else "ok"
         table.append(_TABLE.format(name, Path(record["run"]).name if record.get("run") else "?",
-                                   record.get("model") or "?", _text(record.get("steps")), _text(record.get("dev")),
+                                   lineage_text(record.get("model_lineage")) or record.get("model") or "?",
+                                   _text(record.get("steps")), _text(record.get("dev")),
                                    (record.get("date") or "?")[:16], status))
         manifest_files[name] = {"run": record.get("run"), "model": record.get("model"),
+                                "model_lineage": record.get("model_lineage"),
                                 "model_sha256": record.get("model_sha256"), "steps": record.get("steps"),
                                 "max_steps": record.get("max_steps"), "data_fraction": record.get("data_fraction"),
                                 "dev": record.get("dev"), "date": record.get("date"),

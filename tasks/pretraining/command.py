@@ -22,7 +22,7 @@ from ..task_file import declare_tasks
 from ..training import Console, Interrupted, TensorBoard, fit, recorded_arguments
 from .job import MaskedLMJob, steps_for_tokens, training_sampler
 from .masking import Masking
-from .models import draw_start, load_start
+from .models import draw_start, lineage, load_start
 from .options import check, pretrain_parser
 from .outputs import MODEL_DIR, Ladder, PretrainFolder, TokenRate
 from .prepared import PreparedCorpus, corpus_changed, prepare_corpus, read_sources
@@ -105,7 +105,8 @@ def pretrain(args: argparse.Namespace, callbacks=()) -> int:
         masking = Masking.for_tokenizer(tokenizer, seed=args.seed, probability=args.mask_rate,
                                         whole_word=args.whole_word)
         record = {"model": model_record, "corpus": corpus.describe(), "masking": masking.describe(),
-                  "budget": {"tokens": args.tokens, "max_steps": args.max_steps, "save_at": args.save_at}}
+                  "budget": {"tokens": args.tokens, "max_steps": args.max_steps, "save_at": args.save_at},
+                  "lineage": lineage(model_record, corpus.describe())}
         job = MaskedLMJob(model, corpus, masking, tokenizer.pad_id,
                           outputs=lambda folder, options: folder_callbacks(folder, options, record, args,
                                                                            tokenizer_folder))
@@ -174,4 +175,4 @@ def folder_callbacks(folder, options, record, args, tokenizer_folder) -> list:
     """The run folder's callbacks: curves, files, the ladder, the token rate, the console."""
     folder = Path(folder)
     return [TensorBoard(folder / "tensorboard"), PretrainFolder(record, tokenizer_folder, options),
-            Ladder(args.save_at, tokenizer_folder), TokenRate(), Console()]
+            Ladder(args.save_at, tokenizer_folder, record["lineage"]), TokenRate(), Console()]

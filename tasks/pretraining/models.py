@@ -10,6 +10,8 @@ import torch
 import minbert
 from minbert import BertConfig, CheckpointError, UserError
 
+from ..saved.model_folder import pretraining_of
+
 # name -> (layers, hidden size): Turc et al. 2019, "Well-Read Students Learn Better" (BERT-Tiny ... BERT-Medium),
 # and BERT-Base; heads = hidden / 64, intermediate = 4 x hidden, as theirs.
 SIZES = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512), "base": (12, 768)}
@@ -56,3 +58,20 @@ def draw_start(size: str, vocabulary: str, implementation: str, device, seed: in
     record = {"init_config": size, "config": model.config.to_dict(), "vocabulary": {"requested": vocabulary,
               "folder": str(folder), "resolved_from": how, "size": len(tokenizer)}}
     return model, Path(folder), record
+
+
+def lineage(model_record: dict, corpus: dict) -> dict:
+    """What a pretrained model is made of, written into each model folder it exports (pretraining.json): the
+    checkpoint it continued (and that checkpoint's own lineage, where pretrain.py made it) or the size drawn
+    anew, and the text it was trained on. A run fine-tuned from the folder records it, and prepare_submit.py
+    reads it to tell bert-base-uncased continued on the course's training sets from any other model."""
+    start = model_record.get("from")
+    if start is None:
+        began = {"init_config": model_record.get("init_config")}
+    else:
+        began = {"from": {key: start.get(key) for key in ("name", "requested", "resolved_from", "weights_sha256")}}
+        parent = pretraining_of(start.get("folder"))
+        if parent is not None:
+            began["from_pretraining"] = parent.get("lineage")
+    sources = [{key: source.get(key) for key in ("kind", "name", "path", "sha256")} for source in corpus["sources"]]
+    return {**began, "corpus": sources}

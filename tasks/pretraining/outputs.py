@@ -23,11 +23,12 @@ from minbert.export import save_pretrained
 
 from ..fileio import atomic_write_bytes, atomic_write_json
 from ..machine import versions
+from ..saved.model_folder import PRETRAINING_JSON
 from ..training import Callback, RunFolder, writing
 from .job import MLM, step_tokens
 
 MODEL_DIR = "model"
-INFO_FILE = "pretraining.json"
+INFO_FILE = PRETRAINING_JSON
 
 
 def ladder_folder(tokens: int) -> str:
@@ -85,7 +86,8 @@ class PretrainFolder(RunFolder):
             return
         tokens = self.tokens(run)
         export_mlm(run.folder / MODEL_DIR, run, self.tokenizer_folder,
-                   {"step": run.state.global_step, "tokens": tokens, "held_out": result["final"]})
+                   {"step": run.state.global_step, "tokens": tokens, "held_out": result["final"],
+                    "lineage": self.job_record["lineage"]})
         with writing(run.folder / "metrics.json"):
             atomic_write_json(run.folder / "metrics.json", {**result, "tokens": tokens})
 
@@ -93,15 +95,15 @@ class PretrainFolder(RunFolder):
 class Ladder(Callback):
     """--save-at: a model folder the first step the run's tokens reach each budget."""
 
-    def __init__(self, budgets, tokenizer_folder):
-        self.budgets, self.tokenizer_folder = sorted(budgets), tokenizer_folder
+    def __init__(self, budgets, tokenizer_folder, lineage: dict):
+        self.budgets, self.tokenizer_folder, self.lineage = sorted(budgets), tokenizer_folder, lineage
         self.tokens = TokenClock()
 
     def on_begin(self, run, resumed):
         # rung 0: the drawn (or loaded) weights before any step; a resumed run wrote it when it began
         if run.inputs.world.main and not resumed and 0 in self.budgets:
             export_mlm(run.folder / ladder_folder(0), run, self.tokenizer_folder,
-                       {"step": 0, "tokens": 0, "budget": 0})
+                       {"step": 0, "tokens": 0, "budget": 0, "lineage": self.lineage})
 
     def on_step(self, run, info):
         if not run.inputs.world.main or not self.budgets:
@@ -111,7 +113,8 @@ class Ladder(Callback):
         for budget in self.budgets:
             if before < budget <= now:
                 export_mlm(run.folder / ladder_folder(budget), run, self.tokenizer_folder,
-                           {"step": run.state.global_step, "tokens": now, "budget": budget})
+                           {"step": run.state.global_step, "tokens": now, "budget": budget,
+                            "lineage": self.lineage})
 
 
 class TokenRate(Callback):

@@ -26,6 +26,7 @@ from .model_card import model_card
 MODEL_DIR = "model"
 HEADS_FILE = "heads.safetensors"
 TASKS_JSON = "tasks.json"
+PRETRAINING_JSON = "pretraining.json"  # pretrain.py's record in each model it writes: step, tokens, lineage
 FORMAT = 1
 # The options a head needs besides its weights (TrainConfig names), recorded in tasks.json.
 HEAD_OPTIONS = ("pair_mode", "pooling", "task_heads", "head_dropout", "eval_batch_size", "prediction_mode",
@@ -90,3 +91,12 @@ def write_sentence_transformers_files(folder: Path, hidden_size: int, max_length
         "word_embedding_dimension": hidden_size, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
         "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False})
     atomic_write_json(folder / "sentence_bert_config.json", {"max_seq_length": max_length, "do_lower_case": False})
+
+
+def pretraining_of(folder) -> dict | None:
+    """pretrain.py's record of how the model in `folder` was made (its pretraining.json), or None for a model
+    no pretrain.py run wrote (or an unreadable record, which tells nothing)."""
+    try:
+        return json.loads((Path(folder) / PRETRAINING_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return None

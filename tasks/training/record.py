@@ -9,6 +9,7 @@ from ..config import TrainConfig
 from ..inputs import RunInputs
 from ..machine import versions
 from ..registry import get_task
+from ..saved.model_folder import pretraining_of
 from .state import Run
 
 
@@ -30,7 +31,7 @@ def run_record(run: Run, command_options: Optional[dict] = None) -> dict:
     """config.json: the options, model, data files, device, package versions and the run's shape."""
     config, inputs, model = run.config, run.inputs, run.model
     return {"command": sys.argv, "arguments": arguments_record(config, inputs, command_options), "seed": config.seed,
-            "model": inputs.encoder.source.to_dict() if inputs.encoder.source else None,
+            "model": model_record(inputs.encoder.source),
             "data": inputs.data_record, "max_length": inputs.max_lengths, "device": str(inputs.device),
             "declared_tasks": declarations(inputs.tasks),
             "versions": versions(),
@@ -40,6 +41,14 @@ def run_record(run: Run, command_options: Optional[dict] = None) -> dict:
             "steps_per_epoch": run.steps_per_epoch, "total_steps": run.total_steps,
             "frozen_layers": model.frozen_layers, "sampler": run.sampler_name, **inputs.world.describe(),
             "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
+
+
+def model_record(source) -> Optional[dict]:
+    """config.json's "model": what was loaded and, for a model pretrain.py made, how (its pretraining.json)."""
+    if source is None:
+        return None
+    made = pretraining_of(source.folder)
+    return {**source.to_dict(), **({"pretraining": made} if made is not None else {})}
 
 
 _HPARAMS = ("lr", "batch_size", "grad_accum", "epochs", "sampler", "surgery", "smart", "freeze_until", "pair_mode",
