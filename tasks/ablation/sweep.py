@@ -215,9 +215,6 @@ def fingerprint(sweep_config: SweepConfig, inputs: RunInputs) -> str:
     if declared:  # how a declared task reads its files and scores, not where the files are
         values["declared_tasks"] = declared
     values.update(fingerprinted(sweep_config.options))
-    identity = study.identity(sweep_config.options)
-    if identity is not None:  # files the options name by path (a ladder's rungs), by their content
-        values["study_files"] = identity
     return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -11,9 +11,10 @@ The reference is the smallest rung (tokens=0, the untrained model, where the lad
 change is paired by seed (the rung minus the untrained model at the same seed), so with a small and a
 large --data-fractions it asks Singh & Giovanardi's "pre-training helps when data is scarce" and Tamkin
 et al.'s data-size question where the pretraining is what changes. Without --model the sweep's model
-(its tokenizer, its shape) is the ladder's last rung; every rung must share its architecture and
-vocabulary. The rungs' weights are in the sweep's fingerprint by their SHA-256, so a ladder
-pretrained again never reuses results of the old one.
+(its tokenizer, its shape) is the least-pretrained rung; every rung must share its architecture and
+vocabulary. A rung's configuration is named by its tokens and its weights' SHA-256
+("tokens=2001365,weights=7948f76d6e4a"), so a rung pretrained again is never read from the old one's
+results, and a rung added to a growing ladder leaves the others' results standing.
 """
 import json
 from dataclasses import dataclass
@@ -49,8 +50,8 @@ def add_arguments(group):
 
 @dataclass(frozen=True)
 class Options:
-    ladder: Optional[str] = planned()   # the rungs' paths choose the trials; their weights are fingerprinted
-    rungs: Optional[tuple] = planned()  # (identity, by SHA-256); each trial's label names its tokens
+    ladder: Optional[str] = planned()   # the rungs' paths choose the trials; each trial's label names its rung's
+    rungs: Optional[tuple] = planned()  # tokens and weights (SHA-256)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ class Rung:
 
     @property
     def label(self) -> str:
-        return f"tokens={self.tokens}"
+        """Its configuration's name: its tokens, and its weights (a rung pretrained again is another one)."""
+        return f"tokens={self.tokens},weights={weights_sha256(self.folder)[:12]}"
 
 
 def ladder_rungs(options) -> list:
@@ -147,22 +149,22 @@ def weights_sha256(folder: str) -> str:
     return _HASHES[key]
 
 
-def last_rung(options) -> Optional[str]:
-    """The sweep's --model unless given: the ladder's most-pretrained rung (its tokenizer, its shape)."""
-    return ladder_rungs(options)[-1].folder
-
-
-def identity(options) -> list:
-    """The rungs by their tokens and weights (not their paths): the sweep's fingerprint."""
-    return [[r.tokens, weights_sha256(r.folder)] for r in ladder_rungs(options)]
+def first_rung(options) -> str:
+    """The sweep's --model unless given: the least-pretrained rung, for its tokenizer and shape (every rung shares
+    them). Not the last: a ladder still being pretrained gains rungs, and the sweep's fingerprint (which holds
+    --model's weights) stays put while they are added."""
+    return ladder_rungs(options)[0].folder
 
 
 def trials(config, shape: Shape) -> list:
+    """Every rung at every seed and fraction, labelled by its tokens and weights: a rung pretrained again is a
+    new configuration, and one added later leaves the others' results standing."""
     rungs = ladder_rungs(config.options)
     model = config.training.model
     folder, _ = minbert.resolve(model, fallback_to_embedded=model == minbert.DEFAULT_MODEL)
     check_architecture(rungs, str(folder), f"--model {model}")
-    configs = [(r.label, {"tokens": r.tokens, "folder": r.folder}) for r in rungs]
+    configs = [(r.label, {"tokens": r.tokens, "folder": r.folder, "weights": weights_sha256(r.folder)})
+               for r in rungs]
     return grid("pretraining", configs, config.seeds, config.fractions)
 
 
@@ -181,12 +183,15 @@ def rung_encoder(sweep, folder: str, seed: int) -> minbert.BertModel:
 
 def run(sweep, trial) -> dict:
     encoder = rung_encoder(sweep, trial.params["folder"], trial.seed)
+    if encoder.source.weights_sha256 != trial.params["weights"]:
+        raise UserError(f"{trial.params['folder']}: its weights changed since the sweep was planned (pretrained "
+                        f"again?): rerun the same command to plan the sweep anew")
     result = sweep.fit(trial, encoder)
     info = json.loads((Path(trial.params["folder"]) / INFO_FILE).read_text(encoding="utf-8"))
     # what the trial started from: the file's hash, and a sum of the tensors it fine-tuned (checked by the tests)
     embeddings = float(encoder.embeddings.word_embeddings.weight.detach().double().sum())
     result["info"] = {"rung": {"tokens": trial.params["tokens"], "step": info.get("step"),
-                               "weights_sha256": encoder.source.weights_sha256, "word_embeddings_sum": embeddings,
+                               "word_embeddings_sum": embeddings,
                                "held_out": info.get("held_out")}}
     return result
 
@@ -194,9 +199,10 @@ def run(sweep, trial) -> dict:
 def reference(sweep, params) -> Optional[str]:
     """The least-pretrained rung (tokens=0 where the ladder has it): each rung's change is paired by seed."""
     if "reference" not in sweep.cache:
-        sweep.cache["reference"] = ladder_rungs(sweep.options)[0]
-    least = sweep.cache["reference"]
-    return None if params.get("tokens") == least.tokens else least.label
+        least = ladder_rungs(sweep.options)[0]
+        sweep.cache["reference"] = (least.label, weights_sha256(least.folder))
+    label, weights = sweep.cache["reference"]
+    return None if params.get("weights") == weights else label
 
 
 def tokens_text(n: int) -> str:
@@ -236,7 +242,7 @@ def tokens_curve(rows, metric: str, value: str = "mean"):
         metric_axis(ax, metric)
         text = "Fine-tuning score against pretraining tokens"
     else:
-        reference = drawn[0]["reference"]
+        reference = drawn[0]["reference"].split(",")[0]  # tokens=0, without its weights' hash
         ax.axhline(0.0, color="0.5", linewidth=0.8)
         ax.set_ylabel(f"change in {PRETTY.get(metric, metric)} from {reference} (paired by seed)")
         text = f"What pretraining adds to fine-tuning: each rung minus {reference}, same seeds"
@@ -246,6 +252,9 @@ def tokens_curve(rows, metric: str, value: str = "mean"):
 
 
 def figures(sweep, records, rows, metric) -> dict:
+    """The rungs as they are now: rows of a rung since pretrained again stay in summary.csv, under their label."""
+    current = {r.label for r in ladder_rungs(sweep.options)}
+    rows = [r for r in rows if r["config"] in current]
     return {"pretraining": tokens_curve(rows, metric), "pretraining_change": tokens_curve(rows, metric, "change_mean")}
 
 
@@ -253,4 +262,4 @@ STUDY = Study(name="pretraining", Options=Options,
               summary="fine-tune each rung of a pretraining ladder: score against pretraining tokens",
               title="pretraining (rungs: pretrain.py model folders; compared with the least-pretrained, by seed)",
               add_arguments=add_arguments, trials=trials, run=run, figures=figures, reference=reference,
-              model=last_rung, identity=identity)
+              model=first_rung)
