@@ -144,6 +144,8 @@ def test_a_missing_ladder_or_an_incomplete_rung_is_one_line_exit_2(ladder, tmp_p
     shutil.copytree(ladder / ladder_folder(0), half)
     (half / INFO_FILE).unlink()
     one_line_exit_2(["--mode", "pretraining", "--rungs", f"{ladder / MODEL_DIR},{half}"], f"{half} has no {INFO_FILE}")
+    (half / INFO_FILE).write_text('{"step": 3')  # cut short
+    one_line_exit_2(["--mode", "pretraining", "--rungs", f"{ladder / MODEL_DIR},{half}"], "unreadable")
     one_line_exit_2(["--mode", "reinit", "--ladder", str(ladder)], "--ladder applies to --mode pretraining only")
 
 

@@ -103,10 +103,12 @@ def read_rung(folder: Path, flag: str) -> Rung:
         if not (folder / name).is_file():
             raise UserError(f"{flag}: {folder} has no {name} (not a finished pretrain.py model folder)")
     try:
+        json.loads((folder / "config.json").read_text(encoding="utf-8"))
         info = json.loads((folder / INFO_FILE).read_text(encoding="utf-8"))
         tokens = int(info["tokens"])
-    except (ValueError, KeyError, TypeError) as e:
-        raise UserError(f"{flag}: {folder / INFO_FILE} does not say its tokens ({type(e).__name__}: {e})") from None
+    except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
+        raise UserError(f"{flag}: {folder}: config.json or {INFO_FILE} unreadable, or no tokens in it "
+                        f"({type(e).__name__}: {e})") from None
     return Rung(tokens, info.get("step"), str(folder))
 
 
@@ -234,8 +236,10 @@ def tokens_curve(rows, metric: str, value: str = "mean"):
         return None
     fig = new_figure(figsize=(6.4, 4.4))
     ax = fig.add_subplot()
-    for i, fraction in enumerate(fractions_of(drawn)):
-        errorbar(ax, [r for r in drawn if r["data_fraction"] == fraction], lambda r: r["params"]["tokens"],
+    fractions = fractions_of(drawn)
+    for i, fraction in enumerate(fractions):
+        dodge = 1.04 ** (i - (len(fractions) - 1) / 2)  # the fractions' bars side by side, not on each other
+        errorbar(ax, [r for r in drawn if r["data_fraction"] == fraction], lambda r: r["params"]["tokens"] * dodge,
                  value=value, color=f"C{i}", marker="o", label=f"data fraction {fraction:g}")
     tokens_axis(ax, rows)
     if value == "mean":
