@@ -4,7 +4,7 @@ Pretraining itself is the varied quantity. `pretrain.py --save-at 0 2M 5M ... --
 ladder: RUN/model-at-<tokens>/ (model-at-0: the same architecture, its weights as drawn, before the
 first step) and RUN/model/ (the final weights), each with pretraining.json saying how many tokens made
 it. Protocol: every rung (`--ladder RUN`: each model-at-*/ and model/, ordered by their tokens, a token
-count given twice kept once; and/or `--rungs DIR,...`) is fine-tuned at every seed and data fraction,
+count found twice in one run kept once; and/or `--rungs DIR,...`) is fine-tuned at every seed and data fraction,
 with the same seeds, budget and options; a trial loads its rung's encoder (the heads are drawn by the
 trial's seed, as always, and so is the pooler that a BertForMaskedLM folder lacks, the same at every rung).
 The reference is the smallest rung (tokens=0, the untrained model, where the ladder has it): each rung's
@@ -50,8 +50,8 @@ def add_arguments(group):
 
 @dataclass(frozen=True)
 class Options:
-    ladder: Optional[str] = planned()   # the rungs' paths choose the trials; each trial's label names its rung's
-    rungs: Optional[tuple] = planned()  # tokens and weights (SHA-256)
+    ladder: Optional[str] = planned()   # paths: they choose the trials, whose labels name each rung's tokens and
+    rungs: Optional[tuple] = planned()  # weights (SHA-256), so the paths stay out of the fingerprint
 
 
 @dataclass(frozen=True)
@@ -171,16 +171,12 @@ def trials(config, shape: Shape) -> list:
 
 
 def rung_encoder(sweep, folder: str, seed: int) -> minbert.BertModel:
-    """The rung's encoder, loaded once per process while its trials run in turn; the pooler a masked-LM folder
-    lacks is drawn under the trial's seed, so that it is the same at every rung and the run's RNG is untouched."""
-    cached = sweep.cache.get("rung")
-    if cached and cached[:2] == (folder, seed):
-        return cached[2]
+    """The rung's encoder, loaded for each trial (a small cost beside its fine-tuning; the plan runs the rungs in
+    turn at each seed). The pooler a masked-LM folder lacks is drawn under the trial's seed, so that it is the same
+    at every rung, and the process's random state is left as it was."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        encoder = minbert.from_pretrained(folder, implementation=sweep.inputs.encoder.config.implementation)
-    sweep.cache["rung"] = (folder, seed, encoder)
-    return encoder
+        return minbert.from_pretrained(folder, implementation=sweep.inputs.encoder.config.implementation)
 
 
 def run(sweep, trial) -> dict:
@@ -190,11 +186,10 @@ def run(sweep, trial) -> dict:
                         f"again?): rerun the same command to plan the sweep anew")
     result = sweep.fit(trial, encoder)
     info = json.loads((Path(trial.params["folder"]) / INFO_FILE).read_text(encoding="utf-8"))
-    # what the trial started from: the file's hash, and a sum of the tensors it fine-tuned (checked by the tests)
+    # what the trial started from, beside the file's hash in its params (the tests hold it to the rung's file)
     embeddings = float(encoder.embeddings.word_embeddings.weight.detach().double().sum())
     result["info"] = {"rung": {"tokens": trial.params["tokens"], "step": info.get("step"),
-                               "word_embeddings_sum": embeddings,
-                               "held_out": info.get("held_out")}}
+                               "word_embeddings_sum": embeddings, "held_out": info.get("held_out")}}
     return result
 
 
