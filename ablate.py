@@ -9,6 +9,7 @@ train_multitask.py would, and measure.
     python ablate.py --mode dynamics --seeds 0,1
     python ablate.py --mode restore --task sst
     python ablate.py --mode methods --task all --methods smart,pcgrad,siamese
+    python ablate.py --mode pretraining --ladder runs/ladder --task sst --data-fractions 0.1,1 --seeds 0,1,2
     CUDA_VISIBLE_DEVICES=1 python ablate.py --mode reinit --shard 2/4   # one of four GPUs or machines
     python ablate.py --mode reinit --summarize                          # merge the shards' results
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from minbert import UserError
+from minbert import DEFAULT_MODEL, UserError
 
 from ..config import TrainConfig, validate, with_environment
 from ..registry import MULTITASK_TASKS
@@ -44,6 +44,9 @@ class SweepConfig:
                 "seeds": tuple(self.seeds or (self.training.seed,)),
                 "fractions": tuple(self.fractions or (self.training.data_fraction,)),
                 "out": str(self.out or self.training.out or Path("runs") / f"ablate-{self.study.name}")}
+        implied = self.study.model(fill["options"])  # a study whose options name its models (pretraining's ladder)
+        if implied is not None and self.training.model == DEFAULT_MODEL:
+            fill["training"] = dataclasses.replace(self.training, model=implied)
         for name, value in fill.items():
             object.__setattr__(self, name, value)
         check(self)

@@ -80,6 +80,7 @@ class Study:
     pools: Callable = lambda sweep, params: {}  # ({group: params}) -> {label: (params, [groups])}: means over configs
     trains: bool = True           # its trials fine-tune (the budget and the plateau rule apply)
     worker_unit: Callable = lambda trial: None  # trials with one value run in one worker process (sharing its cache)
+    model: Callable = lambda options: None  # the model its options name (a ladder's rung 0): --model unless given
 
 
 @dataclass

@@ -14,6 +14,6 @@ and its name in NAMES.
 import importlib
 
 # --mode's choices, in --help's order
-NAMES = ("reinit", "permute", "probe", "transfer", "dynamics", "restore", "methods")
+NAMES = ("reinit", "permute", "probe", "transfer", "dynamics", "restore", "methods", "pretraining")
 
 STUDIES = {name: importlib.import_module(f"{__name__}.{name}").STUDY for name in NAMES}
