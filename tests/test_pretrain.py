@@ -234,7 +234,7 @@ def run_driver(tmp_path, kill_at, argv, processes=1):
     return proc.returncode, proc.stdout, proc.stderr
 
 
-RUN = ["--max-steps", "10", "--checkpoint-every", "3", "--eval-every", "4", "--save-at", "500", "1500"]
+RUN = ["--max-steps", "10", "--checkpoint-every", "3", "--eval-every", "4", "--save-at", "0", "500", "1500"]
 
 
 @pytest.fixture(scope="module")
@@ -255,7 +255,7 @@ def test_killed_and_resumed_run_ends_as_the_unbroken_one_bit_for_bit(files, unbr
     progress_a, progress_b = (without_times(json.loads(c.pop("progress"))) for c in (final_a, final_b))
     assert_same(final_a, final_b)  # weights, optimizer, schedule, RNG states
     assert progress_a == progress_b
-    for folder in (MODEL_DIR, ladder_folder(500), ladder_folder(1500)):
+    for folder in (MODEL_DIR, ladder_folder(0), ladder_folder(500), ladder_folder(1500)):
         for name in ("model.safetensors", INFO_FILE):
             assert (out / folder / name).read_bytes() == (unbroken / folder / name).read_bytes(), (folder, name)
     metrics_a, metrics_b = (json.loads((d / "metrics.json").read_text()) for d in (unbroken, out))
@@ -275,6 +275,12 @@ def test_the_ladder_saves_at_the_first_step_past_each_budget(unbroken):
         steps.append(info["step"])
     final = json.loads((unbroken / MODEL_DIR / INFO_FILE).read_text())
     assert steps[0] < steps[1] <= final["step"] == 10
+    untrained = json.loads((unbroken / ladder_folder(0) / INFO_FILE).read_text())
+    assert (untrained["step"], untrained["tokens"]) == (0, 0)
+    # each rung is evaluated on the held-out sequences when written: the untrained one the worst
+    assert untrained["held_out"]["masked_loss"] > final["held_out"]["masked_loss"]
+    assert all(0 <= json.loads((unbroken / ladder_folder(b) / INFO_FILE).read_text())["held_out"]["masked_accuracy"]
+               <= 1 for b in (500, 1500))
     per_step = final["tokens"] / final["step"]
     assert all(info_tokens_before(budget, step, per_step) for budget, step in zip((500, 1500), steps))
 

@@ -101,20 +101,27 @@ class Ladder(Callback):
 
     def on_begin(self, run, resumed):
         # rung 0: the drawn (or loaded) weights before any step; a resumed run wrote it when it began
-        if run.inputs.world.main and not resumed and 0 in self.budgets:
-            export_mlm(run.folder / ladder_folder(0), run, self.tokenizer_folder,
-                       {"step": 0, "tokens": 0, "budget": 0, "lineage": self.lineage})
+        if not resumed and 0 in self.budgets:
+            self.save(run, 0, 0)
 
     def on_step(self, run, info):
-        if not run.inputs.world.main or not self.budgets:
+        if not self.budgets:
             return
         now = self.tokens(run)
         before = now - int(step_tokens([info.batch], run.train[MLM].lengths, len(run.train[MLM]))[0])
         for budget in self.budgets:
             if before < budget <= now:
-                export_mlm(run.folder / ladder_folder(budget), run, self.tokenizer_folder,
-                           {"step": run.state.global_step, "tokens": now, "budget": budget,
-                            "lineage": self.lineage})
+                self.save(run, budget, now)
+
+    def save(self, run, budget: int, tokens: int) -> None:
+        """The rung's folder, with its held-out masked-token loss and accuracy (the same masks as every
+        evaluation of the run); every process evaluates its share, the main one writes."""
+        held_out, _ = run.job.evaluate(run, False)
+        run.model.train()  # a rung falls inside an epoch, whose steps train with dropout
+        if run.inputs.world.main:
+            export_mlm(run.folder / ladder_folder(budget), run, self.tokenizer_folder,
+                       {"step": run.state.global_step, "tokens": tokens, "budget": budget, "held_out": held_out,
+                        "lineage": self.lineage})
 
 
 class TokenRate(Callback):
