@@ -349,7 +349,8 @@ def test_resume_refuses_a_corpus_that_changed(unbroken, tmp_path):
 def test_two_processes_end_with_the_weights_of_one(files, tmp_path):
     """torchrun, 2 CPU processes: the masks are the sequences' own and each rank's loss is weighted by its share
     of the batch's masked tokens, so the run is one process's up to float rounding (dropout off)."""
-    argv = base(files, "--max-steps", "4", "--batch-size", "7", "--dropout", "0", "--eval-every", "0")
+    argv = base(files, "--max-steps", "4", "--batch-size", "7", "--dropout", "0", "--eval-every", "0",
+                "--save-at", "0", "300")  # every rank evaluates a rung's held-out share
     code, _, err = run_cli(pretrain.main, argv + ["--out", str(tmp_path / "one")])
     assert code == 0, err
     code, out, err = run_driver(tmp_path, -1, argv + ["--out", str(tmp_path / "two")], processes=2)
@@ -360,6 +361,9 @@ def test_two_processes_end_with_the_weights_of_one(files, tmp_path):
     assert abs(metrics[0]["masked_loss"] - metrics[1]["masked_loss"]) < 1e-4
     assert json.loads((tmp_path / "two" / "config.json").read_text())["world_size"] == 2
     assert out.count("held-out masked-token accuracy") == 1  # rank 0 alone reports
+    rungs = [json.loads((tmp_path / r / ladder_folder(300) / INFO_FILE).read_text()) for r in ("one", "two")]
+    assert rungs[0]["step"] == rungs[1]["step"]
+    assert abs(rungs[0]["held_out"]["masked_loss"] - rungs[1]["held_out"]["masked_loss"]) < 1e-4
 
 
 def test_the_held_out_loss_goes_down_on_a_repetitive_corpus(files, tmp_path):

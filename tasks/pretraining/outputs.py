@@ -100,6 +100,9 @@ class Ladder(Callback):
         self.tokens = TokenClock()
 
     def on_begin(self, run, resumed):
+        # the tokens before the next step, from the plans alone: every process counts the same, so all of them
+        # evaluate a rung together
+        self.before = self.tokens(run) if self.budgets else 0
         # rung 0: the drawn (or loaded) weights before any step; a resumed run wrote it when it began
         if not resumed and 0 in self.budgets:
             self.save(run, 0, 0)
@@ -107,8 +110,8 @@ class Ladder(Callback):
     def on_step(self, run, info):
         if not self.budgets:
             return
-        now = self.tokens(run)
-        before = now - int(step_tokens([info.batch], run.train[MLM].lengths, len(run.train[MLM]))[0])
+        before, now = self.before, self.tokens(run)
+        self.before = now
         for budget in self.budgets:
             if before < budget <= now:
                 self.save(run, budget, now)
