@@ -11,13 +11,26 @@ from ..ablation.plateau import coarse_holdout
 from ..fileio import atomic_write_bytes
 
 
-def figure_links(report_dir: Path, experiment, label: str) -> list:
+def figure_links(report_dir: Path, experiment, label: str, prefix: str = "") -> list:
+    """The sweeps' plots copied beside the report (`sweeps.copy_figures`; `prefix` a second model's slug and -)."""
     out = []
     for sweep, plot in experiment.figures:
-        name = f"{experiment.name}-{label}-{plot}.png"
+        name = f"{prefix}{experiment.name}-{label}-{plot}.png"
         if (report_dir / "figures" / name).exists():
-            out.append(f"![{experiment.name} ({label}): {plot}](figures/{name})")
+            out.append(f"![{prefix}{experiment.name} ({label}): {plot}](figures/{name})")
     return out
+
+
+def run_lines(report_dir: Path, experiment, label: str, kept_run: tuple, folder: str, prefix: str = "") -> list:
+    """A kept run under its experiment: trials, seeds and folder, each sitting, its budget and its curves."""
+    meta, sweeps = kept_run
+    trials = sum(len(r) for r in sweeps.values())
+    sittings = "; ".join(f"{s['date']}, commit {s['commit']}, {s['cpu']}, {s['wall_time_s'] / 60:.1f} min "
+                         f"wall, +{s.get('trials_added', '?')} trials" for s in meta.get("sittings", []))
+    return [f"Run `{label}`: {trials} trials, seeds {meta.get('seeds')}, in `{folder}{experiment.name}/{label}/`. "
+            f"Sittings: {sittings}.", "", budget_line(sweeps), "",
+            *learning_curve_link(report_dir, f"{prefix}{experiment.name}", label, sweeps),
+            *figure_links(report_dir, experiment, label, prefix), ""]
 
 
 def budget_line(sweeps: dict) -> str:

@@ -5,8 +5,8 @@ import json
 from pathlib import Path
 
 from ..fileio import atomic_write_text
-from . import experiments, kept, null_baseline, plan, power
-from .curves import budget_line, coarse_holdout_note, figure_links, learning_curve_link, learning_curves  # noqa: F401
+from . import compare, experiments, kept, null_baseline, plan, power
+from .curves import budget_line, learning_curve_link, learning_curves, run_lines  # noqa: F401  (tests' names)
 from .findings import FINDINGS, PAPERS
 from .follow_ups import FOLLOW_UPS
 from .judging import counts_line, counts_of, declared, explain, labels_of, verdicts  # noqa: F401
@@ -44,12 +44,14 @@ def null_note(finding_id: str, null) -> str:
             "hao-null-perturbation's rows: the fine-tuned ratio minus the null's)")
 
 
-def paper_section(paper: str, by_run: dict, explained: dict, null=None) -> list:
+def paper_section(paper: str, by_run: dict, explained: dict, null=None, columns=(), first_name: str = "") -> list:
+    """The paper's table (a column per other model with kept results), each line's notes, and where other models
+    have results, the table comparing the models line by line."""
+    extra_head, extra_rule = compare.header(columns)
     lines = [f"## {PAPERS[paper]}", "", f"`../shared/papers/{paper}`", "",
              "| finding | the paper says | tested here | run | effect [95% CI] | SESOI | power (80%) | verdict | "
-             "the embedded model |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    notes = []
+             "the embedded model |" + extra_head,
+             "|---|---|---|---|---|---|---|---|---|" + extra_rule]
     for f in (f for f in FINDINGS if f.paper == paper):
         for label, found in by_run.items():
             v = found.get(f.id)
@@ -63,24 +65,32 @@ def paper_section(paper: str, by_run: dict, explained: dict, null=None) -> list:
             lines.append(f"| <a id=\"{f.id}\"></a>`{f.id}` | \"{cell(f.quote)}\" | {cell(tested)} | {label} "
                          f"(protocol {protocol}) | {effect_cell(v)} | {sesoi} | "
                          f"{cell(power.describe(v.power, g.sesoi, g.kind))} | **{outcome_text(v)}** | "
-                         f"{cell(g.model_note)} |")
-        extra = [f"the paper's setting: {f.setting}", f"its comparison: {f.comparison}", f"metric: {f.metric}",
-                 f"SESOI {f.sesoi:g}: {f.sesoi_reason}"
-                 + (" (the 2026-11-24 3-seed pilot's spread informed it)" if f.sesoi_from_pilot else "")]
-        for label in by_run:
-            if f.id in explained.get(label, {}):
-                disclosed, sentence = explained[label][f.id]
-                extra.append(f"what decides it ({label}): {sentence}" + (f" Run: {disclosed}" if disclosed else ""))
-        if null_note(f.id, null):
-            extra.append(null_note(f.id, null))
-        if f.experiment:
-            extra.append(f"experiment: [{f.experiment}](#experiment-{f.experiment})")
-        if f.untestable:
-            extra.append(("not testable here: " if not f.experiment else "part not tested here: ") + f.untestable)
-        if f.elsewhere:
-            extra.append(f"where it can be tested: `{f.elsewhere}`")
-        notes.append(f"- `{f.id}`: " + "; ".join(extra) + ".")
-    return lines + ["", *notes, ""]
+                         f"{cell(g.model_note)} |" + compare.cells(columns, label, f.id, v))
+    notes = [finding_note(f, by_run, explained, null, columns) for f in FINDINGS if f.paper == paper]
+    return lines + ["", *notes, "", *compare.table(paper, by_run, columns, first_name)]
+
+
+def finding_note(f, by_run: dict, explained: dict, null, columns) -> str:
+    """The line's note: the paper's setting, comparison, metric and SESOI, what decides it on each run, and where
+    other models disagree with the first."""
+    extra = [f"the paper's setting: {f.setting}", f"its comparison: {f.comparison}", f"metric: {f.metric}",
+             f"SESOI {f.sesoi:g}: {f.sesoi_reason}"
+             + (" (the 2026-11-24 3-seed pilot's spread informed it)" if f.sesoi_from_pilot else "")]
+    for label in by_run:
+        if f.id in explained.get(label, {}):
+            disclosed, sentence = explained[label][f.id]
+            extra.append(f"what decides it ({label}): {sentence}" + (f" Run: {disclosed}" if disclosed else ""))
+    if null_note(f.id, null):
+        extra.append(null_note(f.id, null))
+    if f.experiment:
+        extra.append(f"experiment: [{f.experiment}](#experiment-{f.experiment})")
+    if f.untestable:
+        extra.append(("not testable here: " if not f.experiment else "part not tested here: ") + f.untestable)
+    if f.elsewhere:
+        extra.append(f"where it can be tested: `{f.elsewhere}`")
+    if compare.note(f, by_run, columns):
+        extra.append(compare.note(f, by_run, columns))
+    return f"- `{f.id}`: " + "; ".join(extra) + "."
 
 
 def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
@@ -99,15 +109,8 @@ def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
             lines += [f"Estimate: {one:.0f} min in one process, {two:.0f} min with --workers 2"
                       f"{' (*)' if guessed else ''}.", ""]
         for label, by_experiment in runs.items():
-            if e.name not in by_experiment:
-                continue
-            meta, sweeps = by_experiment[e.name]
-            trials = sum(len(r) for r in sweeps.values())
-            sittings = "; ".join(f"{s['date']}, commit {s['commit']}, {s['cpu']}, {s['wall_time_s'] / 60:.1f} min "
-                                 f"wall, +{s.get('trials_added', '?')} trials" for s in meta.get("sittings", []))
-            lines += [f"Run `{label}`: {trials} trials, seeds {meta.get('seeds')}, in `results/{e.name}/{label}/`. "
-                      f"Sittings: {sittings}.", "", budget_line(sweeps), ""]
-            lines += [*learning_curve_link(report_dir, e.name, label, sweeps), *figure_links(report_dir, e, label), ""]
+            if e.name in by_experiment:
+                lines += run_lines(report_dir, e, label, by_experiment[e.name], "results/")
     return lines
 
 
@@ -121,7 +124,7 @@ def history_section(runs: dict, scale) -> list:
         reason = f": {follow.reason} (protocol {follow.protocol})" if follow else ": the declared protocol"
         read = (f"re-reads `{follow.reads}`: " if follow and follow.reads else "")
         lines.append(f"- `{label}`" + reason + " - " + read
-                     + ", ".join(sorted(runs.get(label) or follow.experiments)) + ".")
+                     + (", ".join(sorted(runs.get(label) or (follow.experiments if follow else ()))) or "nothing kept yet") + ".")
     lines += ["", "Declared follow-ups still pending (minutes scaled from the kept first runs' wall times, "
               "`tasks/reproduction/plan.py`):", ""]
     lines += [f"- {line.replace(': python', ': `python', 1)}`: {FOLLOW_UPS[line.split(' ', 1)[0]].reason}."
@@ -137,34 +140,20 @@ README_START = "<!-- reproduction-counts: rewritten by `python reproduce.py --re
 README_END = "<!-- /reproduction-counts -->"
 
 
-def update_readme(readme: Path, counts: dict) -> bool:
-    """Rewrite the counts between README's markers from the report's (False where the markers are absent)."""
+def update_readme(readme: Path, counts: dict, others=()) -> bool:
+    """Rewrite the counts between README's markers from the report's, the first model's then a line per other
+    model's (`compare.readme_lines`); False where the markers are absent."""
     text = Path(readme).read_text(encoding="utf-8") if Path(readme).exists() else ""
     if README_START not in text or README_END not in text:
         return False
     head, rest = text.split(README_START, 1)
     _, tail = rest.split(README_END, 1)
-    atomic_write_text(readme, f"{head}{README_START}\n{counts_line(counts)}\n{README_END}{tail}")
+    block = "".join(f"{line}\n" for line in (counts_line(counts), *others))
+    atomic_write_text(readme, f"{head}{README_START}\n{block}{README_END}{tail}")
     return True
 
 
-def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
-    runs = kept.load(results_dir)
-    by_run = verdicts(runs, ctx, null_baseline.load(Path(results_dir) / NULL_FILE))
-    explained = explain(runs, by_run)
-    counts = counts_of(by_run)
-    report_dir = Path(report_path).parent
-    lines = ["# Reproduction report", "",
-             "Written by `reproduce.py` from the raw results in [results/](results/README.md) "
-             "(`python reproduce.py --report-only` rewrites it without training): do not edit by hand.", "",
-             f"Scale **{ctx.scale.name}** ({ctx.scale.note}); model **{ctx.model}** ({ctx.n} layers); tasks "
-             + ", ".join(f"{role} = {task}" for role, task in ctx.tasks.items()) + ".", "", RULE, "",
-             counts_line(counts), ""]
-    for paper in PAPERS:
-        lines += paper_section(paper, by_run, explained, null_baseline.load(Path(results_dir) / NULL_FILE))
-    lines += experiments_section(runs, ctx, report_dir)
-    lines += history_section(runs, ctx.scale)
-    lines += ["## Departures from the papers", "",
+DEPARTURES = ["## Departures from the papers", "",
               "- The model: at the cpu scale the embedded all-MiniLM-L6-v2 (6 x 384, a sentence-pair contrastive "
               "encoder trained on Quora duplicates and NLI among others, zero-shot STS 0.838, not an MLM). Each "
               "line says what it can carry.",
@@ -172,24 +161,48 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
               "and `--tasks ROLE=NAME`.",
               "- Depth: 'last', 'middle' and 'low' layers are thirds of the model.",
               "- The budget: the scale's, shown above; the papers trained 3-9 epochs.", ""]
-    atomic_write_text(report_path, "\n".join(lines) + "\n")
-    write_json(Path(report_path).with_suffix(".json"), by_run, explained, counts, ctx,
-               null_baseline.load(Path(results_dir) / NULL_FILE))
+
+
+def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
+    """report.md, report.json and the README's counts from the kept results: the first model's (`ctx`'s, at the
+    results folder's root) and every other model's beside it (RESULTS/models/SLUG, compare.py)."""
+    runs = kept.load(results_dir)
+    null = null_baseline.load(Path(results_dir) / NULL_FILE)
+    by_run = verdicts(runs, ctx, null)
+    explained = explain(runs, by_run)
+    counts = counts_of(by_run)
+    columns = compare.others(results_dir, ctx, NULL_FILE)
+    report_dir = Path(report_path).parent
+    lines = ["# Reproduction report", "",
+             "Written by `reproduce.py` from the raw results in [results/](results/README.md) "
+             "(`python reproduce.py --report-only` rewrites it without training): do not edit by hand.", "",
+             f"Scale **{ctx.scale.name}** ({ctx.scale.note}); model **{ctx.model}** ({ctx.n} layers); tasks "
+             + ", ".join(f"{role} = {task}" for role, task in ctx.tasks.items()) + ".", "",
+             *compare.introduce(columns), RULE, "", counts_line(counts), ""]
+    for paper in PAPERS:
+        lines += paper_section(paper, by_run, explained, null, columns, ctx.model)
+    lines += experiments_section(runs, ctx, report_dir)
+    lines += compare.section(columns, report_dir)
+    lines += history_section(runs, ctx.scale)
+    atomic_write_text(report_path, "\n".join(lines + DEPARTURES) + "\n")
+    write_json(Path(report_path).with_suffix(".json"), by_run, explained, counts, ctx, null, columns)
     if readme:
-        update_readme(readme, counts)
+        update_readme(readme, counts, compare.readme_lines(columns))
     return Path(report_path)
 
 
-def write_json(path: Path, by_run: dict, explained: dict, counts: dict, ctx, null=None) -> None:
+def write_json(path: Path, by_run: dict, explained: dict, counts: dict, ctx, null=None, columns=()) -> None:
     """report.json: every line as data (finding, paper, quote, what was tested, run, effect, interval, n, SESOI,
-    power, verdict, what decides it, what was run), so others can aggregate it."""
+    power, verdict, what decides it, what was run), the first model's, with `models`: each model's entry on it."""
     entries = []
     for label, found in by_run.items():
         for fid, v in found.items():
             follow = FOLLOW_UPS.get(label)
             disclosed, sentence = explained[label][fid]
-            entries.append({**record(v, follow.protocol if follow else v.finding.protocol, disclosed, sentence),
-                            "null_baseline": (null or {}).get("ratios", {}).get(fid)})
+            line = record(v, follow.protocol if follow else v.finding.protocol, disclosed, sentence)
+            entries.append({**line, "null_baseline": (null or {}).get("ratios", {}).get(fid),
+                            "models": compare.entries(label, fid, v, line, ctx.model, columns)})
     data = {"scale": ctx.scale.name, "model": ctx.model, "layers": ctx.n, "tasks": ctx.tasks,
-            "counts_first_run": counts, "lines": entries}
+            "counts_first_run": counts, "lines": entries,
+            "models": compare.summary(ctx.model, ctx, counts, columns)}
     atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
