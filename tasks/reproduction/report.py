@@ -123,8 +123,8 @@ def history_section(runs: dict, scale) -> list:
         follow = FOLLOW_UPS.get(label)
         reason = f": {follow.reason} (protocol {follow.protocol})" if follow else ": the declared protocol"
         read = (f"re-reads `{follow.reads}`: " if follow and follow.reads else "")
-        lines.append(f"- `{label}`" + reason + " - " + read
-                     + (", ".join(sorted(runs.get(label) or (follow.experiments if follow else ()))) or "nothing kept yet") + ".")
+        ran = sorted(runs.get(label) or (follow.experiments if follow else ()))
+        lines.append(f"- `{label}`" + reason + " - " + read + (", ".join(ran) or "nothing kept yet") + ".")
     lines += ["", "Declared follow-ups still pending (minutes scaled from the kept first runs' wall times, "
               "`tasks/reproduction/plan.py`):", ""]
     lines += [f"- {line.replace(': python', ': `python', 1)}`: {FOLLOW_UPS[line.split(' ', 1)[0]].reason}."
