@@ -77,7 +77,7 @@ def test_the_report_shows_both_models_and_marks_where_they_disagree(two_models, 
     line = next(x for x in data["lines"] if x["finding"] == "singh-scarce" and x["run"] == "first")
     assert line["verdict"] == "reproduced" and [m["slug"] for m in line["models"]] == [None, SLUG]
     first, second = line["models"]
-    assert first["verdict"] == "reproduced" and not first["models_disagree"]
+    assert first["verdict"] == "reproduced" and first["models_disagree"]
     assert second["verdict"] == "not reproduced" and second["models_disagree"] and second["n"] == 5
     assert second["power"]["not_computed"].startswith("power not yet computed for this model")
     assert [m["slug"] for m in data["models"]] == [None, SLUG] and data["models"][1]["identity"] == IDENTITY

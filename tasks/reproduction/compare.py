@@ -155,8 +155,7 @@ def readme_lines(columns: list) -> list:
 def entries(label: str, finding_id: str, first, first_entry: dict, first_name: str, columns: list) -> list:
     """report.json's per-model entries of a line: the first model's (its core fields: the line's own fields are
     its whole record), then each other's on the same run, whole."""
-    out = [{"model": first_name, "slug": None, "first_model": True, "models_disagree": False,
-            **{k: first_entry[k] for k in FIRST_KEYS}}]
+    out = []
     for c in columns:
         v = c.by_run.get(label, {}).get(finding_id)
         if v is None:
@@ -165,7 +164,9 @@ def entries(label: str, finding_id: str, first, first_entry: dict, first_name: s
         line = record(v, first_entry["protocol"], disclosed, sentence)
         out.append({"model": c.model.name, "slug": c.model.slug, "first_model": False,
                     "models_disagree": disagree(first, v), **{k: line[k] for k in ENTRY_KEYS}})
-    return out
+    return [{"model": first_name, "slug": None, "first_model": True,
+             "models_disagree": any(x["models_disagree"] for x in out), **{k: first_entry[k] for k in FIRST_KEYS}},
+            *out]
 
 
 def summary(first_name: str, ctx, counts: dict, columns: list) -> list:
