@@ -7,10 +7,10 @@ results folder's own runs record) keeps its runs at the results folder's root, a
     RESULTS/models/SLUG/EXPERIMENT/RUN/...          every other model, one folder each
     RESULTS/models/SLUG/pilot.json                  its own pilot's per-seed sds (power.py), where it has one
 
-SLUG is the model folder's name (its parent's where the folder is a pretraining run's `model/`) and the first 8
-hex digits of its hash: SHA-256 over its config.json's and its weights' SHA-256, so two rungs of one ladder, or a
-model trained again, never share a folder. Each run.json records the model's path and hash (`model_identity`), and
-kept.py refuses to keep a model's trials in a folder whose run.json names another.
+SLUG is the model folder's name (its run's where the folder is a pretraining run's `model/`, RUN-model-at-TOKENS
+for a rung) and the first 8 hex digits of its hash: SHA-256 over its config.json's and its weights' SHA-256, so
+two rungs of one ladder, or a model trained again, never share a folder. Each run.json records the model's path
+and hash (`model_identity`), and kept.py refuses to keep a model's trials in a folder whose run.json names another.
 """
 import hashlib
 import json
@@ -24,6 +24,7 @@ from minbert import UserError
 MODELS_DIR = "models"
 PILOT_FILE = "pilot.json"
 RUN_FOLDER = "model"          # pretrain.py's exported folder (RUN/model): named by its run instead
+RUNG_PREFIX = "model-at-"     # pretrain.py --save-at's rungs (RUN/model-at-TOKENS), likewise
 REFERENCE_LAYER_COST = 6 * (4 * 384 ** 2 + 2 * 384 * 1536)   # the embedded model's encoder weights per token
 
 
@@ -50,6 +51,14 @@ def _sha256(path: Path) -> str:
     return sha256_of(path)
 
 
+def folder_name(folder: Path) -> str:
+    """The model's name for its slug: a pretraining run's exported model/ and its rungs' model-at-TOKENS/ take
+    their run's name (RUN, RUN-model-at-TOKENS)."""
+    if folder.name == RUN_FOLDER:
+        return folder.parent.name
+    return f"{folder.parent.name}-{folder.name}" if folder.name.startswith(RUNG_PREFIX) else folder.name
+
+
 def identify(model: str) -> dict:
     """{slug, path, hash, config_sha256, weights_sha256} of a checkpoint (a folder, the embedded model or a cached
     Hugging Face name), reading its files and nothing else (no model is built)."""
@@ -63,8 +72,7 @@ def identify(model: str) -> dict:
         raise UserError(f"--model {model}: {folder} has no config.json and weights ({', '.join(WEIGHT_FILES)})")
     config, weights_sha = _sha256(folder / "config.json"), _sha256(weights)
     digest = hashlib.sha256(f"{config}\n{weights_sha}\n".encode()).hexdigest()
-    name = folder.resolve().parent.name if folder.resolve().name == RUN_FOLDER else folder.resolve().name
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "model"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", folder_name(folder.resolve())).strip("-.") or "model"
     return {"slug": f"{slug}-{digest[:8]}", "path": str(folder.resolve()), "hash": digest,
             "config_sha256": config, "weights_sha256": weights_sha}
 
