@@ -123,8 +123,9 @@ def introduce(columns: list) -> list:
     out = []
     for c in columns:
         identity = c.model.identity or {}
-        power = "power from its own pilot" if c.has_pilot else \
-            "power not yet computed for this model: it has no pilot of its own (`models/SLUG/pilot.json`)"
+        pilot = f"`{models.MODELS_DIR}/{c.model.slug}/{models.PILOT_FILE}`"
+        power = f"power from its own pilot ({pilot})" if c.has_pilot else \
+            f"power not yet computed for this model: it has no pilot of its own ({pilot})"
         out += [f"Beside it: model **{c.model.slug}** (`{identity.get('path', c.model.name)}`, hash "
                 f"{identity.get('hash', '?')[:12]}, {c.ctx.n} layers; {power}): its column in each table, its runs "
                 f"under [other models](#other-models). {counts_line(c.counts)}", ""]
