@@ -172,12 +172,13 @@ def print_plan(args, ctx, runs: dict, model) -> None:
 
 
 def config_of(model: str) -> dict:
-    """The checkpoint's config.json (nothing else is read)."""
-    import json
+    """The checkpoint's architecture, from its config.json alone (no weights are read)."""
+    import dataclasses
 
+    from minbert.config import BertConfig
     from minbert.loading import resolve
     folder, _ = resolve(model)
-    return json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    return dataclasses.asdict(BertConfig.from_json(folder / "config.json"))
 
 
 def layers_of(model: str) -> int:
