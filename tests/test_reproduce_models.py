@@ -174,3 +174,13 @@ def test_a_tiny_pretrained_model_runs_an_experiment_into_its_own_folder(small_da
     meta_path.write_text(json.dumps({**run, "model_identity": {**identity, "hash": "f" * 64}}))
     code, _, err = run_cli(reproduce.main, argv)     # a folder holding another model's run: refused, nothing run
     assert code == 2 and len(err.strip().splitlines()) == 1 and "hash ffffffffffff" in err
+
+
+def test_a_run_only_the_second_model_has_shows_in_its_comparison_rows(two_models):
+    folder = two_models / models.MODELS_DIR / SLUG / "reinit-small"
+    shutil.copytree(folder / "first", folder / "cap-small-data")
+    meta = json.loads((folder / "cap-small-data" / "run.json").read_text())
+    (folder / "cap-small-data" / "run.json").write_text(json.dumps({**meta, "run": "cap-small-data"}))
+    text = report.write(two_models, two_models.parent / "report.md", CTX).read_text()
+    assert f"| `singh-scarce` | cap-small-data | {SLUG} |" in text
+    assert "| `singh-scarce` | cap-small-data | minilm |" not in text     # the first model has no such run here

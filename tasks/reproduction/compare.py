@@ -6,6 +6,9 @@ in report.json's `models`, and a line of counts in the README's block.
 Two models disagree on a line when both decide it and their verdicts differ (one reproduced, the other not
 reproduced); an undecided verdict is no evidence either way. A disagreeing line says so, and which model the
 paper's setting resembles where its finding declares it (`Finding.setting_resembles`).
+
+The columns and report.json's entries sit on the first model's lines (its runs); a run only another model has (a
+follow-up the first has not run) shows in the comparison tables and under "Other models".
 """
 import dataclasses
 from dataclasses import dataclass
@@ -95,12 +98,13 @@ def note(finding, by_run: dict, columns: list) -> str:
 def table(paper: str, by_run: dict, columns: list, first_name: str) -> list:
     """Per line another model has results for: a row per model (run, effect, power, verdict)."""
     rows = []
+    labels = list(dict.fromkeys([*by_run, *(label for c in columns for label in c.by_run)]))  # a run only they have too
     for f in (f for f in FINDINGS if f.paper == paper):
-        for label, by in by_run.items():
+        for label in labels:
             theirs = [(c, c.by_run.get(label, {}).get(f.id)) for c in columns]
             if not any(v and v.outcome not in (NOT_RUN, NOT_TESTABLE) for _, v in theirs):
                 continue
-            first = by.get(f.id)
+            first = by_run.get(label, {}).get(f.id)
             for name, v in [(first_name, first), *((c.model.slug, v) for c, v in theirs)]:
                 if v is None:
                     continue
