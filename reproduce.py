@@ -16,6 +16,11 @@ RESULTS/EXPERIMENT/RUN/SWEEP.jsonl with run.json (scale, model, tasks, seeds, op
 sitting the commit, CPU, date and wall time); experiments may run in separate sittings, each adding its own.
 Extra seeds or a changed protocol are a follow-up (--follow-up LABEL, declared in
 tasks/reproduction/follow_ups.py), kept beside the first run, never over it.
+
+A second model (--model FOLDER, e.g. a pretrain.py run's RUN/model) keeps its runs apart, in
+RESULTS/models/SLUG/ (SLUG: the folder's name and a short hash of its config and weights; its sweeps in
+OUT/models/SLUG/), and the report shows its verdict beside the first model's on every line
+(tasks/reproduction/models.py, compare.py).
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
@@ -26,7 +31,7 @@ from pathlib import Path
 from minbert import DEFAULT_IMPLEMENTATION, IMPLEMENTATION_CHOICES, PRECISIONS, UserError
 from tasks.ablation import arguments
 from tasks.cli import run_command
-from tasks.reproduction import experiments, follow_ups, kept, plan, report
+from tasks.reproduction import experiments, follow_ups, kept, models, plan, report
 from tasks.reproduction.sweeps import Setting, run_experiment
 from tasks.training import Interrupted
 
@@ -57,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     setting = parser.add_argument_group("model, data and machine (passed to every sweep)")
     setting.add_argument("--model", default=None,
                          help="checkpoint folder, Hugging Face name, or 'minilm' (default: minilm at the cpu scale, "
-                              "bert-base-uncased at the paper scale)")
+                              "bert-base-uncased at the paper scale); another model than the results folder's first "
+                              "keeps its runs in RESULTS/models/SLUG and the report shows it beside the first")
     setting.add_argument("--tasks", default=None, metavar="ROLE=TASK,...",
                          help="the tasks the experiments use, by role: " + ", ".join(
                              f"{r} (default {t})" for r, t in experiments.ROLES.items())
@@ -102,9 +108,25 @@ def parse_roles(text) -> dict:
     return roles
 
 
-def context(args, num_layers: int) -> experiments.Context:
+def context(args, num_layers: int, model=None) -> experiments.Context:
+    """The experiments' context for the model run (a second model's heads and step cost from its config.json)."""
+    shape = {}
+    if model is not None and not model.first:
+        config = config_of(args.model)
+        shape = {"heads": config["num_attention_heads"], "step_cost": models.step_cost(config)}
     return experiments.Context(num_layers, experiments.SCALES[args.scale], parse_roles(args.tasks),
-                               model=args.model, task_file=args.task_file)
+                               model=args.model, task_file=args.task_file, **shape)
+
+
+def first_context(args, root: Path, ctx, model) -> experiments.Context:
+    """The report's first model's context: the run's own where it is the first, else from the root's runs."""
+    if model.first:
+        return ctx
+    name = models.first_name(root, DEFAULT_MODEL[args.scale])
+    depths = {meta.get("layers") for by in kept.load(root).values() for meta, _ in by.values()}
+    layers = depths.pop() if len(depths) == 1 else layers_of(name)
+    return experiments.Context(layers, experiments.SCALES[args.scale], parse_roles(args.tasks), model=name,
+                               task_file=args.task_file)
 
 
 def setting_of(args) -> Setting:
@@ -121,9 +143,14 @@ def seeds_for(args, experiment, ctx) -> list:
     return list(follow.seeds) if follow and follow.seeds else experiments.seeds_of(experiment, ctx.scale)
 
 
-def print_plan(args, ctx, runs: dict) -> None:
+def print_plan(args, ctx, runs: dict, model) -> None:
     """Each experiment's command and estimate; for a kept run, what its sittings took beside the estimate (the
-    estimate's step costs were measured on an fp32-only CPU; a bf16 CPU and plateau stops take less)."""
+    estimate's step costs were measured on an fp32-only CPU; a bf16 CPU and plateau stops take less). A second
+    model's: its own kept runs, each pending experiment at its step cost."""
+    flag = "" if model.first else f"--model {args.model} "
+    if not model.first:
+        print(f"Model {model.slug} ({model.identity['path']}): {ctx.n} layers, a step ~{ctx.step_cost:.3g} of the "
+              f"embedded model's (from its weights: a guess); its runs in {model.results(args.results or RESULTS)}")
     for e in experiments.EXPERIMENTS.values():
         one, two, guessed = experiments.estimate_minutes(e, ctx)
         guess = " (a guessed step cost)" if guessed else ""
@@ -132,21 +159,30 @@ def print_plan(args, ctx, runs: dict) -> None:
                 for label, by_experiment in runs.items() if e.name in by_experiment
                 for meta in [by_experiment[e.name][0]]]
         measured = f"; {'; '.join(took)}" if took else ""
+        pending = "" if model.first else ("kept, " if took else "pending, ")
         if args.scale != "cpu":
-            print(f"{e.name}: python reproduce.py --scale {args.scale} --model {args.model} --only {e.name}{measured}")
+            print(f"{e.name}: {pending}python reproduce.py --scale {args.scale} --model {args.model} --only "
+                  f"{e.name}{measured}")
             continue
-        print(f"{e.name}: ~{one:.0f} min in one process, ~{two:.0f} min with two workers{guess}{measured}: "
-              f"python reproduce.py --scale {args.scale} --only {e.name}")
+        print(f"{e.name}: {pending}~{one:.0f} min in one process, ~{two:.0f} min with two workers{guess}{measured}: "
+              f"python reproduce.py --scale {args.scale} {flag}--only {e.name}")
     print("\nDeclared follow-ups (controls), minutes scaled from the kept first runs' wall times (two workers):")
-    for line in plan.lines(follow_ups.FOLLOW_UPS, runs, ctx.scale):
+    for line in plan.lines(follow_ups.FOLLOW_UPS, runs, ctx.scale, "" if model.first else args.model):
         print(f"- {line}")
 
 
-def layers_of(model: str) -> int:
+def config_of(model: str) -> dict:
+    """The checkpoint's architecture, from its config.json alone (no weights are read)."""
+    import dataclasses
+
     from minbert.config import BertConfig
     from minbert.loading import resolve
     folder, _ = resolve(model)
-    return BertConfig.from_json(folder / "config.json").num_hidden_layers
+    return dataclasses.asdict(BertConfig.from_json(folder / "config.json"))
+
+
+def layers_of(model: str) -> int:
+    return config_of(model)["num_hidden_layers"]
 
 
 def check_arguments(args) -> None:
@@ -170,20 +206,23 @@ def check_arguments(args) -> None:
                         f"'{follow_ups.FOLLOW_UPS[args.follow_up].reads}': python reproduce.py --report-only shows it")
 
 
-def model_layers(args, runs: dict) -> int:
+def model_layers(args, runs: dict, model) -> int:
     """The model's depth: the kept results' for --report-only and --plan, else the checkpoint's."""
     depths = {meta.get("layers") for by_experiment in runs.values() for meta, _ in by_experiment.values()}
     if len(depths) == 1 and (args.report_only or args.plan):
         return depths.pop()
-    if args.plan and args.model != "minilm":
+    if args.plan and model.first and args.model != "minilm":
         return 12  # a plan needs no checkpoint: bert-base's depth
     return layers_of(args.model)
 
 
-def run_selected(args, ctx, runs: dict, results_dir: Path, report_dir: Path) -> int:
-    """Run the experiments --only and --follow-up choose (and those their findings read); 1 if a trial failed."""
+def run_selected(args, ctx, runs: dict, model, results_dir: Path, report_dir: Path) -> int:
+    """Run the experiments --only and --follow-up choose (and those their findings read); 1 if a trial failed.
+    A second model's sweeps run in OUT/models/SLUG, its figures named SLUG-..., its results in its own folder."""
     follow = follow_ups.FOLLOW_UPS.get(args.follow_up) if args.follow_up else None
-    folders = {"out": args.out, "results": results_dir, "report": report_dir}
+    out = Path(args.out) if model.first else Path(args.out) / models.MODELS_DIR / model.slug
+    folders = {"out": out, "results": results_dir, "report": report_dir,
+               "prefix": "" if model.first else f"{model.slug}-"}
     failed = 0
     for e in experiments.selected(args.only):
         if follow and e.name not in follow.experiments:
@@ -193,7 +232,8 @@ def run_selected(args, ctx, runs: dict, results_dir: Path, report_dir: Path) -> 
                   f"resume it)", flush=True)
             continue
         print(f"reproduce: {e.name}: {e.what}", flush=True)
-        failed |= run_experiment(e, ctx, setting_of(args), follow, seeds_for(args, e, ctx), folders, ROOT)
+        failed |= run_experiment(e, ctx, setting_of(args), follow, seeds_for(args, e, ctx), folders, ROOT,
+                                 model.identity)
     return failed
 
 
@@ -205,16 +245,18 @@ def parse_args(argv=None):
 
 
 def run(args) -> int:
-    results_dir, report_path = Path(args.results or RESULTS), Path(args.report or REPORT)
+    root, report_path = Path(args.results or RESULTS), Path(args.report or REPORT)
+    model = models.for_run(args.model, root, DEFAULT_MODEL[args.scale])   # the first, or another in its folder
+    results_dir = model.results(root)
     runs = kept.load(results_dir)
-    kept.check_one_setting(runs, args.scale, args.model)
-    ctx = context(args, model_layers(args, runs))
+    kept.check_one_setting(runs, args.scale, args.model, model.identity)
+    ctx = context(args, model_layers(args, runs, model), model)
     if args.plan:
-        print_plan(args, ctx, runs)
+        print_plan(args, ctx, runs, model)
         return 0
-    failed = 0 if args.report_only else run_selected(args, ctx, runs, results_dir, report_path.parent)
+    failed = 0 if args.report_only else run_selected(args, ctx, runs, model, results_dir, report_path.parent)
     readme = ROOT / "README.md" if report_path == REPORT else None   # the README counts the kept report only
-    path = report.write(results_dir, report_path, ctx, readme)
+    path = report.write(root, report_path, first_context(args, root, ctx, model), readme)
     print(f"reproduce: report {path}", flush=True)
     return 1 if failed else 0
 

@@ -29,7 +29,7 @@ from tasks.ablation.drawing import PRETTY, errorbar, fractions_of, legend, new_f
 from tasks.ablation.studies import STUDIES
 from tasks.ablation.study import Shape, Study, grid, planned
 from tasks.registry import TaskConfig
-from tasks.reproduction import experiments, findings, kept, report, sweeps
+from tasks.reproduction import compare, experiments, findings, judging, kept, report, sweeps
 from tasks.reproduction.verdicts import NOT_REPRODUCED, REPRODUCED, Finding
 from tasks.schedules import SCHEDULES, Schedule
 
@@ -207,7 +207,8 @@ def _keep(results_dir, top, every):
 
 
 def test_a_new_finding_gets_its_verdict_from_kept_results(tmp_path, monkeypatch):
-    monkeypatch.setattr(report, "FINDINGS", [*findings.FINDINGS, EXAMPLE])   # in the library: findings/__init__.py
+    for module in (report, judging, compare):   # in the library: its entry in findings/__init__.py
+        monkeypatch.setattr(module, "FINDINGS", [*findings.FINDINGS, EXAMPLE])
     monkeypatch.setitem(findings.PAPERS, PAPER, TITLE)
     ctx = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
     every = [0.40, 0.42, 0.41, 0.43, 0.40]

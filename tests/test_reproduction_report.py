@@ -89,8 +89,10 @@ def test_the_readme_counts_are_the_reports():
     data = json.loads((ROOT / "docs" / "reproduction" / "report.json").read_text())
     line = report.counts_line(data["counts_first_run"])
     readme = (ROOT / "README.md").read_text()
-    block = readme.split(report.README_START, 1)[1].split(report.README_END, 1)[0]
-    assert block.strip() == line
+    block = readme.split(report.README_START, 1)[1].split(report.README_END, 1)[0].strip().splitlines()
+    assert block[0] == line     # the first model's; then a line per other model with kept results
+    others = data["models"][1:]
+    assert block[1:] == [f"Model `{m['slug']}`: {report.counts_line(m['counts_first_run'])}" for m in others]
     assert line in (ROOT / "docs" / "reproduction" / "report.md").read_text()
     assert {entry["finding"] for entry in data["lines"]} == {f.id for f in FINDINGS}
     keys = {"finding", "paper", "quote", "tested", "run", "effect", "interval", "n", "sesoi", "power", "verdict",

@@ -13,8 +13,13 @@
     follow_ups.py  labelled runs after the first, each declared with its reason before it runs
     sweeps.py      an experiment's sweeps built as SweepConfigs and run through tasks/ablation's sweep API
     kept.py        the raw results kept with the report (run.json and each sweep's finished trials)
-    report.py      report.md and report.json from the kept results (reproduce.py --report-only), with the
-                   learning curves, and the README's counts
+    models.py      which model a run's results are for: the first at the results folder's root, another in
+                   models/SLUG (named by its folder and hash), each with its own pilot
+    judging.py     a model's verdicts on its kept runs (power from its own pilot), what decides them, counts
+    compare.py     another model's verdict beside the first's on every line, and where they disagree
+    curves.py      a kept run's budget and learning curves, as the report shows them
+    report.py      report.md and report.json from the kept results (reproduce.py --report-only), and the
+                   README's counts
 
 This package imports tasks/ablation (the sweep API, its statistics); tasks/ablation never imports it.
 """

@@ -75,6 +75,7 @@ class Context:
     heads: int = 12
     model: str = "minilm"
     task_file: Optional[str] = None   # where tasks the roles name are declared (--task-file)
+    step_cost: float = 1.0      # a step's cost against the embedded model's (models.step_cost): estimates scale by it
 
     @property
     def low(self) -> int:
@@ -263,7 +264,7 @@ def estimate_minutes(experiment: Experiment, ctx: Context) -> tuple:
     parts = [part for spec in experiment.sweeps(ctx)
              for trial in listed_trials(spec, setting, seeds_of(experiment, ctx.scale), shape)
              for part in trial_cost(spec, trial, ctx.scale.expected_steps)]
-    seconds = sum(per * steps + (TRIAL_OVERHEAD_S if steps > 1 else 0) for per, steps in parts)
+    seconds = sum(per * ctx.step_cost * steps + (TRIAL_OVERHEAD_S if steps > 1 else 0) for per, steps in parts)
     guessed = any(per in (SECONDS_PER_STEP[g] for g in GUESSED) for per, _ in parts)
     return seconds / 60, seconds / 60 / PARALLEL_SPEEDUP, guessed
 

@@ -6,8 +6,9 @@
 
 RUN is "first" for the declared protocol, or a follow-up's label (follow_ups.py): extra seeds or a changed
 protocol never replace the first run's trials. Storing into a run folder whose run.json says another protocol
-(seeds, options, model, scale) is refused; a trial already kept is never replaced, so a run resumed in a
-later sitting only adds the trials it lacked.
+(seeds, options, scale) or another model is refused; a trial already kept is never replaced, so a run resumed in a
+later sitting only adds the trials it lacked. RESULTS is one model's folder (models.py): the first model's is the
+results folder itself, another's RESULTS/models/SLUG, whose run.json files record the model's path and hash.
 """
 import json
 import time
@@ -22,7 +23,21 @@ from .measures import Results
 
 def protocol_of(run: dict) -> dict:
     """What makes two sittings the same run: the fields that change what a trial measures."""
-    return {k: run.get(k) for k in ("experiment", "run", "scale", "model", "tasks", "seeds", "sweeps")}
+    return {k: run.get(k) for k in ("experiment", "run", "scale", "tasks", "seeds", "sweeps")}
+
+
+def same_model(kept: dict, run: dict) -> bool:
+    """Whether two run records name one model: by hash where both record it (a path may be written two ways),
+    else by name."""
+    a, b = kept.get("model_identity"), run.get("model_identity")
+    if a and b:
+        return a.get("hash") == b.get("hash")
+    return kept.get("model") == run.get("model") and not (a or b)
+
+
+def model_text(run: dict) -> str:
+    identity = run.get("model_identity") or {}
+    return f"{run.get('model')}" + (f" (hash {identity['hash'][:12]})" if identity.get("hash") else "")
 
 
 def store(results_dir: Path, run: dict, records: dict, sitting: dict) -> Path:
@@ -32,6 +47,10 @@ def store(results_dir: Path, run: dict, records: dict, sitting: dict) -> Path:
     meta = {**run, "sittings": []}
     if meta_path.exists():
         kept = json.loads(meta_path.read_text(encoding="utf-8"))
+        if not same_model(kept, run):
+            raise UserError(f"{meta_path}: keeps the runs of model {model_text(kept)}, not {model_text(run)}: one "
+                            f"folder keeps one model's runs (reproduce.py --model keeps another's in "
+                            f"RESULTS/models/SLUG)")
         if protocol_of(kept) != protocol_of(run):
             changed = [k for k, v in protocol_of(run).items() if kept.get(k) != v]
             raise UserError(f"{meta_path}: this run was made with other {', '.join(changed)}; extra seeds or a "
@@ -78,13 +97,14 @@ def results_for(runs: dict, label: str) -> Results:
     return results
 
 
-def check_one_setting(runs: dict, scale: str, model: str) -> None:
-    """A results folder holds one scale and one model: a report mixes neither."""
+def check_one_setting(runs: dict, scale: str, model: str, identity=None) -> None:
+    """A model's results folder holds one scale and one model (by hash where recorded): a report mixes neither."""
+    wanted = {"model": model, **({"model_identity": identity} if identity else {})}
     for label, experiments in runs.items():
         for experiment, (meta, _) in experiments.items():
-            if (meta.get("scale"), meta.get("model")) != (scale, model):
+            if meta.get("scale") != scale or not same_model(meta, wanted):
                 raise UserError(f"the results folder holds {experiment}/{label} at scale {meta.get('scale')} with "
-                                f"{meta.get('model')}: give --results another folder for scale {scale} with {model}")
+                                f"{model_text(meta)}: give --results another folder for scale {scale} with {model}")
 
 
 def sitting(cpu: str, commit: dict, seconds: float, threads: int, workers: str) -> dict:

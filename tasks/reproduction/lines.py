@@ -119,3 +119,41 @@ def record(v, protocol: int, disclosed: str, sentence: str) -> dict:
             "power": powered or None, "verdict": v.outcome,
             "verdict_text": power.label(v.power) if v.outcome == UNDERPOWERED else v.outcome,
             "decides": sentence, "disclosure": disclosed}
+
+
+def fmt(estimate) -> str:
+    if not estimate:
+        return "no results"
+    mean, low, high = estimate.get("mean"), estimate.get("ci95_low"), estimate.get("ci95_high")
+    if mean is None or not math.isfinite(mean):
+        return "nothing to measure"
+    if low is None:
+        return f"{mean:+.3f} [no interval], n={estimate.get('n')}"
+    level = estimate.get("level", 0.95)
+    shown = "" if level == 0.95 else f" ({level:.1%} CI)".replace(".0%", "%")
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]{shown}, n={estimate.get('n')}"
+
+
+def outcome_text(v) -> str:
+    """The verdict as the report shows it: an underpowered line says its n and what it needs."""
+    return power.label(v.power) if v.outcome == UNDERPOWERED else v.outcome
+
+
+def cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def effect_cell(v) -> str:
+    if v.outcome in (NOT_TESTABLE, NOT_RUN) or not v.rows:
+        return "-"
+    if len(v.rows) == 1 and not v.rows[0].pending:
+        return fmt(v.rows[0].estimate)
+    return "<br>".join(row_text(r) for r in v.rows)
+
+
+def row_text(r) -> str:
+    if r.pending:
+        return f"{r.label}: pending (follow-up `{r.pending}`)"
+    adjusted = r.adjusted is not r.estimate and r.adjusted and r.adjusted.get("ci95_low") is not None
+    extra = f"; Bonferroni {fmt(r.adjusted).split(', n=')[0]}" if adjusted else ""
+    return f"{r.label}: {fmt(r.estimate)} ({r.verdict}{extra})"

@@ -64,15 +64,17 @@ def status(follow, runs: dict) -> tuple:
     return done, [e for e in follow.experiments if e not in done]
 
 
-def lines(follow_ups: dict, runs: dict, scale) -> list:
-    """One line per declared follow-up: its pending experiments, their estimated minutes, its command."""
+def lines(follow_ups: dict, runs: dict, scale, model: str = "") -> list:
+    """One line per declared follow-up: its pending experiments, their estimated minutes, its command (with
+    `--model MODEL` for a second model, whose own kept runs `runs` are)."""
+    flag = f"--model {model} " if model else ""
     out = []
     for label, follow in follow_ups.items():
         if follow.reads:
             where = "reads" if follow.reads in runs else "will read, once kept,"
             out.append(f"{label} (declared, no training: it {where} the run '{follow.reads}' of "
                        f"{', '.join(follow.experiments)}; the report gives its verdicts): python reproduce.py "
-                       f"--report-only")
+                       f"{flag}--report-only")
             continue
         done, pending = status(follow, runs)
         if not pending:
@@ -84,5 +86,5 @@ def lines(follow_ups: dict, runs: dict, scale) -> list:
         ran = f"; ran already: {', '.join(done)}" if done else ""
         blocked = f"; needs first: {follow.needs}" if follow.needs else ""
         out.append(f"{label} (declared, pending: {each}; ~{total:.0f} min in all{ran}{blocked}): python "
-                   f"reproduce.py --follow-up {label} --only {','.join(pending)}")
+                   f"reproduce.py {flag}--follow-up {label} --only {','.join(pending)}")
     return out

@@ -16,6 +16,10 @@ The sd a line's power reads: the 2026-11-24 pilot's (`PILOT_SD`, 3 seeds, 120-st
 run) where the line has one, and the run's own where it has run; the larger decides the label, so that a design
 the pilot flattered is still called underpowered once its run shows the spread. Per row at its own level (no
 Bonferroni); a finding's power is its weakest row's.
+
+Each model's power comes from its own pilot: PILOT_SD is the embedded model's; another model's is its
+RESULTS/models/SLUG/pilot.json (models.py). A model without a pilot of its own gets none of these labels: its lines
+say "power not yet computed for this model" and keep their verdicts, rather than borrow another model's sds.
 """
 import math
 from typing import Optional
@@ -36,11 +40,16 @@ def _t(q: float, df: float) -> float:
     return float(stats.t.ppf(q, df))
 
 
-def pilot_sd(keys: tuple) -> Optional[float]:
-    """The pilot's sd of a line whose effect combines the pilot's effects `keys` (independent: in quadrature)."""
-    if not keys:
+NOT_COMPUTED = "power not yet computed for this model"
+
+
+def pilot_sd(keys: tuple, pilot: Optional[dict] = None) -> Optional[float]:
+    """The pilot's sd of a line whose effect combines the pilot's effects `keys` (independent: in quadrature);
+    None where the pilot (PILOT_SD unless given) lacks one of them."""
+    pilot = PILOT_SD if pilot is None else pilot
+    if not keys or any(k not in pilot for k in keys):
         return None
-    return math.sqrt(sum(PILOT_SD[k] ** 2 for k in keys))
+    return math.sqrt(sum(pilot[k] ** 2 for k in keys))
 
 
 def reach(sd: float, n: int, sesoi: float, kind: str = "direction") -> dict:
@@ -69,11 +78,11 @@ def needs(sd: float, sesoi: float, kind: str = "direction") -> Optional[int]:
     return None
 
 
-def assess(finding, rows: list, declared_n: int) -> Optional[dict]:
+def assess(finding, rows: list, declared_n: int, pilot: Optional[dict] = None) -> Optional[dict]:
     """The finding's power: its pilot's design at the declared n, its run's (each row's sd and n), and the label's:
     the weakest row at the larger of the two sds."""
     measured = [r.estimate for r in rows if r.estimate and r.estimate.get("std") is not None]
-    declared = pilot_sd(finding.pilot)
+    declared = pilot_sd(finding.pilot, pilot)
     if not measured and declared is None:
         return None
     worst = None
@@ -91,7 +100,7 @@ def assess(finding, rows: list, declared_n: int) -> Optional[dict]:
 
 def label(power: Optional[dict]) -> str:
     """'underpowered at n = 5, needs n >= 12' (or '> 200'), '' for a powered design."""
-    if not power or power.get("powered"):
+    if not power or power.get("powered") or power.get("not_computed"):
         return ""
     need = power.get("needs")
     return f"underpowered at n = {power['n']}, needs n {'>= ' + str(need) if need else '> ' + str(MAX_N)}"
@@ -99,6 +108,8 @@ def label(power: Optional[dict]) -> str:
 
 def describe(power: Optional[dict], sesoi: float, kind: str) -> str:
     """One cell: what the design can call reproduced and not reproduced at its n (80% power)."""
+    if power and power.get("not_computed"):
+        return power["not_computed"]
     if not power or power.get("sd") is None:
         return "no sd to compute it from"
     sds = f"sd {power['sd']:.3g}" + (f" (pilot {power['pilot_sd']:.3g})" if power.get("pilot_sd") else
@@ -114,14 +125,18 @@ def describe(power: Optional[dict], sesoi: float, kind: str) -> str:
     return what + (f"; {label(power)}" if label(power) else "; powered for both")
 
 
-def apply(verdict, scale):
-    """The verdict's power at its n (the declared seeds before a run); an inconclusive line whose design cannot
-    reach both verdicts reads "underpowered" instead: its interval could not have decided it."""
+def apply(verdict, scale, pilot: Optional[dict] = PILOT_SD):
+    """The verdict's power at its n (the declared seeds before a run), from the model's `pilot` (None: the model has
+    none, and its power is not computed); an inconclusive line whose design cannot reach both verdicts reads
+    "underpowered" instead: its interval could not have decided it."""
     finding = verdict.finding
     if finding.experiment is None:
         return verdict
+    if pilot is None:
+        verdict.power = {"not_computed": f"{NOT_COMPUTED} (no pilot of its own: RESULTS/models/SLUG/pilot.json)"}
+        return verdict
     declared_n = len(seeds_of(EXPERIMENTS[finding.experiment], scale))
-    verdict.power = assess(finding, verdict.rows, declared_n)
+    verdict.power = assess(finding, verdict.rows, declared_n, pilot)
     if verdict.outcome == INCONCLUSIVE and verdict.power and not verdict.power["powered"]:
         verdict.outcome = UNDERPOWERED
     return verdict

@@ -70,11 +70,13 @@ def listed_trials(spec, setting: Setting, seeds, shape: Shape) -> list:
     return config.study.trials(config, shape)
 
 
-def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folders: dict, root: Path) -> int:
+def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folders: dict, root: Path,
+                   identity=None) -> int:
     """Run (or resume) the experiment's sweeps and keep their finished trials; 1 when a trial failed.
 
-    `folders`: "out" (the sweeps' folders), "results" (the kept results), "report" (the report's folder, for
-    the figures); `root` the checkout whose commit each sitting records."""
+    `folders`: "out" (the sweeps' folders), "results" (the model's kept results), "report" (the report's folder,
+    for the figures), "prefix" (a second model's figures' names begin with it); `root` the checkout whose commit
+    each sitting records; `identity` a second model's path and hash (models.identify), kept in run.json."""
     label = follow.label if follow else FIRST
     started, status, kept_records, recorded = time.time(), 0, {}, {}
     for spec in experiment.sweeps(ctx):
@@ -86,10 +88,10 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
         status |= code
         kept_records[spec.label] = records
         recorded[spec.label] = arguments + (["--max-steps", str(setting.max_steps)] if setting.max_steps else [])
-        copy_figures(experiment, spec.label, label, out, Path(folders["report"]))
+        copy_figures(experiment, spec.label, label, out, Path(folders["report"]), folders.get("prefix", ""))
     run = {"experiment": experiment.name, "run": label, "protocol": follow.protocol if follow else 1,
            "scale": ctx.scale.name, "model": setting.model, "tasks": ctx.tasks, "seeds": seeds, "layers": ctx.n,
-           "sweeps": recorded}
+           "sweeps": recorded, **({"model_identity": identity} if identity else {})}
     seconds = time.time() - started
     import torch
     workers = str(setting.workers) if setting.workers else "ablate.py's default"
@@ -100,10 +102,10 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
     return status
 
 
-def copy_figures(experiment, sweep_label: str, label: str, out: Path, report_dir: Path) -> None:
-    """The sweep's plots the experiment shows, beside the report as figures/EXPERIMENT-RUN-PLOT.png."""
+def copy_figures(experiment, sweep_label: str, label: str, out: Path, report_dir: Path, prefix: str = "") -> None:
+    """The sweep's plots the experiment shows, beside the report as figures/[PREFIX]EXPERIMENT-RUN-PLOT.png."""
     for plot_sweep, plot in experiment.figures:
         png = out / "plots" / f"{plot}.png"
         if plot_sweep == sweep_label and png.exists():
             (report_dir / "figures").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(png, report_dir / "figures" / f"{experiment.name}-{label}-{plot}.png")
+            shutil.copyfile(png, report_dir / "figures" / f"{prefix}{experiment.name}-{label}-{plot}.png")

@@ -1,0 +1,120 @@
+"""Each kept run's budget and learning curves, as the report shows them under its experiment: how the trials'
+budget ended (a plateau of held-out training rows, or the cap), the plateau rule's warning where a held-out set is
+too small for it, and every trial's held-out score against steps, drawn from the kept results."""
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..ablation.drawing import legend, new_figure, png_bytes
+from ..ablation.plateau import coarse_holdout
+from ..fileio import atomic_write_bytes
+
+
+def figure_links(report_dir: Path, experiment, label: str, prefix: str = "") -> list:
+    """The sweeps' plots copied beside the report (`sweeps.copy_figures`; `prefix` a second model's slug and -)."""
+    out = []
+    for sweep, plot in experiment.figures:
+        name = f"{prefix}{experiment.name}-{label}-{plot}.png"
+        if (report_dir / "figures" / name).exists():
+            out.append(f"![{prefix}{experiment.name} ({label}): {plot}](figures/{name})")
+    return out
+
+
+def run_lines(report_dir: Path, experiment, label: str, kept_run: tuple, folder: str, prefix: str = "") -> list:
+    """A kept run under its experiment: trials, seeds and folder, each sitting, its budget and its curves."""
+    meta, sweeps = kept_run
+    trials = sum(len(r) for r in sweeps.values())
+    sittings = "; ".join(f"{s['date']}, commit {s['commit']}, {s['cpu']}, {s['wall_time_s'] / 60:.1f} min "
+                         f"wall, +{s.get('trials_added', '?')} trials" for s in meta.get("sittings", []))
+    return [f"Run `{label}`: {trials} trials, seeds {meta.get('seeds')}, in `{folder}{experiment.name}/{label}/`. "
+            f"Sittings: {sittings}.", "", budget_line(sweeps), "",
+            *learning_curve_link(report_dir, f"{prefix}{experiment.name}", label, sweeps),
+            *figure_links(report_dir, experiment, label, prefix), ""]
+
+
+def budget_line(sweeps: dict) -> str:
+    """How the trials' budget ended: on a plateau of held-out training rows, or at the cap (a trial that hit the
+    cap may not have converged, and its verdict then partly measures convergence speed)."""
+    records = [r for rs in sweeps.values() for r in rs if r.get("steps") is not None]
+    if not records:
+        return "Budget: no trained trials."
+    probes = [r for r in records if r.get("mode") == "probe"]
+    if probes and len(probes) == len(records):
+        converged = sum(bool((r.get("info") or {}).get("converged")) for r in probes)
+        return (f"Budget: no fine-tuning steps: linear probes on frozen layers, {converged} of {len(probes)} "
+                f"converged (penalty chosen on held-out training rows).")
+    steps = sorted(r["steps"] for r in records)
+    plateau = [((r.get("budget") or {}).get("plateau") or {}) for r in records]
+    stopped = sum(bool(p.get("stopped")) for p in plateau)
+    told = f"{stopped} of {len(records)} stopped on a held-out plateau, {len(records) - stopped} at the cap" \
+        if any(plateau) else "a fixed step budget (no plateau stopping in these results)"
+    return (f"Budget: steps trained {steps[0]}-{steps[-1]} (median {steps[len(steps) // 2]}); {told}."
+            + coarse_holdout_note(plateau))
+
+
+def coarse_holdout_note(plateaus: list) -> str:
+    """The plateau rule's warning (`plateau.coarse_holdout`) for each held-out set of the run too small for it."""
+    notes = sorted({coarse_holdout(p.get("metric", ""), sum((p.get("holdout_rows") or {}).values()),
+                                   p.get("tolerance") or 0) or "" for p in plateaus} - {""})
+    return "".join(f" Warning: {note}; the learning curves show it." for note in notes)
+
+
+MAX_COLOURED_GROUPS = 10  # beyond this many configurations a legend is unreadable: every trial is drawn grey
+
+
+def learning_curves(sweeps: dict):
+    """Each sweep's trials as held-out score against steps, a dot where each stopped: whether the budget took the
+    trials to their plateau. Held-out rows are a share of the trial's own training data, never dev. `sweeps` maps
+    a sweep's name to its trial records (`results.jsonl` rows); None when no trial kept a held-out curve."""
+    panels = {}
+    for name, records in sweeps.items():  # one panel per sweep and data fraction: their held-out sets differ
+        records = [r for r in records if (r.get("budget") or {}).get("heldout_curve")]
+        fractions = sorted({r.get("data_fraction") for r in records}, key=str)
+        for fraction in fractions:
+            title = name if len(fractions) == 1 else f"{name}, fraction {fraction:g}"
+            panels[title] = [r for r in records if r.get("data_fraction") == fraction]
+    if not panels:
+        return None
+    columns = min(3, len(panels))
+    rows_of_panels = math.ceil(len(panels) / columns)
+    fig = new_figure(figsize=(5.0 * columns, 3.4 * rows_of_panels))
+    axes = np.atleast_1d(fig.subplots(rows_of_panels, columns)).ravel()
+    for ax, (name, records) in zip(axes, sorted(panels.items())):
+        group_of = {id(r): str(r.get("group") or r.get("config")) for r in records}
+        groups = sorted(set(group_of.values()))
+        coloured = len(groups) <= MAX_COLOURED_GROUPS
+        labelled = set()
+        for r in sorted(records, key=lambda r: (group_of[id(r)], r.get("seed", 0))):
+            group = group_of[id(r)]
+            curve = r["budget"]["heldout_curve"]
+            colour = f"C{groups.index(group) % 10}" if coloured else "0.5"
+            label = group if coloured and group not in labelled else None
+            labelled.add(group)
+            steps, scores = [p["step"] for p in curve], [p["score"] for p in curve]
+            ax.plot(steps, scores, color=colour, linewidth=0.8, alpha=0.7, label=label)
+            ax.plot(steps[-1:], scores[-1:], "o", color=colour, markersize=3)
+        held_out = {task: rows for r in records
+                    for task, rows in ((r["budget"].get("plateau") or {}).get("holdout_rows") or {}).items()}
+        ax.set_title(f"{name}: {len(records)} trials" + (", held-out rows " + ", ".join(
+            f"{task} {rows}" for task, rows in sorted(held_out.items())) if held_out else ""), fontsize=9)
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel("held-out training rows: score")
+        if coloured:
+            legend(ax)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle("Learning curves on each trial's held-out training rows (a dot: where the trial stopped)",
+                 fontsize=10)
+    return fig
+
+
+def learning_curve_link(report_dir: Path, name: str, label: str, sweeps: dict) -> list:
+    """Draw the run's learning curves from its kept results (so `--report-only` draws them too) and link them."""
+    fig = learning_curves(sweeps)
+    if fig is None:
+        return []
+    file = f"{name}-{label}-learning-curves.png"
+    (report_dir / "figures").mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(report_dir / "figures" / file, png_bytes(fig))
+    return [f"![{name} ({label}): learning curves on held-out training rows](figures/{file})"]

@@ -1,0 +1,186 @@
+"""reproduce.py with a second model: its runs kept apart (RESULTS/models/SLUG, run.json with the model's path and
+hash, a folder that refuses another model), its verdict beside the first model's on every line of report.md and in
+report.json, a disagreement marked, its power from its own pilot only, the first model's lines unchanged by it, and
+one real run of a tiny pretrained model end to end."""
+import dataclasses
+import json
+import shutil
+import zlib
+from pathlib import Path
+
+import pytest
+
+import pretrain
+import reproduce
+from conftest import run_cli
+from minbert import UserError
+from tasks.reproduction import compare, experiments, kept, models, report
+from tasks.reproduction.findings import BY_ID
+
+ROOT = Path(__file__).resolve().parents[1]
+KEPT = ROOT / "docs" / "reproduction" / "results"
+CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
+SLUG = "mini-20M-0123abcd"
+IDENTITY = {"slug": SLUG, "path": "/runs/mini-20M/model", "hash": "0123abcd" + "0" * 56}
+EXPERIMENTS = ("reinit-small", "reinit-large")
+
+
+def _seed_only(record) -> float:
+    """A score set by the seed, with a little noise from the trial's key (no effect of re-drawing any layer)."""
+    return 0.40 + 0.01 * record["seed"] + 0.002 * (zlib.crc32(record["key"].encode()) % 5)
+
+
+def _copy_run(source: Path, target: Path, flatten=False, identity=None) -> None:
+    """A kept run folder copied as it is (the first model's), or with every trial's score made the seed's alone
+    (pretraining does nothing: singh-scarce not reproduced) and the run.json naming the second model."""
+    target.mkdir(parents=True)
+    for path in source.glob("*.jsonl"):
+        records = kept.load_jsonl(path)
+        if flatten:
+            records = [{**r, "dev": {**r["dev"], "sst": _seed_only(r)}} for r in records]
+        (target / path.name).write_text("".join(json.dumps(r) + "\n" for r in records))
+    meta = json.loads((source / "run.json").read_text())
+    if identity:
+        meta.update(model=identity["path"], model_identity=identity)
+    (target / "run.json").write_text(json.dumps(meta))
+
+
+@pytest.fixture()
+def two_models(tmp_path):
+    """The kept reinit runs of the first model at the root, and a second model's (the same trials' shape, other
+    scores) in models/SLUG."""
+    if not all((KEPT / e / "first" / "run.json").exists() for e in EXPERIMENTS):
+        pytest.skip("no kept reinit runs")
+    root = tmp_path / "results"
+    for e in EXPERIMENTS:
+        _copy_run(KEPT / e / "first", root / e / "first")
+        _copy_run(KEPT / e / "first", root / models.MODELS_DIR / SLUG / e / "first", flatten=True, identity=IDENTITY)
+    return root
+
+
+def _rows(text: str) -> list:
+    return [x for x in text.splitlines() if x.startswith("| <a id=")]
+
+
+def test_the_report_shows_both_models_and_marks_where_they_disagree(two_models, tmp_path, monkeypatch):
+    monkeypatch.setattr(reproduce, "layers_of", lambda model: pytest.fail("--report-only loaded a model"))
+    code, out, err = run_cli(reproduce.main, ["--report-only", "--results", str(two_models),
+                                              "--report", str(tmp_path / "report.md")])
+    assert code == 0, err
+    text = (tmp_path / "report.md").read_text()
+    assert f"| the embedded model | {SLUG} |" in text and f"Beside it: model **{SLUG}**" in text
+    scarce = next(x for x in _rows(text) if 'id="singh-scarce"' in x)
+    first_cell, second_cell = scarce.rsplit(" | ", 2)[-2:]
+    assert "**reproduced**" in scarce.split(" | ")[7] and "**not reproduced** (**models disagree**)" in second_cell
+    assert "n=5" in second_cell
+    note = next(x for x in text.splitlines() if x.startswith("- `singh-scarce`:"))
+    assert f"models disagree (first: reproduced on the first model, not reproduced on {SLUG})" in note
+    assert "not declared yet (`setting_resembles`)" in note
+    assert f"| `singh-scarce` | first | {SLUG} |" in text and "| `singh-scarce` | first | minilm |" in text
+    assert "## Other models" in text and f"results/models/{SLUG}/reinit-small/first/" in text
+    data = json.loads((tmp_path / "report.json").read_text())
+    line = next(x for x in data["lines"] if x["finding"] == "singh-scarce" and x["run"] == "first")
+    assert line["verdict"] == "reproduced" and [m["slug"] for m in line["models"]] == [None, SLUG]
+    first, second = line["models"]
+    assert first["verdict"] == "reproduced" and first["models_disagree"]
+    assert second["verdict"] == "not reproduced" and second["models_disagree"] and second["n"] == 5
+    assert second["power"]["not_computed"].startswith("power not yet computed for this model")
+    assert [m["slug"] for m in data["models"]] == [None, SLUG] and data["models"][1]["identity"] == IDENTITY
+
+
+def test_the_first_models_lines_are_unchanged_by_a_second(two_models, tmp_path):
+    alone = tmp_path / "alone"
+    shutil.copytree(two_models, alone, ignore=shutil.ignore_patterns(models.MODELS_DIR))
+    one = report.write(alone, tmp_path / "one" / "report.md", CTX).read_text()
+    both = report.write(two_models, tmp_path / "both" / "report.md", CTX).read_text()
+    pairs = list(zip(_rows(one), _rows(both), strict=True))
+    assert len(pairs) >= 37
+    for before, after in pairs:
+        assert after.startswith(before) and after[len(before):].count(" |") == 1, before[:60]
+    notes = list(zip(*([x for x in text.splitlines() if x.startswith("- `")] for text in (one, both)), strict=True))
+    for before, after in notes:   # a note is the same, or the same with where the models disagree added
+        assert after == before or after.startswith(before[:-1] + "; models disagree ("), before[:60]
+    assert sum(a != b for a, b in notes) == 2   # singh-scarce and college-downstream-smaller-drop
+    data = json.loads((tmp_path / "one" / "report.json").read_text())
+    assert all(len(x["models"]) == 1 for x in data["lines"])
+
+
+def test_a_second_models_power_comes_from_its_own_pilot_only(two_models):
+    second = models.others(two_models)[0]
+    assert second.slug == SLUG and models.pilot(second, two_models) is None
+    (two_models / models.MODELS_DIR / SLUG / models.PILOT_FILE).write_text(
+        json.dumps({"sd": {"reinit at 0.03": 0.004}, "source": "a test"}))
+    column = compare.column(second, two_models, CTX, report.NULL_FILE)
+    assert column.has_pilot
+    power = column.by_run["first"]["singh-scarce"].power
+    assert power["pilot_sd"] == pytest.approx(0.004)          # its own, not the first model's 0.005
+    data_size = column.by_run["first"]["singh-data-size"].power  # needs "reinit at 0.25" too: not in its pilot
+    assert data_size["pilot_sd"] is None
+
+
+def test_the_readme_block_gives_a_line_per_model_and_the_finding_what_its_setting_resembles(two_models, tmp_path):
+    columns = compare.others(two_models, CTX, report.NULL_FILE)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"x\n{report.README_START}\nold\n{report.README_END}\n")
+    report.update_readme(readme, {"reproduced": 1}, compare.readme_lines(columns))
+    block = readme.read_text().split(report.README_START)[1].split(report.README_END)[0].strip().splitlines()
+    assert block[0] == "1 findings, first run: 1 reproduced." and block[1].startswith(f"Model `{SLUG}`: 37 findings")
+    declared = dataclasses.replace(BY_ID["singh-scarce"], setting_resembles="the MLM model: bert-base was MLM-trained")
+    assert compare.resembles(declared) == "the paper's setting resembles the MLM model: bert-base was MLM-trained"
+
+
+def test_one_folder_refuses_a_second_models_trials(tmp_path):
+    run = {"experiment": "pairs", "run": "first", "scale": "cpu", "model": "a/model", "tasks": {}, "seeds": [0],
+           "sweeps": {}, "model_identity": IDENTITY}
+    sitting = {"date": "d", "cpu": "c", "commit": "x", "wall_time_s": 1.0}
+    kept.store(tmp_path, run, {"sts": [{"key": "k"}]}, sitting)
+    kept.store(tmp_path, {**run, "model": str(tmp_path / "same")}, {"sts": []}, sitting)   # the same hash: one model
+    other = {**run, "model_identity": {**IDENTITY, "hash": "f" * 64}}
+    with pytest.raises(UserError, match="keeps the runs of model a/model .hash 0123abcd0000., not a/model "
+                                        ".hash ffffffffffff.: one folder keeps one model's runs"):
+        kept.store(tmp_path, other, {"sts": []}, sitting)
+    with pytest.raises(UserError, match="one folder keeps one model's runs"):
+        kept.store(tmp_path, {**run, "model_identity": None, "model": "minilm"}, {"sts": []}, sitting)
+
+
+def test_a_tiny_pretrained_model_runs_an_experiment_into_its_own_folder(small_data_dir, tmp_path):
+    (tmp_path / "corpus.txt").write_text("\n\n".join("the cat sat on the mat .\na dog ran to the big house ."
+                                                     for _ in range(40)) + "\n")
+    code, _, err = run_cli(pretrain.main, ["--init-config", "tiny", "--corpus", str(tmp_path / "corpus.txt"),
+                                           "--max-length", "32", "--batch-size", "8", "--max-steps", "2",
+                                           "--device", "cpu", "--precision", "fp32", "--held-out", "0.1",
+                                           "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "tiny")])
+    assert code == 0, err
+    model = str(tmp_path / "tiny" / "model")
+    results, report_md = tmp_path / "results", tmp_path / "report.md"
+    argv = ["--model", model, "--only", "pairs", "--data-dir", str(small_data_dir), "--out", str(tmp_path / "runs"),
+            "--max-steps", "1", "--seeds", "1", "--workers", "1", "--results", str(results), "--report",
+            str(report_md), "--precision", "fp32", "--device", "cpu"]
+    code, out, err = run_cli(reproduce.main, argv)
+    assert code == 0, err
+    identity = models.identify(model)
+    assert identity["slug"].startswith("tiny-") and len(identity["slug"]) == len("tiny-") + 8
+    run = json.loads((results / models.MODELS_DIR / identity["slug"] / "pairs" / "first" / "run.json").read_text())
+    assert run["model_identity"] == identity and run["layers"] == 2 and run["model"] == model
+    assert not (results / "pairs").exists() and (tmp_path / "runs" / models.MODELS_DIR / identity["slug"]).is_dir()
+    text = report_md.read_text()
+    assert f"| the embedded model | {identity['slug']} |" in text and "power not yet computed" in text
+    code, out, err = run_cli(reproduce.main, ["--plan", "--model", model, "--results", str(results)])
+    assert code == 0, err
+    lines = {x.split(":")[0]: x for x in out.splitlines()}
+    assert lines["pairs"].startswith("pairs: kept") and lines["reinit-small"].startswith("reinit-small: pending, ~")
+    assert f"--model {model} --only reinit-small" in lines["reinit-small"]
+    meta_path = results / models.MODELS_DIR / identity["slug"] / "pairs" / "first" / "run.json"
+    meta_path.write_text(json.dumps({**run, "model_identity": {**identity, "hash": "f" * 64}}))
+    code, _, err = run_cli(reproduce.main, argv)     # a folder holding another model's run: refused, nothing run
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "hash ffffffffffff" in err
+
+
+def test_a_run_only_the_second_model_has_shows_in_its_comparison_rows(two_models):
+    folder = two_models / models.MODELS_DIR / SLUG / "reinit-small"
+    shutil.copytree(folder / "first", folder / "cap-small-data")
+    meta = json.loads((folder / "cap-small-data" / "run.json").read_text())
+    (folder / "cap-small-data" / "run.json").write_text(json.dumps({**meta, "run": "cap-small-data"}))
+    text = report.write(two_models, two_models.parent / "report.md", CTX).read_text()
+    assert f"| `singh-scarce` | cap-small-data | {SLUG} |" in text
+    assert "| `singh-scarce` | cap-small-data | minilm |" not in text     # the first model has no such run here
