@@ -18,15 +18,18 @@ POLICY = {"all": "every weight of a re-drawn layer (Singh & Giovanardi re-draw i
           "linear": "the linear weights of a re-drawn layer"}
 
 
-def _records(results, experiment: str) -> list:
-    return [r for (e, _), rs in results.records.items() if e == experiment for r in rs]
+def _records(results, experiment: str, sweeps=None) -> list:
+    """The experiment's trials, of the `sweeps` its run made where given (a follow-up's own sweeps beside the first
+    run's)."""
+    return [r for (e, s), rs in results.records.items() if e == experiment and (not sweeps or s in sweeps)
+            for r in rs]
 
 
 def disclosure(results, finding, run_meta: dict) -> str:
     """lr, precision, re-initialisation policy, steps trained and held-out rows of the line's experiment's trials."""
     if finding.experiment is None:
         return ""
-    records = _records(results, finding.experiment)
+    records = _records(results, finding.experiment, run_meta.get("sweeps"))
     if not records:
         return "not run"
     lrs = {_lr(args) for args in (run_meta.get("sweeps") or {}).values()} or {DEFAULT_LR}
