@@ -1,7 +1,10 @@
 """Follow-ups: labelled runs after an experiment's first, each declared here with its reason before it runs.
 
 Extra seeds or a changed protocol never replace the first run's trials: a follow-up's run is kept beside
-them (kept.py) and its verdicts are reported beside the first's, under its own protocol number.
+them (kept.py) and its verdicts are reported beside the first's, under its own protocol number. A follow-up
+trains its experiments' sweeps with its `changes`, or sweeps of its own in their place where the experiment
+declares them (`Experiment.controls`, experiments.py); one that re-declares its findings (`declares`) is judged on
+those findings only.
 """
 from dataclasses import dataclass
 

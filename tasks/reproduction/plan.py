@@ -82,8 +82,6 @@ def blocker(follow, runs: dict, scale) -> str:
     kept_first = runs.get(FIRST, {})
     for name in (e for e in follow.experiments if follow.label in dict(EXPERIMENTS[e].controls)):
         meta = (kept_first.get(name) or next(iter(kept_first.values()), ({},)))[0]
-        if not meta:
-            return "a kept first run (nothing to read its sweeps from)"
         try:
             ctx = Context(meta.get("layers", 0), scale, meta.get("tasks") or dict(ROLES))   # a run.json has both
             EXPERIMENTS[name].sweeps_for(ctx, follow.label, runs)
