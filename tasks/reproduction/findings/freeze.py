@@ -78,7 +78,7 @@ FINDINGS = [
         "dev accuracy", 0.01, "equivalence margin of one point of accuracy, as the multitask half",
         "the 'other tasks in isolation' half: SST alone and Quora alone, --smart minus without, paired by seed, "
         "each within -/+ 0.01", "Carried in kind.", experiment="methods", measure="pending", kind="equivalence",
-        combine="all", protocol=2,
+        combine="all", protocol=2, pilot=("reinit at 0.25",),
         keywords=dict(what="SST alone and Quora alone: SMART minus without", follow_up="smart-alone")),
 ]
 

@@ -53,7 +53,7 @@ FINDINGS = [
         "-/+ 0.01 (re-drawing it costs less than a point), fraction 0.25",
         "Carried in kind; the follow-up tamkin-not-necessary trains the sweep that re-draws one layer.",
         experiment="probe",
-        measure="pending", kind="equivalence", protocol=2,
+        measure="pending", kind="equivalence", protocol=2, pilot=("reinit at 0.25",),
         keywords=dict(what="only the best probe layer re-drawn minus the full model",
                       follow_up="tamkin-not-necessary")),
     Finding(
