@@ -81,7 +81,7 @@ def decides(v) -> str:
         return f"Not testable here: {f.untestable}."
     pending = [r for r in v.rows if r.pending]
     if v.outcome == NOT_RUN:
-        return (f"Not run yet: the follow-up `{pending[0].pending}` would measure it." if pending
+        return (f"Not run yet: the follow-up `{pending[0].pending}` would measure it ({pending[0].label})." if pending
                 else "Not run yet: its experiment has no kept results.")
     measured = [r for r in v.rows if r.estimate and not r.pending]
     name = v.outcome[0].upper() + v.outcome[1:]

@@ -159,8 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                            "pretrained model (default: %(default)s)")
     what.add_argument("--pairs", type=int, default=0, metavar="N",
                       help="the pair form instead: N pairs of copies perturbed in independent directions (2N models), "
-                           f"each pair compared with each other; written to {PAIRS_PATH.name} beside --out's "
-                           "default (default: 0, the single form)")
+                           f"each pair compared with each other, written to {PAIRS_PATH.name} by default "
+                           "(default: 0, the single form)")
     data = parser.add_argument_group("model and data")
     data.add_argument("--model", default="minilm", help="the pretrained model (default: %(default)s)")
     data.add_argument("--task", default="sst", help="the dev set sampled (default: %(default)s)")
