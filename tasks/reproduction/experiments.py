@@ -30,10 +30,10 @@ from .sweeps import Setting, listed_trials
 # (docs/measurements/2026-11-25-reproduce-smoke.md), 15 s taken as fixed. Multitask and SMART were not
 # measured: guesses.
 TRIAL_OVERHEAD_S = 15.0
+# SMART alone on SST or Quora (sst-smart, quora-smart): STS alone's guessed ratio (1.9 / 0.61: its extra passes
+# scale with the step) x the task's own step.
 SECONDS_PER_STEP = {"sst": 0.49, "sts": 0.61, "sts-top": 0.29, "quora": 0.74, "multitask": 1.6, "smart": 1.9,
                     "multitask-smart": 4.8, "sst-smart": 1.5, "quora-smart": 2.3}
-# SMART alone on SST or Quora: STS alone's guessed ratio (1.9 / 0.61, its extra passes scale with the step) x the
-# task's own step
 # A smoke run of dynamics and restore (2 steps a trial, 3 seeds, one process, the busy Zen 5 EPYC): a seed-vs-seed
 # comparison took 5-16 s, restore's twelve restored models (SVCCA and a dev evaluation each) 275 s a trial.
 COMPARISON_S, RESTORE_S = 12.0, 275.0
@@ -213,10 +213,11 @@ def _one_layer(ctx, runs):
     """Follow-up tamkin-not-necessary: at reinit-large's settings, the layer whose output is the best probe layer
     (the probe experiment's kept first run, chosen on held-out training rows) re-drawn alone, against the full model
     (the reinit study's block scheme also lists the block's complement and every layer re-drawn)."""
-    if not kept.results_for(runs, FIRST).has("probe"):
+    first = kept.results_for(runs, FIRST)
+    if not first.has("probe"):
         raise UserError("--follow-up tamkin-not-necessary: it re-draws the best probe layer, read from the probe "
                         "experiment's kept results, and there are none: run python reproduce.py --only probe first")
-    layer, why = layer_to_redraw(kept.results_for(runs, FIRST), ctx)
+    layer, why = layer_to_redraw(first, ctx)
     if layer is None:
         raise UserError(f"--follow-up tamkin-not-necessary: {why}")
     return [sweep(ONE_LAYER, "reinit", SECONDS_PER_STEP["sst"], task=ctx.tasks["primary"], block=((layer, 1),),
