@@ -9,6 +9,8 @@ import pytest
 from tasks.ablation.statistics import (
     at_level,
     crossed_interval,
+    estimates_difference,
+    interval,
     paired_interval,
     pairwise_interval,
     pooled_paired_interval,
@@ -55,13 +57,20 @@ def _seed_pairs(rng, seeds=5):
     return pairwise_interval(pairs)
 
 
+def _seed_pairs_against_null(rng):
+    """Seed-vs-seed ratios minus the pair-form null's (5 independent pairs of perturbed copies, mean 0.4): the
+    jackknife estimate against a sample, Welch over the two (measures.against_pair_null)."""
+    return estimates_difference(_seed_pairs(rng), interval(rng.normal(0.4, 0.3, 5)))
+
+
 @pytest.mark.parametrize("shape, draw, truth", [
     ("paired seeds", _paired, TRUTH),
     ("random orders against one original (seeds x orders)", lambda rng: _shared_reference(rng, 3, 8, True), TRUTH),
     ("every head against one reference (the seed the unit)", lambda rng: _shared_reference(rng, 3, 12, False),
      TRUTH),
     ("seed pairs (jackknife over seeds)", _seed_pairs, 1.0),
-], ids=["paired", "orders", "heads", "seed-pairs"])
+    ("seed pairs minus the pair-form null", _seed_pairs_against_null, 0.6),
+], ids=["paired", "orders", "heads", "seed-pairs", "seed-pairs-against-null"])
 def test_the_nominal_95_percent_interval_covers_the_truth(shape, draw, truth):
     rng = np.random.default_rng(20261126)
     estimates = [draw(rng) for _ in range(DRAWS)]

@@ -52,7 +52,7 @@ def test_every_part_of_a_quote_is_a_row_or_a_declared_line(kept_verdicts):
     assert len(first["hao-datasets-consistent-low"].rows) == 2
     for fid, follow in (("tamkin-probe-not-necessary", "tamkin-not-necessary"), ("freeze-smart-alone", "smart-alone")):
         assert first[fid].rows[0].pending == follow and follow in follow_ups.FOLLOW_UPS
-        assert follow_ups.FOLLOW_UPS[follow].needs      # what it still needs is said, not hidden
+        assert [f.id for f in follow_ups.FOLLOW_UPS[follow].declares] == [fid]   # its own measure, once it runs
     assert BY_ID["hao-datasets-domains"].untestable and BY_ID["college-not-constant"].measure
     abstract = first["singh-abstract-supervised"].rows[0].estimate
     assert abstract["mean"] == pytest.approx(-0.026, abs=5e-4)
@@ -119,7 +119,7 @@ def test_the_plan_lists_every_control_with_its_minutes(monkeypatch):
     code, out, err = run_cli(reproduce.main, ["--plan"])
     assert code == 0, err
     controls = ("cap-small-data", "cap-multitask", "cap-large-data", "transfer-siamese", "equal-epochs", "lr-2e-5",
-                "freeze-paper-schedule", "task-dependence-matched")
+                "freeze-paper-schedule", "task-dependence-matched", "tamkin-not-necessary", "smart-alone")
     for label in controls:
         line = next(x for x in out.splitlines() if x.startswith(f"- {label} (declared, pending"))
         assert " min" in line and f"--follow-up {label}" in line and "needs first" not in line

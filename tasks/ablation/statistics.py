@@ -91,6 +91,19 @@ def difference_interval(values, reference) -> dict:
     return _t_interval(mean, math.sqrt((va + vb) * n), n, float(df))
 
 
+def estimates_difference(a: dict, b: dict) -> dict:
+    """a's mean minus b's, of two independent estimates (each with "n", "mean", "std": one unit's spread, so the
+    standard error is std / sqrt(n), and "df"): Welch-Satterthwaite, as `difference_interval` for two samples, so
+    an estimate from seed pairs (jackknife) can be set against a sample; n is a's. A b without spread carries none."""
+    if a.get("std") is None:
+        return _t_interval(a["mean"] - b["mean"], None, a["n"], None)
+    va = a["std"] ** 2 / a["n"]
+    vb = b["std"] ** 2 / b["n"] if b.get("std") is not None else 0.0
+    da, db = a.get("df", a["n"] - 1), b.get("df", b["n"] - 1)
+    df = (va + vb) ** 2 / (va ** 2 / da + (vb ** 2 / db if vb else 0.0)) if va + vb > 0 else da
+    return _t_interval(a["mean"] - b["mean"], math.sqrt((va + vb) * a["n"]), a["n"], float(df))
+
+
 def paired_interval(values: dict, reference: dict) -> dict:
     """The mean difference values[s] - reference[s] over the seeds s both have, with the t-interval of those
     per-seed differences; None without a common seed."""

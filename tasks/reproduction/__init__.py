@@ -7,9 +7,12 @@
     measures.py    each measure: a finding's signed effect from its experiments' finished trials (arms.py: two
                    training arms compared, with their steps; a quote's pending part)
     lines.py       each line's disclosure, what decides it, its report.json record
-    null_baseline.py  the layer ratios' null: an equal relative perturbation of every layer
+    probes.py      the probe run's scores, the best probe layer, and the measure that re-draws it alone
+    null_baseline.py  the layer ratios' null: an equal relative perturbation of every layer (--pairs: its pair
+                   form, two perturbed copies compared)
     plan.py        each declared follow-up's minutes from the kept wall times
-    experiments.py the experiments (their sweeps' typed settings), scales, task roles and cost estimates
+    experiments.py the experiments (their sweeps' typed settings; `controls`: a follow-up's own sweeps in
+                   their place), scales, task roles and cost estimates
     follow_ups.py  labelled runs after the first, each declared with its reason before it runs
     sweeps.py      an experiment's sweeps built as SweepConfigs and run through tasks/ablation's sweep API
     kept.py        the raw results kept with the report (run.json and each sweep's finished trials)

@@ -74,3 +74,15 @@ def college_transfer(results, ctx):
 def pending(results, ctx, what: str, follow_up: str) -> list:
     """A part of a quote no kept run measures: one pending row naming the follow-up that would."""
     return [Row(what, None, pending=follow_up)]
+
+
+def alone_sweep(task: str) -> str:
+    """The label of the methods sweep of `task` trained alone (follow-up smart-alone's)."""
+    return f"{task}-alone"
+
+
+def methods_alone(results, ctx, method: str, roles: tuple, label: str) -> list:
+    """Per task of `roles`, its own methods sweep (the task trained alone): `method` minus the baseline on the
+    task's dev metric, paired by seed, with each arm's steps (a row each)."""
+    return [row for task, role in ((ctx.tasks[role], role) for role in roles)
+            for row in method_change(results, ctx, alone_sweep(task), method, f"{task} alone: {label}", role)]

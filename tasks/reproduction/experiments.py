@@ -14,7 +14,13 @@ choices are in thirds of the model's depth, so a 12-layer model runs the same pr
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from minbert import UserError
+
 from ..ablation.study import Shape
+from . import kept
+from .arms import alone_sweep
+from .follow_ups import FIRST
+from .probes import ONE_LAYER, layer_to_redraw
 from .sweeps import Setting, listed_trials
 
 # The one-core cost of an optimizer step of batch 16 with all-MiniLM-L6-v2 in fp32 on AMD EPYC (family 25
@@ -24,12 +30,14 @@ from .sweeps import Setting, listed_trials
 # (docs/measurements/2026-11-25-reproduce-smoke.md), 15 s taken as fixed. Multitask and SMART were not
 # measured: guesses.
 TRIAL_OVERHEAD_S = 15.0
+# SMART alone on SST or Quora (sst-smart, quora-smart): STS alone's guessed ratio (1.9 / 0.61: its extra passes
+# scale with the step) x the task's own step.
 SECONDS_PER_STEP = {"sst": 0.49, "sts": 0.61, "sts-top": 0.29, "quora": 0.74, "multitask": 1.6, "smart": 1.9,
-                    "multitask-smart": 4.8}
+                    "multitask-smart": 4.8, "sst-smart": 1.5, "quora-smart": 2.3}
 # A smoke run of dynamics and restore (2 steps a trial, 3 seeds, one process, the busy Zen 5 EPYC): a seed-vs-seed
 # comparison took 5-16 s, restore's twelve restored models (SVCCA and a dev evaluation each) 275 s a trial.
 COMPARISON_S, RESTORE_S = 12.0, 275.0
-GUESSED = ("multitask", "smart", "multitask-smart")
+GUESSED = ("multitask", "smart", "multitask-smart", "sst-smart", "quora-smart")
 PROBE_SECONDS = 3.9           # one probe (features cached per seed and fraction): 96 probes took 6.2 min
 PARALLEL_SPEEDUP = 1.7        # two one-thread worker processes against one process on the same two cores
 
@@ -110,6 +118,13 @@ class Experiment:
     needs: tuple = ()           # experiments whose results its measures read
     figures: tuple = ()         # (sweep label, plot name)
     departures: tuple = field(default=())
+    controls: tuple = ()        # (follow-up label, (Context, kept runs) -> [SweepSpec]): a follow-up's own sweeps
+
+    def sweeps_for(self, ctx: Context, label: str = FIRST, runs=None) -> list:
+        """Its sweeps, or those the follow-up `label` trains in their place (`controls`), built from the kept `runs`
+        (kept.load: e.g. the probe run's best layer); UserError, one line, where they cannot be built."""
+        own = dict(self.controls).get(label)
+        return own(ctx, runs or {}) if own else self.sweeps(ctx)
 
 
 def every_k(ctx: Context) -> tuple:
@@ -169,16 +184,45 @@ def _freeze(ctx):
     return out
 
 
+def _paper_methods(ctx) -> dict:
+    """Freeze Your Layers' setting for its methods: siamese pairs with its heads (its SMART and surgery runs predate
+    its cross-encoding), at the large fraction."""
+    return dict(pair_mode="siamese", task_heads="report", data_fractions=(ctx.scale.large,))
+
+
 def _methods(ctx):
     # ablate.py --mode methods: the baseline (the options as given) and each method changing one option, paired
-    # by seed; one sweep per baseline, so SMART and gradient surgery share the multitask one. The paper's
-    # setting: siamese pairs with its heads (its SMART and surgery runs predate its cross-encoding).
-    paper = dict(pair_mode="siamese", task_heads="report", data_fractions=(ctx.scale.large,))
+    # by seed; one sweep per baseline, so SMART and gradient surgery share the multitask one.
+    paper = _paper_methods(ctx)
     return [sweep("multitask", "methods", SECONDS_PER_STEP["multitask"],
                   (("method=smart", SECONDS_PER_STEP["multitask-smart"]),), task="all", **paper,
                   methods=("smart", "dominant")),
             sweep("sts", "methods", SECONDS_PER_STEP["sts"], (("method=smart", SECONDS_PER_STEP["smart"]),),
                   task=ctx.tasks["similarity"], **paper, methods=("smart",))]
+
+
+def _methods_alone(ctx, runs=None):
+    """Follow-up smart-alone: SST alone and Quora alone (the primary and the pair task), each with and without SMART,
+    paired by seed, in the paper's setting."""
+    return [sweep(alone_sweep(ctx.tasks[role]), "methods", SECONDS_PER_STEP[cost],
+                  (("method=smart", SECONDS_PER_STEP[f"{cost}-smart"]),), task=ctx.tasks[role], **_paper_methods(ctx),
+                  methods=("smart",))
+            for role, cost in (("primary", "sst"), ("pair", "quora"))]
+
+
+def _one_layer(ctx, runs):
+    """Follow-up tamkin-not-necessary: at reinit-large's settings, the layer whose output is the best probe layer
+    (the probe experiment's kept first run, chosen on held-out training rows) re-drawn alone, against the full model
+    (the reinit study's block scheme also lists the block's complement and every layer re-drawn)."""
+    first = kept.results_for(runs, FIRST)
+    if not first.has("probe"):
+        raise UserError("--follow-up tamkin-not-necessary: it re-draws the best probe layer, read from the probe "
+                        "experiment's kept results, and there are none: run python reproduce.py --only probe first")
+    layer, why = layer_to_redraw(first, ctx)
+    if layer is None:
+        raise UserError(f"--follow-up tamkin-not-necessary: {why}")
+    return [sweep(ONE_LAYER, "reinit", SECONDS_PER_STEP["sst"], task=ctx.tasks["primary"], block=((layer, 1),),
+                  data_fractions=(ctx.scale.large,))]
 
 
 def _pairs(ctx):
@@ -214,7 +258,8 @@ EXPERIMENTS = {e.name: e for e in (
     Experiment("reinit-small", "layers >= k re-drawn then fine-tuned, every k, the primary task at the small "
                "fraction", _reinit(lambda s: s.small), figures=(("reinit", "reinit_layers"),)),
     Experiment("reinit-large", "the same at the large fraction", _reinit(lambda s: s.large),
-               needs=("reinit-small",), figures=(("reinit", "reinit_layers"),)),
+               needs=("reinit-small",), figures=(("reinit", "reinit_layers"),),
+               controls=(("tamkin-not-necessary", _one_layer),)),
     Experiment("probe", "converged linear probes of every frozen layer ([CLS] and mean), both fractions",
                _probe, needs=("reinit-small", "reinit-large"), figures=(("probe", "probe"),)),
     Experiment("permute", "the original order, 8 random orders and every layer re-drawn, 3 seeds each (the order "
@@ -233,7 +278,7 @@ EXPERIMENTS = {e.name: e for e in (
                "paper's heads, on STS, SST and Quora", _freeze),
     Experiment("methods", "SMART and gradient surgery (dominant task) each against the same training without "
                "it, paired by seed: multitask, and STS alone for SMART; siamese pairs with the paper's heads",
-               _methods),
+               _methods, controls=(("smart-alone", _methods_alone),)),
     Experiment("pairs", "pairs cross-encoded against each sentence encoded alone, STS and Quora", _pairs),
     Experiment("transfer", "the pair tasks each fine-tuned directly (at its own cap and at twice it: the "
                "transfer arm's total) and after the other", _transfer, figures=(("transfer", "transfer"),)),
@@ -257,15 +302,19 @@ def trial_cost(spec: SweepSpec, trial, expected_steps: int) -> list:
     return [part, (RESTORE_S, 1)] if trial.mode == "restore" else [part]
 
 
+def sweeps_seconds(specs: list, ctx: Context, seeds: list) -> tuple:
+    """(seconds in one process, whether a figure in it is a guess) of the trials `specs` list at `seeds`."""
+    setting, shape = Setting(model=ctx.model, task_file=ctx.task_file), Shape(ctx.n, ctx.heads)
+    parts = [part for spec in specs for trial in listed_trials(spec, setting, seeds, shape)
+             for part in trial_cost(spec, trial, ctx.scale.expected_steps)]
+    seconds = sum(per * ctx.step_cost * steps + (TRIAL_OVERHEAD_S if steps > 1 else 0) for per, steps in parts)
+    return seconds, any(per in (SECONDS_PER_STEP[g] for g in GUESSED) for per, _ in parts)
+
+
 def estimate_minutes(experiment: Experiment, ctx: Context) -> tuple:
     """(minutes in one process, minutes with two one-thread workers, whether a figure in it is a guess), from the
     trials its sweeps list at its seeds."""
-    setting, shape = Setting(model=ctx.model, task_file=ctx.task_file), Shape(ctx.n, ctx.heads)
-    parts = [part for spec in experiment.sweeps(ctx)
-             for trial in listed_trials(spec, setting, seeds_of(experiment, ctx.scale), shape)
-             for part in trial_cost(spec, trial, ctx.scale.expected_steps)]
-    seconds = sum(per * ctx.step_cost * steps + (TRIAL_OVERHEAD_S if steps > 1 else 0) for per, steps in parts)
-    guessed = any(per in (SECONDS_PER_STEP[g] for g in GUESSED) for per, _ in parts)
+    seconds, guessed = sweeps_seconds(experiment.sweeps(ctx), ctx, seeds_of(experiment, ctx.scale))
     return seconds / 60, seconds / 60 / PARALLEL_SPEEDUP, guessed
 
 

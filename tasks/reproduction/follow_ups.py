@@ -1,11 +1,16 @@
 """Follow-ups: labelled runs after an experiment's first, each declared here with its reason before it runs.
 
 Extra seeds or a changed protocol never replace the first run's trials: a follow-up's run is kept beside
-them (kept.py) and its verdicts are reported beside the first's, under its own protocol number.
+them (kept.py) and its verdicts are reported beside the first's, under its own protocol number. A follow-up
+trains its experiments' sweeps with its `changes`, or sweeps of its own in their place where the experiment
+declares them (`Experiment.controls`, experiments.py); one that re-declares its findings (`declares`) is judged on
+those findings only.
 """
 from dataclasses import dataclass
 
+from .findings.freeze import SMART_ALONE
 from .findings.null import AGAINST_NULL
+from .findings.tamkin import NOT_NECESSARY
 
 FIRST = "first"
 
@@ -22,7 +27,8 @@ class FollowUp:
     findings: tuple = ()         # the findings it decides between explanations for ((): its experiments' all)
     needs: str = ""              # code it needs before it can run (a measure, a mode); "" when it runs as declared
     reads: str = ""              # a run whose kept trials it re-reads instead of training ("": it trains its own)
-    declares: tuple = ()         # its findings re-declared (same quote, its own measure and SESOI) in their place
+    declares: tuple = ()         # its findings re-declared (same quote, its own measure and SESOI) in their place;
+    #                              a follow-up that re-declares is judged on its `findings` only
 
 
 FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared before it runs
@@ -88,12 +94,9 @@ FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared be
     FollowUp("tamkin-not-necessary", ("reinit-large",),
              "the 'not necessary' half of Tamkin's probing sentence: only the best probe layer re-drawn (every "
              "other layer pretrained) against the full model",
-             findings=("tamkin-probe-not-necessary",),
-             needs="a reinit sweep re-drawing one chosen layer (the best probe layer, read from the probe run) "
-                   "and the measure tamkin-probe-not-necessary names"),
+             findings=("tamkin-probe-not-necessary",), declares=(NOT_NECESSARY,)),
     FollowUp("smart-alone", ("methods",),
              "the 'other tasks in isolation' half of Freeze Your Layers' SMART sentence: SST alone and Quora alone, "
              "with and without SMART", findings=("freeze-smart-alone",),
-             needs="methods sweeps for SST and Quora alone (tasks/reproduction/experiments.py _methods) and the "
-                   "measure freeze-smart-alone names"),
+             declares=(SMART_ALONE,)),
 )}

@@ -35,7 +35,7 @@ def verdicts(runs: dict, ctx, null=None, pilot=power.PILOT_SD) -> dict:
         covered = set(runs.get(label, {}))
         out[label] = {}
         for f in declared(label):
-            if follow and follow.reads and f.id not in follow.findings:
+            if follow and (follow.reads or follow.declares) and f.id not in follow.findings:
                 continue
             if label != FIRST and not (follow and follow.reads) and f.experiment not in covered:
                 continue

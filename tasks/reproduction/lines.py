@@ -18,15 +18,18 @@ POLICY = {"all": "every weight of a re-drawn layer (Singh & Giovanardi re-draw i
           "linear": "the linear weights of a re-drawn layer"}
 
 
-def _records(results, experiment: str) -> list:
-    return [r for (e, _), rs in results.records.items() if e == experiment for r in rs]
+def _records(results, experiment: str, sweeps=None) -> list:
+    """The experiment's trials, of the `sweeps` its run made where given (a follow-up's own sweeps beside the first
+    run's)."""
+    return [r for (e, s), rs in results.records.items() if e == experiment and (not sweeps or s in sweeps)
+            for r in rs]
 
 
 def disclosure(results, finding, run_meta: dict) -> str:
     """lr, precision, re-initialisation policy, steps trained and held-out rows of the line's experiment's trials."""
     if finding.experiment is None:
         return ""
-    records = _records(results, finding.experiment)
+    records = _records(results, finding.experiment, run_meta.get("sweeps"))
     if not records:
         return "not run"
     lrs = {_lr(args) for args in (run_meta.get("sweeps") or {}).values()} or {DEFAULT_LR}
@@ -78,7 +81,7 @@ def decides(v) -> str:
         return f"Not testable here: {f.untestable}."
     pending = [r for r in v.rows if r.pending]
     if v.outcome == NOT_RUN:
-        return (f"Not run yet: the follow-up `{pending[0].pending}` would measure it." if pending
+        return (f"Not run yet: the follow-up `{pending[0].pending}` would measure it ({pending[0].label})." if pending
                 else "Not run yet: its experiment has no kept results.")
     measured = [r for r in v.rows if r.estimate and not r.pending]
     name = v.outcome[0].upper() + v.outcome[1:]

@@ -15,7 +15,8 @@ from ..ablation import statistics
 from ..ablation.statistics import crossed_interval, paired_interval, pooled_paired_interval, unit_of
 from ..ablation.summary import trial_metrics
 from . import null_baseline
-from .arms import arms, college_transfer, method_change, pending
+from .arms import arms, college_transfer, method_change, methods_alone, pending
+from .probes import best_probe, probe_scores, tamkin_probe_not_necessary
 from .verdicts import Row
 
 RESTORE_CURVE = "restore_svcca"   # ablate.py --mode restore: index i = layer i restored to its pretrained values
@@ -190,36 +191,11 @@ def tamkin_permute(results, ctx):
 # ---------------------------------------------------------------------------- probes
 
 
-def _probe(results, ctx, layer: int, pooling: str, fraction: float, metric: str = "dev") -> dict:
-    task = ctx.tasks["primary"]
-    out = {}
-    for r in results.select("probe", "probe", f"layer={layer},pooling={pooling}", fraction):
-        if metric == "dev":
-            value = (r.get("dev") or {}).get(task)
-        else:  # the held-out share of the training rows, at the penalty the probe chose on it
-            info = r.get("info") or {}
-            value = (info.get("holdout_score") or {}).get(task)
-            if value is None:  # results written before holdout_score: the held-out score at the chosen penalty
-                value = (info.get("holdout") or {}).get(task, {}).get(f"{(info.get('penalty') or {}).get(task, 0):g}")
-        if value is not None:
-            out[r["seed"]] = value
-    return out
-
-
-def best_probe(results, ctx, fraction: float) -> tuple:
-    """(layer, pooling) with the best mean held-out training score: chosen without the dev set."""
-    candidates = [(layer, p) for layer in range(ctx.n + 1) for p in ("mean", "cls-token")
-                  if _probe(results, ctx, layer, p, fraction, "heldout")]
-    if not candidates:
-        return None, None
-    return max(candidates, key=lambda c: np.mean(list(_probe(results, ctx, *c, fraction, "heldout").values())))
-
-
 def singh_probe_peak(results, ctx):
     rows = []
     for fraction in (ctx.scale.small, ctx.scale.large):
         layer, pooling = best_probe(results, ctx, fraction)
-        best = _probe(results, ctx, layer, pooling, fraction) if layer is not None else {}
+        best = probe_scores(results, ctx, layer, pooling, fraction) if layer is not None else {}
         rows.append(Row(f"fine-tuned minus probe (layer {layer}, {pooling}) at {fraction:g}",
                         paired_interval(score(results, ctx, ctx.n, fraction), best)))
     return rows
@@ -237,7 +213,7 @@ def singh_probe_needs_more(results, ctx):
             rows.append(Row(f"at {fraction:g}", None))
             continue
         ft = combine(_share, *(score(results, ctx, k, fraction) for k in (ctx.low, 0, ctx.n)))
-        probe = combine(_share, *(_probe(results, ctx, x, pooling, fraction) for x in (ctx.low, 0, layer)))
+        probe = combine(_share, *(probe_scores(results, ctx, x, pooling, fraction) for x in (ctx.low, 0, layer)))
         rows.append(Row(f"share at {ctx.low} layers, fine-tuning minus probing (best layer {layer}) at {fraction:g}",
                         estimate(combine(minus, ft, probe))))
     return rows
@@ -260,7 +236,7 @@ def tamkin_probe_align(results, ctx):
     for fraction in (ctx.scale.small, ctx.scale.large):
         _, pooling = best_probe(results, ctx, fraction)
         ft = [score(results, ctx, k, fraction) for k in range(ctx.n + 1)]
-        probe = [_probe(results, ctx, k, pooling, fraction) for k in range(ctx.n + 1)] if pooling else []
+        probe = [probe_scores(results, ctx, k, pooling, fraction) for k in range(ctx.n + 1)] if pooling else []
         correlation[fraction] = combine(lambda *v: float(np.corrcoef(v[:len(v) // 2], v[len(v) // 2:])[0, 1]),
                                         *ft, *probe) if pooling and all(ft) and all(probe) else {}
     values = combine(minus, correlation[ctx.scale.small], correlation[ctx.scale.large])
@@ -354,16 +330,39 @@ def hao_restore(results, ctx):
                                                                       series["bottom"])))]
 
 
+def _datasets_ratios(results, ctx, curve: str) -> dict:
+    """{seed: dataset-vs-dataset `curve`, top third / bottom third - 1} (the primary against the second task)."""
+    bottom, _, top = _thirds(ctx)
+    config, offset = f"tasks={ctx.tasks['primary']}-{ctx.tasks['second']}", 1 if curve == "svcca" else 0
+    series = {name: _mean([results.values("datasets", "dynamics", f"{curve}/{i + offset}", config, ctx.scale.large)
+                           for i in layers]) for name, layers in (("top", top), ("bottom", bottom))}
+    return combine(ratio_minus_one, series["top"], series["bottom"])
+
+
 def hao_datasets(results, ctx):
     """Dataset-vs-dataset distance, top third / bottom third - 1, for SVCCA and attention JS (a row each)."""
-    bottom, _, top = _thirds(ctx)
-    config, large = f"tasks={ctx.tasks['primary']}-{ctx.tasks['second']}", ctx.scale.large
+    config = f"tasks={ctx.tasks['primary']}-{ctx.tasks['second']}"
+    return [Row(f"{config}: {curve} top / bottom - 1", estimate(_datasets_ratios(results, ctx, curve)))
+            for curve in ("svcca", "attention_js")]
+
+
+def against_pair_null(results, ctx, curves: tuple, source: str, label: str, what: str, follow_up: str) -> list:
+    """Seed-vs-seed (`source` "seeds": per pair of seeds, jackknife) or dataset-vs-dataset ("datasets": per seed)
+    top third / bottom third - 1 of each curve, minus the null's pair form: two independently perturbed copies
+    compared the same way (null_baseline.py --pairs: `results.null["pairs"]`, a replicate per pair of random
+    directions); Welch over the two estimates, so the null's spread is in the interval. Pending without it."""
+    pairs = (results.null or {}).get("pairs")
+    if not pairs:
+        return pending(results, ctx, what, follow_up)
     rows = []
-    for curve, offset in (("svcca", 1), ("attention_js", 0)):
-        series = {name: _mean([results.values("datasets", "dynamics", f"{curve}/{i + offset}", config, large)
-                               for i in layers]) for name, layers in (("top", top), ("bottom", bottom))}
-        rows.append(Row(f"{config}: {curve} top / bottom - 1",
-                        estimate(combine(ratio_minus_one, series["top"], series["bottom"]))))
+    for curve in curves:
+        values = _ratios(results, ctx, curve, "top", "bottom", ctx.scale.large, "seed-vs-seed") \
+            if source == "seeds" else _datasets_ratios(results, ctx, curve)
+        null = [v for v in null_baseline.replicates(pairs, curve, "top", "bottom", ctx.n) if math.isfinite(v)]
+        found = estimate(values)
+        rows.append(Row(f"{label}, {curve} minus the null's ({len(null)} pairs of random directions at "
+                        f"{pairs.get('relative', 0):g} of each weight's norm)",
+                        statistics.estimates_difference(found, statistics.interval(null)) if found and null else None))
     return rows
 
 
@@ -396,4 +395,4 @@ MEASURES = {f.__name__: f for f in (
     tamkin_blocks, mean_over_heads, tamkin_permute, singh_probe_peak, singh_probe_needs_more,
     tamkin_probe_not_sufficient, tamkin_probe_align, layer_ratio, singh_early_invariant, singh_more_data,
     hao_restore, hao_datasets, arms, method_change, college_transfer, pending, layer_ratios, singh_abstract,
-    college_not_constant, against_null)}
+    college_not_constant, against_null, against_pair_null, methods_alone, tamkin_probe_not_necessary)}

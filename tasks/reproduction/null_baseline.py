@@ -13,6 +13,15 @@ layer: depth alone (each layer's output feeds the next) makes the upper layers' 
 writes docs/reproduction/results/null-baseline.json (its settings, the commit, CPU and wall time, each seed's
 curves and ratios); the report shows it beside the lines it is the null of. 0.03 is the fine-tunings' own size:
 the kept dynamics runs' output-dense L2 is about 1.0 against a norm of about 35.
+
+The seed-vs-seed and dataset-vs-dataset lines compare two fine-tuned encoders with each other, not one with the
+pretrained model: their null is the pair form, two copies each perturbed as above in independent directions and
+compared with each other the same way (SVCCA and attention JS per layer, top third / bottom third - 1):
+
+    python -m tasks.reproduction.null_baseline --pairs 5 --relative 0.03
+
+writes null-baseline-pairs.json beside it; pair i uses directions 2i and 2i + 1, so the pairs share no copy and
+are independent replicates. It trains nothing: each pair costs two perturbed copies and one comparison.
 """
 import argparse
 import copy
@@ -28,6 +37,8 @@ from ..fileio import atomic_write_text
 from ..machine import cpu_model, source_commit
 
 PATH = Path("docs/reproduction/results/null-baseline.json")
+PAIRS_PATH = PATH.with_name("null-baseline-pairs.json")   # the pair form, kept beside it
+PAIR_CURVES = ("svcca", "attention_js")   # the seed-vs-seed and dataset-vs-dataset lines' curves
 # (finding id, curve, upper third(s), lower third(s)): the ratios this null is the baseline of
 RATIOS = (("hao-attention-last", "attention_js", "top", "bottom"),
           ("hao-svcca-intermediate-last", "svcca", "middle+top", "bottom"),
@@ -72,6 +83,11 @@ def ratios(curves: dict, n: int) -> dict:
             for fid, curve, upper, lower in RATIOS}
 
 
+def pair_ratios(curves: dict, n: int) -> dict:
+    """{curve: top third / bottom third - 1} of one comparison of two perturbed copies."""
+    return {curve: ratio(curves[curve], "top", "bottom", 1 if curve == "svcca" else 0, n) for curve in PAIR_CURVES}
+
+
 def replicates(null: dict, curve: str, upper: str, lower: str, n: int) -> list:
     """The kept null's ratio of `curve` (upper / lower - 1), one per random direction ([] without it)."""
     offset = 1 if curve == "svcca" else 0
@@ -85,8 +101,27 @@ def summary(per_seed: list) -> dict:
                   "max": max(r[fid] for r in per_seed)} for fid in per_seed[0]}
 
 
+def comparisons(encoder, args, batches, n: int) -> list:
+    """Each seed's perturbed copy against the pretrained model, or (--pairs) each pair of copies against each other:
+    [{"seed": direction or [direction, direction], "ratios", "curves"}]."""
+    from ..ablation.studies.dynamics import compare_encoders
+    out = []
+    for i in range(args.pairs or args.seeds):
+        if args.pairs:
+            seed = [2 * i, 2 * i + 1]
+            curves = compare_encoders(*(perturb(encoder, args.relative, s) for s in seed), batches)
+            found = pair_ratios(curves, n)
+        else:
+            seed, curves = i, compare_encoders(encoder, perturb(encoder, args.relative, i), batches)
+            found = ratios(curves, n)
+        out.append({"seed": seed, "ratios": found, "curves": {k: curves[k] for k in ("weight_l2", "attention_js",
+                                                                                       "svcca")}})
+        print(f"null baseline: {'pair' if args.pairs else 'seed'} {seed}: {found}", flush=True)
+    return out
+
+
 def measure(args) -> dict:
-    from ..ablation.studies.dynamics import analysis_batches, compare_encoders
+    from ..ablation.studies.dynamics import analysis_batches
     from ..config import TrainConfig
     from ..inputs import prepare
     started = time.time()
@@ -94,15 +129,11 @@ def measure(args) -> dict:
                                  precision="fp32"))
     batches = analysis_batches(inputs, args.examples)
     n = inputs.encoder.num_layers
-    seeds = []
-    for seed in range(args.seeds):
-        curves = compare_encoders(inputs.encoder, perturb(inputs.encoder, args.relative, seed), batches)
-        seeds.append({"seed": seed, "ratios": ratios(curves, n),
-                      "curves": {k: curves[k] for k in ("weight_l2", "attention_js", "svcca")}})
-        print(f"null baseline: seed {seed}: {seeds[-1]['ratios']}", flush=True)
+    seeds = comparisons(inputs.encoder, args, batches, n)
     commit = source_commit(Path(__file__).resolve().parents[2])
     return {"model": args.model, "task": args.task, "examples": args.examples, "relative": args.relative,
-            "layers": n, "seeds": seeds, "ratios": summary([s["ratios"] for s in seeds]),
+            "layers": n, "mode": "pairs" if args.pairs else "pretrained", "seeds": seeds,
+            "ratios": summary([s["ratios"] for s in seeds]),
             "sitting": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model(),
                         "commit": commit.get("minbert_commit", "?")[:12]
                         + ("+changes" if commit.get("minbert_dirty") else ""),
@@ -110,8 +141,13 @@ def measure(args) -> dict:
 
 
 def load(path: Path = PATH):
-    """The kept null baseline, or None."""
-    return json.loads(Path(path).read_text(encoding="utf-8")) if Path(path).exists() else None
+    """The kept null baseline, or None; its pair form, where kept beside it (PAIRS_PATH's name), under "pairs"."""
+    path = Path(path)
+    single = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    pairs = path.with_name(PAIRS_PATH.name)
+    if not pairs.exists():
+        return single
+    return {**(single or {}), "pairs": json.loads(pairs.read_text(encoding="utf-8"))}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,22 +155,29 @@ def build_parser() -> argparse.ArgumentParser:
     what = parser.add_argument_group("the perturbation")
     what.add_argument("--relative", type=float, default=0.03, help="each parameter's move, a share of its norm "
                                                                      "(default: %(default)s)")
-    what.add_argument("--seeds", type=int, default=3, help="random directions, one model each (default: %(default)s)")
+    what.add_argument("--seeds", type=int, default=3, help="random directions, one model each, each compared with the "
+                                                           "pretrained model (default: %(default)s)")
+    what.add_argument("--pairs", type=int, default=0, metavar="N",
+                      help="the pair form instead: N pairs of copies perturbed in independent directions (2N models), "
+                           f"each pair compared with each other, written to {PAIRS_PATH.name} by default "
+                           "(default: 0, the single form)")
     data = parser.add_argument_group("model and data")
     data.add_argument("--model", default="minilm", help="the pretrained model (default: %(default)s)")
     data.add_argument("--task", default="sst", help="the dev set sampled (default: %(default)s)")
     data.add_argument("--examples", type=int, default=500, help="dev examples, as the dynamics study's "
                                                                  "(default: %(default)s)")
     data.add_argument("--data-dir", default=None, help="the course's csv files (default: $MINBERT_DATA_DIR)")
-    data.add_argument("--out", default=str(PATH), help="where the result goes (default: %(default)s)")
+    data.add_argument("--out", default=None, help=f"where the result goes (default: {PATH}, or {PAIRS_PATH} with "
+                                                   "--pairs)")
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    if args.seeds < 1 or not 0 < args.relative < 1:
-        print("null_baseline: --seeds must be >= 1 and --relative in (0, 1)", file=sys.stderr)
+    if args.seeds < 1 or args.pairs < 0 or not 0 < args.relative < 1:
+        print("null_baseline: --seeds must be >= 1, --pairs >= 0 and --relative in (0, 1)", file=sys.stderr)
         return 2
+    args.out = args.out or str(PAIRS_PATH if args.pairs else PATH)
     result = measure(args)
     atomic_write_text(Path(args.out), json.dumps(result, indent=1, sort_keys=True) + "\n")
     print(f"null baseline: {args.out}: {result['ratios']}")

@@ -4,13 +4,18 @@ experiments, scaled by its seeds and its steps (`python reproduce.py --plan` pri
 A follow-up trains its experiments' trials again at its own settings: its minutes are the kept first run's wall
 minutes x (its seeds / the first's) x (its steps a trial / the first's mean steps a trial). Its steps: the cap
 where it turns the plateau off (`plateau_patience` 0), epochs x the kept trials' steps an epoch where it trains
-epochs (`trial_steps` 0), else the first run's. The kept sittings ran with two one-thread workers on two cores
-(AMD EPYC, Zen 4 and Zen 5); another machine scales them.
+epochs (`trial_steps` 0), else the first run's. A follow-up that trains sweeps of its own in place of the
+experiment's (`Experiment.controls`) scales it once more, by its sweeps' estimated cost over the experiment's
+(`experiments.sweeps_seconds`: their trials at the step costs). The kept sittings ran with two one-thread workers
+on two cores (AMD EPYC, Zen 4 and Zen 5); another machine scales them.
 """
 from typing import Optional
 
 import numpy as np
 
+from minbert import UserError
+
+from .experiments import EXPERIMENTS, ROLES, Context, sweeps_seconds
 from .follow_ups import FIRST
 
 STEPS_PER_EPOCH_AT_QUARTER = 121  # SST at fraction 0.25, batch 16 (the kept trials' budget.steps_per_epoch)
@@ -54,8 +59,35 @@ def minutes(follow, runs: dict, scale) -> dict:
         seeds = len(follow.seeds) / len(meta["seeds"]) if follow.seeds else 1.0
         kept_steps = _steps(records)
         steps = _new_steps(follow, records, cap, kept_steps) / kept_steps if kept_steps else 1.0
-        out[name] = wall * seeds * steps
+        out[name] = wall * seeds * steps * own_share(follow, name, meta, runs, scale)
     return out
+
+
+def own_share(follow, name: str, meta: dict, runs: dict, scale) -> float:
+    """The follow-up's own sweeps' estimated cost over its experiment's (1 where it trains the experiment's): both
+    at the kept run's depth, tasks and seeds."""
+    experiment = EXPERIMENTS[name]
+    if follow.label not in dict(experiment.controls):
+        return 1.0
+    ctx = Context(meta["layers"], scale, meta["tasks"], model=meta["model"])
+    own, _ = sweeps_seconds(experiment.sweeps_for(ctx, follow.label, runs), ctx, meta["seeds"])
+    return own / sweeps_seconds(experiment.sweeps(ctx), ctx, meta["seeds"])[0]
+
+
+def blocker(follow, runs: dict, scale) -> str:
+    """What a follow-up needs before it can run ('' when nothing): its declared `needs`, or why its own sweeps cannot
+    be built from the kept runs yet (e.g. no probe run to read the best layer from)."""
+    if follow.needs:
+        return follow.needs
+    kept_first = runs.get(FIRST, {})
+    for name in (e for e in follow.experiments if follow.label in dict(EXPERIMENTS[e].controls)):
+        meta = (kept_first.get(name) or next(iter(kept_first.values()), ({},)))[0]
+        try:
+            ctx = Context(meta.get("layers", 0), scale, meta.get("tasks") or dict(ROLES))   # a run.json has both
+            EXPERIMENTS[name].sweeps_for(ctx, follow.label, runs)
+        except UserError as e:
+            return str(e)
+    return ""
 
 
 def status(follow, runs: dict) -> tuple:
@@ -79,12 +111,13 @@ def lines(follow_ups: dict, runs: dict, scale, model: str = "") -> list:
         done, pending = status(follow, runs)
         if not pending:
             continue
-        cost = minutes(follow, runs, scale)
+        blocked = blocker(follow, runs, scale)
+        cost = {e: None for e in follow.experiments} if blocked else minutes(follow, runs, scale)
         total = sum(m for e, m in cost.items() if e in pending and m is not None)
-        each = ", ".join(f"{e} ~{cost[e]:.0f} min" if cost[e] is not None else f"{e} (no kept run to scale)"
-                         for e in pending)
+        each = ", ".join(f"{e} ~{cost[e]:.0f} min" if cost[e] is not None else e if blocked
+                         else f"{e} (no kept run to scale)" for e in pending)
         ran = f"; ran already: {', '.join(done)}" if done else ""
-        blocked = f"; needs first: {follow.needs}" if follow.needs else ""
+        blocked = f"; needs first: {blocked}" if blocked else ""
         out.append(f"{label} (declared, pending: {each}; ~{total:.0f} min in all{ran}{blocked}): python "
                    f"reproduce.py {flag}--follow-up {label} --only {','.join(pending)}")
     return out

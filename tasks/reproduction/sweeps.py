@@ -79,7 +79,8 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
     each sitting records; `identity` a second model's path and hash (models.identify), kept in run.json."""
     label = follow.label if follow else FIRST
     started, status, kept_records, recorded = time.time(), 0, {}, {}
-    for spec in experiment.sweeps(ctx):
+    specs = experiment.sweeps_for(ctx, label, kept.load(folders["results"]))   # a follow-up's own in their place
+    for spec in specs:
         settings = protocol(spec, ctx.scale, follow)
         out = Path(folders["out"]) / experiment.name / label / spec.label
         arguments = as_arguments(spec.mode, settings)

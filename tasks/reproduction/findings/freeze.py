@@ -4,6 +4,8 @@ Their setting: minBERT (bert-base-uncased weights), SST-5, Quora, STS; sentences
 (pooled [CLS]), their heads (STS: 5 relu(cos(W1 u, W2 v))), learning rate 1e-4, 9 epochs; final model:
 every layer frozen but the last three and the pooler. Their figures are single runs.
 """
+from dataclasses import replace
+
 from ..verdicts import Finding
 
 PAPER = "002_d220c808c256bba9.txt"
@@ -76,5 +78,14 @@ FINDINGS = [
         "dev accuracy", 0.01, "equivalence margin of one point of accuracy, as the multitask half",
         "the 'other tasks in isolation' half: SST alone and Quora alone, --smart minus without, paired by seed, "
         "each within -/+ 0.01", "Carried in kind.", experiment="methods", measure="pending", kind="equivalence",
-        protocol=2, keywords=dict(what="SST alone and Quora alone: SMART minus without", follow_up="smart-alone")),
+        combine="all", protocol=2, pilot=("reinit at 0.25",),
+        keywords=dict(what="SST alone and Quora alone: SMART minus without", follow_up="smart-alone")),
 ]
+
+# The 'other tasks in isolation' half as the follow-up smart-alone measures it: its own methods sweeps
+SMART_ALONE = replace(
+    next(f for f in FINDINGS if f.id == "freeze-smart-alone"), measure="methods_alone",
+    keywords=dict(method="smart", roles=("primary", "pair"), label="SMART minus without"),
+    tested="the 'other tasks in isolation' half: SST alone and Quora alone (a methods sweep each, siamese with the "
+           "paper's heads, fraction 0.25), --smart minus without, paired by seed, each task's 90% interval within "
+           "-/+ 0.01 (TOST): both rows must hold (intersection-union)")

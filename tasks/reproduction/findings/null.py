@@ -8,8 +8,9 @@ weight norm. Here each line's effect is the fine-tuned ratio minus the null's, p
 directions (Welch: the null's spread is in the interval), and its SESOI is the first declaration's, now read above
 what depth and norms alone give. The papers state no figure in their text (Hao et al. Figs. 1-2 and Singh &
 Giovanardi Fig. 3 are plots without numbers), so no SESOI is taken from them. The seed-vs-seed and
-dataset-vs-dataset lines need the null in their own form (two perturbed copies compared), not measured yet: their
-row is pending.
+dataset-vs-dataset lines compare two fine-tuned encoders with each other, so their null is its pair form: two copies
+perturbed in independent directions, compared with each other the same way (`null_baseline.py --pairs`); their rows
+are pending until it is kept.
 """
 from dataclasses import replace
 
@@ -28,12 +29,16 @@ def _against(fid: str, tested: str, **keywords):
                    keywords=keywords, pilot=())
 
 
-def _pending(fid: str, what: str):
-    f = _BY_ID[fid]
-    what += " (the null in pair form, two perturbed copies compared: python -m tasks.reproduction.null_baseline " \
-            "has no pair mode yet)"
-    return replace(f, protocol=2, tested=f"{what}: pending", measure="pending", pilot=(),
-                   keywords=dict(what=what, follow_up=LABEL))
+PAIRS = "python -m tasks.reproduction.null_baseline --pairs 5"
+
+
+def _against_pairs(fid: str, tested: str, label: str, source: str):
+    """The line's ratios minus the null's pair form (measures.against_pair_null); pending until it is kept."""
+    what = f"{label} minus the null's pair form: not kept yet ({PAIRS})"
+    f = _against(fid, tested + ", minus the null's pair form (two copies perturbed in independent directions, "
+                 "compared with each other) per pair of directions (Welch): both rows must hold",
+                 curves=("svcca", "attention_js"), source=source, label=label, what=what, follow_up=LABEL)
+    return replace(f, measure="against_pair_null")
 
 
 AGAINST_NULL = (
@@ -46,6 +51,8 @@ AGAINST_NULL = (
     _against("singh-later-layers-move", "mean L2 top third / bottom third - 1 per seed at 0.03 and at 0.25, minus "
              "the null's per random direction (Welch): both rows must hold", curve="weight_l2", upper="top",
              lower="bottom", label="L2 top third / bottom third - 1", fractions=("small", "large")),
-    _pending("hao-seeds-consistent-low", "seed-vs-seed ratios minus the null's"),
-    _pending("hao-datasets-consistent-low", "dataset-vs-dataset ratios minus the null's"),
+    _against_pairs("hao-seeds-consistent-low", "seed-vs-seed SVCCA and attention JS, top third / bottom third - 1 "
+                   "per pair of seeds at fraction 0.25 (jackknife)", "seed-vs-seed top / bottom - 1", "seeds"),
+    _against_pairs("hao-datasets-consistent-low", "dataset-vs-dataset SVCCA and attention JS, top third / bottom "
+                   "third - 1 per seed at fraction 0.25", "dataset-vs-dataset top / bottom - 1", "datasets"),
 )

@@ -4,6 +4,8 @@ The stored text holds the abstract, the TL;DR and the figure captions only; ever
 Their setting throughout: BERT-base (12 layers), GLUE tasks (CoLA, SST-2, QNLI, ...) subsampled to 500 to
 5k+ examples, the whole model fine-tuned end to end after the edit, 95% CIs over trials.
 """
+from dataclasses import replace
+
 from ..verdicts import Finding
 
 PAPER = "003_ff14ca6f37d4b1dc.txt"
@@ -49,8 +51,9 @@ FINDINGS = [
         "one point of accuracy, as the 'not sufficient' half",
         "the 'not necessary' half: full model minus the model with only the best probe layer b re-drawn, within "
         "-/+ 0.01 (re-drawing it costs less than a point), fraction 0.25",
-        "Carried in kind; needs a sweep that re-draws one layer (not run yet).", experiment="probe",
-        measure="pending", kind="equivalence", protocol=2,
+        "Carried in kind; the follow-up tamkin-not-necessary trains the sweep that re-draws one layer.",
+        experiment="probe",
+        measure="pending", kind="equivalence", protocol=2, pilot=("reinit at 0.25",),
         keywords=dict(what="only the best probe layer re-drawn minus the full model",
                       follow_up="tamkin-not-necessary")),
     Finding(
@@ -84,3 +87,14 @@ FINDINGS = [
         untestable="QNLI and CoLA are not in the course data", elsewhere=GLUE + " --only blocks",
         pilot=("reinit at 0.25",)),
 ]
+
+# The 'not necessary' half as the follow-up tamkin-not-necessary measures it: its own reinit-large sweep
+NOT_NECESSARY = replace(
+    next(f for f in FINDINGS if f.id == "tamkin-probe-not-necessary"), experiment="reinit-large",
+    measure="tamkin_probe_not_necessary", keywords={},
+    tested="the 'not necessary' half: full model minus the model with only the best probe layer re-drawn (probe "
+           "layer b is the output of layers 0..b-1: layer b-1 alone re-drawn, every other pretrained; b chosen on "
+           "the probes' held-out share of the training data), both arms in the follow-up's own reinit sweep at "
+           "fraction 0.25, paired by seed, the 90% interval within -/+ 0.01 (TOST)",
+    model_note="Carried in kind. The sweep's block scheme also trains its complement (only that layer pretrained) "
+               "and every layer re-drawn; the measure reads neither.")
