@@ -123,7 +123,7 @@ def first_context(args, root: Path, ctx, model) -> experiments.Context:
     if model.first:
         return ctx
     name = models.first_name(root, DEFAULT_MODEL[args.scale])
-    depths = {meta.get("layers") for by in kept.load(root).values() for meta, _ in by.values()}
+    depths = kept.depths(kept.load(root))
     layers = depths.pop() if len(depths) == 1 else layers_of(name)
     return experiments.Context(layers, experiments.SCALES[args.scale], parse_roles(args.tasks), model=name,
                                task_file=args.task_file)
@@ -208,7 +208,7 @@ def check_arguments(args) -> None:
 
 def model_layers(args, runs: dict, model) -> int:
     """The model's depth: the kept results' for --report-only and --plan, else the checkpoint's."""
-    depths = {meta.get("layers") for by_experiment in runs.values() for meta, _ in by_experiment.values()}
+    depths = kept.depths(runs)
     if len(depths) == 1 and (args.report_only or args.plan):
         return depths.pop()
     if args.plan and model.first and args.model != "minilm":

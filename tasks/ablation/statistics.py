@@ -86,9 +86,7 @@ def difference_interval(values, reference) -> dict:
     mean = float(a.mean() - b.mean())
     if n < 2:
         return _t_interval(mean, None, n, None)
-    va, vb = a.var(ddof=1) / n, (b.var(ddof=1) / m if m > 1 else 0.0)
-    df = (va + vb) ** 2 / (va ** 2 / (n - 1) + (vb ** 2 / (m - 1) if m > 1 else 0.0)) if va + vb > 0 else n - 1
-    return _t_interval(mean, math.sqrt((va + vb) * n), n, float(df))
+    return _welch(mean, n, a.var(ddof=1) / n, n - 1, b.var(ddof=1) / m if m > 1 else 0.0, m - 1)
 
 
 def estimates_difference(a: dict, b: dict) -> dict:
@@ -97,11 +95,16 @@ def estimates_difference(a: dict, b: dict) -> dict:
     an estimate from seed pairs (jackknife) can be set against a sample; n is a's. A b without spread carries none."""
     if a.get("std") is None:
         return _t_interval(a["mean"] - b["mean"], None, a["n"], None)
-    va = a["std"] ** 2 / a["n"]
     vb = b["std"] ** 2 / b["n"] if b.get("std") is not None else 0.0
-    da, db = a.get("df", a["n"] - 1), b.get("df", b["n"] - 1)
+    return _welch(a["mean"] - b["mean"], a["n"], a["std"] ** 2 / a["n"], a.get("df", a["n"] - 1), vb,
+                  b.get("df", b["n"] - 1))
+
+
+def _welch(mean: float, n: int, va: float, da: float, vb: float, db: float) -> dict:
+    """The interval of a difference whose two sides have squared standard errors va and vb on da and db degrees of
+    freedom (Welch-Satterthwaite; a side without spread adds none), reported with n units."""
     df = (va + vb) ** 2 / (va ** 2 / da + (vb ** 2 / db if vb else 0.0)) if va + vb > 0 else da
-    return _t_interval(a["mean"] - b["mean"], math.sqrt((va + vb) * a["n"]), a["n"], float(df))
+    return _t_interval(mean, math.sqrt((va + vb) * n), n, float(df))
 
 
 def paired_interval(values: dict, reference: dict) -> dict:

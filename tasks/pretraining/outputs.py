@@ -23,11 +23,10 @@ from minbert.export import save_pretrained
 
 from ..fileio import atomic_write_bytes, atomic_write_json
 from ..machine import versions
-from ..saved.model_folder import PRETRAINING_JSON
+from ..saved.model_folder import MODEL_DIR, PRETRAINING_JSON
 from ..training import Callback, RunFolder, writing
 from .job import MLM, step_tokens
 
-MODEL_DIR = "model"
 INFO_FILE = PRETRAINING_JSON
 
 

@@ -43,7 +43,7 @@ def column(model: models.Model, root: Path, ctx, null_file: str) -> Column:
     """A model's column: its kept runs judged at its own depth, with its own pilot (power) and null baseline."""
     folder = model.results(root)
     runs = kept.load(folder)
-    depths = {meta.get("layers") for by in runs.values() for meta, _ in by.values()} - {None}
+    depths = kept.depths(runs) - {None}
     own = dataclasses.replace(ctx, n=depths.pop() if len(depths) == 1 else ctx.n, model=model.name)
     pilot = models.pilot(model, root)
     by_run = verdicts(runs, own, null_baseline.load(folder / null_file), pilot)

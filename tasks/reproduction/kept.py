@@ -97,6 +97,11 @@ def results_for(runs: dict, label: str) -> Results:
     return results
 
 
+def depths(runs: dict) -> set:
+    """The depths (run.json's "layers") the kept runs record."""
+    return {meta.get("layers") for by_experiment in runs.values() for meta, _ in by_experiment.values()}
+
+
 def check_one_setting(runs: dict, scale: str, model: str, identity=None) -> None:
     """A model's results folder holds one scale and one model (by hash where recorded): a report mixes neither."""
     wanted = {"model": model, **({"model_identity": identity} if identity else {})}

@@ -88,8 +88,9 @@ def finding_note(f, by_run: dict, explained: dict, null, columns) -> str:
         extra.append(("not testable here: " if not f.experiment else "part not tested here: ") + f.untestable)
     if f.elsewhere:
         extra.append(f"where it can be tested: `{f.elsewhere}`")
-    if compare.note(f, by_run, columns):
-        extra.append(compare.note(f, by_run, columns))
+    disagreement = compare.note(f, by_run, columns)
+    if disagreement:
+        extra.append(disagreement)
     return f"- `{f.id}`: " + "; ".join(extra) + "."
 
 

@@ -27,7 +27,8 @@ import minbert
 from minbert import UserError
 from minbert.loading import sha256_of
 
-from ...pretraining import INFO_FILE, MODEL_DIR
+from ...saved.model_folder import MODEL_DIR, pretraining_of
+from ...saved.model_folder import PRETRAINING_JSON as INFO_FILE
 from ..arguments import items
 from ..drawing import PRETTY, errorbar, fractions_of, legend, metric_axis, new_figure, title
 from ..study import Shape, Study, grid, planned
@@ -185,7 +186,7 @@ def run(sweep, trial) -> dict:
         raise UserError(f"{trial.params['folder']}: its weights changed since the sweep was planned (pretrained "
                         f"again?): rerun the same command to plan the sweep anew")
     result = sweep.fit(trial, encoder)
-    info = json.loads((Path(trial.params["folder"]) / INFO_FILE).read_text(encoding="utf-8"))
+    info = pretraining_of(trial.params["folder"]) or {}   # read_rung held it to be there when the sweep was planned
     # what the trial started from, beside the file's hash in its params (the tests hold it to the rung's file)
     embeddings = float(encoder.embeddings.word_embeddings.weight.detach().double().sum())
     result["info"] = {"rung": {"tokens": trial.params["tokens"], "step": info.get("step"),
