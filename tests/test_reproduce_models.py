@@ -14,7 +14,7 @@ import pretrain
 import reproduce
 from conftest import run_cli
 from minbert import UserError
-from tasks.reproduction import compare, experiments, kept, models, report
+from tasks.reproduction import compare, experiments, judging, kept, models, pilot, report
 from tasks.reproduction.findings import BY_ID
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def test_the_report_shows_both_models_and_marks_where_they_disagree(two_models, 
     assert "n=5" in second_cell
     note = next(x for x in text.splitlines() if x.startswith("- `singh-scarce`:"))
     assert f"models disagree (first: reproduced on the first model, not reproduced on {SLUG})" in note
-    assert "not declared yet (`setting_resembles`)" in note
+    assert "the paper's setting resembles the embedded model: the claim is about the size" in note
     assert f"| `singh-scarce` | first | {SLUG} |" in text and "| `singh-scarce` | first | minilm |" in text
     assert "## Other models" in text and f"results/models/{SLUG}/reinit-small/first/" in text
     data = json.loads((tmp_path / "report.json").read_text())
@@ -184,3 +184,30 @@ def test_a_run_only_the_second_model_has_shows_in_its_comparison_rows(two_models
     text = report.write(two_models, two_models.parent / "report.md", CTX).read_text()
     assert f"| `singh-scarce` | cap-small-data | {SLUG} |" in text
     assert "| `singh-scarce` | cap-small-data | minilm |" not in text     # the first model has no such run here
+
+
+def test_a_pilot_run_writes_the_second_models_pilot_json_that_its_power_then_reads(two_models, tmp_path, monkeypatch):
+    """pilot.py: each key's sd is the largest per-unit sd among the rows of the findings declaring that key alone,
+    from the pilot run's own trials; the report's power then reads it."""
+    pilot_root = tmp_path / "pilot"
+    shutil.copytree(two_models / models.MODELS_DIR, pilot_root / models.MODELS_DIR)
+    monkeypatch.setattr(models, "identify", lambda model: IDENTITY)
+    monkeypatch.setattr(pilot, "model_config", lambda model: {"num_hidden_layers": 6, "num_attention_heads": 12})
+    code, out, err = run_cli(pilot.main, ["--model", IDENTITY["path"], "--pilot-results", str(pilot_root),
+                                          "--results", str(two_models)])
+    assert code == 0, err
+    written = json.loads((two_models / models.MODELS_DIR / SLUG / models.PILOT_FILE).read_text())
+    runs = kept.load(pilot_root / models.MODELS_DIR / SLUG)
+    scarce = judging.verdicts(runs, CTX, None, None)["first"]["singh-scarce"]
+    assert written["sd"]["reinit at 0.03"] == pytest.approx(max(r.estimate["std"] for r in scarce.rows))
+    assert {r["finding"] for r in written["rows"]["reinit at 0.25"]} <= set(pilot.key_findings()["reinit at 0.25"])
+    assert "permute" not in written["sd"]          # the pilot ran no permute: no sd, none borrowed
+    column = compare.column(models.others(two_models)[0], two_models, CTX, report.NULL_FILE)
+    assert column.by_run["first"]["singh-scarce"].power["pilot_sd"] == pytest.approx(written["sd"]["reinit at 0.03"])
+
+
+def test_a_pilot_without_a_kept_run_is_one_line_and_exit_2(tmp_path, monkeypatch):
+    monkeypatch.setattr(models, "identify", lambda model: IDENTITY)
+    code, out, err = run_cli(pilot.main, ["--model", IDENTITY["path"], "--pilot-results", str(tmp_path / "none"),
+                                          "--results", str(tmp_path / "results")])
+    assert code == 2 and "--pilot-results" in err and "no kept run" in err and len(err.strip().splitlines()) == 1

@@ -7,6 +7,7 @@ Their setting throughout: BERT-base (12 layers), GLUE tasks (CoLA, SST-2, QNLI, 
 from dataclasses import replace
 
 from ..verdicts import Finding
+from .resemblance import declare
 
 PAPER = "003_ff14ca6f37d4b1dc.txt"
 TITLE = "Tamkin et al. 2020, Investigating Transferability in Pretrained Language Models"
@@ -87,6 +88,7 @@ FINDINGS = [
         untestable="QNLI and CoLA are not in the course data", elsewhere=GLUE + " --only blocks",
         pilot=("reinit at 0.25",)),
 ]
+FINDINGS = declare(FINDINGS)   # which model the paper's setting resembles (resemblance.py)
 
 # The 'not necessary' half as the follow-up tamkin-not-necessary measures it: its own reinit-large sweep
 NOT_NECESSARY = replace(

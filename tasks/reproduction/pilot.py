@@ -1,0 +1,121 @@
+"""A second model's own pilot: the per-seed sds its lines' power reads (power.py), measured on a short run of its
+own before any declared run, and written to RESULTS/models/SLUG/pilot.json rather than copied there by hand.
+
+The pilot is a smoke-shaped run kept elsewhere, in the shape of the first model's 2026-11-24 pilot (3 seeds,
+trials of at most 120 steps, the experiments whose findings declare a pilot key):
+
+    python reproduce.py --model M --only reinit-small,reinit-large,permute,freeze,transfer --seeds 3 \\
+        --max-steps 120 --results runs/pilot-M --report runs/pilot-M/report.md
+    python -m tasks.reproduction.pilot --model M --pilot-results runs/pilot-M
+
+Each key of `power.PILOT_SD` is the per-seed sd of one kind of paired effect. Here a key's sd is the largest
+per-unit sd among the rows of the findings that declare that key alone (`Finding.pilot == (key,)`), as the pilot
+run measured them: the largest, so that a line is called underpowered rather than flattered where the rows
+sharing a key differ in spread. A key no pilot row measured is left out, and the lines that need it get no power
+label (power.py says "no sd to compute it from"). pilot.json keeps each key's rows (finding, row, n, sd), the
+pilot run's folder, the commands, the commit and the CPU.
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from minbert import UserError
+
+from ..cli import run_command
+from ..fileio import atomic_write_text
+from ..machine import cpu_model, source_commit
+from . import experiments, judging, kept, models
+from .findings import FINDINGS
+from .follow_ups import FIRST
+from .power import PILOT_SD
+
+RESULTS = Path("docs/reproduction/results")
+DEFAULT_FIRST = "minilm"
+PILOT_EXPERIMENTS = ("reinit-small", "reinit-large", "permute", "freeze", "transfer")
+
+
+def key_findings() -> dict:
+    """{pilot key: [finding ids declaring that key alone]}, in PILOT_SD's order."""
+    return {key: [f.id for f in FINDINGS if tuple(f.pilot) == (key,)] for key in PILOT_SD}
+
+
+def measure(runs: dict, ctx) -> dict:
+    """{key: [{finding, row, n, sd}]} from the pilot run's first-run verdicts (rows with a per-unit sd)."""
+    by_id = judging.verdicts(runs, ctx, None, None).get(FIRST, {})
+    out = {}
+    for key, ids in key_findings().items():
+        rows = [{"finding": fid, "row": r.label, "n": r.estimate["n"], "sd": r.estimate["std"]}
+                for fid in ids if fid in by_id for r in by_id[fid].rows
+                if r.estimate and r.estimate.get("std") is not None and (r.estimate.get("n") or 0) >= 2]
+        if rows:
+            out[key] = rows
+    return out
+
+
+def model_config(model: str) -> dict:
+    """The checkpoint's config.json (its depth and heads), no weights read."""
+    from minbert.loading import resolve
+    folder, _ = resolve(model)
+    return json.loads((folder / "config.json").read_text(encoding="utf-8"))
+
+
+def pilot_record(model: str, pilot_root: Path, first: str = DEFAULT_FIRST) -> dict:
+    """pilot.json's content for `model` from its pilot run kept under `pilot_root`."""
+    found = models.for_run(model, pilot_root, first)
+    folder = found.results(pilot_root)
+    runs = kept.load(folder)
+    if FIRST not in runs:
+        raise UserError(f"--pilot-results {pilot_root}: no kept run of {model} in {folder} (run the pilot first: "
+                        f"python reproduce.py --model {model} --only {','.join(PILOT_EXPERIMENTS)} --seeds 3 "
+                        f"--max-steps 120 --results {pilot_root} --report {pilot_root}/report.md)")
+    depths = kept.depths(runs) - {None}
+    config = model_config(model)
+    ctx = experiments.Context(depths.pop() if len(depths) == 1 else config["num_hidden_layers"],
+                              experiments.SCALES["cpu"], dict(experiments.ROLES),
+                              heads=config.get("num_attention_heads", 12), model=model)
+    rows = measure(runs, ctx)
+    if not rows:
+        raise UserError(f"--pilot-results {pilot_root}: its runs measure no row of a finding with a pilot key "
+                        f"(ran: {', '.join(sorted(runs[FIRST]))})")
+    sittings = [s for meta, _ in runs[FIRST].values() for s in meta.get("sittings", [])]
+    return {"sd": {key: max(r["sd"] for r in found_rows) for key, found_rows in rows.items()},
+            "rows": rows,
+            "source": (f"the largest per-unit sd among each key's rows in the pilot run kept in {folder} "
+                       f"(python -m tasks.reproduction.pilot --model {model} --pilot-results {pilot_root})"),
+            "experiments": sorted(runs[FIRST]),
+            "n": sorted({r["n"] for found_rows in rows.values() for r in found_rows}),
+            "pilot_sittings": sittings,
+            "commit": source_commit(Path(__file__).resolve().parents[2]), "cpu": cpu_model()}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="the model the pilot ran (as reproduce.py's --model)")
+    p.add_argument("--pilot-results", required=True, type=Path,
+                   help="the pilot run's --results folder (kept away from the report's)")
+    p.add_argument("--results", type=Path, default=RESULTS,
+                   help=f"the report's results folder; pilot.json goes to RESULTS/models/SLUG/ (default: {RESULTS})")
+    p.add_argument("--first", default=DEFAULT_FIRST,
+                   help=f"the results folders' default first model (default: {DEFAULT_FIRST})")
+    return p
+
+
+def run(args) -> int:
+    target = models.for_run(args.model, args.results, args.first)
+    if target.first:
+        raise UserError(f"--model {args.model}: the first model of {args.results}; its pilot is power.PILOT_SD")
+    record = pilot_record(args.model, args.pilot_results, args.first)
+    path = target.results(args.results) / models.PILOT_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    print(f"pilot: {path}: " + ", ".join(f"{k} {v:.4g}" for k, v in record["sd"].items()))
+    return 0
+
+
+def main(argv=None) -> int:
+    return run_command(argv, build_parser().parse_args, run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
