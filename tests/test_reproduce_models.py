@@ -202,6 +202,11 @@ def test_a_pilot_run_writes_the_second_models_pilot_json_that_its_power_then_rea
     assert written["sd"]["reinit at 0.03"] == pytest.approx(max(r.estimate["std"] for r in scarce.rows))
     assert {r["finding"] for r in written["rows"]["reinit at 0.25"]} <= set(pilot.key_findings()["reinit at 0.25"])
     assert "permute" not in written["sd"]          # the pilot ran no permute: no sd, none borrowed
+    raw = two_models / models.MODELS_DIR / SLUG / pilot.RAW_DIR
+    assert kept.load(raw) == runs                  # its raw trials kept beside it, not read as a kept run:
+    assert set(kept.load(two_models / models.MODELS_DIR / SLUG)) == {"first"}
+    assert {e for meta, _ in kept.load(two_models / models.MODELS_DIR / SLUG)["first"].values()
+            for e in [meta["experiment"]]} == set(EXPERIMENTS)
     column = compare.column(models.others(two_models)[0], two_models, CTX, report.NULL_FILE)
     assert column.by_run["first"]["singh-scarce"].power["pilot_sd"] == pytest.approx(written["sd"]["reinit at 0.03"])
 

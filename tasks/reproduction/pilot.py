@@ -13,10 +13,13 @@ per-unit sd among the rows of the findings that declare that key alone (`Finding
 run measured them: the largest, so that a line is called underpowered rather than flattered where the rows
 sharing a key differ in spread. A key no pilot row measured is left out, and the lines that need it get no power
 label (power.py says "no sd to compute it from"). pilot.json keeps each key's rows (finding, row, n, sd), the
-pilot run's folder, the commands, the commit and the CPU.
+pilot run's folder, the commands, the commit and the CPU; the pilot's raw trials (each experiment's run.json and
+results) are kept beside it in RESULTS/models/SLUG/pilot-run/, so its sds can be recomputed (the first model's
+2026-11-24 pilot kept none). That folder is one level deeper than a kept run's, so no report reads it as one.
 """
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -32,6 +35,7 @@ from .power import PILOT_SD
 
 RESULTS = Path("docs/reproduction/results")
 DEFAULT_FIRST = "minilm"
+RAW_DIR = "pilot-run"    # RESULTS/models/SLUG/pilot-run/EXPERIMENT/RUN/: the pilot's own kept trials
 PILOT_EXPERIMENTS = ("reinit-small", "reinit-large", "permute", "freeze", "transfer")
 
 
@@ -89,6 +93,18 @@ def pilot_record(model: str, pilot_root: Path, first: str = DEFAULT_FIRST) -> di
             "commit": source_commit(Path(__file__).resolve().parents[2]), "cpu": cpu_model()}
 
 
+def keep_raw(source: Path, target: Path) -> None:
+    """The pilot run's kept trials (EXPERIMENT/RUN/run.json and *.jsonl) copied to `target`, replacing an older
+    pilot's."""
+    if target.exists():
+        shutil.rmtree(target)
+    for meta in sorted(Path(source).glob("*/*/run.json")):
+        out = target / meta.parent.relative_to(source)
+        out.mkdir(parents=True)
+        for path in [meta, *sorted(meta.parent.glob("*.jsonl"))]:
+            shutil.copy2(path, out / path.name)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="the model the pilot ran (as reproduce.py's --model)")
@@ -106,9 +122,11 @@ def run(args) -> int:
     if target.first:
         raise UserError(f"--model {args.model}: the first model of {args.results}; its pilot is power.PILOT_SD")
     record = pilot_record(args.model, args.pilot_results, args.first)
-    path = target.results(args.results) / models.PILOT_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    folder = target.results(args.results)
+    keep_raw(models.for_run(args.model, args.pilot_results, args.first).results(args.pilot_results),
+             folder / RAW_DIR)
+    path = folder / models.PILOT_FILE
+    atomic_write_text(path, json.dumps({**record, "raw": f"{RAW_DIR}/"}, indent=1, sort_keys=True) + "\n")
     print(f"pilot: {path}: " + ", ".join(f"{k} {v:.4g}" for k, v in record["sd"].items()))
     return 0
 
