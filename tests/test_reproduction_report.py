@@ -62,15 +62,18 @@ def test_the_layer_ratios_against_the_null_baseline(kept_verdicts):
     if not (RESULTS / report.NULL_FILE).exists():
         pytest.skip("no kept null baseline")
     null = kept_verdicts["hao-null-perturbation"]
+    pairs = REPRODUCED if (RESULTS / null_baseline.PAIRS_PATH.name).exists() else NOT_RUN   # the pair form's lines
     assert {fid: v.outcome for fid, v in null.items()} == {
         "hao-attention-last": REPRODUCED, "hao-svcca-intermediate-last": REPRODUCED,
-        "singh-later-layers-move": NR, "hao-seeds-consistent-low": NOT_RUN, "hao-datasets-consistent-low": NOT_RUN}
+        "singh-later-layers-move": NR, "hao-seeds-consistent-low": pairs, "hao-datasets-consistent-low": pairs}
     first = kept_verdicts["first"]["hao-attention-last"].rows[0].estimate
     against = null["hao-attention-last"].rows[0].estimate
     kept_null = null_baseline.load(RESULTS / report.NULL_FILE)["ratios"]["hao-attention-last"]["mean"]
     assert against["mean"] == pytest.approx(first["mean"] - kept_null)
     assert against["ci95_high"] - against["ci95_low"] > first["ci95_high"] - first["ci95_low"]   # the null's spread
     assert [r.verdict for r in null["singh-later-layers-move"].rows] == [REPRODUCED, NR]   # 0.03 holds, 0.25 not
+    if pairs == REPRODUCED:   # both rows, SVCCA and JS, each minus the pair form's own spread
+        assert [r.verdict for r in null["hao-seeds-consistent-low"].rows] == [REPRODUCED, REPRODUCED]
 
 
 def test_labels_state_the_steps_each_arm_trained(kept_verdicts):
