@@ -112,7 +112,7 @@ def context(args, num_layers: int, model=None) -> experiments.Context:
     """The experiments' context for the model run (a second model's heads and step cost from its config.json)."""
     shape = {}
     if model is not None and not model.first:
-        config = config_of(args.model)
+        config = models.config_of(args.model)
         shape = {"heads": config["num_attention_heads"], "step_cost": models.step_cost(config)}
     return experiments.Context(num_layers, experiments.SCALES[args.scale], parse_roles(args.tasks),
                                model=args.model, task_file=args.task_file, **shape)
@@ -171,18 +171,8 @@ def print_plan(args, ctx, runs: dict, model) -> None:
         print(f"- {line}")
 
 
-def config_of(model: str) -> dict:
-    """The checkpoint's architecture, from its config.json alone (no weights are read)."""
-    import dataclasses
-
-    from minbert.config import BertConfig
-    from minbert.loading import resolve
-    folder, _ = resolve(model)
-    return dataclasses.asdict(BertConfig.from_json(folder / "config.json"))
-
-
 def layers_of(model: str) -> int:
-    return config_of(model)["num_hidden_layers"]
+    return models.config_of(model)["num_hidden_layers"]
 
 
 def check_arguments(args) -> None:

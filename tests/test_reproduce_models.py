@@ -192,7 +192,7 @@ def test_a_pilot_run_writes_the_second_models_pilot_json_that_its_power_then_rea
     pilot_root = tmp_path / "pilot"
     shutil.copytree(two_models / models.MODELS_DIR, pilot_root / models.MODELS_DIR)
     monkeypatch.setattr(models, "identify", lambda model: IDENTITY)
-    monkeypatch.setattr(pilot, "model_config", lambda model: {"num_hidden_layers": 6, "num_attention_heads": 12})
+    monkeypatch.setattr(models, "config_of", lambda model: {"num_hidden_layers": 6, "num_attention_heads": 12})
     code, out, err = run_cli(pilot.main, ["--model", IDENTITY["path"], "--pilot-results", str(pilot_root),
                                           "--results", str(two_models)])
     assert code == 0, err

@@ -119,6 +119,16 @@ def pilot(model: Model, root: Path) -> Optional[dict]:
     return {k: float(v) for k, v in json.loads(path.read_text(encoding="utf-8"))["sd"].items()}
 
 
+def config_of(model: str) -> dict:
+    """The checkpoint's architecture, from its config.json alone (no weights are read)."""
+    import dataclasses
+
+    from minbert.config import BertConfig
+    from minbert.loading import resolve
+    folder, _ = resolve(model)
+    return dataclasses.asdict(BertConfig.from_json(folder / "config.json"))
+
+
 def step_cost(config: dict) -> float:
     """A step's cost against the embedded model's, from the encoder's weights a token passes (layers x (4 H^2 +
     2 H I)): the estimate scales the embedded model's measured seconds a step by it (a guess, not measured)."""

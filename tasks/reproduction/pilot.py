@@ -57,27 +57,18 @@ def measure(runs: dict, ctx) -> dict:
     return out
 
 
-def model_config(model: str) -> dict:
-    """The checkpoint's config.json (its depth and heads), no weights read."""
-    from minbert.loading import resolve
-    folder, _ = resolve(model)
-    return json.loads((folder / "config.json").read_text(encoding="utf-8"))
-
-
-def pilot_record(model: str, pilot_root: Path, first: str = DEFAULT_FIRST) -> dict:
-    """pilot.json's content for `model` from its pilot run kept under `pilot_root`."""
-    found = models.for_run(model, pilot_root, first)
+def pilot_record(model: str, found: models.Model, pilot_root: Path) -> dict:
+    """pilot.json's content for `model` from its pilot run, kept under `pilot_root` as `found` (models.for_run)."""
     folder = found.results(pilot_root)
     runs = kept.load(folder)
     if FIRST not in runs:
         raise UserError(f"--pilot-results {pilot_root}: no kept run of {model} in {folder} (run the pilot first: "
                         f"python reproduce.py --model {model} --only {','.join(PILOT_EXPERIMENTS)} --seeds 3 "
                         f"--max-steps 120 --results {pilot_root} --report {pilot_root}/report.md)")
-    depths = kept.depths(runs) - {None}
-    config = model_config(model)
-    ctx = experiments.Context(depths.pop() if len(depths) == 1 else config["num_hidden_layers"],
-                              experiments.SCALES["cpu"], dict(experiments.ROLES),
-                              heads=config.get("num_attention_heads", 12), model=model)
+    recorded = next(iter(runs[FIRST].values()))[0]   # the pilot's scale, tasks and depth, as its run.json records them
+    kept.check_one_setting(runs, recorded["scale"], recorded["model"], found.identity)
+    ctx = experiments.Context(recorded["layers"], experiments.SCALES[recorded["scale"]], recorded["tasks"],
+                              heads=models.config_of(model)["num_attention_heads"], model=model)
     rows = measure(runs, ctx)
     if not rows:
         raise UserError(f"--pilot-results {pilot_root}: its runs measure no row of a finding with a pilot key "
@@ -121,10 +112,10 @@ def run(args) -> int:
     target = models.for_run(args.model, args.results, args.first)
     if target.first:
         raise UserError(f"--model {args.model}: the first model of {args.results}; its pilot is power.PILOT_SD")
-    record = pilot_record(args.model, args.pilot_results, args.first)
+    found = models.for_run(args.model, args.pilot_results, args.first)
+    record = pilot_record(args.model, found, args.pilot_results)
     folder = target.results(args.results)
-    keep_raw(models.for_run(args.model, args.pilot_results, args.first).results(args.pilot_results),
-             folder / RAW_DIR)
+    keep_raw(found.results(args.pilot_results), folder / RAW_DIR)
     path = folder / models.PILOT_FILE
     atomic_write_text(path, json.dumps({**record, "raw": f"{RAW_DIR}/"}, indent=1, sort_keys=True) + "\n")
     print(f"pilot: {path}: " + ", ".join(f"{k} {v:.4g}" for k, v in record["sd"].items()))
