@@ -79,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     setting.add_argument("--workers", type=arguments.positive_or_auto, default=None, metavar="N",
                          help="ablate.py's --workers: trials side by side in one-thread processes "
                               "(default: ablate.py's)")
+    setting.add_argument("--shard", type=arguments.shard, default=None, metavar="I/N",
+                         help="run shard I of N of every sweep (ablate.py's --shard): N processes at once share a "
+                              "GPU, or several; each keeps what has finished when it ends, so the last to end keeps "
+                              "the run (default: every trial)")
     where = parser.add_argument_group("where things go")
     where.add_argument("--out", default="runs/reproduce", help="the sweeps' folders (default: %(default)s)")
     where.add_argument("--results", default=None, help=f"the kept raw results (default: {RESULTS})")
@@ -132,7 +136,7 @@ def first_context(args, root: Path, ctx, model) -> experiments.Context:
 def setting_of(args) -> Setting:
     """The model, data and machine every sweep shares."""
     return Setting(args.model, args.device, args.precision, args.implementation, args.data_dir, args.task_file,
-                   args.max_steps, args.workers)
+                   args.max_steps, args.workers, args.shard)
 
 
 def seeds_for(args, experiment, ctx) -> list:

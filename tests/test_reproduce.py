@@ -326,6 +326,27 @@ def test_reproduce_runs_its_sweeps_keeps_their_results_and_resumes(small_data_di
     assert [s["trials_added"] for s in run["sittings"]] == [8, 0]
 
 
+def test_shards_of_a_run_each_keep_their_trials_and_record_device_weights_and_shard(small_data_dir, tmp_path):
+    results_dir = tmp_path / "results"
+    argv = ["--only", "pairs", "--data-dir", str(small_data_dir), "--out", str(tmp_path / "runs"), "--max-steps", "1",
+            "--seeds", "3", "--results", str(results_dir), "--report", str(tmp_path / "report.md"),
+            "--precision", "fp32", "--device", "cpu"]
+    for shard in ("1/2", "2/2"):
+        code, stdout, err = run_cli(reproduce.main, [*argv, "--shard", shard])
+        assert code == 0, err
+    run = json.loads((results_dir / "pairs" / "first" / "run.json").read_text())
+    first, second = run["sittings"]
+    assert first["shard"] == "1/2, run at once" and second["shard"] == "2/2, run at once"
+    assert 0 < first["trials_added"] < 12 and first["trials_added"] + second["trials_added"] == 12   # 3 seeds x 4
+    from tasks.reproduction.models import identify
+    assert first["device"] == "cpu" and first["weights"] == identify("minilm")["weights_sha256"][:12]
+    # trials from other weights under the same model name (a device's rounded copy) are not mixed into the run
+    other = dict(first, weights="0" * 12)
+    with pytest.raises(UserError, match="other weights"):
+        reproduction_runs.store(results_dir, run, {}, other)
+    assert "2/2, run at once" in (tmp_path / "report.md").read_text()
+
+
 @pytest.mark.parametrize("argv, needle", [(["--only", "tamkin"], "no such experiment"),
                                           (["--seeds", "3"], "follow-up"),
                                           (["--max-steps", "1"], "--results"),

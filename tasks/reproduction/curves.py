@@ -25,12 +25,20 @@ def run_lines(report_dir: Path, experiment, label: str, kept_run: tuple, folder:
     """A kept run under its experiment: trials, seeds and folder, each sitting, its budget and its curves."""
     meta, sweeps = kept_run
     trials = sum(len(r) for r in sweeps.values())
-    sittings = "; ".join(f"{s['date']}, commit {s['commit']}, {s['cpu']}, {s['wall_time_s'] / 60:.1f} min "
-                         f"wall, +{s.get('trials_added', '?')} trials" for s in meta.get("sittings", []))
+    sittings = "; ".join(sitting_text(s) for s in meta.get("sittings", []))
     return [f"Run `{label}`: {trials} trials, seeds {meta.get('seeds')}, in `{folder}{experiment.name}/{label}/`. "
             f"Sittings: {sittings}.", "", budget_line(sweeps), "",
             *learning_curve_link(report_dir, f"{prefix}{experiment.name}", label, sweeps),
             *figure_links(report_dir, experiment, label, prefix), ""]
+
+
+def sitting_text(s: dict) -> str:
+    """A sitting as the report lists it: date, commit, machine (the GPU where one trained), weights where recorded,
+    shard where several ran at once, wall time and trials added."""
+    where = s["cpu"] + (f" with {s['device']}" if s.get("device", "cpu") != "cpu" else "")
+    extra = "".join(f", {k} {s[k]}" for k in ("weights", "shard") if s.get(k))
+    return (f"{s['date']}, commit {s['commit']}, {where}{extra}, {s['wall_time_s'] / 60:.1f} min wall, "
+            f"+{s.get('trials_added', '?')} trials")
 
 
 def budget_line(sweeps: dict) -> str:

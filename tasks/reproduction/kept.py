@@ -7,9 +7,12 @@
 RUN is "first" for the declared protocol, or a follow-up's label (follow_ups.py): extra seeds or a changed
 protocol never replace the first run's trials. Storing into a run folder whose run.json says another protocol
 (seeds, options, scale) or another model is refused; a trial already kept is never replaced, so a run resumed in a
-later sitting only adds the trials it lacked. RESULTS is one model's folder (models.py): the first model's is the
+later sitting only adds the trials it lacked; shards of one run kept at once (reproduce.py --shard) take turns
+on a lock file in the run's folder. RESULTS is one model's folder (models.py): the first model's is the
 results folder itself, another's RESULTS/models/SLUG, whose run.json files record the model's path and hash.
 """
+import contextlib
+import fcntl
 import json
 import time
 from pathlib import Path
@@ -43,6 +46,23 @@ def model_text(run: dict) -> str:
 def store(results_dir: Path, run: dict, records: dict, sitting: dict) -> Path:
     """Keep a run's finished trials ({sweep label: records}) and this sitting; refuse another protocol."""
     folder = safe_join(Path(results_dir), run["experiment"], run["run"])
+    folder.mkdir(parents=True, exist_ok=True)
+    with locked(folder / ".lock"):
+        return _store(folder, run, records, sitting)
+
+
+@contextlib.contextmanager
+def locked(path: Path):
+    """Hold an exclusive lock on `path` (created if missing): read-add-write of a run's files is one turn."""
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _store(folder: Path, run: dict, records: dict, sitting: dict) -> Path:
     meta_path = folder / "run.json"
     meta = {**run, "sittings": []}
     if meta_path.exists():
@@ -56,6 +76,7 @@ def store(results_dir: Path, run: dict, records: dict, sitting: dict) -> Path:
             raise UserError(f"{meta_path}: this run was made with other {', '.join(changed)}; extra seeds or a "
                             f"changed protocol are a follow-up with its own label (FOLLOW_UPS in "
                             f"tasks/reproduction/follow_ups.py, then --follow-up LABEL), never a replacement")
+        check_weights(meta_path, kept, sitting)
         meta = kept
     folder.mkdir(parents=True, exist_ok=True)
     added = 0
@@ -112,7 +133,22 @@ def check_one_setting(runs: dict, scale: str, model: str, identity=None) -> None
                                 f"{model_text(meta)}: give --results another folder for scale {scale} with {model}")
 
 
-def sitting(cpu: str, commit: dict, seconds: float, threads: int, workers: str) -> dict:
+def check_weights(meta_path: Path, kept: dict, sitting: dict) -> None:
+    """Refuse to add trials trained from other weights than an earlier sitting's (e.g. a device's copy of the
+    embedded model rounded to fp16 against the packaged one): a run's trials all start from one set of weights.
+    Sittings kept before the weights were recorded are not compared."""
+    earlier = {s["weights"] for s in kept.get("sittings", []) if s.get("weights")}
+    if sitting.get("weights") and earlier and sitting["weights"] not in earlier:
+        raise UserError(f"{meta_path}: this run's trials were trained from weights {', '.join(sorted(earlier))}, "
+                        f"these from {sitting['weights']} (the same model name, other weights: a rounded copy?): "
+                        f"keep them in another --results folder")
+
+
+def sitting(cpu: str, commit: dict, seconds: float, threads: int, workers: str, device: str = "cpu",
+            weights: str = "", shard: str = "") -> dict:
+    """One sitting's record: where (CPU, and the accelerator where one trained), from which commit and weights
+    (sha256 prefix of the weights file), how long, and which shard of each sweep when several ran at once."""
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu,
             "commit": commit.get("minbert_commit", "?")[:12] + ("+changes" if commit.get("minbert_dirty") else ""),
-            "wall_time_s": round(seconds, 1), "threads": threads, "workers": workers}
+            "wall_time_s": round(seconds, 1), "threads": threads, "workers": workers, "device": device,
+            **({"weights": weights} if weights else {}), **({"shard": shard} if shard else {})}

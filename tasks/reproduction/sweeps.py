@@ -35,10 +35,11 @@ class Setting:
     task_file: Optional[str] = None
     max_steps: Optional[int] = None     # a smoke run's cap
     workers: Optional[int] = None       # None: the sweep's default
+    shard: Optional[tuple] = None       # (I, N): this process runs shard I of N of every sweep; None: all
 
     def training(self) -> dict:
         """The training options it fixes (TrainConfig's fields)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != "workers"}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("workers", "shard")}
 
 
 def protocol(spec, scale, follow) -> tuple:
@@ -61,7 +62,8 @@ def sweep_config(mode: str, settings, setting: Setting, seeds, out=None) -> Swee
     fixed = setting.training()
     if out is not None:
         fixed["out"] = str(out)
-    return from_settings(STUDIES[mode], dict(settings), seeds=tuple(seeds), workers=setting.workers, **fixed)
+    return from_settings(STUDIES[mode], dict(settings), seeds=tuple(seeds), workers=setting.workers,
+                         shard=setting.shard, **fixed)
 
 
 def listed_trials(spec, setting: Setting, seeds, shape: Shape) -> list:
@@ -96,11 +98,26 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
     seconds = time.time() - started
     import torch
     workers = str(setting.workers) if setting.workers else "ablate.py's default"
+    shard = f"{setting.shard[0]}/{setting.shard[1]}, run at once" if setting.shard else ""
     kept.store(folders["results"], run, kept_records, kept.sitting(
-        cpu_model(), source_commit(root), seconds, torch.get_num_threads(), workers))
+        cpu_model(), source_commit(root), seconds, torch.get_num_threads(), workers, device_name(setting.device),
+        weights_of(setting.model), shard))
     print(f"reproduce: {experiment.name} ({label}) done in {seconds / 60:.1f} min; kept in {folders['results']}",
           flush=True)
     return status
+
+
+def device_name(requested: str) -> str:
+    """What the trials trained on: 'cpu', or the GPU's name (as the report names machines)."""
+    import torch
+    cuda = requested.startswith("cuda") or (requested == "auto" and torch.cuda.is_available())
+    return torch.cuda.get_device_name(torch.device(requested if requested != "auto" else "cuda")) if cuda else "cpu"
+
+
+def weights_of(model: str) -> str:
+    """The sha256 prefix of the model's weights file: a sitting records the weights its trials started from."""
+    from .models import identify
+    return identify(model)["weights_sha256"][:12]
 
 
 def copy_figures(experiment, sweep_label: str, label: str, out: Path, report_dir: Path, prefix: str = "") -> None:
