@@ -18,8 +18,8 @@ from tasks.ablation.config import SweepConfig
 from tasks.ablation.statistics import crossed_interval, interval
 from tasks.ablation.studies import STUDIES
 from tasks.ablation.study import Shape
+from tasks.reproduction import curves, follow_ups, measures, sweeps
 from tasks.reproduction import experiments as reproduction
-from tasks.reproduction import follow_ups, measures, sweeps
 from tasks.reproduction import kept as reproduction_runs
 from tasks.reproduction import report as reproduction_report
 from tasks.reproduction.findings import BY_ID, FINDINGS, PAPERS
@@ -340,11 +340,24 @@ def test_shards_of_a_run_each_keep_their_trials_and_record_device_weights_and_sh
     assert 0 < first["trials_added"] < 12 and first["trials_added"] + second["trials_added"] == 12   # 3 seeds x 4
     from tasks.reproduction.models import identify
     assert first["device"] == "cpu" and first["weights"] == identify("minilm")["weights_sha256"][:12]
+    assert first["trained_on"] == {"cpu": first["trials_added"]}
     # trials from other weights under the same model name (a device's rounded copy) are not mixed into the run
     other = dict(first, weights="0" * 12)
     with pytest.raises(UserError, match="other weights"):
         reproduction_runs.store(results_dir, run, {}, other)
     assert "2/2, run at once" in (tmp_path / "report.md").read_text()
+
+
+def test_a_sitting_says_where_the_trials_it_keeps_were_trained(tmp_path):
+    rows = _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)[SMALL]
+    gpu = [dict(r, device="cuda:0") for r in rows]     # trained on a device, gathered and kept on a CPU
+    reproduction_runs.store(tmp_path, _run("reinit-small", "first", range(5)), {"reinit": gpu},
+                            dict(_sitting(), device="cpu"))
+    meta, _ = reproduction_runs.load(tmp_path)["first"]["reinit-small"]
+    assert meta["sittings"][0]["trained_on"] == {"cuda": len(rows)}
+    assert f"trained on cuda: {len(rows)}, not by this sitting" in curves.sitting_text(meta["sittings"][0])
+    here = dict(meta["sittings"][0], device="NVIDIA H200")
+    assert "with NVIDIA H200" in curves.sitting_text(here) and "not by this sitting" not in curves.sitting_text(here)
 
 
 @pytest.mark.parametrize("argv, needle", [(["--only", "tamkin"], "no such experiment"),

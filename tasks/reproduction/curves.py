@@ -37,8 +37,12 @@ def sitting_text(s: dict) -> str:
     shard where several ran at once, wall time and trials added."""
     where = s["cpu"] + (f" with {s['device']}" if s.get("device", "cpu") != "cpu" else "")
     extra = "".join(f", {k} {s[k]}" for k in ("weights", "shard") if s.get(k))
+    own = "cpu" if s.get("device", "cpu") == "cpu" else "cuda"
+    trained = s.get("trained_on") or {}
+    elsewhere = "" if set(trained) <= {own} else \
+        " (trained on " + ", ".join(f"{d}: {n}" for d, n in trained.items()) + ", not by this sitting)"
     return (f"{s['date']}, commit {s['commit']}, {where}{extra}, {s['wall_time_s'] / 60:.1f} min wall, "
-            f"+{s.get('trials_added', '?')} trials")
+            f"+{s.get('trials_added', '?')} trials{elsewhere}")
 
 
 def budget_line(sweeps: dict) -> str:

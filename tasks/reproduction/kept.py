@@ -79,15 +79,16 @@ def _store(folder: Path, run: dict, records: dict, sitting: dict) -> Path:
         check_weights(meta_path, kept, sitting)
         meta = kept
     folder.mkdir(parents=True, exist_ok=True)
-    added = 0
+    added = []
     for label, new in records.items():
         path = safe_join(folder, f"{label}.jsonl")
         old = load_jsonl(path)
         keys = {r["key"] for r in old}
         fresh = [r for r in new if r["key"] not in keys]
-        added += len(fresh)
+        added += fresh
         atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in old + fresh))
-    meta["sittings"] = [*meta.get("sittings", []), {**sitting, "trials_added": added}]
+    meta["sittings"] = [*meta.get("sittings", []), {**sitting, "trials_added": len(added),
+                                                    "trained_on": trained_on(added)}]
     atomic_write_text(meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
     return folder
 
@@ -131,6 +132,16 @@ def check_one_setting(runs: dict, scale: str, model: str, identity=None) -> None
             if meta.get("scale") != scale or not same_model(meta, wanted):
                 raise UserError(f"the results folder holds {experiment}/{label} at scale {meta.get('scale')} with "
                                 f"{model_text(meta)}: give --results another folder for scale {scale} with {model}")
+
+
+def trained_on(records: list) -> dict:
+    """{device: trials} of the trials a sitting adds, from their own records: a sitting may keep trials another
+    process trained (a shard, a killed sitting, a device whose kept folder was gathered here)."""
+    counts = {}
+    for r in records:
+        kind = str(r.get("device", "?")).split(":")[0]
+        counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def check_weights(meta_path: Path, kept: dict, sitting: dict) -> None:
