@@ -83,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="run shard I of N of every sweep (ablate.py's --shard): N processes at once share a "
                               "GPU, or several; each keeps what has finished when it ends, so the last to end keeps "
                               "the run (default: every trial)")
+    setting.add_argument("--gather", action="store_true",
+                         help="train nothing: keep the trials already finished in --out's sweep folders (shards a "
+                              "GPU machine ran, whose kept results did not come back); each sitting records where "
+                              "its trials were trained, from their own records")
     where = parser.add_argument_group("where things go")
     where.add_argument("--out", default="runs/reproduce", help="the sweeps' folders (default: %(default)s)")
     where.add_argument("--results", default=None, help=f"the kept raw results (default: {RESULTS})")
@@ -136,7 +140,7 @@ def first_context(args, root: Path, ctx, model) -> experiments.Context:
 def setting_of(args) -> Setting:
     """The model, data and machine every sweep shares."""
     return Setting(args.model, args.device, args.precision, args.implementation, args.data_dir, args.task_file,
-                   args.max_steps, args.workers, args.shard)
+                   args.max_steps, args.workers, args.shard, args.gather)
 
 
 def seeds_for(args, experiment, ctx) -> list:
@@ -159,7 +163,7 @@ def print_plan(args, ctx, runs: dict, model) -> None:
         one, two, guessed = experiments.estimate_minutes(e, ctx)
         guess = " (a guessed step cost)" if guessed else ""
         took = [f"{label} run took {sum(s['wall_time_s'] for s in meta.get('sittings', [])) / 60:.1f} min "
-                f"({', '.join(sorted({s['cpu'] for s in meta.get('sittings', [])}))})"
+                f"({machines(meta.get('sittings', []))})"
                 for label, by_experiment in runs.items() if e.name in by_experiment
                 for meta in [by_experiment[e.name][0]]]
         measured = f"; {'; '.join(took)}" if took else ""
@@ -173,6 +177,14 @@ def print_plan(args, ctx, runs: dict, model) -> None:
     print("\nDeclared follow-ups (controls), minutes scaled from the kept first runs' wall times (two workers):")
     for line in plan.lines(follow_ups.FOLLOW_UPS, runs, ctx.scale, "" if model.first else args.model):
         print(f"- {line}")
+
+
+def machines(sittings: list) -> str:
+    """Where a kept run's sittings ran, and where its trials trained when another machine trained them."""
+    where = {s["cpu"] + (f" with {s['device']}" if s.get("device", "cpu") != "cpu" else "") for s in sittings}
+    own = {"cpu" if s.get("device", "cpu") == "cpu" else "cuda" for s in sittings}
+    elsewhere = {d for s in sittings for d in s.get("trained_on") or {}} - own - {"?"}
+    return ", ".join(sorted(where)) + (f"; its trials trained on {', '.join(sorted(elsewhere))}" if elsewhere else "")
 
 
 def layers_of(model: str) -> int:

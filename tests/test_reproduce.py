@@ -334,6 +334,14 @@ def test_shards_of_a_run_each_keep_their_trials_and_record_device_weights_and_sh
     for shard in ("1/2", "2/2"):
         code, stdout, err = run_cli(reproduce.main, [*argv, "--shard", shard])
         assert code == 0, err
+        if shard == "1/2":   # --gather keeps what the folders hold and trains nothing: here, shard 1's trials
+            gathered = [*argv[:argv.index("--results")], "--results", str(tmp_path / "gathered"), "--report",
+                        str(tmp_path / "gathered.md"), "--precision", "fp32", "--device", "cpu", "--gather"]
+            code, stdout, err = run_cli(reproduce.main, gathered)
+            assert code == 0, err
+            run = json.loads((tmp_path / "gathered" / "pairs" / "first" / "run.json").read_text())
+            assert 0 < run["sittings"][0]["trials_added"] < 12 and "nothing trained" in stdout
+            assert "**Unfinished**" in (tmp_path / "gathered.md").read_text()
     run = json.loads((results_dir / "pairs" / "first" / "run.json").read_text())
     first, second = run["sittings"]
     assert first["shard"] == "1/2, run at once" and second["shard"] == "2/2, run at once"
@@ -346,6 +354,21 @@ def test_shards_of_a_run_each_keep_their_trials_and_record_device_weights_and_sh
     with pytest.raises(UserError, match="other weights"):
         reproduction_runs.store(results_dir, run, {}, other)
     assert "2/2, run at once" in (tmp_path / "report.md").read_text()
+
+
+def test_a_run_kept_unfinished_says_so_on_its_experiment_and_its_lines(tmp_path):
+    rows = _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)
+    cut = [r for r in rows[SMALL] if not (r["group"] == "from=3" and r["seed"] >= 3)]   # one arm lacks seeds 3, 4
+    reproduction_runs.store(tmp_path / "results", _run("reinit-small", "first", range(5)), {"reinit": cut},
+                            _sitting())
+    reproduction_runs.store(tmp_path / "results", _run("reinit-large", "first", range(5)), {"reinit": rows[LARGE]},
+                            _sitting())
+    text = reproduction_report.write(tmp_path / "results", tmp_path / "report.md", CTX).read_text()
+    assert "**Unfinished**: reinit from=3: seeds [0, 1, 2] of 5" in text
+    scarce = next(x for x in text.splitlines() if x.startswith("| <a id=\"singh-scarce\">"))
+    assert "its run is unfinished" in scarce      # singh-scarce reads reinit-small
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert {e["finding"]: e["unfinished_run"] for e in data["lines"]}["singh-scarce"] is True
 
 
 def test_a_sitting_says_where_the_trials_it_keeps_were_trained(tmp_path):

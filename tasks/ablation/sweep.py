@@ -236,6 +236,16 @@ def run_and_collect(config: SweepConfig) -> tuple:
     return status, [r for r in finished_records(sweep) if r["key"] in listed]
 
 
+def collect_finished(config: SweepConfig) -> tuple:
+    """Train nothing: (0, the sweep's trials already finished in its folder, one record each), e.g. those shards
+    on another machine finished there."""
+    sweep, trials = open_sweep(config)
+    listed = {t.key(sweep.fingerprint) for t in trials}
+    records = [r for r in finished_records(sweep) if r["key"] in listed]
+    print(f"{config.mode}: {len(records)} of {len(trials)} trials finished in {sweep.out}; nothing trained", flush=True)
+    return 0, records
+
+
 def open_sweep(config: SweepConfig) -> tuple:
     """The sweep (model and data loaded) and its trials."""
     # --summarize trains nothing; the fingerprint does not depend on the device

@@ -26,10 +26,28 @@ def run_lines(report_dir: Path, experiment, label: str, kept_run: tuple, folder:
     meta, sweeps = kept_run
     trials = sum(len(r) for r in sweeps.values())
     sittings = "; ".join(sitting_text(s) for s in meta.get("sittings", []))
+    short = unfinished(meta, sweeps)
+    missing = (f" **Unfinished**: {'; '.join(short)}; its lines read the seeds it has (resume it with the "
+               f"command that made it)." if short else "")
     return [f"Run `{label}`: {trials} trials, seeds {meta.get('seeds')}, in `{folder}{experiment.name}/{label}/`. "
-            f"Sittings: {sittings}.", "", budget_line(sweeps), "",
+            f"Sittings: {sittings}.{missing}", "", budget_line(sweeps), "",
             *learning_curve_link(report_dir, f"{prefix}{experiment.name}", label, sweeps),
             *figure_links(report_dir, experiment, label, prefix), ""]
+
+
+def unfinished(meta: dict, sweeps: dict) -> list:
+    """'SWEEP GROUP: seeds [...] of N' for each arm of a kept run that lacks some of the run's seeds (a comparison of
+    seed pairs has one fewer): a run cut short, kept as far as it went."""
+    seeds = meta.get("seeds") or []
+    out = []
+    for label, records in sweeps.items():
+        arms = {}
+        for r in records:
+            pairs = (r.get("params") or {}).get("kind") == "seeds"
+            arms.setdefault((r.get("group") or r.get("config") or "", pairs), set()).add(r.get("seed"))
+        out += [f"{label} {group or 'all'}: seeds {sorted(got)} of {len(seeds)}"
+                for (group, pairs), got in arms.items() if len(got) < len(seeds) - pairs]
+    return out
 
 
 def sitting_text(s: dict) -> str:
@@ -39,7 +57,7 @@ def sitting_text(s: dict) -> str:
     extra = "".join(f", {k} {s[k]}" for k in ("weights", "shard") if s.get(k))
     own = "cpu" if s.get("device", "cpu") == "cpu" else "cuda"
     trained = s.get("trained_on") or {}
-    elsewhere = "" if set(trained) <= {own} else \
+    elsewhere = "" if set(trained) <= {own, "?"} else \
         " (trained on " + ", ".join(f"{d}: {n}" for d, n in trained.items()) + ", not by this sitting)"
     return (f"{s['date']}, commit {s['commit']}, {where}{extra}, {s['wall_time_s'] / 60:.1f} min wall, "
             f"+{s.get('trials_added', '?')} trials{elsewhere}")

@@ -15,6 +15,7 @@ import numpy as np
 
 from minbert import UserError
 
+from .curves import unfinished
 from .experiments import EXPERIMENTS, ROLES, Context, sweeps_seconds
 from .follow_ups import FIRST
 
@@ -91,8 +92,9 @@ def blocker(follow, runs: dict, scale) -> str:
 
 
 def status(follow, runs: dict) -> tuple:
-    """(experiments it has run, experiments still pending)."""
-    done = [e for e in follow.experiments if e in runs.get(follow.label, {})]
+    """(experiments it has run, experiments still pending: not run, or kept unfinished)."""
+    kept = runs.get(follow.label, {})
+    done = [e for e in follow.experiments if e in kept and not unfinished(*kept[e])]
     return done, [e for e in follow.experiments if e not in done]
 
 
@@ -114,8 +116,10 @@ def lines(follow_ups: dict, runs: dict, scale, model: str = "") -> list:
         blocked = blocker(follow, runs, scale)
         cost = {e: None for e in follow.experiments} if blocked else minutes(follow, runs, scale)
         total = sum(m for e, m in cost.items() if e in pending and m is not None)
-        each = ", ".join(f"{e} ~{cost[e]:.0f} min" if cost[e] is not None else e if blocked
-                         else f"{e} (no kept run to scale)" for e in pending)
+        each = ", ".join((f"{e} ~{cost[e]:.0f} min" if cost[e] is not None else e if blocked
+                          else f"{e} (no kept run to scale)")
+                         + (" (kept unfinished: the rerun skips its finished trials)"
+                            if e in runs.get(label, {}) else "") for e in pending)
         ran = f"; ran already: {', '.join(done)}" if done else ""
         blocked = f"; needs first: {blocked}" if blocked else ""
         out.append(f"{label} (declared, pending: {each}; ~{total:.0f} min in all{ran}{blocked}): python "

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..fileio import atomic_write_text
 from . import compare, experiments, kept, null_baseline, plan, power
-from .curves import budget_line, learning_curve_link, learning_curves, run_lines  # noqa: F401  (tests' names)
+from .curves import budget_line, learning_curve_link, learning_curves, run_lines, unfinished  # noqa: F401  (tests' names)
 from .findings import FINDINGS, PAPERS
 from .follow_ups import FOLLOW_UPS
 from .judging import counts_line, counts_of, declared, explain, labels_of, verdicts  # noqa: F401
@@ -44,9 +44,11 @@ def null_note(finding_id: str, null) -> str:
             "hao-null-perturbation's rows: the fine-tuned ratio minus the null's)")
 
 
-def paper_section(paper: str, by_run: dict, explained: dict, null=None, columns=(), first_name: str = "") -> list:
+def paper_section(paper: str, by_run: dict, explained: dict, null=None, columns=(), first_name: str = "",
+                  cut=frozenset()) -> list:
     """The paper's table (a column per other model with kept results), each line's notes, and where other models
-    have results, the table comparing the models line by line."""
+    have results, the table comparing the models line by line. `cut`: the (run, experiment) pairs kept unfinished,
+    whose lines say so."""
     extra_head, extra_rule = compare.header(columns)
     lines = [f"## {PAPERS[paper]}", "", f"`../shared/papers/{paper}`", "",
              "| finding | the paper says | tested here | run | effect [95% CI] | SESOI | power (80%) | verdict | "
@@ -62,12 +64,19 @@ def paper_section(paper: str, by_run: dict, explained: dict, null=None, columns=
             sesoi = f"{g.sesoi:g}" + (" (equivalence)" if g.kind == "equivalence" else "")
             follow = FOLLOW_UPS.get(label)   # a follow-up's run has its own protocol number
             protocol = follow.protocol if follow else g.protocol
+            unfinished = "; its run is unfinished, see its experiment" if (label, g.experiment) in cut else ""
             lines.append(f"| <a id=\"{f.id}\"></a>`{f.id}` | \"{cell(f.quote)}\" | {cell(tested)} | {label} "
-                         f"(protocol {protocol}) | {effect_cell(v)} | {sesoi} | "
+                         f"(protocol {protocol}{unfinished}) | {effect_cell(v)} | {sesoi} | "
                          f"{cell(power.describe(v.power, g.sesoi, g.kind))} | **{outcome_text(v)}** | "
                          f"{cell(g.model_note)} |" + compare.cells(columns, label, f.id, v))
     notes = [finding_note(f, by_run, explained, null, columns) for f in FINDINGS if f.paper == paper]
     return lines + ["", *notes, "", *compare.table(paper, by_run, columns, first_name)]
+
+
+def unfinished_runs(runs: dict) -> frozenset:
+    """The (run label, experiment) pairs whose kept trials lack some of their seeds (curves.unfinished)."""
+    return frozenset((label, name) for label, by_experiment in runs.items()
+                     for name, (meta, sweeps) in by_experiment.items() if unfinished(meta, sweeps))
 
 
 def finding_note(f, by_run: dict, explained: dict, null, columns) -> str:
@@ -181,18 +190,20 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
              + ", ".join(f"{role} = {task}" for role, task in ctx.tasks.items()) + ".", "",
              *compare.introduce(columns), RULE, "", counts_line(counts), ""]
     for paper in PAPERS:
-        lines += paper_section(paper, by_run, explained, null, columns, ctx.model)
+        lines += paper_section(paper, by_run, explained, null, columns, ctx.model, unfinished_runs(runs))
     lines += experiments_section(runs, ctx, report_dir)
     lines += compare.section(columns, report_dir)
     lines += history_section(runs, ctx.scale)
     atomic_write_text(report_path, "\n".join(lines + DEPARTURES) + "\n")
-    write_json(Path(report_path).with_suffix(".json"), by_run, explained, counts, ctx, null, columns)
+    write_json(Path(report_path).with_suffix(".json"), by_run, explained, counts, ctx, null, columns,
+               unfinished_runs(runs))
     if readme:
         update_readme(readme, counts, compare.readme_lines(columns))
     return Path(report_path)
 
 
-def write_json(path: Path, by_run: dict, explained: dict, counts: dict, ctx, null=None, columns=()) -> None:
+def write_json(path: Path, by_run: dict, explained: dict, counts: dict, ctx, null=None, columns=(),
+               cut=frozenset()) -> None:
     """report.json: every line as data (finding, paper, quote, what was tested, run, effect, interval, n, SESOI,
     power, verdict, what decides it, what was run), the first model's, with `models`: each model's entry on it."""
     entries = []
@@ -201,7 +212,8 @@ def write_json(path: Path, by_run: dict, explained: dict, counts: dict, ctx, nul
             follow = FOLLOW_UPS.get(label)
             disclosed, sentence = explained[label][fid]
             line = record(v, follow.protocol if follow else v.finding.protocol, disclosed, sentence)
-            entries.append({**line, "null_baseline": (null or {}).get("ratios", {}).get(fid),
+            entries.append({**line, "unfinished_run": (label, v.finding.experiment) in cut,
+                            "null_baseline": (null or {}).get("ratios", {}).get(fid),
                             "models": compare.entries(label, fid, v, line, ctx.model, columns)})
     data = {"scale": ctx.scale.name, "model": ctx.model, "layers": ctx.n, "tasks": ctx.tasks,
             "counts_first_run": counts, "lines": entries,

@@ -36,10 +36,11 @@ class Setting:
     max_steps: Optional[int] = None     # a smoke run's cap
     workers: Optional[int] = None       # None: the sweep's default
     shard: Optional[tuple] = None       # (I, N): this process runs shard I of N of every sweep; None: all
+    gather: bool = False                # train nothing: keep the trials already finished in the sweeps' folders
 
     def training(self) -> dict:
         """The training options it fixes (TrainConfig's fields)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("workers", "shard")}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("workers", "shard", "gather")}
 
 
 def protocol(spec, scale, follow) -> tuple:
@@ -87,7 +88,8 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
         out = Path(folders["out"]) / experiment.name / label / spec.label
         arguments = as_arguments(spec.mode, settings)
         print("reproduce: ablate.py " + " ".join(["--mode", spec.mode, *arguments, "--out", str(out)]), flush=True)
-        code, records = sweep.run_and_collect(sweep_config(spec.mode, settings, setting, seeds, out))
+        collect = sweep.collect_finished if setting.gather else sweep.run_and_collect
+        code, records = collect(sweep_config(spec.mode, settings, setting, seeds, out))
         status |= code
         kept_records[spec.label] = records
         recorded[spec.label] = arguments + (["--max-steps", str(setting.max_steps)] if setting.max_steps else [])
