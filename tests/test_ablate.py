@@ -201,6 +201,8 @@ def test_shards_partition_the_trials_and_keep_them_when_seeds_are_added(mode):
     assert len(set(names)) == len(names)  # one folder per trial: owned by exactly one shard
     shards = [[t.name for t in sweep.shard_trials(trials, (i, 4))] for i in range(1, 5)]
     assert sorted(sum(shards, [])) == sorted(names) and all(shards)
+    salted = [[t.name for t in sweep.shard_trials(trials, (i, 4), "quora-top/")] for i in range(1, 5)]
+    assert sorted(sum(salted, [])) == sorted(names) and salted != shards   # a partition still, another one
     owner = {name: i for i, shard in enumerate(shards, 1) for name in shard}
     bigger = _plan(*mode, "--seeds", "0,1,2,3", "--data-fractions", "0.1,0.5,1")
     assert {t.name: sweep.shard_of(t, 4) for t in bigger if t.name in owner} == owner

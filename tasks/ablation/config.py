@@ -35,6 +35,7 @@ class SweepConfig:
     trial_steps: int = TRIAL_STEPS      # the step cap; 0: training.epochs passes
     plateau: PlateauRule = field(default_factory=PlateauRule)
     shard: Optional[tuple] = None       # (I, N): shard I of N; None: every trial
+    shard_salt: str = ""                # hashed with each trial's name: sweeps whose trials share names shard apart
     workers: Optional[int] = None       # worker processes; None: auto
     summarize: bool = False             # train nothing: merge the results files and write the summary
     export_models: bool = False         # each trial's model folder to models/TRIAL/
@@ -122,4 +123,5 @@ def from_settings(study: Study, settings: dict, **fixed) -> SweepConfig:
     return SweepConfig(study, training, options, plateau=rule, **sweep)
 
 
-SWEEP_FIELDS = ("seeds", "shard", "workers", "summarize", "export_models")  # out: training.out, as ablate.py
+# out: training.out, as ablate.py
+SWEEP_FIELDS = ("seeds", "shard", "shard_salt", "workers", "summarize", "export_models")

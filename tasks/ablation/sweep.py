@@ -48,19 +48,20 @@ from .summary import finished, tally
 # ---------------------------------------------------------------------------- shards
 
 
-def shard_of(trial: Trial, count: int) -> int:
+def shard_of(trial: Trial, count: int, salt: str = "") -> int:
     """The shard (1..count) that runs `trial`: a hash of its name (or shard unit), never of its place in the plan.
 
     So adding seeds, fractions or layers never moves a trial already assigned,
-    and two shards never write the same trial's folder.
+    and two shards never write the same trial's folder. `salt` (the sweep's, the same in every shard) spreads
+    sweeps whose trials share names (seed0..seed4 in each) over different shards.
     """
-    unit = trial.shard_unit or trial.name
+    unit = salt + (trial.shard_unit or trial.name)
     return int.from_bytes(hashlib.sha256(unit.encode()).digest()[:8], "big") % count + 1
 
 
-def shard_trials(trials: list, shard) -> list:
+def shard_trials(trials: list, shard, salt: str = "") -> list:
     """The trials of shard (I, N), in plan order; all of them for None."""
-    return trials if shard is None else [t for t in trials if shard_of(t, shard[1]) == shard[0]]
+    return trials if shard is None else [t for t in trials if shard_of(t, shard[1], salt) == shard[0]]
 
 
 # ---------------------------------------------------------------------------- running one trial
@@ -290,7 +291,7 @@ def run_shard(sweep: Sweep, trials: list) -> int:
     path = sweep.out / results_name(config.shard)
     previous = merged_results(sweep.out, own=path)
     done = {r["key"] for r in finished(previous, config.mode, sweep.fingerprint)}
-    mine = shard_trials(trials, config.shard)
+    mine = shard_trials(trials, config.shard, config.shard_salt)
     pending = [t for t in mine if t.key(sweep.fingerprint) not in done]
     share = f"shard {config.shard[0]}/{config.shard[1]}: {len(mine)} of {len(trials)}" if config.shard \
         else len(trials)

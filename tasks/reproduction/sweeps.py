@@ -63,8 +63,9 @@ def sweep_config(mode: str, settings, setting: Setting, seeds, out=None) -> Swee
     fixed = setting.training()
     if out is not None:
         fixed["out"] = str(out)
+    salt = f"{Path(out).name}/" if out is not None and setting.shard else ""   # sweeps' trials share names
     return from_settings(STUDIES[mode], dict(settings), seeds=tuple(seeds), workers=setting.workers,
-                         shard=setting.shard, **fixed)
+                         shard=setting.shard, shard_salt=salt, **fixed)
 
 
 def listed_trials(spec, setting: Setting, seeds, shape: Shape) -> list:
