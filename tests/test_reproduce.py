@@ -353,6 +353,11 @@ def test_shards_of_a_run_each_keep_their_trials_and_record_device_weights_and_sh
     other = dict(first, weights="0" * 12)
     with pytest.raises(UserError, match="other weights"):
         reproduction_runs.store(results_dir, run, {}, other)
+    # nor trials of another fingerprint, whatever the sittings recorded (runs kept before sittings named weights)
+    sweep_file = results_dir / "pairs" / "first" / "sts-cross.jsonl"
+    stranger = [dict(r, key=r["key"] + "-x", fingerprint="f" * 16) for r in reproduction_runs.load_jsonl(sweep_file)]
+    with pytest.raises(UserError, match="fingerprint"):
+        reproduction_runs.store(results_dir, run, {"sts-cross": stranger}, first)
     assert "2/2, run at once" in (tmp_path / "report.md").read_text()
 
 

@@ -85,6 +85,7 @@ def _store(folder: Path, run: dict, records: dict, sitting: dict) -> Path:
         old = load_jsonl(path)
         keys = {r["key"] for r in old}
         fresh = [r for r in new if r["key"] not in keys]
+        check_fingerprints(path, old, fresh)
         added += fresh
         atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in old + fresh))
     meta["sittings"] = [*meta.get("sittings", []), {**sitting, "trials_added": len(added),
@@ -142,6 +143,17 @@ def trained_on(records: list) -> dict:
         kind = str(r.get("device", "?")).split(":")[0]
         counts[kind] = counts.get(kind, 0) + 1
     return dict(sorted(counts.items()))
+
+
+def check_fingerprints(path: Path, old: list, fresh: list) -> None:
+    """Refuse trials whose sweep fingerprint (every training option, the weights' and data's hashes) differs from
+    the kept trials' of the same sweep: one sweep of a run is one protocol on one model and data."""
+    kept_prints = {r.get("fingerprint") for r in old} - {None}
+    other = {r.get("fingerprint") for r in fresh} - {None} - kept_prints
+    if kept_prints and other:
+        raise UserError(f"{path}: its trials were trained with fingerprint {', '.join(sorted(kept_prints))}, these "
+                        f"with {', '.join(sorted(other))} (other training options, weights or data): keep them in "
+                        f"another --results folder, or declare a follow-up")
 
 
 def check_weights(meta_path: Path, kept: dict, sitting: dict) -> None:
