@@ -378,12 +378,15 @@ def test_a_run_kept_unfinished_says_so_on_its_experiment_and_its_lines(tmp_path)
 
 def test_a_sitting_says_where_the_trials_it_keeps_were_trained(tmp_path):
     rows = _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)[SMALL]
-    gpu = [dict(r, device="cuda:0") for r in rows]     # trained on a device, gathered and kept on a CPU
+    gpu = [dict(r, device="cuda:0", finished_at=f"2026-11-26T19:30:{i:02d}Z", wall_time_s=120.0)
+           for i, r in enumerate(rows)]     # trained on a device, gathered and kept on a CPU
     reproduction_runs.store(tmp_path, _run("reinit-small", "first", range(5)), {"reinit": gpu},
                             dict(_sitting(), device="cpu"))
     meta, _ = reproduction_runs.load(tmp_path)["first"]["reinit-small"]
     assert meta["sittings"][0]["trained_on"] == {"cuda": len(rows)}
-    assert f"trained on cuda: {len(rows)}, not by this sitting" in curves.sitting_text(meta["sittings"][0])
+    assert meta["sittings"][0]["trained_from"] == "2026-11-26 19:28 UTC"    # the first trial's start
+    assert (f"trained on cuda: {len(rows)} between 2026-11-26 19:28 UTC and 19:30 UTC, not by this sitting"
+            in curves.sitting_text(meta["sittings"][0]))
     here = dict(meta["sittings"][0], device="NVIDIA H200")
     assert "with NVIDIA H200" in curves.sitting_text(here) and "not by this sitting" not in curves.sitting_text(here)
 

@@ -57,8 +57,9 @@ def sitting_text(s: dict) -> str:
     extra = "".join(f", {k} {s[k]}" for k in ("weights", "shard") if s.get(k))
     own = "cpu" if s.get("device", "cpu") == "cpu" else "cuda"
     trained = s.get("trained_on") or {}
+    span = f" between {s['trained_from']} and {s['trained_to'][-9:]}" if s.get("trained_from") else ""
     elsewhere = "" if set(trained) <= {own, "?"} else \
-        " (trained on " + ", ".join(f"{d}: {n}" for d, n in trained.items()) + ", not by this sitting)"
+        " (trained on " + ", ".join(f"{d}: {n}" for d, n in trained.items()) + f"{span}, not by this sitting)"
     return (f"{s['date']}, commit {s['commit']}, {where}{extra}, {s['wall_time_s'] / 60:.1f} min wall, "
             f"+{s.get('trials_added', '?')} trials{elsewhere}")
 

@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import json
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from minbert import UserError
@@ -89,7 +90,7 @@ def _store(folder: Path, run: dict, records: dict, sitting: dict) -> Path:
         added += fresh
         atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in old + fresh))
     meta["sittings"] = [*meta.get("sittings", []), {**sitting, "trials_added": len(added),
-                                                    "trained_on": trained_on(added)}]
+                                                    "trained_on": trained_on(added), **trained_span(added)}]
     atomic_write_text(meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
     return folder
 
@@ -143,6 +144,23 @@ def trained_on(records: list) -> dict:
         kind = str(r.get("device", "?")).split(":")[0]
         counts[kind] = counts.get(kind, 0) + 1
     return dict(sorted(counts.items()))
+
+
+def trained_span(records: list) -> dict:
+    """{"trained_from", "trained_to"} (UTC, from the trials' own finish times and wall times) of the trials a
+    sitting adds: when they trained, which for trials another process trained is not the sitting's own time."""
+    times = []
+    for r in records:
+        try:
+            end = datetime.strptime(r["finished_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        except (KeyError, TypeError, ValueError):
+            continue
+        times.append((end - timedelta(seconds=float(r.get("wall_time_s") or 0)), end))
+    if not times:
+        return {}
+    stamp = "%Y-%m-%d %H:%M UTC"
+    return {"trained_from": min(t[0] for t in times).strftime(stamp),
+            "trained_to": max(t[1] for t in times).strftime(stamp)}
 
 
 def check_fingerprints(path: Path, old: list, fresh: list) -> None:
