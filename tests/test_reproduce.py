@@ -366,6 +366,8 @@ def test_a_run_kept_unfinished_says_so_on_its_experiment_and_its_lines(tmp_path)
     cut = [r for r in rows[SMALL] if not (r["group"] == "from=3" and r["seed"] >= 3)]   # one arm lacks seeds 3, 4
     reproduction_runs.store(tmp_path / "results", _run("reinit-small", "first", range(5)), {"reinit": cut},
                             _sitting())
+    meta, sweeps = reproduction_runs.load(tmp_path / "results")["first"]["reinit-small"]
+    assert curves.unfinished(meta, {**sweeps, "other": []})[-1] == "other: no trials"   # a sweep never started
     reproduction_runs.store(tmp_path / "results", _run("reinit-large", "first", range(5)), {"reinit": rows[LARGE]},
                             _sitting())
     text = reproduction_report.write(tmp_path / "results", tmp_path / "report.md", CTX).read_text()

@@ -37,10 +37,13 @@ def run_lines(report_dir: Path, experiment, label: str, kept_run: tuple, folder:
 
 def unfinished(meta: dict, sweeps: dict) -> list:
     """'SWEEP GROUP: seeds [...] of N' for each arm of a kept run that lacks some of the run's seeds (a comparison of
-    seed pairs has one fewer): a run cut short, kept as far as it went."""
+    seed pairs has one fewer), 'SWEEP: no trials' for a sweep with none: a run cut short, kept as far as it went."""
     seeds = meta.get("seeds") or []
     out = []
     for label, records in sweeps.items():
+        if not records:
+            out.append(f"{label}: no trials")
+            continue
         arms = {}
         for r in records:
             pairs = (r.get("params") or {}).get("kind") == "seeds"
