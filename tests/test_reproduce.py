@@ -389,7 +389,9 @@ def test_a_sitting_says_where_the_trials_it_keeps_were_trained(tmp_path):
     assert meta["sittings"][0]["trained_from"] == "2026-11-26 19:28 UTC"    # the first trial's start
     assert (f"trained on cuda: {len(rows)} between 2026-11-26 19:28 UTC and 19:30 UTC, not by this sitting"
             in curves.sitting_text(meta["sittings"][0]))
-    here = dict(meta["sittings"][0], device="NVIDIA H200")
+    kept_later = dict(meta["sittings"][0], device="cpu", trained_on={"cpu": len(rows)}, date="2026-11-27 09:00 UTC")
+    assert "not by this sitting" in curves.sitting_text(kept_later)    # the same kind of machine, a day later
+    here = dict(meta["sittings"][0], device="NVIDIA H200", date="2026-11-26 19:31 UTC", wall_time_s=240.0)
     assert "with NVIDIA H200" in curves.sitting_text(here) and "not by this sitting" not in curves.sitting_text(here)
 
 

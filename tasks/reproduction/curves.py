@@ -2,6 +2,7 @@
 budget ended (a plateau of held-out training rows, or the cap), the plateau rule's warning where a held-out set is
 too small for it, and every trial's held-out score against steps, drawn from the kept results."""
 import math
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,17 @@ def unfinished(meta: dict, sweeps: dict) -> list:
     return out
 
 
+def before_sitting(s: dict) -> bool:
+    """Whether the trials a sitting added began training before it did (another process or an earlier sitting
+    trained them; the sitting only kept them)."""
+    stamp = "%Y-%m-%d %H:%M UTC"
+    try:
+        began = datetime.strptime(s["date"], stamp) - timedelta(seconds=float(s["wall_time_s"]) + 60)
+        return datetime.strptime(s["trained_from"], stamp) < began
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
 def sitting_text(s: dict) -> str:
     """A sitting as the report lists it: date, commit, machine (the GPU where one trained), weights where recorded,
     shard where several ran at once, wall time and trials added."""
@@ -61,7 +73,7 @@ def sitting_text(s: dict) -> str:
     own = "cpu" if s.get("device", "cpu") == "cpu" else "cuda"
     trained = s.get("trained_on") or {}
     span = f" between {s['trained_from']} and {s['trained_to'][-9:]}" if s.get("trained_from") else ""
-    elsewhere = "" if set(trained) <= {own, "?"} else \
+    elsewhere = "" if set(trained) <= {own, "?"} and not before_sitting(s) else \
         " (trained on " + ", ".join(f"{d}: {n}" for d, n in trained.items()) + f"{span}, not by this sitting)"
     return (f"{s['date']}, commit {s['commit']}, {where}{extra}, {s['wall_time_s'] / 60:.1f} min wall, "
             f"+{s.get('trials_added', '?')} trials{elsewhere}")
