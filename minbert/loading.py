@@ -165,12 +165,17 @@ def load_into(model: BertModel, state: dict, origin: str, may_miss: tuple = ()) 
     return ignored
 
 
+def weights_file(folder: Path):
+    """The checkpoint folder's weights file (safetensors first), or None."""
+    return next((folder / f for f in WEIGHT_FILES if (folder / f).exists()), None)
+
+
 def open_checkpoint(name_or_path, fallback_to_embedded: bool, implementation: str, device):
     """(folder, how it was found, its BertConfig with `implementation` resolved for `device`, weights file)."""
     folder, how = resolve(str(name_or_path), fallback_to_embedded)
     config = replace(BertConfig.from_json(folder / "config.json"),
                      implementation=resolve_implementation(implementation, device))
-    weights = next((folder / f for f in WEIGHT_FILES if (folder / f).exists()), None)
+    weights = weights_file(folder)
     if weights is None:
         raise CheckpointError(f"{folder}: no weights file ({' or '.join(WEIGHT_FILES)})")
     if not any((folder / f).exists() for f in VOCAB_FILES):

@@ -62,12 +62,12 @@ def folder_name(folder: Path) -> str:
 def identify(model: str) -> dict:
     """{slug, path, hash, config_sha256, weights_sha256} of a checkpoint (a folder, the embedded model or a cached
     Hugging Face name), reading its files and nothing else (no model is built)."""
-    from minbert.loading import WEIGHT_FILES, resolve
+    from minbert.loading import WEIGHT_FILES, resolve, weights_file
     try:
         folder, _ = resolve(model)
     except Exception as e:   # a CheckpointError or the Hub's: one line either way
         raise UserError(f"--model {model}: {e}") from None
-    weights = next((folder / w for w in WEIGHT_FILES if (folder / w).exists()), None)
+    weights = weights_file(folder)
     if weights is None or not (folder / "config.json").exists():
         raise UserError(f"--model {model}: {folder} has no config.json and weights ({', '.join(WEIGHT_FILES)})")
     config, weights_sha = _sha256(folder / "config.json"), _sha256(weights)

@@ -119,8 +119,9 @@ def device_name(requested: str) -> str:
 
 def weights_of(model: str) -> str:
     """The sha256 prefix of the model's weights file: a sitting records the weights its trials started from."""
-    from .models import identify
-    return identify(model)["weights_sha256"][:12]
+    from minbert.loading import resolve, sha256_of, weights_file
+    path = weights_file(resolve(model)[0])
+    return sha256_of(path)[:12] if path else ""
 
 
 def copy_figures(experiment, sweep_label: str, label: str, out: Path, report_dir: Path, prefix: str = "") -> None:
