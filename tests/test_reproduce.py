@@ -353,6 +353,9 @@ def test_shards_of_a_run_each_keep_their_trials_and_record_device_weights_and_sh
     other = dict(first, weights="0" * 12)
     with pytest.raises(UserError, match="other weights"):
         reproduction_runs.store(results_dir, run, {}, other)
+    with pytest.raises(UserError, match="other weights"):     # refused before anything trains
+        reproduction_runs.refuse_other_weights(results_dir, "pairs", "first", "0" * 12)
+    reproduction_runs.refuse_other_weights(results_dir, "pairs", "first", first["weights"])
     # nor trials of another fingerprint, whatever the sittings recorded (runs kept before sittings named weights)
     sweep_file = results_dir / "pairs" / "first" / "sts-cross.jsonl"
     stranger = [dict(r, key=r["key"] + "-x", fingerprint="f" * 16) for r in reproduction_runs.load_jsonl(sweep_file)]

@@ -185,6 +185,14 @@ def check_weights(meta_path: Path, kept: dict, sitting: dict) -> None:
                         f"keep them in another --results folder")
 
 
+def refuse_other_weights(results_dir: Path, experiment: str, label: str, weights: str) -> None:
+    """Before any training: refuse a sitting whose weights differ from those the kept run's sittings record (its
+    trials would train, then not be kept)."""
+    meta_path = safe_join(Path(results_dir), experiment, label) / "run.json"
+    if weights and meta_path.exists():
+        check_weights(meta_path, json.loads(meta_path.read_text(encoding="utf-8")), {"weights": weights})
+
+
 def sitting(cpu: str, commit: dict, seconds: float, threads: int, workers: str, device: str = "cpu",
             weights: str = "", shard: str = "") -> dict:
     """One sitting's record: where (CPU, and the accelerator where one trained), from which commit and weights

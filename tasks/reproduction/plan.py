@@ -98,6 +98,13 @@ def status(follow, runs: dict) -> tuple:
     return done, [e for e in follow.experiments if e not in done]
 
 
+def resume_on(meta: dict) -> str:
+    """How an unfinished kept run resumes: on the weights its sittings record (a rerun skips its finished trials)."""
+    weights = sorted({s["weights"] for s in meta.get("sittings", []) if s.get("weights")})
+    return f": rerun it from weights {', '.join(weights)}, which skips its finished trials" if weights else \
+        ": the rerun skips its finished trials"
+
+
 def lines(follow_ups: dict, runs: dict, scale, model: str = "") -> list:
     """One line per declared follow-up: its pending experiments, their estimated minutes, its command (with
     `--model MODEL` for a second model, whose own kept runs `runs` are)."""
@@ -118,7 +125,7 @@ def lines(follow_ups: dict, runs: dict, scale, model: str = "") -> list:
         total = sum(m for e, m in cost.items() if e in pending and m is not None)
         each = ", ".join((f"{e} ~{cost[e]:.0f} min" if cost[e] is not None else e if blocked
                           else f"{e} (no kept run to scale)")
-                         + (" (kept unfinished: the rerun skips its finished trials)"
+                         + (f" (kept unfinished{resume_on(runs[label][e][0])})"
                             if e in runs.get(label, {}) else "") for e in pending)
         ran = f"; ran already: {', '.join(done)}" if done else ""
         blocked = f"; needs first: {blocked}" if blocked else ""

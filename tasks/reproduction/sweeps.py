@@ -82,6 +82,8 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
     for the figures), "prefix" (a second model's figures' names begin with it); `root` the checkout whose commit
     each sitting records; `identity` a second model's path and hash (models.identify), kept in run.json."""
     label = follow.label if follow else FIRST
+    weights = weights_of(setting.model)
+    kept.refuse_other_weights(folders["results"], experiment.name, label, weights)
     started, status, kept_records, recorded = time.time(), 0, {}, {}
     specs = experiment.sweeps_for(ctx, label, kept.load(folders["results"]))   # a follow-up's own in their place
     for spec in specs:
@@ -104,7 +106,7 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
     shard = f"{setting.shard[0]}/{setting.shard[1]}, run at once" if setting.shard else ""
     kept.store(folders["results"], run, kept_records, kept.sitting(
         cpu_model(), source_commit(root), seconds, torch.get_num_threads(), workers, device_name(setting.device),
-        weights_of(setting.model), shard))
+        weights, shard))
     print(f"reproduce: {experiment.name} ({label}) done in {seconds / 60:.1f} min; kept in {folders['results']}",
           flush=True)
     return status
@@ -120,7 +122,10 @@ def device_name(requested: str) -> str:
 def weights_of(model: str) -> str:
     """The sha256 prefix of the model's weights file: a sitting records the weights its trials started from."""
     from minbert.loading import resolve, sha256_of, weights_file
-    path = weights_file(resolve(model)[0])
+    try:
+        path = weights_file(resolve(model)[0])
+    except Exception:   # a model that cannot be found: loading it reports that, in one line
+        return ""
     return sha256_of(path)[:12] if path else ""
 
 
