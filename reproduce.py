@@ -31,7 +31,7 @@ from pathlib import Path
 from minbert import DEFAULT_IMPLEMENTATION, IMPLEMENTATION_CHOICES, PRECISIONS, UserError
 from tasks.ablation import arguments
 from tasks.cli import run_command
-from tasks.reproduction import experiments, follow_ups, kept, models, plan, report
+from tasks.reproduction import curves, experiments, follow_ups, kept, models, plan, report
 from tasks.reproduction.sweeps import Setting, run_experiment
 from tasks.training import Interrupted
 
@@ -181,8 +181,8 @@ def print_plan(args, ctx, runs: dict, model) -> None:
 
 def machines(sittings: list) -> str:
     """Where a kept run's sittings ran, and where its trials trained when another machine trained them."""
-    where = {s["cpu"] + (f" with {s['device']}" if s.get("device", "cpu") != "cpu" else "") for s in sittings}
-    own = {"cpu" if s.get("device", "cpu") == "cpu" else "cuda" for s in sittings}
+    where = {curves.sitting_machine(s) for s in sittings}
+    own = {curves.sitting_kind(s) for s in sittings}
     elsewhere = {d for s in sittings for d in s.get("trained_on") or {}} - own - {"?"}
     return ", ".join(sorted(where)) + (f"; its trials trained on {', '.join(sorted(elsewhere))}" if elsewhere else "")
 

@@ -10,6 +10,7 @@ import numpy as np
 from ..ablation.drawing import legend, new_figure, png_bytes
 from ..ablation.plateau import coarse_holdout
 from ..fileio import atomic_write_bytes
+from .kept import STAMP
 
 
 def figure_links(report_dir: Path, experiment, label: str, prefix: str = "") -> list:
@@ -57,25 +58,32 @@ def unfinished(meta: dict, sweeps: dict) -> list:
 def before_sitting(s: dict) -> bool:
     """Whether the trials a sitting added began training before it did (another process or an earlier sitting
     trained them; the sitting only kept them)."""
-    stamp = "%Y-%m-%d %H:%M UTC"
     try:
-        began = datetime.strptime(s["date"], stamp) - timedelta(seconds=float(s["wall_time_s"]) + 60)
-        return datetime.strptime(s["trained_from"], stamp) < began
+        began = datetime.strptime(s["date"], STAMP) - timedelta(seconds=float(s["wall_time_s"]) + 60)
+        return datetime.strptime(s["trained_from"], STAMP) < began
     except (KeyError, TypeError, ValueError):
         return False
+
+
+def sitting_machine(s: dict) -> str:
+    """Where a sitting ran: its CPU, with the GPU where one trained."""
+    return s["cpu"] + (f" with {s['device']}" if s.get("device", "cpu") != "cpu" else "")
+
+
+def sitting_kind(s: dict) -> str:
+    """The kind of device a sitting trained on, as its trials' records name it ('cpu' or 'cuda')."""
+    return "cpu" if s.get("device", "cpu") == "cpu" else "cuda"
 
 
 def sitting_text(s: dict) -> str:
     """A sitting as the report lists it: date, commit, machine (the GPU where one trained), weights where recorded,
     shard where several ran at once, wall time and trials added."""
-    where = s["cpu"] + (f" with {s['device']}" if s.get("device", "cpu") != "cpu" else "")
     extra = "".join(f", {k} {s[k]}" for k in ("weights", "shard") if s.get(k))
-    own = "cpu" if s.get("device", "cpu") == "cpu" else "cuda"
     trained = s.get("trained_on") or {}
     span = f" between {s['trained_from']} and {s['trained_to'][-9:]}" if s.get("trained_from") else ""
-    elsewhere = "" if set(trained) <= {own, "?"} and not before_sitting(s) else \
+    elsewhere = "" if set(trained) <= {sitting_kind(s), "?"} and not before_sitting(s) else \
         " (trained on " + ", ".join(f"{d}: {n}" for d, n in trained.items()) + f"{span}, not by this sitting)"
-    return (f"{s['date']}, commit {s['commit']}, {where}{extra}, {s['wall_time_s'] / 60:.1f} min wall, "
+    return (f"{s['date']}, commit {s['commit']}, {sitting_machine(s)}{extra}, {s['wall_time_s'] / 60:.1f} min wall, "
             f"+{s.get('trials_added', '?')} trials{elsewhere}")
 
 

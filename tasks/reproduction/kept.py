@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import json
 import time
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from minbert import UserError
 from ..fileio import atomic_write_text, safe_join
 from .follow_ups import FIRST
 from .measures import Results
+
+STAMP = "%Y-%m-%d %H:%M UTC"   # a sitting's date and its trials' span, in UTC
 
 
 def protocol_of(run: dict) -> dict:
@@ -79,7 +82,6 @@ def _store(folder: Path, run: dict, records: dict, sitting: dict) -> Path:
                             f"tasks/reproduction/follow_ups.py, then --follow-up LABEL), never a replacement")
         check_weights(meta_path, kept, sitting)
         meta = kept
-    folder.mkdir(parents=True, exist_ok=True)
     added = []
     for label, new in records.items():
         path = safe_join(folder, f"{label}.jsonl")
@@ -139,11 +141,7 @@ def check_one_setting(runs: dict, scale: str, model: str, identity=None) -> None
 def trained_on(records: list) -> dict:
     """{device: trials} of the trials a sitting adds, from their own records: a sitting may keep trials another
     process trained (a shard, a killed sitting, a device whose kept folder was gathered here)."""
-    counts = {}
-    for r in records:
-        kind = str(r.get("device", "?")).split(":")[0]
-        counts[kind] = counts.get(kind, 0) + 1
-    return dict(sorted(counts.items()))
+    return dict(sorted(Counter(str(r.get("device", "?")).split(":")[0] for r in records).items()))
 
 
 def trained_span(records: list) -> dict:
@@ -158,9 +156,8 @@ def trained_span(records: list) -> dict:
         times.append((end - timedelta(seconds=float(r.get("wall_time_s") or 0)), end))
     if not times:
         return {}
-    stamp = "%Y-%m-%d %H:%M UTC"
-    return {"trained_from": min(t[0] for t in times).strftime(stamp),
-            "trained_to": max(t[1] for t in times).strftime(stamp)}
+    return {"trained_from": min(t[0] for t in times).strftime(STAMP),
+            "trained_to": max(t[1] for t in times).strftime(STAMP)}
 
 
 def check_fingerprints(path: Path, old: list, fresh: list) -> None:
@@ -197,7 +194,7 @@ def sitting(cpu: str, commit: dict, seconds: float, threads: int, workers: str, 
             weights: str = "", shard: str = "") -> dict:
     """One sitting's record: where (CPU, and the accelerator where one trained), from which commit and weights
     (sha256 prefix of the weights file), how long, and which shard of each sweep when several ran at once."""
-    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu,
+    return {"date": time.strftime(STAMP, time.gmtime()), "cpu": cpu,
             "commit": commit.get("minbert_commit", "?")[:12] + ("+changes" if commit.get("minbert_dirty") else ""),
             "wall_time_s": round(seconds, 1), "threads": threads, "workers": workers, "device": device,
             **({"weights": weights} if weights else {}), **({"shard": shard} if shard else {})}

@@ -189,14 +189,14 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
              f"Scale **{ctx.scale.name}** ({ctx.scale.note}); model **{ctx.model}** ({ctx.n} layers); tasks "
              + ", ".join(f"{role} = {task}" for role, task in ctx.tasks.items()) + ".", "",
              *compare.introduce(columns), RULE, "", counts_line(counts), ""]
+    cut = unfinished_runs(runs)
     for paper in PAPERS:
-        lines += paper_section(paper, by_run, explained, null, columns, ctx.model, unfinished_runs(runs))
+        lines += paper_section(paper, by_run, explained, null, columns, ctx.model, cut)
     lines += experiments_section(runs, ctx, report_dir)
     lines += compare.section(columns, report_dir)
     lines += history_section(runs, ctx.scale)
     atomic_write_text(report_path, "\n".join(lines + DEPARTURES) + "\n")
-    write_json(Path(report_path).with_suffix(".json"), by_run, explained, counts, ctx, null, columns,
-               unfinished_runs(runs))
+    write_json(Path(report_path).with_suffix(".json"), by_run, explained, counts, ctx, null, columns, cut)
     if readme:
         update_readme(readme, counts, compare.readme_lines(columns))
     return Path(report_path)

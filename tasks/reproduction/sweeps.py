@@ -82,7 +82,7 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
     for the figures), "prefix" (a second model's figures' names begin with it); `root` the checkout whose commit
     each sitting records; `identity` a second model's path and hash (models.identify), kept in run.json."""
     label = follow.label if follow else FIRST
-    weights = weights_of(setting.model)
+    weights = (identity or {}).get("weights_sha256", "")[:12] or weights_of(setting.model)
     kept.refuse_other_weights(folders["results"], experiment.name, label, weights)
     started, status, kept_records, recorded = time.time(), 0, {}, {}
     specs = experiment.sweeps_for(ctx, label, kept.load(folders["results"]))   # a follow-up's own in their place
