@@ -174,7 +174,9 @@ def print_plan(args, ctx, runs: dict, model) -> None:
             continue
         print(f"{e.name}: {pending}~{one:.0f} min in one process, ~{two:.0f} min with two workers{guess}{measured}: "
               f"python reproduce.py --scale {args.scale} {flag}--only {e.name}")
-    print("\nDeclared follow-ups (controls), minutes scaled from the kept first runs' wall times (two workers):")
+    fit = plan.calibration_line(follow_ups.FOLLOW_UPS, runs, ctx.scale)
+    print("\nDeclared follow-ups (controls), minutes scaled from the kept first runs' wall times (two workers)"
+          + (f"; {fit}" if fit else "") + ":")
     for line in plan.lines(follow_ups.FOLLOW_UPS, runs, ctx.scale, "" if model.first else args.model):
         print(f"- {line}")
 

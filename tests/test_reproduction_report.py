@@ -172,3 +172,25 @@ def test_the_null_baseline_moves_every_layer_by_the_same_share_of_its_norm(pretr
     assert ratios["singh-later-layers-move"] == pytest.approx((norms[4] + norms[5]) / (norms[0] + norms[1]) - 1,
                                                               rel=1e-3)
     assert set(ratios) == {fid for fid, *_ in null_baseline.RATIOS} and all(fid in BY_ID for fid in ratios)
+
+
+def test_the_plan_holds_its_rule_against_the_follow_ups_kept_whole_on_a_cpu():
+    def sitting(minutes, **extra):
+        return {"date": "2026-11-26 10:00:00", "wall_time_s": minutes * 60, "cpu": "AMD EPYC", **extra}
+
+    first = [{"config": f"from={k}", "group": f"from={k}", "seed": s, "steps": 300, "data_fraction": 0.25}
+             for k in range(7) for s in range(5)]
+    capped = [dict(r, steps=600) for r in first]
+    runs = {"first": {"reinit-large": ({"seeds": list(range(5)), "sittings": [sitting(10)]}, {"reinit": first})},
+            "cap-large-data": {"reinit-large": ({"seeds": list(range(5)), "sittings": [sitting(30)]},
+                                                {"reinit": capped})},
+            "equal-epochs": {"reinit-large": ({"seeds": list(range(5)), "sittings": [   # trained on a GPU
+                sitting(1, device="NVIDIA H200", trained_on={"cuda": 35})]}, {"reinit": capped})},
+            "lr-2e-5": {"reinit-large": ({"seeds": list(range(5)), "sittings": [sitting(5)]},   # cut short
+                                         {"reinit": [r for r in capped if r["seed"] < 3]})}}
+    found = plan.calibration(follow_ups.FOLLOW_UPS, runs, CTX.scale)
+    assert [(label, name) for label, name, *_ in found] == [("cap-large-data", "reinit-large")]
+    assert found[0][2:] == pytest.approx((20.0, 30.0))    # the rule: 10 min x 600 / 300 steps; it took 30
+    line = plan.calibration_line(follow_ups.FOLLOW_UPS, runs, CTX.scale)
+    assert "the 1 follow-up runs kept whole on a CPU took 1.5x-1.5x" in line
+    assert plan.calibration_line(follow_ups.FOLLOW_UPS, {"first": runs["first"]}, CTX.scale) == ""

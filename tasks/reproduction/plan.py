@@ -8,6 +8,10 @@ epochs (`trial_steps` 0), else the first run's. A follow-up that trains sweeps o
 experiment's (`Experiment.controls`) scales it once more, by its sweeps' estimated cost over the experiment's
 (`experiments.sweeps_seconds`: their trials at the step costs). The kept sittings ran with two one-thread workers
 on two cores (AMD EPYC, Zen 4 and Zen 5); another machine scales them.
+
+The rule misses what a follow-up changes besides steps and seeds (a trial's fixed costs, evaluations, larger
+evaluation sets), so `calibration` holds it against the follow-ups already kept whole on a CPU: the plan prints
+how far their real wall times fell from what the rule gives them.
 """
 from typing import Optional
 
@@ -15,7 +19,7 @@ import numpy as np
 
 from minbert import UserError
 
-from .curves import unfinished
+from .curves import before_sitting, sitting_kind, unfinished
 from .experiments import EXPERIMENTS, ROLES, Context, sweeps_seconds
 from .follow_ups import FIRST
 
@@ -62,6 +66,36 @@ def minutes(follow, runs: dict, scale) -> dict:
         steps = _new_steps(follow, records, cap, kept_steps) / kept_steps if kept_steps else 1.0
         out[name] = wall * seeds * steps * own_share(follow, name, meta, runs, scale)
     return out
+
+
+def calibration(follow_ups: dict, runs: dict, scale) -> list:
+    """[(label, experiment, estimated minutes, real minutes)] of each follow-up kept whole whose every sitting
+    trained its own trials on a CPU (a GPU's or another process's trials say nothing of a CPU's minutes)."""
+    out = []
+    for label, by_experiment in runs.items():
+        follow = follow_ups.get(label)
+        if label == FIRST or follow is None or follow.reads:
+            continue
+        estimates = minutes(follow, runs, scale)
+        for name, (meta, sweeps) in sorted(by_experiment.items()):
+            sittings = meta.get("sittings") or []
+            on_cpu = sittings and all(sitting_kind(s) == "cpu" and set(s.get("trained_on") or {}) <= {"cpu"}
+                                      and not before_sitting(s) for s in sittings)
+            if on_cpu and not unfinished(meta, sweeps) and estimates.get(name):
+                out.append((label, name, estimates[name], sum(s["wall_time_s"] for s in sittings) / 60))
+    return out
+
+
+def calibration_line(follow_ups: dict, runs: dict, scale) -> str:
+    """How the kept CPU follow-ups' real minutes compared with the rule's ('' when none is kept)."""
+    pairs = calibration(follow_ups, runs, scale)
+    if not pairs:
+        return ""
+    ratios = sorted(real / est for *_, est, real in pairs)
+    low, high = min(pairs, key=lambda p: p[3] / p[2]), max(pairs, key=lambda p: p[3] / p[2])
+    return (f"the {len(pairs)} follow-up runs kept whole on a CPU took {ratios[0]:.1f}x-{ratios[-1]:.1f}x the "
+            f"minutes this rule gives them (median {float(np.median(ratios)):.1f}x; least {low[0]} {low[1]}, "
+            f"most {high[0]} {high[1]})")
 
 
 def own_share(follow, name: str, meta: dict, runs: dict, scale) -> float:

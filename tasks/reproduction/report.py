@@ -135,8 +135,9 @@ def history_section(runs: dict, scale) -> list:
         read = (f"re-reads `{follow.reads}`: " if follow and follow.reads else "")
         ran = sorted(runs.get(label) or (follow.experiments if follow else ()))
         lines.append(f"- `{label}`" + reason + " - " + read + (", ".join(ran) or "nothing kept yet") + ".")
+    fit = plan.calibration_line(FOLLOW_UPS, runs, scale)
     lines += ["", "Declared follow-ups still pending (minutes scaled from the kept first runs' wall times, "
-              "`tasks/reproduction/plan.py`):", ""]
+              "`tasks/reproduction/plan.py`" + (f"; {fit}" if fit else "") + "):", ""]
     lines += [f"- {line.replace(': python', ': `python', 1)}`: {FOLLOW_UPS[line.split(' ', 1)[0]].reason}."
               for line in plan.lines(FOLLOW_UPS, runs, scale)
               if not FOLLOW_UPS[line.split(' ', 1)[0]].reads]
