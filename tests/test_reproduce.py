@@ -394,7 +394,8 @@ def test_a_sitting_says_where_the_trials_it_keeps_were_trained(tmp_path):
             in curves.sitting_text(meta["sittings"][0]))
     kept_later = dict(meta["sittings"][0], device="cpu", trained_on={"cpu": len(rows)}, date="2026-11-27 09:00 UTC")
     assert "not by this sitting" in curves.sitting_text(kept_later)    # the same kind of machine, a day later
-    here = dict(meta["sittings"][0], device="NVIDIA H200", date="2026-11-26 19:31 UTC", wall_time_s=240.0)
+    here = dict(meta["sittings"][0], device="NVIDIA H200", date="2026-11-26 19:31 UTC", wall_time_s=240.0,
+                trained_before=0)
     assert "with NVIDIA H200" in curves.sitting_text(here) and "not by this sitting" not in curves.sitting_text(here)
 
 
@@ -581,3 +582,20 @@ def test_reproduce_imports_no_script_and_passes_no_command_line_to_the_sweeps():
     scripts = {p.stem for p in Path(__file__).resolve().parents[1].glob("*.py")}
     assert not imported & scripts, imported & scripts
     assert "parse_args" not in inspect.getsource(sweeps)   # SweepConfigs are built, not parsed
+
+
+def test_a_sitting_that_resumes_a_killed_one_counts_the_trials_it_did_not_train(tmp_path):
+    rows = _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)[SMALL]
+    done = [dict(r, device="cpu", finished_at=f"2026-11-26T21:{40 + i % 10:02d}:00Z", wall_time_s=60.0)
+            if i < 4 else dict(r, device="cpu", finished_at=f"2026-11-26T22:{20 + i % 30:02d}:00Z", wall_time_s=60.0)
+            for i, r in enumerate(rows)]     # 4 trained by a killed sitting, the rest by this one (22:15-22:55)
+    sitting = dict(_sitting(), date="2026-11-26 22:55 UTC", wall_time_s=2400.0, device="cpu")
+    reproduction_runs.store(tmp_path, _run("reinit-small", "first", range(5)), {"reinit": done}, sitting)
+    meta, _ = reproduction_runs.load(tmp_path)["first"]["reinit-small"]
+    kept = meta["sittings"][0]
+    assert kept["trained_before"] == 4 and curves.trained_earlier(kept) == 4
+    assert "4 of them began before this sitting" in curves.sitting_text(kept)
+    older = {k: v for k, v in kept.items() if k != "trained_before"}     # kept before sittings counted them
+    assert curves.trained_earlier(older) is None and "some of them began before" in curves.sitting_text(older)
+    own = dict(sitting, trials_added=3, trained_from="2026-11-26 22:20 UTC", trained_to="2026-11-26 22:50 UTC")
+    assert curves.trained_earlier(own) == 0 and "began before" not in curves.sitting_text(own)

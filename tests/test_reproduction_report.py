@@ -11,7 +11,7 @@ import reproduce
 from conftest import run_cli
 from tasks.reproduction import experiments, follow_ups, kept, null_baseline, plan, report
 from tasks.reproduction.findings import BY_ID, FINDINGS
-from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED
+from tasks.reproduction.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "reproduction" / "results"
@@ -32,6 +32,26 @@ FIRST_RUN = {  # issue 37's statistics on the kept first runs (its note has the 
     "freeze-cross-encoding": NR, "freeze-smart-alone": NOT_RUN}
 
 
+CONTROLS = {  # the kept follow-ups' verdicts (lines they decide; resuming an unfinished one moves its pins, visibly)
+    "cap-large-data": {"tamkin-data-size": NR, "singh-data-size": U, "singh-abstract-supervised": NR,
+                       "college-downstream-smaller-drop": R, "college-not-monotone": U, "college-not-constant": U},
+    "cap-multitask": {"freeze-surgery-no-effect": INCONCLUSIVE, "freeze-smart-sts": INCONCLUSIVE,
+                      "freeze-smart-multitask": R},
+    "cap-small-data": {"singh-scarce": R, "singh-task-dependence": NR, "singh-later-layers-move": NR,
+                       "singh-early-invariant": NR, "singh-more-data-moves-more": NR, "hao-attention-last": R,
+                       "hao-svcca-intermediate-last": R, "hao-seeds-consistent-low": R, "college-intermediate-task": R},
+    "equal-epochs": {"tamkin-data-size": R, "singh-scarce": R, "singh-data-size": NR, "singh-later-layers-move": NR,
+                     "singh-early-invariant": NR, "singh-more-data-moves-more": R, "singh-abstract-supervised": NR,
+                     "hao-attention-last": R, "hao-svcca-intermediate-last": R, "hao-seeds-consistent-low": R,
+                     "college-downstream-smaller-drop": R, "college-not-monotone": U, "college-not-constant": R},
+    "freeze-paper-schedule": {"freeze-improves-sts": NR, "freeze-marginal-sst-quora": U},
+    "smart-alone": {"freeze-smart-alone": U},
+    "tamkin-not-necessary": {"tamkin-probe-not-necessary": R},
+    "task-dependence-matched": {"singh-task-dependence": NR},
+    "transfer-siamese": {"college-intermediate-task": U},
+}
+
+
 @pytest.fixture(scope="module")
 def kept_verdicts():
     if not RESULTS.exists():
@@ -41,6 +61,13 @@ def kept_verdicts():
 
 def test_the_kept_first_runs_give_the_pinned_verdicts(kept_verdicts):
     assert {fid: v.outcome for fid, v in kept_verdicts["first"].items()} == FIRST_RUN
+
+
+def test_the_kept_controls_give_the_pinned_verdicts(kept_verdicts):
+    found = {label: {fid: v.outcome for fid, v in by_finding.items() if v.outcome != NOT_RUN}
+             for label, by_finding in kept_verdicts.items() if label in follow_ups.FOLLOW_UPS
+             and not follow_ups.FOLLOW_UPS[label].reads}
+    assert found == CONTROLS
 
 
 def test_every_part_of_a_quote_is_a_row_or_a_declared_line(kept_verdicts):
@@ -194,3 +221,16 @@ def test_the_plan_holds_its_rule_against_the_follow_ups_kept_whole_on_a_cpu():
     line = plan.calibration_line(follow_ups.FOLLOW_UPS, runs, CTX.scale)
     assert "the 1 follow-up runs kept whole on a CPU took 1.5x-1.5x" in line
     assert plan.calibration_line(follow_ups.FOLLOW_UPS, {"first": runs["first"]}, CTX.scale) == ""
+
+
+def test_an_undecided_line_names_the_row_that_left_it_undecided():
+    from tasks.reproduction import lines, power
+    from tasks.reproduction.verdicts import INCONCLUSIVE, Row, Verdict
+    finding = BY_ID["college-intermediate-task"]       # any pair reproduces it
+    rows = [Row("quora then sts", {"mean": -0.013, "ci95_low": -0.018, "ci95_high": -0.008, "n": 5}, NR),
+            Row("sts then quora", {"mean": 0.003, "ci95_low": -0.012, "ci95_high": 0.017, "n": 5}, INCONCLUSIVE)]
+    verdict = Verdict(finding, "transfer-siamese", rows, U, power.reach(0.025, 5, finding.sesoi))
+    sentence = lines.decides(verdict)
+    assert sentence.startswith("Underpowered: row 'sts then quora'") and "quora then sts" not in sentence
+    decided = Verdict(finding, "transfer-siamese", [rows[0], Row("sts then quora", rows[1].estimate, NR)], NR)
+    assert lines.decides(decided).startswith("Not reproduced: row 'quora then sts'")

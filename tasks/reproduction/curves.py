@@ -55,14 +55,19 @@ def unfinished(meta: dict, sweeps: dict) -> list:
     return out
 
 
-def before_sitting(s: dict) -> bool:
-    """Whether the trials a sitting added began training before it did (another process or an earlier sitting
-    trained them; the sitting only kept them)."""
+def trained_earlier(s: dict):
+    """How many of the trials a sitting added began before it did (another process or an earlier sitting trained
+    them; the sitting only kept them): its own count where recorded, else read from when they trained (all, none,
+    or None where the span straddles the sitting's start: some, not counted)."""
+    if "trained_before" in s:
+        return s["trained_before"]
     try:
         began = datetime.strptime(s["date"], STAMP) - timedelta(seconds=float(s["wall_time_s"]) + 60)
-        return datetime.strptime(s["trained_from"], STAMP) < began
+        if datetime.strptime(s["trained_from"], STAMP) >= began:
+            return 0
+        return s.get("trials_added") if datetime.strptime(s["trained_to"], STAMP) < began else None
     except (KeyError, TypeError, ValueError):
-        return False
+        return 0
 
 
 def sitting_machine(s: dict) -> str:
@@ -81,8 +86,15 @@ def sitting_text(s: dict) -> str:
     extra = "".join(f", {k} {s[k]}" for k in ("weights", "shard") if s.get(k))
     trained = s.get("trained_on") or {}
     span = f" between {s['trained_from']} and {s['trained_to'][-9:]}" if s.get("trained_from") else ""
-    elsewhere = "" if set(trained) <= {sitting_kind(s), "?"} and not before_sitting(s) else \
-        " (trained on " + ", ".join(f"{d}: {n}" for d, n in trained.items()) + f"{span}, not by this sitting)"
+    earlier = trained_earlier(s)
+    where = "trained on " + ", ".join(f"{d}: {n}" for d, n in trained.items()) + span
+    if not set(trained) <= {sitting_kind(s), "?"} or (earlier and earlier == s.get("trials_added")):
+        elsewhere = f" ({where}, not by this sitting)"
+    elif earlier != 0:
+        elsewhere = (f" ({where}; {earlier or 'some'} of them began before this sitting, trained by another "
+                     f"process or an earlier sitting)")
+    else:
+        elsewhere = ""
     return (f"{s['date']}, commit {s['commit']}, {sitting_machine(s)}{extra}, {s['wall_time_s'] / 60:.1f} min wall, "
             f"+{s.get('trials_added', '?')} trials{elsewhere}")
 

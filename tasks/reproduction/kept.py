@@ -92,7 +92,8 @@ def _store(folder: Path, run: dict, records: dict, sitting: dict) -> Path:
         added += fresh
         atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in old + fresh))
     meta["sittings"] = [*meta.get("sittings", []), {**sitting, "trials_added": len(added),
-                                                    "trained_on": trained_on(added), **trained_span(added)}]
+                                                    "trained_on": trained_on(added), **trained_span(added),
+                                                    **trained_before(added, sitting)}]
     atomic_write_text(meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
     return folder
 
@@ -144,9 +145,8 @@ def trained_on(records: list) -> dict:
     return dict(sorted(Counter(str(r.get("device", "?")).split(":")[0] for r in records).items()))
 
 
-def trained_span(records: list) -> dict:
-    """{"trained_from", "trained_to"} (UTC, from the trials' own finish times and wall times) of the trials a
-    sitting adds: when they trained, which for trials another process trained is not the sitting's own time."""
+def _spans(records: list) -> list:
+    """[(start, end)] (UTC) of the records that carry their finish and wall times."""
     times = []
     for r in records:
         try:
@@ -154,6 +154,25 @@ def trained_span(records: list) -> dict:
         except (KeyError, TypeError, ValueError):
             continue
         times.append((end - timedelta(seconds=float(r.get("wall_time_s") or 0)), end))
+    return times
+
+
+def trained_before(records: list, sitting: dict) -> dict:
+    """{"trained_before": how many of the trials a sitting adds began before the sitting did} (a killed sitting's,
+    a shard's, a device's: its wall time is not theirs); {} where the sitting's date does not say when it began. A
+    minute's grace covers the sitting's own start-up."""
+    try:
+        began = datetime.strptime(sitting["date"], STAMP).replace(tzinfo=timezone.utc) - \
+            timedelta(seconds=float(sitting["wall_time_s"]) + 60)
+    except (KeyError, TypeError, ValueError):
+        return {}
+    return {"trained_before": sum(start < began for start, _ in _spans(records))}
+
+
+def trained_span(records: list) -> dict:
+    """{"trained_from", "trained_to"} (UTC, from the trials' own finish times and wall times) of the trials a
+    sitting adds: when they trained, which for trials another process trained is not the sitting's own time."""
+    times = _spans(records)
     if not times:
         return {}
     return {"trained_from": min(t[0] for t in times).strftime(STAMP),

@@ -88,7 +88,9 @@ def decides(v) -> str:
     if len(measured) == 1:
         lead = f"{name}: {_row_reason(measured[0], f.sesoi, f.kind)}"
     else:
-        key = [r for r in measured if r.verdict == v.outcome] or measured
+        undecided = (INCONCLUSIVE, UNDERPOWERED)   # an undecided line names the row that left it undecided
+        wanted = undecided if v.outcome in undecided else (v.outcome,)
+        key = [r for r in measured if r.verdict in wanted] or measured
         which = "every row, e.g." if f.combine == "all" and v.outcome == REPRODUCED else "row"
         lead = f"{name}: {which} '{key[0].label}': {_row_reason(key[0], f.sesoi, f.kind)}"
         if f.combine == "all" and v.outcome == NOT_REPRODUCED:

@@ -19,7 +19,7 @@ import numpy as np
 
 from minbert import UserError
 
-from .curves import before_sitting, sitting_kind, unfinished
+from .curves import sitting_kind, trained_earlier, unfinished
 from .experiments import EXPERIMENTS, ROLES, Context, sweeps_seconds
 from .follow_ups import FIRST
 
@@ -80,7 +80,7 @@ def calibration(follow_ups: dict, runs: dict, scale) -> list:
         for name, (meta, sweeps) in sorted(by_experiment.items()):
             sittings = meta.get("sittings") or []
             on_cpu = sittings and all(sitting_kind(s) == "cpu" and set(s.get("trained_on") or {}) <= {"cpu"}
-                                      and not before_sitting(s) for s in sittings)
+                                      and trained_earlier(s) == 0 for s in sittings)
             if on_cpu and not unfinished(meta, sweeps) and estimates.get(name):
                 out.append((label, name, estimates[name], sum(s["wall_time_s"] for s in sittings) / 60))
     return out
