@@ -599,3 +599,26 @@ def test_a_sitting_that_resumes_a_killed_one_counts_the_trials_it_did_not_train(
     assert curves.trained_earlier(older) is None and "some of them began before" in curves.sitting_text(older)
     own = dict(sitting, trials_added=3, trained_from="2026-11-26 22:20 UTC", trained_to="2026-11-26 22:50 UTC")
     assert curves.trained_earlier(own) == 0 and "began before" not in curves.sitting_text(own)
+
+
+def test_a_follow_ups_line_never_mixes_its_protocol_with_the_first_runs_arms():
+    first = _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)
+    capped = _reinit(lambda k, f, s: 0.30 + 0.01 * k + (0.02 if f == SMALL else 0.0) + 0.002 * s)
+    meta = {"sittings": [], "sweeps": {"reinit": ["--x"]}}
+    runs = {"first": {"reinit-small": (meta, {"reinit": first[SMALL]}),
+                      "reinit-large": (meta, {"reinit": first[LARGE]})},
+            "lr-2e-5": {"reinit-large": (meta, {"reinit": capped[LARGE]})},           # reinit-small not run yet
+            "cap-small-data": {"reinit-small": (meta, {"reinit": capped[SMALL]})},
+            "cap-large-data": {"reinit-large": (meta, {"reinit": capped[LARGE]})}}
+    by_run = reproduction_report.verdicts(runs, CTX)
+    two = [f.id for f in FINDINGS if f.experiment == "reinit-large" and f.id in by_run["first"]
+           and {e for e, _ in by_run["first"][f.id].reads} == {"reinit-small", "reinit-large"}]
+    assert "tamkin-data-size" in two and "college-downstream-smaller-drop" in by_run["lr-2e-5"]   # reinit-large alone
+    assert not set(two) & set(by_run["lr-2e-5"])              # a line reading reinit-small at 1e-4 waits for its run
+    # cap-large-data pairs its capped 0.25 arms with cap-small-data's capped 0.03 arms, as its reason declares
+    assert follow_ups.FOLLOW_UPS["cap-large-data"].over == ("cap-small-data",)
+    line = by_run["cap-large-data"]["tamkin-data-size"]
+    assert dict(line.reads) == {"reinit-large": "cap-large-data", "reinit-small": "cap-small-data"}
+    explained = reproduction_report.explain(runs, by_run)
+    assert "reinit-small (cap-small-data run)" in explained["cap-large-data"]["tamkin-data-size"][0]
+    assert "reinit-small (first run)" in explained["first"]["tamkin-data-size"][0]    # both arms disclosed

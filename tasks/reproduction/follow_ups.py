@@ -29,6 +29,8 @@ class FollowUp:
     reads: str = ""              # a run whose kept trials it re-reads instead of training ("": it trains its own)
     declares: tuple = ()         # its findings re-declared (same quote, its own measure and SESOI) in their place;
     #                              a follow-up that re-declares is judged on its `findings` only
+    over: tuple = ()             # follow-ups whose kept runs its lines read in place of the first's, for the
+    #                              experiments it does not train (its reason says which arms it pairs with)
 
 
 FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared before it runs
@@ -51,6 +53,7 @@ FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared be
              "trained to the cap (cap-small-data) against a fraction-0.25 arm stopped on a plateau (200-520 "
              "steps); with both at the cap the difference is of data, not of stopping rules",
              changes=(("plateau_patience", 0),),
+             over=("cap-small-data",),
              findings=("tamkin-data-size", "singh-data-size", "college-downstream-smaller-drop",
                        "college-not-monotone")),
     FollowUp("transfer-siamese", ("transfer",),

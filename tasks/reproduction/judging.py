@@ -42,9 +42,23 @@ def verdicts(runs: dict, ctx, null=None, pilot=power.PILOT_SD) -> dict:
             if f.experiment is None or not results.has(f.experiment):
                 out[label][f.id] = power.apply(judge(f, label, []), ctx.scale, pilot)
             else:
+                results.read.clear()
                 rows = MEASURES[f.measure](results, ctx, **f.keywords)
+                reads = tuple((e, results.source.get(e, FIRST)) for e in
+                              sorted(results.read, key=lambda e: (e != f.experiment, e)))
+                if mixes(follow, label, reads):
+                    continue
                 out[label][f.id] = power.apply(judge(f, label, rows), ctx.scale, pilot)
+                out[label][f.id].reads = reads
     return out
+
+
+def mixes(follow, label: str, reads: tuple) -> bool:
+    """Whether a follow-up's line would read an experiment the follow-up changes from another run (its trials of
+    that experiment not kept yet): such a line mixes two protocols, so it waits until they are."""
+    if follow is None or follow.reads:
+        return False
+    return any(e in follow.experiments and source != label for e, source in reads)
 
 
 def explain(runs: dict, by_run: dict) -> dict:
@@ -55,8 +69,9 @@ def explain(runs: dict, by_run: dict) -> dict:
         out[label] = {}
         for fid, v in found.items():
             experiment = v.finding.experiment
-            source = runs.get(label, {}).get(experiment) or runs.get(FIRST, {}).get(experiment)
-            out[label][fid] = (disclosure(results, v.finding, source[0] if source else {}), decides(v))
+            reads = v.reads or ((experiment, label if experiment in runs.get(label, {}) else FIRST),)
+            metas = {e: (source, (runs.get(source, {}).get(e) or ({},))[0]) for e, source in reads}
+            out[label][fid] = (disclosure(results, v.finding, metas), decides(v))
     return out
 
 

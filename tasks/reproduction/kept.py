@@ -22,7 +22,7 @@ from pathlib import Path
 from minbert import UserError
 
 from ..fileio import atomic_write_text, safe_join
-from .follow_ups import FIRST
+from .follow_ups import FIRST, FOLLOW_UPS
 from .measures import Results
 
 STAMP = "%Y-%m-%d %H:%M UTC"   # a sitting's date and its trials' span, in UTC
@@ -115,12 +115,14 @@ def load(results_dir: Path) -> dict:
 
 
 def results_for(runs: dict, label: str) -> Results:
-    """The trials a run label's findings read: the first runs, with the label's own runs in their place."""
+    """The trials a run label's findings read: the first runs, with the runs of the follow-ups it builds on
+    (`FollowUp.over`) and then the label's own in their place; `Results.source` says which run each came from."""
     results = Results()
-    for source in (FIRST, label) if label != FIRST else (FIRST,):
+    over = FOLLOW_UPS[label].over if label in FOLLOW_UPS else ()
+    for source in dict.fromkeys((FIRST, *over, label)):
         for experiment, (_, sweeps) in runs.get(source, {}).items():
             for sweep_label, records in sweeps.items():
-                results.add(experiment, sweep_label, records)
+                results.add(experiment, sweep_label, records, source)
     return results
 
 

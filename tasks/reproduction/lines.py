@@ -25,11 +25,19 @@ def _records(results, experiment: str, sweeps=None) -> list:
             for r in rs]
 
 
-def disclosure(results, finding, run_meta: dict) -> str:
-    """lr, precision, re-initialisation policy, steps trained and held-out rows of the line's experiment's trials."""
+def disclosure(results, finding, metas: dict) -> str:
+    """lr, precision, re-initialisation policy, steps trained and held-out rows of the trials the line read: its
+    experiment's, and where it read others (a data-size line's other fraction), each of theirs with its run.
+    `metas`: {experiment: (run label, its run.json)}, the line's own experiment first."""
     if finding.experiment is None:
         return ""
-    records = _records(results, finding.experiment, run_meta.get("sweeps"))
+    if len(metas) == 1:
+        return _disclosed(results, next(iter(metas)), next(iter(metas.values()))[1])
+    return " + ".join(f"{e} ({source} run): {_disclosed(results, e, meta)}" for e, (source, meta) in metas.items())
+
+
+def _disclosed(results, experiment: str, run_meta: dict) -> str:
+    records = _records(results, experiment, run_meta.get("sweeps"))
     if not records:
         return "not run"
     lrs = {_lr(args) for args in (run_meta.get("sweeps") or {}).values()} or {DEFAULT_LR}
@@ -118,6 +126,7 @@ def record(v, protocol: int, disclosed: str, sentence: str) -> dict:
     powered = {k: _number(x) if isinstance(x, (float, np.floating)) else x for k, x in (v.power or {}).items()}
     return {"finding": f.id, "paper": f.paper, "quote": f.quote, "tested": f.tested if f.experiment else None,
             "run": v.run, "protocol": protocol, "experiment": f.experiment,
+            "reads": [{"experiment": e, "run": source} for e, source in v.reads],
             "effect": first["effect"] if first else None, "interval": first["interval"] if first else None,
             "n": first["n"] if first else None, "rows": rows, "sesoi": f.sesoi, "kind": f.kind,
             "combine": f.combine, "sesoi_reason": f.sesoi_reason, "sesoi_from_pilot": f.sesoi_from_pilot,

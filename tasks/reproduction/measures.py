@@ -16,6 +16,7 @@ from ..ablation.statistics import crossed_interval, paired_interval, pooled_pair
 from ..ablation.summary import trial_metrics
 from . import null_baseline
 from .arms import arms, college_transfer, method_change, methods_alone, pending
+from .follow_ups import FIRST
 from .probes import best_probe, probe_scores, tamkin_probe_not_necessary
 from .verdicts import Row
 
@@ -28,14 +29,18 @@ class Results:
     def __init__(self, null: Optional[dict] = None):
         self.records = {}
         self.null = null        # the layer ratios' null baseline (null_baseline.py), where one is kept
+        self.source = {}        # {experiment: the run label its trials were kept under}
+        self.read = set()       # the experiments select() has read since it was last cleared
 
-    def add(self, experiment: str, label: str, records: list):
+    def add(self, experiment: str, label: str, records: list, source: str = FIRST):
         self.records[(experiment, label)] = records
+        self.source[experiment] = source
 
     def has(self, experiment: str) -> bool:
         return any(e == experiment and rs for (e, _), rs in self.records.items())
 
     def select(self, experiment: str, label: str, config=None, fraction=None, group=None) -> list:
+        self.read.add(experiment)
         return [r for r in self.records.get((experiment, label), ())
                 if (config is None or config == r["config"]) and (group is None or group == r.get("group"))
                 and (fraction is None or math.isclose(r["data_fraction"], fraction))]
@@ -269,12 +274,9 @@ def layer_ratio(results, ctx, curve: str, upper: str, lower: str, label: str, gr
     """Per unit, the mean of `curve` over the `upper` layers / over the `lower` ones - 1, a row per fraction ("small",
     "large"; fine-tunings against the pretrained model, or `group`'s trials: seed-vs-seed). SVCCA's index 0 is the
     embeddings' output, so its layer i is index i + 1."""
-    rows = []
-    for which in fractions:
-        fraction = getattr(ctx.scale, which)
-        values = _ratios(results, ctx, curve, upper, lower, fraction, group)
-        rows.append(Row(label if len(fractions) == 1 else f"{label} at {fraction:g}", estimate(values)))
-    return rows
+    at = [getattr(ctx.scale, which) for which in fractions]
+    return [Row(label if len(at) == 1 else f"{label} at {fraction:g}",
+                estimate(_ratios(results, ctx, curve, upper, lower, fraction, group))) for fraction in at]
 
 
 def _ratios(results, ctx, curve: str, upper: str, lower: str, fraction: float, group=None) -> dict:

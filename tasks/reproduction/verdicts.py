@@ -90,6 +90,7 @@ class Verdict:
     rows: list = field(default_factory=list)
     outcome: str = NOT_RUN
     power: Optional[dict] = None   # power.assess: what the design can decide at its n
+    reads: tuple = ()              # ((experiment, run label), ...) whose trials its rows read
 
 
 def decide(estimate: Optional[dict], sesoi: float, kind: str = "direction") -> str:
