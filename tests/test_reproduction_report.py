@@ -106,6 +106,7 @@ def test_the_layer_ratios_against_the_null_baseline(kept_verdicts):
 def test_labels_state_the_steps_each_arm_trained(kept_verdicts):
     transfer = kept_verdicts["first"]["college-intermediate-task"].rows[0].label
     assert "same total steps" not in transfer and "transfer arm 472 (400-560) steps in all" in transfer
+    assert "same total steps" not in BY_ID["college-intermediate-task"].tested     # a cap, not the steps trained
     assert "direct arm (steps=x2) 272 (200-400) steps" in transfer
     explained = report.explain(kept.load(RESULTS), {"first": {"singh-more-data-moves-more":
                                                               kept_verdicts["first"]["singh-more-data-moves-more"]}})

@@ -20,8 +20,9 @@ FINDINGS = [
         SETTING + "; every ordered pair of four tasks (Fig. 2)", "intermediate then final task against the final "
         "task directly", "the final task's dev metric", 0.01,
         "one point (accuracy, Pearson): the paper's cases gain 0.01-0.03",
-        "each ordered pair of the course tasks (final minus direct, the same total steps), Bonferroni over the "
-        "pairs; reproduced when any pair is",
+        "each ordered pair of the course tasks (final minus direct, the same step cap in all: twice a trial's "
+        "cap for the direct arm; each row states the steps each arm trained), Bonferroni over the pairs; "
+        "reproduced when any pair is",
         "Weak for STS and Quora: the model was trained on Quora and NLI pairs as a bi-encoder, so an intermediate "
         "pair task mostly teaches it to cross-encode.", experiment="transfer",
         measure="college_transfer", combine="any",
