@@ -235,3 +235,9 @@ def test_an_undecided_line_names_the_row_that_left_it_undecided():
     assert sentence.startswith("Underpowered: row 'sts then quora'") and "quora then sts" not in sentence
     decided = Verdict(finding, "transfer-siamese", [rows[0], Row("sts then quora", rows[1].estimate, NR)], NR)
     assert lines.decides(decided).startswith("Not reproduced: row 'quora then sts'")
+
+
+def test_a_pending_follow_up_with_no_first_run_to_scale_says_so_rather_than_zero_minutes():
+    line = next(x for x in plan.lines(follow_ups.FOLLOW_UPS, {}, CTX.scale) if x.startswith("transfer-siamese"))
+    assert "transfer (no kept run to scale)" in line and "no kept first run to scale its minutes from" in line
+    assert "~0 min" not in line

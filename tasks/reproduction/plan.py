@@ -163,6 +163,8 @@ def lines(follow_ups: dict, runs: dict, scale, model: str = "") -> list:
                             if e in runs.get(label, {}) else "") for e in pending)
         ran = f"; ran already: {', '.join(done)}" if done else ""
         blocked = f"; needs first: {blocked}" if blocked else ""
-        out.append(f"{label} (declared, pending: {each}; ~{total:.0f} min in all{ran}{blocked}): python "
+        known = any(cost[e] is not None for e in pending)
+        whole = f"~{total:.0f} min in all" if known else "no kept first run to scale its minutes from"
+        out.append(f"{label} (declared, pending: {each}; {whole}{ran}{blocked}): python "
                    f"reproduce.py {flag}--follow-up {label} --only {','.join(pending)}")
     return out
