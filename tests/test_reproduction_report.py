@@ -45,6 +45,7 @@ CONTROLS = {  # the kept follow-ups' verdicts (lines they decide; resuming an un
                      "hao-attention-last": R, "hao-svcca-intermediate-last": R, "hao-seeds-consistent-low": R,
                      "college-downstream-smaller-drop": R, "college-not-monotone": U, "college-not-constant": R},
     "freeze-paper-schedule": {"freeze-improves-sts": NR, "freeze-marginal-sst-quora": U},
+    "lr-2e-5": {"singh-scarce": R},
     "smart-alone": {"freeze-smart-alone": U},
     "tamkin-not-necessary": {"tamkin-probe-not-necessary": R},
     "task-dependence-matched": {"singh-task-dependence": NR},
