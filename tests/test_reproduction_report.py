@@ -47,7 +47,7 @@ CONTROLS = {  # the kept follow-ups' verdicts (lines they decide; resuming an un
     "freeze-paper-schedule": {"freeze-improves-sts": NR, "freeze-marginal-sst-quora": U},
     "lr-2e-5": {"singh-scarce": R, "singh-later-layers-move": R, "singh-early-invariant": NR,
                 "singh-more-data-moves-more": NR, "hao-attention-last": R, "hao-svcca-intermediate-last": R,
-                "hao-seeds-consistent-low": R},
+                "hao-restore-low": NR, "hao-seeds-consistent-low": R},
     "smart-alone": {"freeze-smart-alone": U},
     "tamkin-not-necessary": {"tamkin-probe-not-necessary": R},
     "task-dependence-matched": {"singh-task-dependence": NR},
