@@ -45,7 +45,7 @@ CONTROLS = {  # the kept follow-ups' verdicts (lines they decide; resuming an un
                      "hao-attention-last": R, "hao-svcca-intermediate-last": R, "hao-seeds-consistent-low": R,
                      "college-downstream-smaller-drop": R, "college-not-monotone": U, "college-not-constant": R},
     "freeze-paper-schedule": {"freeze-improves-sts": NR, "freeze-marginal-sst-quora": U},
-    "lr-2e-5": {"singh-scarce": R, "singh-later-layers-move": R, "singh-early-invariant": NR,
+    "lr-2e-5": {"tamkin-permute": R, "singh-scarce": R, "singh-later-layers-move": R, "singh-early-invariant": NR,
                 "singh-more-data-moves-more": NR, "hao-attention-last": R, "hao-svcca-intermediate-last": R,
                 "hao-restore-low": NR, "hao-seeds-consistent-low": R},
     "smart-alone": {"freeze-smart-alone": U},
