@@ -2,7 +2,7 @@
 budget ended (a plateau of held-out training rows, or the cap), the plateau rule's warning where a held-out set is
 too small for it, and every trial's held-out score against steps, drawn from the kept results."""
 import math
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +10,7 @@ import numpy as np
 from ..ablation.drawing import legend, new_figure, png_bytes
 from ..ablation.plateau import coarse_holdout
 from ..fileio import atomic_write_bytes
-from .kept import STAMP
+from .kept import STAMP, sitting_began
 
 
 def figure_links(report_dir: Path, experiment, label: str, prefix: str = "") -> list:
@@ -62,7 +62,7 @@ def trained_earlier(s: dict):
     if "trained_before" in s:
         return s["trained_before"]
     try:
-        began = datetime.strptime(s["date"], STAMP) - timedelta(seconds=float(s["wall_time_s"]) + 60)
+        began = sitting_began(s)
         if datetime.strptime(s["trained_from"], STAMP) >= began:
             return 0
         return s.get("trials_added") if datetime.strptime(s["trained_to"], STAMP) < began else None

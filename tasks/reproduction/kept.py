@@ -164,11 +164,15 @@ def trained_before(records: list, sitting: dict) -> dict:
     a shard's, a device's: its wall time is not theirs); {} where the sitting's date does not say when it began. A
     minute's grace covers the sitting's own start-up."""
     try:
-        began = datetime.strptime(sitting["date"], STAMP).replace(tzinfo=timezone.utc) - \
-            timedelta(seconds=float(sitting["wall_time_s"]) + 60)
+        began = sitting_began(sitting).replace(tzinfo=timezone.utc)
     except (KeyError, TypeError, ValueError):
         return {}
     return {"trained_before": sum(start < began for start, _ in _spans(records))}
+
+
+def sitting_began(sitting: dict) -> datetime:
+    """When a sitting began (naive UTC), less a minute's grace for its start-up: its date less its wall time."""
+    return datetime.strptime(sitting["date"], STAMP) - timedelta(seconds=float(sitting["wall_time_s"]) + 60)
 
 
 def trained_span(records: list) -> dict:

@@ -91,8 +91,9 @@ def calibration_line(follow_ups: dict, runs: dict, scale) -> str:
     pairs = calibration(follow_ups, runs, scale)
     if not pairs:
         return ""
-    ratios = sorted(real / est for *_, est, real in pairs)
-    low, high = min(pairs, key=lambda p: p[3] / p[2]), max(pairs, key=lambda p: p[3] / p[2])
+    pairs = sorted(pairs, key=lambda p: p[3] / p[2])
+    ratios = [real / est for *_, est, real in pairs]
+    low, high = pairs[0], pairs[-1]
     return (f"the {len(pairs)} follow-up runs kept whole on a CPU took {ratios[0]:.1f}x-{ratios[-1]:.1f}x the "
             f"minutes this rule gives them (median {float(np.median(ratios)):.1f}x; least {low[0]} {low[1]}, "
             f"most {high[0]} {high[1]})")
