@@ -227,6 +227,22 @@ def test_the_plan_holds_its_rule_against_the_follow_ups_kept_whole_on_a_cpu():
     assert plan.calibration_line(follow_ups.FOLLOW_UPS, {"first": runs["first"]}, CTX.scale) == ""
 
 
+def test_a_follow_ups_pending_minutes_are_also_given_at_its_own_kept_runs_ratio_to_the_rule():
+    def kept(minutes, steps=300):
+        meta = {"seeds": list(range(5)), "sittings": [{"date": "2026-11-26 10:00:00", "wall_time_s": minutes * 60,
+                                                        "cpu": "AMD EPYC"}]}
+        return meta, {"reinit": [{"config": f"from={k}", "group": f"from={k}", "seed": s, "steps": steps,
+                                  "data_fraction": 0.25} for k in range(7) for s in range(5)]}
+
+    runs = {"first": {"reinit-large": kept(10), "reinit-small": kept(8)},
+            "lr-2e-5": {"reinit-large": kept(30)}}         # 3x the rule's 10 min
+    line = next(x for x in plan.lines(follow_ups.FOLLOW_UPS, runs, CTX.scale) if x.startswith("lr-2e-5 "))
+    assert "reinit-small ~8 min" in line and "~8 min in all, ~24 min at the 3.0x (median) its 1 run kept whole" in line
+    runs["lr-2e-5"] = {}
+    line = next(x for x in plan.lines(follow_ups.FOLLOW_UPS, runs, CTX.scale) if x.startswith("lr-2e-5 "))
+    assert "~18 min in all)" in line and "median" not in line     # no run of its own kept: the rule alone
+
+
 def test_an_undecided_line_names_the_row_that_left_it_undecided():
     from tasks.reproduction import lines, power
     from tasks.reproduction.verdicts import INCONCLUSIVE, Row, Verdict

@@ -99,6 +99,17 @@ def calibration_line(follow_ups: dict, runs: dict, scale) -> str:
             f"most {high[0]} {high[1]})")
 
 
+def own_fit(label: str, fits: list, total: float) -> str:
+    """The follow-up's pending minutes at the median ratio its own runs kept whole on a CPU took over the rule: a
+    follow-up's changes (a lower rate, a cap) cost the same again in its other experiments, which the rule misses."""
+    ratios = [real / est for own, _, est, real in fits if own == label]
+    if not ratios:
+        return ""
+    ratio = float(np.median(ratios))
+    return (f", ~{total * ratio:.0f} min at the {ratio:.1f}x (median) its {len(ratios)} "
+            f"run{'s' if len(ratios) > 1 else ''} kept whole on a CPU took over this rule")
+
+
 def own_share(follow, name: str, meta: dict, runs: dict, scale) -> float:
     """The follow-up's own sweeps' estimated cost over its experiment's (1 where it trains the experiment's): both
     at the kept run's depth, tasks and seeds."""
@@ -144,6 +155,7 @@ def lines(follow_ups: dict, runs: dict, scale, model: str = "") -> list:
     """One line per declared follow-up: its pending experiments, their estimated minutes, its command (with
     `--model MODEL` for a second model, whose own kept runs `runs` are)."""
     flag = f"--model {model} " if model else ""
+    fits = calibration(follow_ups, runs, scale)
     out = []
     for label, follow in follow_ups.items():
         if follow.reads:
@@ -166,6 +178,7 @@ def lines(follow_ups: dict, runs: dict, scale, model: str = "") -> list:
         blocked = f"; needs first: {blocked}" if blocked else ""
         known = any(cost[e] is not None for e in pending)
         whole = f"~{total:.0f} min in all" if known else "no kept first run to scale its minutes from"
+        whole += own_fit(label, fits, total) if known else ""
         out.append(f"{label} (declared, pending: {each}; {whole}{ran}{blocked}): python "
                    f"reproduce.py {flag}--follow-up {label} --only {','.join(pending)}")
     return out
