@@ -9,7 +9,7 @@ import pytest
 
 import reproduce
 from conftest import run_cli
-from tasks.reproduction import experiments, follow_ups, kept, null_baseline, plan, report
+from tasks.reproduction import compare, experiments, follow_ups, kept, models, null_baseline, plan, report
 from tasks.reproduction.findings import BY_ID, FINDINGS
 from tasks.reproduction.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED
 
@@ -56,6 +56,19 @@ CONTROLS = {  # the kept follow-ups' verdicts (lines they decide; resuming an un
     "transfer-siamese": {"college-intermediate-task": U},
 }
 
+SECOND_MODEL = {  # the MLM rung's kept runs, each line at its own pilot's power (docs/reproduction/README.md)
+    "mini-20M-68e79841": {
+        "first": {"tamkin-data-size": U, "tamkin-probe-not-sufficient": NR, "tamkin-probe-align": U,
+                  "singh-scarce": NR, "singh-data-size": NR, "singh-later-layers-move": NR,
+                  "singh-early-invariant": NR, "singh-more-data-moves-more": NR, "singh-abstract-supervised": NR,
+                  "singh-probe-peak": U, "singh-probe-needs-more": U, "hao-attention-last": R,
+                  "hao-svcca-intermediate-last": R, "hao-seeds-consistent-low": R,
+                  "college-downstream-smaller-drop": U, "college-not-monotone": U, "college-not-constant": U},
+        "hao-null-perturbation": {"singh-later-layers-move": NR, "hao-attention-last": NR,
+                                  "hao-svcca-intermediate-last": R},
+    },
+}
+
 
 @pytest.fixture(scope="module")
 def kept_verdicts():
@@ -73,6 +86,16 @@ def test_the_kept_controls_give_the_pinned_verdicts(kept_verdicts):
              for label, by_finding in kept_verdicts.items() if label in follow_ups.FOLLOW_UPS
              and not follow_ups.FOLLOW_UPS[label].reads}
     assert found == CONTROLS
+
+
+def test_the_second_models_kept_runs_give_the_pinned_verdicts():
+    if not (RESULTS / models.MODELS_DIR).exists():
+        pytest.skip("no second model kept")
+    found = {column.model.slug: {label: {fid: v.outcome for fid, v in by_finding.items()
+                                         if v.outcome not in (NOT_RUN, NOT_TESTABLE)}
+                                 for label, by_finding in column.by_run.items()}
+             for column in compare.others(RESULTS, CTX, report.NULL_FILE)}
+    assert found == SECOND_MODEL
 
 
 def test_every_part_of_a_quote_is_a_row_or_a_declared_line(kept_verdicts):
