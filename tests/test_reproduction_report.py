@@ -65,7 +65,7 @@ SECOND_MODEL = {  # the MLM rung's kept runs, each line at its own pilot's power
                   "hao-attention-last": R, "hao-svcca-intermediate-last": R, "hao-seeds-consistent-low": R,
                   "college-downstream-smaller-drop": U, "college-not-monotone": U, "college-not-constant": U},
         "hao-null-perturbation": {"singh-later-layers-move": NR, "hao-attention-last": NR,
-                                  "hao-svcca-intermediate-last": R},
+                                  "hao-svcca-intermediate-last": R, "hao-seeds-consistent-low": NR},
     },
 }
 
