@@ -62,10 +62,12 @@ SECOND_MODEL = {  # the MLM rung's kept runs, each line at its own pilot's power
                   "tamkin-permute": U, "singh-scarce": NR, "singh-data-size": NR, "singh-task-dependence": NR,
                   "singh-later-layers-move": NR, "singh-early-invariant": NR, "singh-more-data-moves-more": NR,
                   "singh-abstract-supervised": NR, "singh-probe-peak": U, "singh-probe-needs-more": U,
-                  "hao-attention-last": R, "hao-svcca-intermediate-last": R, "hao-seeds-consistent-low": R,
+                  "hao-attention-last": R, "hao-svcca-intermediate-last": R, "hao-restore-low": NR,
+                  "hao-seeds-consistent-low": R, "hao-datasets-consistent-low": R,
                   "college-downstream-smaller-drop": U, "college-not-monotone": U, "college-not-constant": U},
         "hao-null-perturbation": {"singh-later-layers-move": NR, "hao-attention-last": NR,
-                                  "hao-svcca-intermediate-last": R, "hao-seeds-consistent-low": NR},
+                                  "hao-svcca-intermediate-last": R, "hao-seeds-consistent-low": NR,
+                                  "hao-datasets-consistent-low": NR},
     },
 }
 
