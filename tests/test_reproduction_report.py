@@ -65,7 +65,7 @@ SECOND_MODEL = {  # the MLM rung's kept runs, each line at its own pilot's power
                   "hao-attention-last": R, "hao-svcca-intermediate-last": R, "hao-restore-low": NR,
                   "hao-seeds-consistent-low": R, "hao-datasets-consistent-low": R,
                   "college-downstream-smaller-drop": U, "college-not-monotone": U, "college-not-constant": U,
-                  "college-heads-top-help": U, "freeze-cross-encoding": NR},
+                  "college-heads-top-help": U, "college-heads-bottom-hurt": U, "freeze-cross-encoding": NR},
         "hao-null-perturbation": {"singh-later-layers-move": NR, "hao-attention-last": NR,
                                   "hao-svcca-intermediate-last": R, "hao-seeds-consistent-low": NR,
                                   "hao-datasets-consistent-low": NR},
