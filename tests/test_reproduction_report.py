@@ -59,7 +59,8 @@ CONTROLS = {  # the kept follow-ups' verdicts (lines they decide; resuming an un
 SECOND_MODEL = {  # the MLM rung's kept runs, each line at its own pilot's power (docs/reproduction/README.md)
     "mini-20M-68e79841": {
         "first": {"tamkin-data-size": U, "tamkin-probe-not-sufficient": NR, "tamkin-probe-align": U,
-                  "tamkin-permute": U, "singh-scarce": NR, "singh-data-size": NR, "singh-task-dependence": NR,
+                  "tamkin-permute": U, "tamkin-blocks-sst": U, "singh-scarce": NR, "singh-data-size": NR,
+                  "singh-task-dependence": NR,
                   "singh-later-layers-move": NR, "singh-early-invariant": NR, "singh-more-data-moves-more": NR,
                   "singh-abstract-supervised": NR, "singh-probe-peak": U, "singh-probe-needs-more": U,
                   "hao-attention-last": R, "hao-svcca-intermediate-last": R, "hao-restore-low": NR,
