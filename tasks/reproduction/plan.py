@@ -11,7 +11,8 @@ on two cores (AMD EPYC, Zen 4 and Zen 5); another machine scales them.
 
 The rule misses what a follow-up changes besides steps and seeds (a trial's fixed costs, evaluations, larger
 evaluation sets), so `calibration` holds it against the follow-ups already kept whole on a CPU: the plan prints
-how far their real wall times fell from what the rule gives them.
+how far their real wall times fell from what the rule gives them, and a follow-up with runs of its own among them
+gets its pending minutes at their median ratio too (`own_fit`).
 """
 from typing import Optional
 
