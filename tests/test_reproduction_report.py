@@ -60,15 +60,13 @@ SECOND_MODEL = {  # the MLM rung's kept runs, each line at its own pilot's power
     "mini-20M-68e79841": {
         "first": {"tamkin-data-size": U, "tamkin-probe-not-sufficient": NR, "tamkin-probe-align": U,
                   "tamkin-permute": U, "tamkin-blocks-sst": U, "singh-scarce": NR, "singh-data-size": NR,
-                  "singh-task-dependence": NR,
-                  "singh-later-layers-move": NR, "singh-early-invariant": NR, "singh-more-data-moves-more": NR,
-                  "singh-abstract-supervised": NR, "singh-probe-peak": U, "singh-probe-needs-more": U,
-                  "hao-attention-last": R, "hao-svcca-intermediate-last": R, "hao-restore-low": NR,
-                  "hao-seeds-consistent-low": R, "hao-datasets-consistent-low": R,
-                  "college-downstream-smaller-drop": U, "college-not-monotone": U, "college-not-constant": U,
-                  "college-intermediate-task": NR, "college-heads-top-help": U, "college-heads-bottom-hurt": U,
-                  "freeze-improves-sts": NR,
-                  "freeze-marginal-sst-quora": U, "freeze-cross-encoding": NR},
+                  "singh-task-dependence": NR, "singh-later-layers-move": NR, "singh-early-invariant": NR,
+                  "singh-more-data-moves-more": NR, "singh-abstract-supervised": NR, "singh-probe-peak": U,
+                  "singh-probe-needs-more": U, "hao-attention-last": R, "hao-svcca-intermediate-last": R,
+                  "hao-restore-low": NR, "hao-seeds-consistent-low": R, "hao-datasets-consistent-low": R,
+                  "college-intermediate-task": NR, "college-downstream-smaller-drop": U, "college-not-monotone": U,
+                  "college-not-constant": U, "college-heads-top-help": U, "college-heads-bottom-hurt": U,
+                  "freeze-improves-sts": NR, "freeze-marginal-sst-quora": U, "freeze-cross-encoding": NR},
         "hao-null-perturbation": {"singh-later-layers-move": NR, "hao-attention-last": NR,
                                   "hao-svcca-intermediate-last": R, "hao-seeds-consistent-low": NR,
                                   "hao-datasets-consistent-low": NR},
@@ -259,14 +257,14 @@ def test_the_plan_holds_its_rule_against_the_follow_ups_kept_whole_on_a_cpu():
 
 
 def test_a_follow_ups_pending_minutes_are_also_given_at_its_own_kept_runs_ratio_to_the_rule():
-    def kept(minutes, steps=300):
+    def kept_run(minutes, steps=300):
         meta = {"seeds": list(range(5)), "sittings": [{"date": "2026-11-26 10:00:00", "wall_time_s": minutes * 60,
                                                         "cpu": "AMD EPYC"}]}
         return meta, {"reinit": [{"config": f"from={k}", "group": f"from={k}", "seed": s, "steps": steps,
                                   "data_fraction": 0.25} for k in range(7) for s in range(5)]}
 
-    runs = {"first": {"reinit-large": kept(10), "reinit-small": kept(8)},
-            "lr-2e-5": {"reinit-large": kept(30)}}         # 3x the rule's 10 min
+    runs = {"first": {"reinit-large": kept_run(10), "reinit-small": kept_run(8)},
+            "lr-2e-5": {"reinit-large": kept_run(30)}}     # 3x the rule's 10 min
     line = next(x for x in plan.lines(follow_ups.FOLLOW_UPS, runs, CTX.scale) if x.startswith("lr-2e-5 "))
     assert "reinit-small ~8 min" in line and "~8 min in all, ~24 min at the 3.0x (median) its 1 run kept whole" in line
     runs["lr-2e-5"] = {}
