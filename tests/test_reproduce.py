@@ -354,10 +354,20 @@ def test_shards_of_a_run_each_keep_their_trials_and_record_device_weights_and_sh
     with pytest.raises(UserError, match="other weights"):
         reproduction_runs.store(results_dir, run, {}, other)
     with pytest.raises(UserError, match="other weights"):     # refused before anything trains
-        reproduction_runs.refuse_other_weights(results_dir, "pairs", "first", "0" * 12)
-    reproduction_runs.refuse_other_weights(results_dir, "pairs", "first", first["weights"])
-    # nor trials of another fingerprint, whatever the sittings recorded (runs kept before sittings named weights)
+        reproduction_runs.refuse_mixing(results_dir, "pairs", "first", "0" * 12, "cpu")
+    reproduction_runs.refuse_mixing(results_dir, "pairs", "first", first["weights"], "cpu")
+    # nor trials trained on another kind of device (arms paired by seed would differ by device too), and a refused
+    # sitting writes nothing
     sweep_file = results_dir / "pairs" / "first" / "sts-cross.jsonl"
+    before = sweep_file.read_bytes()
+    on_cuda = [dict(r, key=r["key"] + "-c", device="cuda:0") for r in reproduction_runs.load_jsonl(sweep_file)]
+    with pytest.raises(UserError, match="trained on cpu, these on cuda"):
+        reproduction_runs.store(results_dir, run, {"sts-cross": on_cuda}, first)
+    assert sweep_file.read_bytes() == before
+    with pytest.raises(UserError, match="trained on cpu, these on cuda"):
+        reproduction_runs.refuse_mixing(results_dir, "pairs", "first", first["weights"], "cuda")
+    reproduction_runs.refuse_mixing(results_dir, "pairs", "first", first["weights"], "")   # --gather trains nothing
+    # nor trials of another fingerprint, whatever the sittings recorded (runs kept before sittings named weights)
     stranger = [dict(r, key=r["key"] + "-x", fingerprint="f" * 16) for r in reproduction_runs.load_jsonl(sweep_file)]
     with pytest.raises(UserError, match="fingerprint"):
         reproduction_runs.store(results_dir, run, {"sts-cross": stranger}, first)

@@ -82,14 +82,16 @@ def _store(folder: Path, run: dict, records: dict, sitting: dict) -> Path:
                             f"tasks/reproduction/follow_ups.py, then --follow-up LABEL), never a replacement")
         check_weights(meta_path, kept, sitting)
         meta = kept
-    added = []
+    files = {}   # every check before any write: a refused sitting leaves the run as it was
     for label, new in records.items():
         path = safe_join(folder, f"{label}.jsonl")
         old = load_jsonl(path)
         keys = {r["key"] for r in old}
-        fresh = [r for r in new if r["key"] not in keys]
-        check_fingerprints(path, old, fresh)
-        added += fresh
+        files[path] = (old, [r for r in new if r["key"] not in keys])
+        check_fingerprints(path, *files[path])
+    added = [r for _, fresh in files.values() for r in fresh]
+    check_devices(meta_path, meta, set(trained_on(added)))
+    for path, (old, fresh) in files.items():
         atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in old + fresh))
     meta["sittings"] = [*meta.get("sittings", []), {**sitting, "trials_added": len(added),
                                                     "trained_on": trained_on(added), **trained_span(added),
@@ -207,12 +209,29 @@ def check_weights(meta_path: Path, kept: dict, sitting: dict) -> None:
                         f"keep them in another --results folder")
 
 
-def refuse_other_weights(results_dir: Path, experiment: str, label: str, weights: str) -> None:
-    """Before any training: refuse a sitting whose weights differ from those the kept run's sittings record (its
-    trials would train, then not be kept)."""
+def check_devices(meta_path: Path, kept: dict, kinds: set) -> None:
+    """Refuse trials trained on another kind of device (cpu, cuda) than the run's kept trials: arms paired by seed
+    differ only by the arm, and two devices' kernels and precision paths differ in their numerics, so a pair split
+    across them would read the devices' difference as the arm's. Sittings that recorded no device are not compared."""
+    earlier = {k for s in kept.get("sittings", []) for k in (s.get("trained_on") or {})} - {"?"}
+    other = kinds - earlier - {"?"}
+    if earlier and other:
+        raise UserError(f"{meta_path}: this run's trials trained on {', '.join(sorted(earlier))}, these on "
+                        f"{', '.join(sorted(other))}: arms paired by seed would differ by device as well as by arm; "
+                        f"resume it on {', '.join(sorted(earlier))}, or keep these in another --results folder")
+
+
+def refuse_mixing(results_dir: Path, experiment: str, label: str, weights: str, device_kind: str = "") -> None:
+    """Before any training: refuse a sitting whose weights or kind of device differ from those the kept run's
+    sittings record (its trials would train, then not be kept). `device_kind` "" where nothing trains (--gather)."""
     meta_path = safe_join(Path(results_dir), experiment, label) / "run.json"
-    if weights and meta_path.exists():
-        check_weights(meta_path, json.loads(meta_path.read_text(encoding="utf-8")), {"weights": weights})
+    if not meta_path.exists():
+        return
+    kept = json.loads(meta_path.read_text(encoding="utf-8"))
+    if weights:
+        check_weights(meta_path, kept, {"weights": weights})
+    if device_kind:
+        check_devices(meta_path, kept, {device_kind})
 
 
 def sitting(cpu: str, commit: dict, seconds: float, threads: int, workers: str, device: str = "cpu",

@@ -83,7 +83,8 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
     each sitting records; `identity` a second model's path and hash (models.identify), kept in run.json."""
     label = follow.label if follow else FIRST
     weights = (identity or {}).get("weights_sha256", "")[:12] or weights_of(setting.model)
-    kept.refuse_other_weights(folders["results"], experiment.name, label, weights)
+    kept.refuse_mixing(folders["results"], experiment.name, label, weights,
+                       "" if setting.gather else device_kind(setting.device))
     started, status, kept_records, recorded = time.time(), 0, {}, {}
     specs = experiment.sweeps_for(ctx, label, kept.load(folders["results"]))   # a follow-up's own in their place
     for spec in specs:
@@ -112,11 +113,20 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
     return status
 
 
+def device_kind(requested: str) -> str:
+    """The kind of device trials will train on ('cpu', 'cuda'), as their records name it."""
+    import torch
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return requested.split(":")[0]
+
+
 def device_name(requested: str) -> str:
     """What the trials trained on: 'cpu', or the GPU's name (as the report names machines)."""
     import torch
-    cuda = requested.startswith("cuda") or (requested == "auto" and torch.cuda.is_available())
-    return torch.cuda.get_device_name(torch.device(requested if requested != "auto" else "cuda")) if cuda else "cpu"
+    if device_kind(requested) != "cuda":
+        return "cpu"
+    return torch.cuda.get_device_name(torch.device(requested if requested != "auto" else "cuda"))
 
 
 def weights_of(model: str) -> str:
