@@ -407,6 +407,9 @@ def test_a_sitting_says_where_the_trials_it_keeps_were_trained(tmp_path):
     here = dict(meta["sittings"][0], device="NVIDIA H200", date="2026-11-26 19:31 UTC", wall_time_s=240.0,
                 trained_before=0)
     assert "with NVIDIA H200" in curves.sitting_text(here) and "not by this sitting" not in curves.sitting_text(here)
+    idle = [dict(here, shard=f"{i}/4, run at once", trials_added=0, trained_on={}) for i in (2, 3)]
+    listed = curves.sittings_text([here, *idle, dict(here, trials_added=0)])   # a whole sitting's 0 stays listed
+    assert listed.count("+0 trials") == 1 and listed.endswith("; and 2 shard sittings that added no trial")
 
 
 @pytest.mark.parametrize("argv, needle", [(["--only", "tamkin"], "no such experiment"),

@@ -27,7 +27,7 @@ def run_lines(report_dir: Path, experiment, label: str, kept_run: tuple, folder:
     """A kept run under its experiment: trials, seeds and folder, each sitting, its budget and its curves."""
     meta, sweeps = kept_run
     trials = sum(len(r) for r in sweeps.values())
-    sittings = "; ".join(sitting_text(s) for s in meta.get("sittings", []))
+    sittings = sittings_text(meta.get("sittings", []))
     short = unfinished(meta, sweeps)
     missing = (f" **Unfinished**: {'; '.join(short)}; its lines read the seeds it has (resume it with the "
                f"command that made it)." if short else "")
@@ -78,6 +78,15 @@ def sitting_machine(s: dict) -> str:
 def sitting_kind(s: dict) -> str:
     """The kind of device a sitting trained on, as its trials' records name it ('cpu' or 'cuda')."""
     return "cpu" if s.get("device", "cpu") == "cpu" else "cuda"
+
+
+def sittings_text(sittings: list) -> str:
+    """Each sitting as `sitting_text` gives it, except that shards which found none of their trials to add (every
+    shard of a resumed run keeps a sitting) are counted in one clause: run.json keeps each of them."""
+    shown = [s for s in sittings if s.get("trials_added") != 0 or not s.get("shard")]
+    idle = len(sittings) - len(shown)
+    return "; ".join(sitting_text(s) for s in shown) + (
+        f"; and {idle} shard sitting{'s' if idle > 1 else ''} that added no trial" if idle else "")
 
 
 def sitting_text(s: dict) -> str:
