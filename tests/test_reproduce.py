@@ -635,3 +635,12 @@ def test_a_follow_ups_line_never_mixes_its_protocol_with_the_first_runs_arms():
     explained = reproduction_report.explain(runs, by_run)
     assert "reinit-small (cap-small-data run)" in explained["cap-large-data"]["tamkin-data-size"][0]
     assert "reinit-small (first run)" in explained["first"]["tamkin-data-size"][0]    # both arms disclosed
+    assert "trained apart" not in explained["cap-large-data"]["tamkin-data-size"][0]
+    # arms from runs trained on other devices or weights (a device's capped 0.03 arms): the line says so
+    device = {"sittings": [{"trained_on": {"cuda": 35}, "weights": "1ca95c81930f"}], "sweeps": {"reinit": ["--x"]}}
+    runs["cap-small-data"]["reinit-small"] = (device, {"reinit": capped[SMALL]})
+    runs["cap-large-data"]["reinit-large"] = (dict(meta, sittings=[{"trained_on": {"cpu": 35}}]),
+                                              {"reinit": capped[LARGE]})
+    disclosed = reproduction_report.explain(runs, reproduction_report.verdicts(runs, CTX))
+    assert disclosed["cap-large-data"]["tamkin-data-size"][0].endswith(
+        "; its arms trained apart: reinit-large on cpu; reinit-small on cuda, from weights 1ca95c81930f")
