@@ -156,10 +156,15 @@ def test_rungs_of_two_architectures_are_one_line_exit_2(ladder, tmp_path):
     (other / "config.json").write_text(json.dumps({**config, "hidden_size": 64}))
     (other / INFO_FILE).write_text(json.dumps({"step": 9, "tokens": 99}))
     one_line_exit_2(["--mode", "pretraining", "--rungs", f"{ladder / MODEL_DIR},{other}"], "hidden_size")
+
+
+def test_a_model_of_another_width_than_the_rungs_is_one_line_exit_2(ladder, small_data_dir, tmp_path):
+    # refused when the study lists its trials, after the data loads: without data, that error would come first
     wider = tmp_path / "wider-model"  # a model that loads, with the ladder's vocabulary and another width
     wider.mkdir()
     shutil.copy(ladder / MODEL_DIR / "vocab.txt", wider / "vocab.txt")
     (wider / "config.json").write_text(json.dumps({**TINY, "hidden_size": 48}))
     model = minbert.BertModel(minbert.BertConfig(**{**TINY, "hidden_size": 48}))
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(wider / "model.safetensors"))
-    one_line_exit_2(["--mode", "pretraining", "--ladder", str(ladder), "--model", str(wider)], "hidden_size 48")
+    one_line_exit_2(["--mode", "pretraining", "--ladder", str(ladder), "--model", str(wider), "--data-dir",
+                     str(small_data_dir)], "hidden_size 48")
