@@ -90,11 +90,12 @@ def _store(folder: Path, run: dict, records: dict, sitting: dict) -> Path:
         files[path] = (old, [r for r in new if r["key"] not in keys])
         check_fingerprints(path, *files[path])
     added = [r for _, fresh in files.values() for r in fresh]
-    check_devices(meta_path, meta, set(trained_on(added)))
+    devices = trained_on(added)
+    check_devices(meta_path, meta, set(devices))
     for path, (old, fresh) in files.items():
         atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in old + fresh))
     meta["sittings"] = [*meta.get("sittings", []), {**sitting, "trials_added": len(added),
-                                                    "trained_on": trained_on(added), **trained_span(added),
+                                                    "trained_on": devices, **trained_span(added),
                                                     **trained_before(added, sitting)}]
     atomic_write_text(meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
     return folder
@@ -198,11 +199,19 @@ def check_fingerprints(path: Path, old: list, fresh: list) -> None:
                         f"another --results folder, or declare a follow-up")
 
 
+def trained_where(run_meta: dict) -> tuple:
+    """({kinds of device}, {weights}) a run's trials trained on and started from, as its sittings record them
+    (empty where every sitting predates the record)."""
+    sittings = run_meta.get("sittings") or []
+    return ({k for s in sittings for k in (s.get("trained_on") or {})} - {"?"},
+            {s["weights"] for s in sittings if s.get("weights")})
+
+
 def check_weights(meta_path: Path, kept: dict, sitting: dict) -> None:
     """Refuse to add trials trained from other weights than an earlier sitting's (e.g. a device's copy of the
     embedded model rounded to fp16 against the packaged one): a run's trials all start from one set of weights.
     Sittings kept before the weights were recorded are not compared."""
-    earlier = {s["weights"] for s in kept.get("sittings", []) if s.get("weights")}
+    earlier = trained_where(kept)[1]
     if sitting.get("weights") and earlier and sitting["weights"] not in earlier:
         raise UserError(f"{meta_path}: this run's trials were trained from weights {', '.join(sorted(earlier))}, "
                         f"these from {sitting['weights']} (the same model name, other weights: a rounded copy?): "
@@ -213,7 +222,7 @@ def check_devices(meta_path: Path, kept: dict, kinds: set) -> None:
     """Refuse trials trained on another kind of device (cpu, cuda) than the run's kept trials: arms paired by seed
     differ only by the arm, and two devices' kernels and precision paths differ in their numerics, so a pair split
     across them would read the devices' difference as the arm's. Sittings that recorded no device are not compared."""
-    earlier = {k for s in kept.get("sittings", []) for k in (s.get("trained_on") or {})} - {"?"}
+    earlier = trained_where(kept)[0]
     other = kinds - earlier - {"?"}
     if earlier and other:
         raise UserError(f"{meta_path}: this run's trials trained on {', '.join(sorted(earlier))}, these on "

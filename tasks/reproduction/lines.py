@@ -11,6 +11,7 @@ import numpy as np
 
 from . import power
 from .arms import trained
+from .kept import trained_where
 from .verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED
 
 DEFAULT_LR = 1e-4   # ablate.py's --lr default: every sweep of the kept runs, which pass no --lr
@@ -34,22 +35,15 @@ def disclosure(results, finding, metas: dict) -> str:
     if len(metas) == 1:
         return _disclosed(results, next(iter(metas)), next(iter(metas.values()))[1])
     text = " + ".join(f"{e} ({source} run): {_disclosed(results, e, meta)}" for e, (source, meta) in metas.items())
-    where = {e: _trained_where(meta) for e, (_, meta) in metas.items()}
-    if any(len({w[i] for w in where.values() if w[i]}) > 1 for i in (0, 1)):   # what a run records, compared
+    # a run refuses a mix of devices or weights within itself; a line reading several runs says where they differ,
+    # comparing only what each run records
+    where = {e: tuple(tuple(sorted(x)) for x in trained_where(meta)) for e, (_, meta) in metas.items()}
+    if any(len({w[i] for w in where.values() if w[i]}) > 1 for i in (0, 1)):
         text += "; its arms trained apart: " + "; ".join(
             f"{e} on {', '.join(kinds) or 'an unrecorded device'}" + (f", from weights {', '.join(weights)}"
                                                                        if weights else "")
             for e, (kinds, weights) in where.items())
     return text
-
-
-def _trained_where(run_meta: dict) -> tuple:
-    """(kinds of device, weights) a run's trials trained on and started from, as its sittings record them (empty
-    where a sitting predates the record): a run refuses a mix of either within itself, a line reading several runs
-    says where they differ."""
-    sittings = run_meta.get("sittings") or []
-    return (tuple(sorted({k for s in sittings for k in (s.get("trained_on") or {})} - {"?"})),
-            tuple(sorted({s["weights"] for s in sittings if s.get("weights")})))
 
 
 def _disclosed(results, experiment: str, run_meta: dict) -> str:

@@ -23,6 +23,7 @@ from minbert import UserError
 from .curves import sitting_kind, trained_earlier, unfinished
 from .experiments import EXPERIMENTS, ROLES, Context, sweeps_seconds
 from .follow_ups import FIRST
+from .kept import trained_where
 
 STEPS_PER_EPOCH_AT_QUARTER = 121  # SST at fraction 0.25, batch 16 (the kept trials' budget.steps_per_epoch)
 
@@ -147,7 +148,7 @@ def status(follow, runs: dict) -> tuple:
 
 def resume_on(meta: dict) -> str:
     """How an unfinished kept run resumes: on the weights its sittings record (a rerun skips its finished trials)."""
-    weights = sorted({s["weights"] for s in meta.get("sittings", []) if s.get("weights")})
+    weights = sorted(trained_where(meta)[1])
     return f": rerun it from weights {', '.join(weights)}, which skips its finished trials" if weights else \
         ": the rerun skips its finished trials"
 
