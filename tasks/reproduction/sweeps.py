@@ -19,7 +19,7 @@ from ..ablation import sweep
 from ..ablation.config import SweepConfig, from_settings
 from ..ablation.studies import STUDIES
 from ..ablation.study import Shape, as_argument
-from ..machine import cpu_model, source_commit
+from ..machine import cpu_model, resolve_device, source_commit
 from . import kept
 from .follow_ups import FIRST
 
@@ -115,18 +115,14 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
 
 def device_kind(requested: str) -> str:
     """The kind of device trials will train on ('cpu', 'cuda'), as their records name it."""
-    import torch
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return requested.split(":")[0]
+    return resolve_device(requested).type
 
 
 def device_name(requested: str) -> str:
     """What the trials trained on: 'cpu', or the GPU's name (as the report names machines)."""
     import torch
-    if device_kind(requested) != "cuda":
-        return "cpu"
-    return torch.cuda.get_device_name(torch.device(requested if requested != "auto" else "cuda"))
+    device = resolve_device(requested)
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
 def weights_of(model: str) -> str:
