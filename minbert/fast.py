@@ -293,7 +293,7 @@ class FastBertSelfAttention(BertSelfAttention):
 
 class FastBertModel(BertModel):
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None,
-                output_hidden_states=False, output_attentions=False) -> EncoderOutput:
+                output_hidden_states=False, output_attentions=False, pool: bool = True) -> EncoderOutput:
         """As `BertModel.forward`, but padding positions of the returned states are zeros (never computed)."""
         shape = input_ids.shape if input_ids is not None else inputs_embeds.shape[:2]
         layout = TokenLayout(shape[0], shape[1], attention_mask, regroup=not output_attentions)
@@ -302,7 +302,7 @@ class FastBertModel(BertModel):
         if hidden is not None:
             hidden = tuple(layout.pad(h) for h in hidden)
         last = layout.pad(last)
-        return EncoderOutput(last, self.pooler(last), hidden, attentions)
+        return EncoderOutput(last, self.pooler(last) if pool else None, hidden, attentions)
 
     def watch_optimizer(self, optimizer: torch.optim.Optimizer):
         """Drop the cast evaluation weights after every step of `optimizer`; returns the hook's handle.

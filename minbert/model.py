@@ -32,7 +32,7 @@ ACT2FN = {"gelu": F.gelu, "gelu_new": partial(F.gelu, approximate="tanh"),
 @dataclass
 class EncoderOutput:
     last_hidden_state: torch.Tensor            # (B, T, hidden)
-    pooler_output: torch.Tensor                # (B, hidden): tanh(W h_[CLS] + b)
+    pooler_output: Optional[torch.Tensor]      # (B, hidden): tanh(W h_[CLS] + b); None when not asked (pool=False)
     hidden_states: Optional[tuple] = None      # the embeddings' output, then every layer's: each (B, T, hidden)
     attentions: Optional[tuple] = None         # every layer's probabilities: each (B, heads, T query, T key)
 
@@ -122,13 +122,23 @@ class BertSelfAttention(nn.Module):
         dropout_p = self.dropout.p if self.training else 0.0
         return F.scaled_dot_product_attention(q, k, v, attn_mask=keys, dropout_p=dropout_p)
 
+    def project_qkv(self, x):
+        """Q, K and V of x (B, T, hidden) from one matmul over the three projections' weights stacked into
+        (3 * hidden, hidden): one kernel (and under autocast one cast of the stacked weight) where three
+        `Linear`s take three, each with its own cast. The parameters stay `query`, `key` and `value`, so the
+        state dict keeps Hugging Face's keys; stacked on every call, so no copy goes stale when they change.
+        Returns q, k, v: each (B, heads, T, head_size)."""
+        B, T, _ = x.shape
+        weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])   # (3 * hidden, hidden)
+        bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])           # (3 * hidden,)
+        qkv = F.linear(x, weight, bias)                                               # (B, T, 3 * hidden)
+        return qkv.view(B, T, 3, self.num_heads, self.head_size).permute(2, 0, 3, 1, 4).unbind(0)
+
     def forward(self, x, keys, output_attentions: bool = False):
         """x: (B, T, hidden); keys: `attention_keys(attention_mask)`, made once per forward by `BertModel`.
         Returns (B, T, hidden) and, if asked, the (B, heads, T, T) probabilities (else None)."""
         B, T, hidden = x.shape
-        q = self.split_heads(self.query(x))                                     # (B, heads, T, head_size)
-        k = self.split_heads(self.key(x))                                       # (B, heads, T, head_size)
-        v = self.split_heads(self.value(x))                                     # (B, heads, T, head_size)
+        q, k, v = self.project_qkv(x)                                           # each (B, heads, T, head_size)
         if output_attentions:
             y, probs = self.written_out(q, k, v, keys)
         else:
@@ -252,13 +262,14 @@ class BertModel(nn.Module):
         return len(self.encoder.layer)
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None,
-                output_hidden_states=False, output_attentions=False) -> EncoderOutput:
+                output_hidden_states=False, output_attentions=False, pool: bool = True) -> EncoderOutput:
         """input_ids, attention_mask (1 real, 0 padding), token_type_ids: (B, T). Outputs at padding
-        positions are computed like any other and mean nothing."""
+        positions are computed like any other and mean nothing. `pool=False` skips the pooler (its output
+        is None) for a caller that reads only the token states, as mean pooling does."""
         x = self.embeddings(input_ids, token_type_ids, inputs_embeds)           # (B, T, hidden)
         keys = attention_keys(attention_mask)                                   # once, for every layer
         last, hidden, attentions = self.encoder(x, keys, output_hidden_states, output_attentions)
-        return EncoderOutput(last, self.pooler(last), hidden, attentions)
+        return EncoderOutput(last, self.pooler(last) if pool else None, hidden, attentions)
 
     # Hooks for training loops, so that a loop works with any implementation without knowing its
     # internals. The reference keeps nothing derived from its parameters and computes every

@@ -115,7 +115,7 @@ class MultitaskModel(nn.Module):
     def sentence_vector(self, seq: dict, inputs_embeds: Optional[torch.Tensor] = None) -> torch.Tensor:
         out = self.encoder(input_ids=None if inputs_embeds is not None else seq["input_ids"],
                            attention_mask=seq["attention_mask"], token_type_ids=seq["token_type_ids"],
-                           inputs_embeds=inputs_embeds)
+                           inputs_embeds=inputs_embeds, pool=self.pooling == "pooler")  # the pooler only if read
         if self.pooling == "pooler":
             return out.pooler_output
         return pool_tokens(out.last_hidden_state, seq["attention_mask"], self.pooling)
@@ -133,7 +133,8 @@ class MultitaskModel(nn.Module):
         # Siamese: Sentence-BERT's mean pooling, whatever the single-sentence pooling is.
         u, v = (mean_pool(self.encoder(input_ids=None if e is not None else s["input_ids"],
                                        attention_mask=s["attention_mask"],
-                                       token_type_ids=s["token_type_ids"], inputs_embeds=e).last_hidden_state,
+                                       token_type_ids=s["token_type_ids"], inputs_embeds=e,
+                                       pool=False).last_hidden_state,
                           s["attention_mask"]) for s, e in zip(seqs, embeds))
         if get_task(task).kind.siamese_cosine:
             return F.cosine_similarity(u, v, dim=-1)
