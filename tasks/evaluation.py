@@ -4,10 +4,12 @@ Used by the training loop (dev evaluations, the finished run's files), by `predi
 studies, none of which needs the training loop for it.
 """
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Optional
 
 import torch
+from torch import nn
 
 from .config import TrainConfig
 from .course.formats import write_predictions
@@ -15,12 +17,11 @@ from .distributed import SINGLE, World, gather_objects
 from .encoded import EncodedSplit, make_batch
 from .heads import MultitaskModel, task_spec
 from .inputs import RunInputs
-from .machine import autocast
+from .machine import LOW_PRECISION, autocast
 from .metrics import compute_metric, overall_score, raw_mean_score
 from .registry import get_task
 
 
-@torch.no_grad()
 def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch_size: int,
             precision: str, world: World = SINGLE, label: Optional[str] = None,
             values: Optional[Callable] = None) -> list:
@@ -31,24 +32,31 @@ def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch
     terminal shows a bar (a CFIMDB evaluation at 512 tokens takes minutes on a CPU).
     `values` turns the head's outputs into what is returned per example (default: the task's
     predictions, as its prediction files hold them).
+
+    The host never waits for the device batch by batch: each batch's values stay on the device and
+    are read once, all together, at the split's end; the weights are cast once for the whole split
+    (`linear_weights_cast`). Both give the values the per-batch reading and casting gave, bit for bit
+    (tests/test_evaluation.py).
     """
     model.eval()
     values = values or task_spec(split.task, model.pair_mode, model.task_heads).predict
     order = sorted(range(len(split)), key=split.lengths.__getitem__)
     starts = range(0, len(order), batch_size)
     bar = progress_bar(label is not None and world.main and sys.stdout.isatty(), len(starts), 0, label or "")
-    mine = {}
-    for b, start in enumerate(starts):
-        if bar is not None:
-            bar.update(1)
-        if b % world.size != world.rank:
-            continue
-        idx = order[start:start + batch_size]
-        batch = make_batch(split, idx, tokenizer, device)
-        batch.pop("labels", None)
-        with autocast(device, precision):
-            found = values(model(split.task, batch)).float().cpu().tolist()
-        mine.update(zip(idx, found))
+    rows, found = [], []
+    with torch.inference_mode(), linear_weights_cast(model, precision):
+        for b, start in enumerate(starts):
+            if bar is not None:
+                bar.update(1)
+            if b % world.size != world.rank:
+                continue
+            idx = order[start:start + batch_size]
+            batch = make_batch(split, idx, tokenizer, device)
+            batch.pop("labels", None)
+            with autocast(device, precision):
+                found.append(values(model(split.task, batch)).float())    # on the device until the end
+            rows.extend(idx)
+        mine = dict(zip(rows, torch.cat(found).cpu().tolist())) if found else {}  # the one read
     if bar is not None:
         bar.close()
     out = [None] * len(split)
@@ -56,6 +64,39 @@ def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch
         for i, v in part.items():
             out[i] = v
     return out
+
+
+@contextmanager
+def linear_weights_cast(model: nn.Module, precision: str):
+    """Under a 16-bit autocast, every plain `nn.Linear` of `model` evaluates with its weight and bias cast to
+    that precision once, here, instead of autocast casting them again in every batch: the same values autocast
+    makes, so the outputs are bit for bit the same. The modules' parameters are set aside, never written, and
+    put back in their places on the way out, whatever happens inside; the fast path's linears
+    (`CastOnceLinear`, not plain) keep their own cache. Nothing is swapped for a compiled module, whose
+    guards would see new tensors and compile again.
+
+    Use only without autograd (under `torch.inference_mode()`): the cast tensors are not parameters.
+    """
+    dtype = LOW_PRECISION.get(precision)
+    compiled = any(getattr(m, "_compiled_call_impl", None) is not None for m in model.modules())
+    if dtype is None or compiled:
+        yield
+        return
+    kept = []
+    try:
+        for module in model.modules():
+            if type(module) is not nn.Linear:
+                continue
+            for name, param in module._parameters.items():
+                if param is not None and param.is_floating_point() and param.dtype == torch.float32:
+                    kept.append((module, name, param))
+        for module, name, param in kept:
+            # In the module's own dict, so the order of its parameters (and of the state dict) is untouched.
+            module._parameters[name] = param.detach().to(dtype)
+        yield
+    finally:
+        for module, name, param in kept:
+            module._parameters[name] = param
 
 
 def evaluate(model, inputs: RunInputs, batch_size: int, split: str = "dev", show: bool = False,
