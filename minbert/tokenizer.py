@@ -73,9 +73,9 @@ class Tokenizer:
                                 [0] * (n_a + 2) + [1] * (n_b + 1)))
         return out
 
-    def collate(self, encodings: Sequence[Encoding]) -> dict:
-        """Pad to the longest example of this batch."""
-        width = max(len(e.ids) for e in encodings)
+    def collate(self, encodings: Sequence[Encoding], width: Optional[int] = None) -> dict:
+        """Pad to the longest example of this batch, or to `width` if that is wider (a static shape)."""
+        width = max(width or 0, max(len(e.ids) for e in encodings))
         ids = torch.full((len(encodings), width), self.pad_id, dtype=torch.long)
         types = torch.zeros((len(encodings), width), dtype=torch.long)
         mask = torch.zeros((len(encodings), width), dtype=torch.long)

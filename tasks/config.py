@@ -104,6 +104,7 @@ class TrainConfig:
     skip_nonfinite: bool = False
     no_tf32: bool = False                     # CUDA from Ampere on: fp32 matmuls in IEEE fp32, not TF32
     compile: bool = False                     # torch.compile the encoder
+    cuda_graphs: str = "auto"                 # the step as CUDA graphs: auto (eager until measured), on, off
     # SMART
     smart: bool = False
     smart_lambda_s: float = _SMART.lambda_s
@@ -202,6 +203,7 @@ def validate(c: TrainConfig) -> None:
         (0 <= c.head_dropout < 1, f"--head-dropout must be in [0, 1), got {c.head_dropout}"),
         (c.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {c.checkpoint_every}"),
         (c.eval_every >= 0, f"--eval-every must be >= 0, got {c.eval_every}"),
+        (c.cuda_graphs in ("auto", "on", "off"), f"--cuda-graphs must be auto, on or off, got {c.cuda_graphs!r}"),
         (c.smart_eps >= 0 and c.smart_sigma >= 0 and c.smart_eta >= 0 and c.smart_steps >= 0
          and c.smart_lambda_s >= 0 and c.smart_mu >= 0 and valid_beta(c.smart_beta),
          f"--smart-*: constants must be >= 0 and --smart-beta in [0, 1] or {BETA_SCHEDULE!r}"),

@@ -53,15 +53,26 @@ def encode_split(dataset: Dataset, tokenizer: Tokenizer, pair_mode: str,
                         [max(len(x.ids) for x in enc) for enc in encodings])
 
 
-def make_batch(split: EncodedSplit, indices, tokenizer: Tokenizer, device) -> dict:
-    """Tensors for one step: one padded sequence, or `a_`/`b_` sequences for siamese pairs."""
+def bucket_width(longest: int, widths: Optional[tuple]) -> Optional[int]:
+    """The narrowest of `widths` (ascending) that holds `longest` tokens; None without widths (or past the widest:
+    the batch's own longest)."""
+    return next((w for w in widths if w >= longest), None) if widths else None
+
+
+def make_batch(split: EncodedSplit, indices, tokenizer: Tokenizer, device, widths: Optional[tuple] = None) -> dict:
+    """Tensors for one step: one padded sequence, or `a_`/`b_` sequences for siamese pairs. Each sequence is
+    padded to its batch's longest or, given `widths` (ascending), to the narrowest of them that holds it: a few
+    static shapes, which CUDA graphs need (tasks/training/graphs.py); the padding is masked."""
     chosen = [split.encodings[i] for i in indices]
+
+    def collate(encodings):
+        return tokenizer.collate(encodings, bucket_width(max(len(e.ids) for e in encodings), widths))
     if len(chosen[0]) == 1:
-        batch = tokenizer.collate([c[0] for c in chosen])
+        batch = collate([c[0] for c in chosen])
     else:
         batch = {}
         for side, k in (("a", 0), ("b", 1)):
-            batch.update({f"{side}_{key}": t for key, t in tokenizer.collate([c[k] for c in chosen]).items()})
+            batch.update({f"{side}_{key}": t for key, t in collate([c[k] for c in chosen]).items()})
     if split.labels is not None:
         batch["labels"] = split.labels[list(indices)]
     if torch.device(device).type == "cuda":  # page-locked, so the copy is asynchronous and overlaps the GPU's work

@@ -20,6 +20,7 @@ from ..evaluation import evaluate
 from ..heads import MultitaskModel, task_spec
 from ..inputs import RunInputs, multitask_model, subsample_split
 from ..schedules import lr_lambda
+from .graphs import StepGraphs, device_lr, graphed_loss, resolve_graphs
 from .job import Job
 from .outputs import folder_callbacks
 from .samplers import build_sampler
@@ -49,7 +50,7 @@ def build_multitask_model(config: TrainConfig, inputs: RunInputs,
     return model
 
 
-def make_optimizer(config: TrainConfig, model):
+def make_optimizer(config: TrainConfig, model, graphs: StepGraphs = StepGraphs()):
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if p.requires_grad:
@@ -58,6 +59,9 @@ def make_optimizer(config: TrainConfig, model):
     if config.optimizer == "minbert":
         # the torch path's eps (torch.optim.AdamW's default), not the class's course default 1e-6
         return minbert.AdamW(groups, lr=config.lr, eps=1e-8)
+    if graphs.graphed:  # the learning rate and the step counts on the device: nothing for the host to read
+        device = next(model.parameters()).device
+        return torch.optim.AdamW(groups, lr=device_lr(config.lr, graphs, device), fused=True, capturable=True)
     return torch.optim.AdamW(groups, lr=config.lr, fused=True)
 
 
@@ -89,7 +93,7 @@ class MultitaskJob(Job):
         return TaskLoss(model, specs, smart, inputs.precision)
 
     def make_batch(self, run, task, indices):
-        return make_batch(run.train[task], indices, run.inputs.tokenizer, run.inputs.device)
+        return make_batch(run.train[task], indices, run.inputs.tokenizer, run.inputs.device, run.graphs.widths)
 
     def evaluate(self, run, show):
         predictions = {}
@@ -107,6 +111,7 @@ def build_run(config: TrainConfig, inputs: RunInputs, callbacks=(), encoder: Opt
               folder=None, job: Job = MULTITASK) -> Run:
     """A fresh run of `job`: model, data order, optimizer and schedule, seeded by config.seed. `callbacks` take
     part in it (callbacks.py); `folder` is its run folder, None for a run kept in memory."""
+    graphs = resolve_graphs(config, inputs)  # before any work: `on` may be refused
     torch.manual_seed(config.seed)
     random.seed(config.seed)
     np.random.seed(config.seed)
@@ -114,14 +119,14 @@ def build_run(config: TrainConfig, inputs: RunInputs, callbacks=(), encoder: Opt
     train, sampler_name, sampler = job.plan(config, inputs)
     per_epoch = sampler.steps_per_epoch()
     total = per_epoch * config.epochs if config.max_steps is None else min(config.max_steps, per_epoch * config.epochs)
-    optimizer = make_optimizer(config, model)
+    optimizer = make_optimizer(config, model, graphs)
     job.encoder_of(model).watch_optimizer(optimizer)  # fused AdamW leaves no version bump to see
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(total, config.warmup, config.lr_schedule))
     smart = Smart(model, config.smart_config(), config.pair_mode) if config.smart else None
     return Run(config, inputs, model, train, sampler, sampler_name, per_epoch, total, optimizer, scheduler, smart,
                shared=[p for p in job.encoder_of(model).parameters() if p.requires_grad],
                surgery_rng=np.random.default_rng(config.seed),
-               loss_fn=job.loss(model, config, inputs, smart),
+               loss_fn=graphed_loss(job.loss(model, config, inputs, smart), graphs), graphs=graphs,
                callbacks=list(callbacks), folder=None if folder is None else Path(folder),
                scaler=torch.amp.GradScaler(inputs.device.type, enabled=inputs.precision == "fp16"), job=job)
 

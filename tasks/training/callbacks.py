@@ -25,6 +25,8 @@ import sys
 import time
 from typing import Callable, Optional
 
+import torch
+
 from ..evaluation import progress_bar
 from .record import hparams
 from .state import Run, StepInfo
@@ -92,7 +94,10 @@ class TensorBoard(Callback):
 
     def on_step(self, run, info):
         if self.writer is not None and info.losses is not None:
-            self.writer.add_scalar("train/lr", run.scheduler.get_last_lr()[0], run.state.global_step)
+            lr = run.scheduler.get_last_lr()[0]
+            if isinstance(lr, torch.Tensor):  # a graphed step's device lr: the same value from the host, no read
+                lr = run.config.lr * run.scheduler.lr_lambdas[0](run.scheduler.last_epoch)
+            self.writer.add_scalar("train/lr", lr, run.state.global_step)
 
     def on_losses(self, run, step, values):
         if self.writer is not None:

@@ -9,6 +9,7 @@ from ..data import DATA_DIR_ENV
 from ..heads import HEAD_DESIGNS, POOLING_ALIASES, POOLINGS
 from ..registry import REGISTRY
 from ..schedules import SCHEDULES, schedules_help
+from .graphs import GRAPH_CHOICES, GRAPHS_HELP
 from .samplers import SAMPLERS
 
 SAMPLER_HELP = """how tasks share the steps:
@@ -148,6 +149,8 @@ def _compute_flags(parser, D: TrainConfig):
                          help="torch.compile the encoder (in place: checkpoints and saved models unchanged); the "
                               "compile happens in the first steps and evaluations and is counted in the run's times; "
                               "measured not to pay on a CPU (docs/measurements/2026-11-26-compile-zen5.md)")
+    compute.add_argument("--cuda-graphs", choices=GRAPH_CHOICES, default=D.cuda_graphs,
+                         help=GRAPHS_HELP + " (default: %(default)s)")
     return compute
 
 

@@ -12,6 +12,7 @@ from torch import nn
 
 from ..config import TrainConfig
 from ..inputs import RunInputs
+from .graphs import StepGraphs
 from .job import Job
 from .reads import PendingLogs
 from .samplers import Sampler
@@ -90,6 +91,7 @@ class Run:
     job: Optional[Job] = None    # what the run trains (job.py): its model, batches, loss and evaluation
     pending: PendingLogs = field(default_factory=PendingLogs)  # logged values not yet read from the device
     prefetched: Optional[tuple] = None  # (step, its batches) built ahead on CUDA (step.py's prefetch)
+    graphs: StepGraphs = field(default_factory=StepGraphs)  # graphed or eager, and the batches' widths (graphs.py)
 
     def notify(self, hook: str, *args) -> None:
         """Call `hook` on every callback that has it, in the list's order."""

@@ -67,6 +67,8 @@ def train_step(run: Run, step: dict) -> Optional[dict]:
     `no_sync`, and the per-task encoder gradients (one matrix) are all-reduced before the projection, so
     PCGrad sees the global per-task gradients; the heads' gradients are all-reduced once at the end.
     """
+    if run.graphs.graphed:  # a new iteration: the graphs' output buffers of the last step may be reused
+        torch.compiler.cudagraph_mark_step_begin()
     run.optimizer.zero_grad(set_to_none=True)
     surgery = run.config.surgery != "none"
     logs = {}
@@ -141,6 +143,8 @@ def _task_backward(run: Run, task: str, batches: list, last: bool) -> dict:
     for k, (share, batch) in enumerate(batches):
         with run.loss_fn.no_sync() if world.active and not (last and k == len(batches) - 1) else nullcontext():
             loss, part_logs = run.loss_fn(task, batch, share)
+            if run.graphs.graphed:  # kept past the step (read every --log-every), out of the graph's reused buffers
+                part_logs = {name: v.clone() for name, v in part_logs.items()}
             run.scaler.scale(loss).backward()  # even of a non-finite loss: DDP's all-reduce, once begun, must complete
         logs = part_logs if not logs else {name: logs[name] + v for name, v in part_logs.items()}
     return _mean_over_ranks(logs, world)  # so every rank sees the same non-finite loss
