@@ -222,14 +222,15 @@ def test_plans_do_not_repeat_trials_and_fingerprints_ignore_where_a_sweep_runs()
     assert orders == ["order=0-1", "order=1-0", "reinit=all"]
     args = ablate.parse_args(["--mode", "reinit", *BASE])
 
-    def fingerprint(path, sha, device, requested="auto", used="fp32"):
-        config = args.replace(training=replace(args.training, device=device, precision=requested))
+    def fingerprint(path, sha, device, requested="auto", used="fp32", graphs="auto"):
+        config = args.replace(training=replace(args.training, device=device, precision=requested, cuda_graphs=graphs))
         record = {"sst": {"train": {"path": path, "sha256": sha, "n_rows": 40}, "test": None}}
         inputs = SimpleNamespace(encoder=SimpleNamespace(source=None), data_record=record, device=device,
                                  precision=used, precision_requested=requested)
         return sweep.fingerprint(config, inputs)
 
     assert fingerprint("/a/sst.csv", "x", "auto") == fingerprint("/nfs/sst.csv", "x", "cuda:1")
+    assert fingerprint("/a/sst.csv", "x", "auto") == fingerprint("/a/sst.csv", "x", "cuda", graphs="on")
     assert fingerprint("/a/sst.csv", "x", "auto") != fingerprint("/a/sst.csv", "y", "auto")
     # --precision auto: what it chose on each machine (bf16 on a GPU, fp32 on an old CPU) does not count
     on_gpu = fingerprint("/a/sst.csv", "x", "cuda", used="bf16")

@@ -131,6 +131,11 @@ def test_the_graph_safe_step_trains_as_the_eager_one(tiny_model, small_data_dir)
     losses = []
     for switch in (lambda run: run, graph_safe):
         run = switch(build(tiny_model, small_data_dir, *argv))
+        if run.graphs.graphed:  # the steps' batches are wider than their longest: the padding is what is tested
+            extra = [run.job.make_batch(run, task, indices)["input_ids"].shape[1] - max(
+                run.train[task].lengths[i] for i in indices) for step in run.sampler.plan(0)[:4]
+                for task, indices in step.items()]
+            assert max(extra) > 0 and min(extra) >= 0
         seen = {}
         probe = type("Probe", (training.Callback,), {"on_losses": lambda self, r, step, values: seen.update(
             {(step, k): v for k, v in values.items() if k.startswith("train/loss")})})

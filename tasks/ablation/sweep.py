@@ -193,15 +193,15 @@ def fingerprint(sweep_config: SweepConfig, inputs: RunInputs) -> str:
 
     Every training option counts, the weights and data by their hashes (not
     their paths), so a rerun with other options starts afresh in the same folder.
-    Where and how it runs does not count (--device, --implementation, the data's path, what --precision auto
-    chose there): shards on other machines, and --summarize on a machine without a
+    Where and how it runs does not count (--device, --implementation, --cuda-graphs, the data's path, what
+    --precision auto chose there): shards on other machines, and --summarize on a machine without a
     GPU, must agree on it. Each results line records the precision its trial used. The study's options count
     unless they only choose the trials or the figures (`study.fingerprinted`).
     """
     config, study = sweep_config.training, sweep_config.study
     values = {k: getattr(config, k) for k in sorted(set(TrainConfig.names()) - {
         "seed", "data_fraction", "out", "checkpoint_every", "model", "data_dir", "device", "implementation",
-        "task_file"})}
+        "cuda_graphs", "task_file"})}
     # config.precision is the one asked for (auto: each machine's fast one), not the one it became here
     values["tasks"] = ",".join(config.task_list)
     values["weights"] = inputs.encoder.source.weights_sha256 if inputs.encoder.source else config.model
