@@ -183,3 +183,37 @@ def test_cuda_graphs_on_is_refused_in_one_line_on_the_cpu(tiny_model, small_data
     assert code == 2
     assert err.strip().splitlines()[-1].endswith("use --cuda-graphs auto or off")
     assert "Traceback" not in err
+
+
+def test_a_resume_keeps_the_learning_rate_kind_of_the_resuming_run():
+    """A checkpoint of an eager run resumed graphed, and the other way round: the values the schedule had, in the
+    kind (float or device tensor) the resuming run's step uses."""
+    from tasks.training.graphs import settle_lr
+    config = TrainConfig(lr=1e-3)
+    eager, graphed = StepGraphs(), StepGraphs(True, WIDTHS, "test")
+
+    def built(graphs):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 2)
+        optimizer = make_optimizer(config, model, graphs)
+        return model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(10, 0.3, "linear"))
+    for saved, resumed in ((eager, graphed), (graphed, eager)):
+        model, optimizer, scheduler = built(saved)
+        for _ in range(3):
+            model(torch.ones(1, 4)).sum().backward()
+            optimizer.step()
+            scheduler.step()
+        expected = float(optimizer.param_groups[0]["lr"])
+        model, optimizer2, scheduler2 = built(resumed)
+        optimizer2.load_state_dict(copy.deepcopy(optimizer.state_dict()))
+        scheduler2.load_state_dict(copy.deepcopy(scheduler.state_dict()))
+        settle_lr(optimizer2, scheduler2, resumed, torch.device("cpu"))
+        for group in optimizer2.param_groups:
+            assert isinstance(group["lr"], torch.Tensor) == resumed.graphed
+            assert float(group["lr"]) == pytest.approx(expected, rel=1e-6)
+        model(torch.ones(1, 4)).sum().backward()
+        optimizer2.step()
+        scheduler2.step()
+        assert isinstance(optimizer2.param_groups[0]["lr"], torch.Tensor) == resumed.graphed
+        assert float(optimizer2.param_groups[0]["lr"]) == pytest.approx(1e-3 * lr_lambda(10, 0.3, "linear")(4),
+                                                                          rel=1e-6)

@@ -16,6 +16,7 @@ from minbert import CheckpointError, RunFailure
 from ..distributed import World, gather_objects, rank_seed
 from ..fileio import atomic_save_torch
 from ..saved.checkpoint_files import CHECKPOINT, PREVIOUS_CHECKPOINT, STAGED_CHECKPOINT, first_line, load_checkpoint
+from .graphs import settle_lr
 from .state import Run, TrainState
 
 
@@ -101,6 +102,7 @@ def restore(run: Run) -> None:
         run.model.load_state_dict(ckpt["model"])
         run.optimizer.load_state_dict(ckpt["optimizer"])
         run.scheduler.load_state_dict(ckpt["scheduler"])
+        settle_lr(run.optimizer, run.scheduler, run.graphs, run.inputs.device)
         if run.smart is not None:
             run.smart.load_state_dict(ckpt["smart"])
         if ckpt.get("scaler"):  # fp16's loss scale and its growth count

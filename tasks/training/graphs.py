@@ -82,6 +82,21 @@ def device_lr(lr: float, graphs: StepGraphs, device: torch.device):
     return torch.tensor(lr, dtype=torch.float32, device=device) if graphs.graphed else lr
 
 
+def settle_lr(optimizer: torch.optim.Optimizer, scheduler, graphs: StepGraphs, device: torch.device) -> None:
+    """After a checkpoint is loaded: the learning rates in the kind this run's step uses, whichever kind the
+    checkpoint's run used (a graphed run resumed eagerly, or the other way round). Loading replaces the
+    optimizer's and the schedule's values with the saved ones, floats or tensors; the values are kept."""
+    def kind(value):
+        value = float(value)  # once, at a resume: a tensor here is read to the host
+        return device_lr(value, graphs, device)
+    for group in optimizer.param_groups:
+        for key in ("lr", "initial_lr"):
+            if key in group:
+                group[key] = kind(group[key])
+    scheduler.base_lrs = [kind(v) for v in scheduler.base_lrs]
+    scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
+
+
 def graphed_loss(loss_fn: torch.nn.Module, graphs: StepGraphs):
     """The loss module the step calls: compiled into CUDA graphs when graphed, else `loss_fn` itself."""
     if not graphs.graphed:
