@@ -6,6 +6,7 @@
     build.py        a run built once: model (frozen where asked), data order, optimizer, schedule
     step.py         one optimizer step: task losses, backward, gradient surgery's merge, clipping, non-finite
     reads.py        when the step's logged values are read from the device (--log-every)
+    graphs.py       --cuda-graphs, decided once: the step as CUDA graphs, its static widths, the device lr
     state.py        Run (what build_run makes, with its callbacks; request_stop) and TrainState (checkpointed)
     callbacks.py    the one hook protocol (Callback), TensorBoard's curves, the console, progress lines
     outputs.py      where results go, as callbacks: RunFolder (a command's run folder) or InMemory (a trial)
