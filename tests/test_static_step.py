@@ -217,3 +217,25 @@ def test_a_resume_keeps_the_learning_rate_kind_of_the_resuming_run():
         assert isinstance(optimizer2.param_groups[0]["lr"], torch.Tensor) == resumed.graphed
         assert float(optimizer2.param_groups[0]["lr"]) == pytest.approx(1e-3 * lr_lambda(10, 0.3, "linear")(4),
                                                                           rel=1e-6)
+
+
+@pytest.mark.parametrize("pair_mode", ["cross", "siamese"])
+def test_each_tasks_loss_traces_as_one_graph(tiny_model, small_data_dir, monkeypatch, pair_mode):  # noqa: F811
+    """What --cuda-graphs on compiles, traced by dynamo (no compiler needed): one graph per task, no break,
+    so nothing in the loss reads the host. On CUDA the reference builds its mask unread; the CPU's read of it
+    (`_unpadded_on_the_cpu`) is what a CPU run does instead, patched out as test_step does."""
+    import torch._dynamo
+
+    import minbert.model
+    monkeypatch.setattr(minbert.model, "_unpadded_on_the_cpu", lambda mask: False)
+    run = build(tiny_model, small_data_dir, "--implementation", "reference", "--precision", "bf16",
+                "--tasks", "sst,quora,sts", "--pair-mode", pair_mode)
+    run.graphs = StepGraphs(True, widths_up_to(run.inputs.tokenizer.max_length), "test")
+    torch._dynamo.reset()
+    try:
+        for task in ("sst", "quora", "sts"):
+            batch = run.job.make_batch(run, task, [0, 1, 2, 3])
+            explained = torch._dynamo.explain(run.loss_fn)(task, batch, 1.0)
+            assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    finally:
+        torch._dynamo.reset()
