@@ -239,3 +239,15 @@ def test_each_tasks_loss_traces_as_one_graph(tiny_model, small_data_dir, monkeyp
             assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
     finally:
         torch._dynamo.reset()
+
+
+def test_the_loss_is_compiled_only_for_a_graphed_step(monkeypatch):
+    import torch._dynamo
+
+    from tasks.training.graphs import graphed_loss
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)
+    module = torch.nn.Linear(2, 2)
+    assert graphed_loss(module, StepGraphs()) is module and torch._dynamo.config.recompile_limit == 8
+    compiled = graphed_loss(module, StepGraphs(True, WIDTHS, "test"))  # compiled at its first call, on CUDA
+    assert isinstance(compiled, torch._dynamo.eval_frame.OptimizedModule) and compiled._orig_mod is module
+    assert torch._dynamo.config.recompile_limit >= 3 * len(WIDTHS) * 2  # the course's tasks, a short last batch

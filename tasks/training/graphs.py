@@ -102,7 +102,8 @@ def graphed_loss(loss_fn: torch.nn.Module, graphs: StepGraphs):
     if not graphs.graphed:
         return loss_fn
     import torch._dynamo
-    # One graph per task, width and batch size: more than dynamo's default of 8 recompilations of one function.
-    limit = 4 * len(WIDTHS) * 8
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, limit)
+    # One compilation per task, width and batch size (a short last batch, --grad-accum's parts): room for eight
+    # tasks at four batch sizes each, where dynamo's default stops recompiling one function after 8.
+    limit = 8 * len(WIDTHS) * 4
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, limit)
     return torch.compile(loss_fn, mode="reduce-overhead", dynamic=False)
