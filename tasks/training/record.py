@@ -38,6 +38,7 @@ def run_record(run: Run, command_options: Optional[dict] = None) -> dict:
             "precision": {"requested": inputs.precision_requested, "used": inputs.precision,
                           "native_bf16": minbert.native_bf16(inputs.device), "tf32": inputs.tf32},
             "implementation": {"requested": config.implementation, "used": inputs.encoder.config.implementation},
+            "lr": {"used": config.lr, "reason": run.lr_reason},
             "steps_per_epoch": run.steps_per_epoch, "total_steps": run.total_steps,
             "frozen_layers": model.frozen_layers, "sampler": run.sampler_name, **inputs.world.describe(),
             "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}

@@ -90,6 +90,7 @@ class Run:
     job: Optional[Job] = None    # what the run trains (job.py): its model, batches, loss and evaluation
     pending: PendingLogs = field(default_factory=PendingLogs)  # logged values not yet read from the device
     prefetched: Optional[tuple] = None  # (step, its batches) built ahead on CUDA (step.py's prefetch)
+    lr_reason: str = ""          # why config.lr is the rate it is (tasks.config.lr_for_model): config.json's "lr"
 
     def notify(self, hook: str, *args) -> None:
         """Call `hook` on every callback that has it, in the list's order."""
