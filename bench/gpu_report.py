@@ -47,20 +47,44 @@ def trainer_lines(rows: list) -> list:
     return lines
 
 
-def compare_lines(rows: list) -> list:
-    lines = ["## minBERT against transformers (bert-base's shape, same batches)", "",
-             "| task | precision | minBERT train ex/s | transformers | ratio | minBERT eval ex/s | transformers "
-             "| ratio | peak MiB minBERT / transformers |", "|---|---|---|---|---|---|---|---|---|"]
+def _precision(r: dict) -> str:
+    return r["precision"] + (" (TF32)" if r.get("tf32") else "")
+
+
+def profile_lines(rows: list) -> list:
+    lines = ["## Where a step's time goes (the trainer's steps under torch.profiler, per step)", "",
+             "| model | setting | precision | path | examples | host ms | wall ms | device busy ms | kernels | "
+             "launches | graph launches | aten ops | leaf ops |", "|---" * 13 + "|"]
     for r in rows:
         if "skipped" in r:
-            lines.append(f"| {r['task']} | {r['precision']} | {r['skipped']} |||||||")
+            lines.append(f"| {r['model']} | {r.get('setting', '-')} | {r.get('precision', '-')} | {r['skipped']} "
+                         f"|||||||||")
+            continue
+        lines.append(f"| {r['model']} | {r['setting']} | {_precision(r)} | {r['implementation']} | "
+                     f"{_f(r['examples_per_step'], 0)} | {_f(r['host_ms'])} | {_f(r['wall_ms'])} | "
+                     f"{_f(r.get('device_busy_ms'))} | {_f(r.get('kernels'), 0, True)} | "
+                     f"{_f(r.get('launches'), 0, True)} | {_f(r.get('graph_launches'), 0)} | "
+                     f"{_f(r['ops'], 0, True)} | {_f(r['leaf_ops'], 0, True)} |")
+    return lines
+
+
+def compare_lines(rows: list) -> list:
+    lines = ["## The trainer's run: minBERT's encoder against transformers' (same steps, same dev rows)", "",
+             "| model | precision | minBERT path | minBERT train ex/s | transformers | ratio | minBERT eval ex/s | "
+             "transformers | ratio | peak MiB minBERT / transformers | ms/step minBERT / transformers |",
+             "|---" * 11 + "|"]
+    for r in rows:
+        if "skipped" in r:
+            lines.append(f"| {r.get('model', '-')} | {r['precision']} | {r['skipped']} ||||||||")
             continue
         peaks = r["peak_mib"]
-        lines.append(f"| {r['task']} | {r['precision']} | {_f(r['minbert_train_examples_per_s'], 0, True)} | "
+        lines.append(f"| {r['model']} | {_precision(r)} | {r['minbert_path']}: {r['implementation']} | "
+                     f"{_f(r['minbert_train_examples_per_s'], 0, True)} | "
                      f"{_f(r['transformers_train_examples_per_s'], 0, True)} | {_f(r['train_ratio'], 2)} | "
                      f"{_f(r['minbert_eval_examples_per_s'], 0, True)} | "
                      f"{_f(r['transformers_eval_examples_per_s'], 0, True)} | {_f(r['eval_ratio'], 2)} | "
-                     f"{_f(peaks['minbert'], 0, True)} / {_f(peaks['transformers'], 0, True)} |")
+                     f"{_f(peaks['minbert'], 0, True)} / {_f(peaks['transformers'], 0, True)} | "
+                     f"{_f(r['minbert_ms_per_step'])} / {_f(r['transformers_ms_per_step'])} |")
     return lines
 
 
@@ -68,7 +92,8 @@ def markdown(results: dict) -> str:
     lines = [f"# bench.gpu{' (dry run, CPU)' if results.get('dry_run') else ''}", "",
              *machine_lines(results["machine"]), "", "```", " ".join(results["command"]), "```",
              f"Total {_f(results.get('total_s'), 0)} s of a {_f(results['budget_s'], 0)} s budget.", ""]
-    for stage, write in (("tests", tests_lines), ("trainer", trainer_lines), ("compare", compare_lines)):
+    for stage, write in (("tests", tests_lines), ("trainer", trainer_lines), ("profile", profile_lines),
+                         ("compare", compare_lines)):
         if stage in results:
             lines += write(results[stage]) + [""]
     return "\n".join(lines)
