@@ -200,3 +200,26 @@ def test_pretrain_bench_masks_as_pretraining_and_times_both_models(tmp_path):
     assert figures["tokens"] == 2 * 4 * 16 and set(figures["tokens_per_s"]) == {"minbert", "transformers"}
     assert abs(figures["first_loss"]["minbert"] - figures["first_loss"]["transformers"]) < 1e-4
     assert figures["info"]["minbert"]["class"] == "FastBertForMaskedLM" and "target: minBERT" in printed
+
+
+def test_the_gpu_kit_unpacks_to_the_embedded_model_rounded_to_fp16_and_the_data(small_data_dir, tmp_path):
+    """bench.gpu_kit's kit, unpacked as run.sh does: the stand-in package resolves `minilm` to the widened
+    weights (the packaged ones rounded to fp16), and the course's files come back as they were."""
+    import subprocess
+
+    import torch
+
+    import minbert
+    from bench import gpu_kit
+    kit = tmp_path / ".gpu"
+    gpu_kit.build(kit, small_data_dir)
+    assert "exec python3 -m bench.gpu --out" in (kit / "run.sh").read_text()
+    gpu_kit.main(["--unpack", str(kit)])
+    assert (kit / "data" / "sts-dev.csv").read_bytes() == (small_data_dir / "sts-dev.csv").read_bytes()
+    code = "import minbert; print(minbert.resolve('minilm')[0])"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={"PYTHONPATH": f"{kit / 'site'}:{Path(__file__).resolve().parents[1]}"}).stdout
+    assert Path(found.strip()) == kit / "minilm"
+    widened = minbert.from_pretrained(str(kit / "minilm")).state_dict()
+    packaged = minbert.from_pretrained("minilm").state_dict()
+    assert all(torch.equal(widened[k], packaged[k].half().float()) for k in packaged)
