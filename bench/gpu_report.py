@@ -54,17 +54,17 @@ def _precision(r: dict) -> str:
 def profile_lines(rows: list) -> list:
     lines = ["## Where a step's time goes (the trainer's steps under torch.profiler, per step)", "",
              "| model | setting | precision | path | examples | host ms | wall ms | device busy ms | kernels | "
-             "launches | graph launches | aten ops | leaf ops |", "|---" * 13 + "|"]
+             "launches | graph launches | aten ops | leaf ops | compute ops |", "|---" * 14 + "|"]
     for r in rows:
         if "skipped" in r:
             lines.append(f"| {r['model']} | {r.get('setting', '-')} | {r.get('precision', '-')} | {r['skipped']} "
-                         f"|||||||||")
+                         f"||||||||||")
             continue
         lines.append(f"| {r['model']} | {r['setting']} | {_precision(r)} | {r['implementation']} | "
                      f"{_f(r['examples_per_step'], 0)} | {_f(r['host_ms'])} | {_f(r['wall_ms'])} | "
                      f"{_f(r.get('device_busy_ms'))} | {_f(r.get('kernels'), 0, True)} | "
                      f"{_f(r.get('launches'), 0, True)} | {_f(r.get('graph_launches'), 0)} | "
-                     f"{_f(r['ops'], 0, True)} | {_f(r['leaf_ops'], 0, True)} |")
+                     f"{_f(r['ops'], 0, True)} | {_f(r['leaf_ops'], 0, True)} | {_f(r['compute_ops'], 0, True)} |")
     return lines
 
 

@@ -11,12 +11,13 @@ and the scheduler step. Prints the top operators by self CPU time, the same time
 kinds (matmul, copies, dropout, optimizer, ...), and the steps' wall time without the profiler.
 
 `--count-ops` counts instead of timing, on the CPU, what a GPU would launch: the aten operators of one
-training step of the default run (`bench.step_profile`: all of them, and the leaf ones that call no other,
-about one kernel each on a GPU), per implementation (the reference, which the trainer runs on CUDA, and the
-fast path) and precision (--precisions: fp32, and bf16 autocast, whose casts are operators too), for the
-embedded model and bert-base's shape (12 x 768, random weights, `bench.sizes`). The counted steps are the
-plan's first step of each task after one warm-up step, the same steps for every model; the count does not
-depend on the weights, and a change to the step's operators shows in it without a GPU.
+training step of the default run (`bench.step_profile`: all of them, the leaf ones that call no other, and
+the ones that do work themselves, neither views nor allocations, about one kernel each on a GPU), per implementation
+(the reference, which the trainer runs on CUDA, and the fast path) and precision (--precisions: fp32, and
+bf16 autocast, whose casts are operators too), for the embedded model and bert-base's shape (12 x 768,
+random weights, `bench.sizes`). The counted steps are the plan's first step of each task after one warm-up
+step, the same steps for every model; the count does not depend on the weights, and a change to the step's
+operators shows in it without a GPU.
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
@@ -119,7 +120,7 @@ def count_main(args) -> int:
     print(f"aten operators per training step of the default run (batch 32), CPU {cpu_model()}, torch "
           f"{torch.__version__}")
     print(f"  {'model':12s}{'shape':>10s}  {'implementation':15s}{'precision':10s}{'ops/step':>10s}"
-          f"{'leaf ops/step':>15s}")
+          f"{'leaf ops/step':>15s}{'compute ops/step':>18s}")
     for name in args.models.split(","):
         folder = {"embedded": "minilm", "bert-base": None}.get(name, name)
         folder = folder or str(sizes.bert_base_shaped(sizes.default_cache()))
@@ -128,7 +129,8 @@ def count_main(args) -> int:
                 row = {"model": name, **count_ops(folder, implementation, precision, args.data_dir)}
                 rows.append(row)
                 print(f"  {name:12s}{row['layers']:>4d} x {row['hidden']:<4d}  {implementation:15s}"
-                      f"{row['precision']:10s}{row['ops']:10.0f}{row['leaf_ops']:15.0f}", flush=True)
+                      f"{row['precision']:10s}{row['ops']:10.0f}{row['leaf_ops']:15.0f}{row['compute_ops']:18.0f}",
+                      flush=True)
     print(f"(the mean over one step of each task: {', '.join(rows[0]['tasks'])}; after one warm-up step)")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

@@ -8,12 +8,22 @@ operators, from torch.profiler over the trainer's own steps. `bench.gpu`'s profi
 - kernels: the device's kernels (and copies, sets) per step; launches: the host's kernel-launch calls
   (`cudaLaunchKernel` and kin) per step, graph_launches: `cudaGraphLaunch` calls (CUDA only).
 - ops: aten operators per step, every one the profiler saw (nested ones included); leaf_ops: those that call
-  no other aten operator, the ones that do the work: on a GPU each is about one kernel.
+  no other aten operator; compute_ops: those that do work themselves, neither a view nor an allocation
+  (`NO_KERNEL`) and calling no operator that is not one (`aten::addmm` calling only `aten::resolve_conj`
+  counts, `aten::linear` calling `aten::addmm` does not): on a GPU each is about one kernel. Approximate: a
+  few launch more than one, and a CPU's kernels (fused AdamW, autocast's cast lists) are not CUDA's.
 """
 import time
 
 LAUNCH_CALLS = ("LaunchKernel",)  # cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel, cuLaunchKernelEx
 GRAPH_LAUNCH = "GraphLaunch"      # cudaGraphLaunch
+# Operators that only make a view, allocate or return their input (a `to` that converts calls `_to_copy`): no kernel.
+NO_KERNEL = frozenset(f"aten::{name}" for name in (
+    "view", "_unsafe_view", "_reshape_alias", "as_strided", "reshape", "t", "transpose", "permute", "expand",
+    "select", "slice", "unsqueeze", "squeeze", "detach", "alias", "lift_fresh", "unbind", "split", "chunk",
+    "narrow", "resolve_conj", "resolve_neg", "empty", "empty_like", "empty_strided", "new_empty",
+    "new_empty_strided", "set_", "is_nonzero", "_has_compatible_shallow_copy_type", "split_with_sizes",
+    "numpy_T", "view_as", "expand_as", "result_type", "size", "stride", "to", "detach_", "resize_"))
 
 
 def trainer_steps(run, steps: list) -> None:
@@ -47,7 +57,10 @@ def count_events(events) -> dict:
     leaves = [e for e in ops if not any(c.name.startswith("aten::") for c in e.cpu_children)]
     device = [e for e in events if e.device_type == DeviceType.CUDA]
     host = [e for e in events if e.device_type == DeviceType.CPU]
-    return {"ops": len(ops), "leaf_ops": len(leaves), "kernels": len(device),
+    working = [e for e in ops if e.name not in NO_KERNEL
+               and all(c.name in NO_KERNEL for c in e.cpu_children if c.name.startswith("aten::"))]
+    return {"ops": len(ops), "leaf_ops": len(leaves), "compute_ops": len(working),
+            "kernels": len(device),
             "device_busy_ms": busy_ms([(e.time_range.start, e.time_range.end) for e in device]),
             "launches": sum(any(c in e.name for c in LAUNCH_CALLS) for e in host),
             "graph_launches": sum(GRAPH_LAUNCH in e.name for e in host)}
@@ -79,7 +92,7 @@ def profile_steps(torch, run, steps: list, warmup: list, timed: bool = True) -> 
         trainer_steps(run, steps)
         sync()
     counts = count_events(prof.events())
-    out.update(ops=counts["ops"] / n, leaf_ops=counts["leaf_ops"] / n)
+    out.update({k: counts[k] / n for k in ("ops", "leaf_ops", "compute_ops")})
     if cuda:
         out.update({k: counts[k] / n for k in ("kernels", "device_busy_ms", "launches", "graph_launches")})
     return out

@@ -69,7 +69,8 @@ def test_gpu_bench_dry_run_goes_through_every_stage_on_the_cpu(small_data_dir, t
     assert set(run["dev"]) >= {"sst", "quora", "sts"} and run["scaler_skipped"] is None
     profiled = {r["setting"]: r for r in result["profile"]}
     assert set(profiled) == {"default", "fp32", "fixed width"} and profiled["fp32"]["precision"] == "fp32"
-    assert all(r["ops"] >= r["leaf_ops"] > 0 and r["host_ms"] > 0 and "kernels" not in r for r in profiled.values())
+    assert all(r["ops"] >= r["compute_ops"] > 0 and r["host_ms"] > 0 and "kernels" not in r
+               for r in profiled.values())
     (row,) = result["compare"]
     assert row["train_ratio"] > 0 and row["eval_ratio"] > 0 and row["minbert_train_examples_per_s"] > 0
     assert row["implementation"] == "fast" and row["minbert_path"] == "trainer's path"  # on a CPU: the fast path
@@ -106,7 +107,8 @@ def test_the_profiles_operator_count_grows_with_depth(small_data_dir, tmp_path):
         folder = sizes.bert_base_shaped(tmp_path, num_hidden_layers=layers, hidden_size=32, num_attention_heads=2,
                                         intermediate_size=64)
         counts[layers] = count_ops(str(folder), "reference", "fp32", data_dir=str(small_data_dir), batch_size=4)
-    assert 0 < counts[1]["leaf_ops"] < counts[2]["leaf_ops"] and counts[1]["ops"] < counts[2]["ops"]
+    assert 0 < counts[1]["compute_ops"] < counts[2]["compute_ops"] and counts[1]["ops"] < counts[2]["ops"]
+    assert counts[2]["compute_ops"] < counts[2]["ops"] and counts[2]["leaf_ops"] < counts[2]["ops"]
 
 
 def test_gpu_bench_without_a_gpu_is_one_line_exit_2(monkeypatch):
