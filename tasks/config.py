@@ -34,8 +34,8 @@ EARLY_BETA, LATE_BETA, EARLY_PERCENT = 0.99, 0.999, 10
 # The learning rate train_multitask.py takes when --lr is not given, by the model's size (`lr_for_model`).
 # Compact models keep this project's recipe, at which the embedded model (6 x 384) gives the README's dev
 # figures; bert-base's size and larger take 2e-5, the lowest of Devlin et al. (2019, appendix A.3)'s fine-tuning
-# grid (5e-5, 3e-5, 2e-5): the rate the reproduced papers fine-tune bert-base at, nearest the course starter's
-# 1e-5 (docs/training.md, "The learning rate").
+# grid (5e-5, 3e-5, 2e-5): the rate two of the layer studies' papers fine-tune bert-base at, nearest the course
+# starter's 1e-5 (docs/training.md, "The learning rate").
 COMPACT_LR, BERT_BASE_LR = 1e-4, 2e-5
 BERT_BASE_LAYERS, BERT_BASE_HIDDEN = 12, 768
 LR_GIVEN = "given (--lr, or the command's own recipe)"
