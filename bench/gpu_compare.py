@@ -16,8 +16,9 @@ batches, length-bucketed), each a whole `tasks.training.train_step` (forward, lo
 AdamW), the next step's batches built ahead as the loop does on CUDA, and the schedule's step. Evaluation: the
 trainer's (`tasks.evaluation.evaluate`) on the first --eval-examples rows of each task's dev split. The two runs
 alternate round by round (A B, B A, ...) over the same steps; every round ends with `torch.cuda.synchronize()`;
-ratios are the median of the per-round ratios (above 1: minBERT faster). Peak memory is
-`torch.cuda.max_memory_allocated` over that run's warm-up steps and one evaluation. fp32 runs in TF32 where the
+ratios are the median of the per-round ratios (above 1: minBERT faster). Peak memory is the run's own:
+`torch.cuda.max_memory_allocated` from its building through its warm-up steps and one evaluation, less what
+was allocated before it was built (the other run's weights and optimizer states). fp32 runs in TF32 where the
 trainer would (bench.gpu's --no-tf32 turns it off), said in the row.
 """
 import dataclasses
@@ -98,19 +99,20 @@ def time_models(torch, args, folder: str, precision: str, inputs) -> dict:
     device = inputs.device
     cuda = device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda device: None)  # a CPU run: a smoke of this script
-    runs = {name: build_run(config, inputs, encoder=encoder)
-            for name, encoder in compared_encoders(config, device).items()}
     evals = dev_slice(inputs, args.eval_examples)
-    plan = runs["minbert"].sampler.plan(0)
-    warmup, timed = plan[:args.warmup], plan[args.warmup:args.warmup + args.steps]
-    peaks = {}
-    for name, run in runs.items():
+    runs, peaks, warmup, timed = {}, {}, [], []
+    for name, encoder in compared_encoders(config, device).items():
+        before = torch.cuda.memory_allocated(device) if cuda else 0  # the other run's weights and states
         if cuda:
             torch.cuda.reset_peak_memory_stats(device)
+        run = runs[name] = build_run(config, inputs, encoder=encoder)
+        if not warmup:
+            plan = run.sampler.plan(0)  # the same for both runs: the same options, seed and data
+            warmup, timed = plan[:args.warmup], plan[args.warmup:args.warmup + args.steps]
         trainer_steps(run, warmup)
         evaluate(run.model, evals, config.eval_batch_size)
         sync(device)
-        peaks[name] = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else float("nan")
+        peaks[name] = (torch.cuda.max_memory_allocated(device) - before) / 2**20 if cuda else float("nan")
     per_round = max(1, len(timed) // args.rounds)
     rounds = [timed[r * per_round:(r + 1) * per_round] for r in range(args.rounds)]
     seconds = {(name, phase): [] for name in runs for phase in ("train", "eval")}

@@ -88,6 +88,42 @@ def compare_lines(rows: list) -> list:
     return lines
 
 
+# Issue 48's targets: bert-base's shape at batch 32 in bf16 (the embedded model's step too), on an H100 or H200.
+STEP_MS = {"bert-base": 15.0, "embedded": 8.0}
+RATIOS = {"train_ratio": 2.0, "eval_ratio": 1.5}
+PEAK_MIB = 3.2 * 1024
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "NOT MET"
+
+
+def targets_lines(results: dict) -> list:
+    """Each target beside its figure, met or not, where this run measured it (bf16; fp32 ratios shown too)."""
+    lines = []
+    for r in results.get("trainer", []):
+        if r.get("setting") == "default" and r.get("precision") == "bf16" and r.get("steps_per_s") \
+                and r["model"] in STEP_MS:
+            ms = 1000 / r["steps_per_s"]
+            lines.append(f"| {r['model']}: the trainer's step, bf16 | {ms:.1f} ms | <= {STEP_MS[r['model']]:.0f} ms | "
+                         f"{_verdict(ms <= STEP_MS[r['model']])} |")
+    for r in results.get("compare", []):
+        if "skipped" in r or r.get("model") != "bert-base" or r["precision"] not in ("bf16", "fp32"):
+            continue
+        for key, floor in RATIOS.items():
+            what = "training" if key == "train_ratio" else "evaluation"
+            lines.append(f"| {what} against transformers, {_precision(r)} ({r['implementation']}) | "
+                         f"{r[key]:.2f}x | >= {floor:.1f}x | {_verdict(r[key] >= floor)} |")
+        if r["precision"] == "bf16":
+            peak = r["peak_mib"]["minbert"]
+            lines.append(f"| peak memory of the trainer's run, bf16 | {peak:,.0f} MiB | <= {PEAK_MIB:,.0f} MiB | "
+                         f"{_verdict(peak <= PEAK_MIB)} |")
+    if not lines:
+        return []
+    return ["## Issue 48's targets (bert-base's shape, batch 32)", "", "| target | measured | threshold | |",
+            "|---|---|---|---|", *lines]
+
+
 def markdown(results: dict) -> str:
     lines = [f"# bench.gpu{' (dry run, CPU)' if results.get('dry_run') else ''}", "",
              *machine_lines(results["machine"]), "", "```", " ".join(results["command"]), "```",
@@ -96,4 +132,6 @@ def markdown(results: dict) -> str:
                          ("compare", compare_lines)):
         if stage in results:
             lines += write(results[stage]) + [""]
+    targets = targets_lines(results)
+    lines += targets + ([""] if targets else [])
     return "\n".join(lines)

@@ -225,3 +225,19 @@ def test_the_gpu_kit_unpacks_to_the_embedded_model_rounded_to_fp16_and_the_data(
     widened = minbert.from_pretrained(str(kit / "minilm")).state_dict()
     packaged = minbert.from_pretrained("minilm").state_dict()
     assert all(torch.equal(widened[k], packaged[k].half().float()) for k in packaged)
+
+
+def test_gpu_bench_reports_issue_48s_targets_met_or_not():
+    from bench.gpu_report import targets_lines
+    results = {"trainer": [{"model": "bert-base", "setting": "default", "precision": "bf16", "steps_per_s": 14.5},
+                           {"model": "embedded", "setting": "default", "precision": "bf16", "steps_per_s": 200.0}],
+               "compare": [{"model": "bert-base", "precision": "bf16", "implementation": "reference",
+                            "train_ratio": 2.1, "eval_ratio": 1.2, "peak_mib": {"minbert": 3000.0}},
+                           {"model": "bert-base", "precision": "fp16", "skipped": "budget"}]}
+    lines = "\n".join(targets_lines(results))
+    assert "| bert-base: the trainer's step, bf16 | 69.0 ms | <= 15 ms | NOT MET |" in lines
+    assert "| embedded: the trainer's step, bf16 | 5.0 ms | <= 8 ms | met |" in lines
+    assert "| training against transformers, bf16 (reference) | 2.10x | >= 2.0x | met |" in lines
+    assert "| evaluation against transformers, bf16 (reference) | 1.20x | >= 1.5x | NOT MET |" in lines
+    assert "3,000 MiB | <= 3,277 MiB | met" in lines and "fp16" not in lines
+    assert targets_lines({}) == []
