@@ -241,3 +241,23 @@ def test_gpu_bench_reports_issue_48s_targets_met_or_not():
     assert "| evaluation against transformers, bf16 (reference) | 1.20x | >= 1.5x | NOT MET |" in lines
     assert "3,000 MiB | <= 3,277 MiB | met" in lines and "fp16" not in lines
     assert targets_lines({}) == []
+
+
+@pytest.mark.gpu
+def test_gpu_bench_profiles_and_compares_the_trainers_cuda_path(small_data_dir, tmp_path, monkeypatch):
+    """On CUDA, a tiny model: the profile counts kernels and launches, and the comparison times the reference
+    (what the trainer runs there) against transformers, each run's peak memory its own."""
+    from bench import gpu
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "bench"
+    code, _, err = run_cli(gpu.main, ["--dry-run", "--device", "cuda", "--stages", "profile,compare", "--precisions",
+                                      "bf16,fp32", "--data-dir", str(small_data_dir), "--out", str(out)])
+    assert code == 0, err
+    result = json.loads((out / "bench-gpu.json").read_text())
+    for r in result["profile"]:
+        assert r["implementation"] == "reference" and r["kernels"] > 0 and r["launches"] > 0, r
+        assert r["device_busy_ms"] > 0 and r["compute_ops"] > 0, r
+    assert [r["precision"] for r in result["compare"]] == ["bf16", "fp32"]
+    for r in result["compare"]:
+        assert r["implementation"] == "reference" and r["minbert_path"] == "trainer's path", r
+        assert r["peak_mib"]["minbert"] > 0 and r["peak_mib"]["transformers"] > 0 and r["train_ratio"] > 0, r
