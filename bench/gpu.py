@@ -1,20 +1,28 @@
 """What one CUDA GPU does with this project, in one command and under 8 minutes.
 
-    python -m bench.gpu [--out DIR] [--budget SECONDS] [--stages tests,trainer,compare]
+    python -m bench.gpu [--out DIR] [--budget SECONDS] [--stages tests,trainer,profile,compare] [--fast-path]
     python -m bench.gpu --dry-run          # no GPU: every stage's plumbing on the CPU, a tiny model, seconds
 
-On whatever GPU torch finds (cuda:0), three stages, each capped so the whole stays within --budget (420 s):
+On whatever GPU torch finds (cuda:0), four stages, each capped so the whole stays within --budget (420 s):
 
 1. tests: `pytest -m gpu -v tests` (every gpu-marked test) in a subprocess (cap --tests-cap): passed, failed, skipped.
-2. trainer: `bench.gpu_trainer`, one process per model, the embedded model and bert-base's shape (random
+2. trainer: `bench.gpu_trainer`, one process per model and setting (--settings: the default eager step and
+   `--cuda-graphs on`), the embedded model and bert-base's shape (random
    weights, `bench.sizes`), --trainer-steps optimizer steps of the default run in bf16 (where native) and
    fp16: steps/s and examples/s (after a warm-up), peak memory, host syncs per step (CUDA's sync debug
    mode and the profiler's synchronising calls, over the last --sync-steps steps), the fp16 scaler's
    skipped steps, and the dev scores after those steps (bert-base's shape starts from random weights:
    near chance).
-3. compare: `bench.gpu_compare` on bert-base's shape, minBERT against transformers on the same batches
-   (train and evaluation examples/s, their ratio, peak memory), per precision and task, as long as the
-   budget lasts.
+3. profile: `bench.step_profile` on the trainer's own steps, per model (--profile-models) in three settings:
+   the default step (precision auto), fp32 (TF32 unless --no-tf32), and one fixed width (the default step's
+   first timed step repeated: shapes never change): per step, the host's time, the device's busy time,
+   kernels, kernel launches and aten operators.
+4. compare: `bench.gpu_compare` on bert-base's shape: the trainer's own run (`train_multitask.py`'s model,
+   loss, optimizer and steps; minBERT as the trainer loads it on this device: the reference) against the same
+   run with transformers' BertModel (sdpa) as its encoder, same steps, same dev rows: train and evaluation
+   examples/s, their ratio, peak memory, per precision (bf16, fp16, fp32 with TF32), as long as the budget
+   lasts. `--fast-path` times minBERT's fast path instead (`--implementation fast`, not the trainer's on
+   CUDA), and every row names the path it timed.
 
 TF32 is on for fp32 matmuls, as in the trainer (--no-tf32 turns it off). Writes DIR/bench-gpu.json (every
 figure) and DIR/bench-gpu.md (the tables, ready for a docs/measurements log), after each stage, with each
@@ -35,13 +43,15 @@ from bench.common import DATA_DIR_HELP, RESULT_PREFIX
 from bench.gpu_report import markdown
 
 REPO = Path(__file__).resolve().parents[1]
-STAGES = ("tests", "trainer", "compare")
-SETTINGS = {"default": [], "smart": ["--smart"], "pcgrad": ["--surgery", "pcgrad"], "compile": ["--compile"]}
+STAGES = ("tests", "trainer", "profile", "compare")
+SETTINGS = {"default": [], "graphs": ["--cuda-graphs", "on"], "smart": ["--smart"], "pcgrad": ["--surgery", "pcgrad"],
+            "compile": ["--compile"]}
 DRY_SHAPE = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128)
-DRY_RUN = dict(device="cpu", models="tiny", trainer_precisions="fp32", trainer_steps=6, trainer_warmup=2,
-               sync_steps=2, precisions="fp32", tasks="sst", batch_size=4, eval_batch_size=16, steps=4, warmup=1,
-               rounds=2)
-COMPARE_RESERVE_S = 45  # what the trainer stage leaves to the comparison
+DRY_RUN = dict(device="cpu", models="tiny", settings="default", trainer_precisions="fp32", trainer_steps=6,
+               trainer_warmup=2, sync_steps=2, profile_models="tiny", profile_steps=2, profile_warmup=1,
+               precisions="fp32", tasks="sst", compare_model="tiny", batch_size=4, eval_batch_size=16,
+               eval_examples=16, steps=4, warmup=1, rounds=2)
+RESERVE_S = {"profile": 40, "compare": 60}  # what the trainer stage leaves to each later stage asked for
 
 
 def parse_args(argv=None):
@@ -69,15 +79,25 @@ def parse_args(argv=None):
     trainer.add_argument("--trainer-warmup", type=int, default=20, help="untimed first steps (default: %(default)s)")
     trainer.add_argument("--sync-steps", type=int, default=10,
                          help="last steps, host syncs counted (default: %(default)s)")
-    trainer.add_argument("--settings", default="default",
+    trainer.add_argument("--settings", default="default,graphs",
                          help="comma-separated trainer settings, each a run per model: " + ", ".join(SETTINGS))
-    compare = p.add_argument_group("compare (minBERT against transformers)")
+    profile = p.add_argument_group("profile (the trainer's steps under torch.profiler)")
+    profile.add_argument("--profile-models", default="embedded,bert-base", help="(default: %(default)s)")
+    profile.add_argument("--profile-steps", type=int, default=10, help="steps profiled per setting "
+                                                                        "(default: %(default)s)")
+    profile.add_argument("--profile-warmup", type=int, default=5, help="(default: %(default)s)")
+    compare = p.add_argument_group("compare (the trainer's run, minBERT's encoder against transformers')")
     compare.add_argument("--compare-model", default="bert-base", help="(default: %(default)s)")
-    compare.add_argument("--precisions", default="bf16,fp16", help="(default: %(default)s; fp32 too if wanted)")
-    compare.add_argument("--tasks", default="sst,quora")
+    compare.add_argument("--precisions", default="bf16,fp16,fp32", help="(default: %(default)s)")
+    compare.add_argument("--fast-path", action="store_true",
+                         help="time minBERT's fast path (--implementation fast), not the trainer's path on CUDA "
+                              "(the reference); every row says which")
+    compare.add_argument("--tasks", default="sst,quora,sts", help="the run's tasks (default: %(default)s)")
     compare.add_argument("--batch-size", type=int, default=32)
     compare.add_argument("--eval-batch-size", type=int, default=128)
-    compare.add_argument("--steps", type=int, default=24, help="timed steps per model, task and phase")
+    compare.add_argument("--eval-examples", type=int, default=512, help="dev rows per task evaluated each round "
+                                                                       "(default: %(default)s)")
+    compare.add_argument("--steps", type=int, default=24, help="timed steps per model and phase")
     compare.add_argument("--warmup", type=int, default=4)
     compare.add_argument("--rounds", type=int, default=6)
     args = p.parse_args(argv)
@@ -89,7 +109,6 @@ def parse_args(argv=None):
     unknown = set(args.stages.split(",")) - set(STAGES) | set(args.settings.split(",")) - set(SETTINGS)
     if unknown:
         p.error(f"unknown stage or setting: {', '.join(sorted(unknown))}")
-    args.order, args.prime = "shuffled", False  # what bench.throughput's build_batches reads
     return args
 
 
@@ -154,7 +173,7 @@ def stage_trainer(args, clock: Clock) -> list:
     rows = []
     for setting in args.settings.split(","):
         for name in args.models.split(","):
-            cap = clock.left() - (COMPARE_RESERVE_S if "compare" in args.stages else 0)
+            cap = clock.left() - sum(s for stage, s in RESERVE_S.items() if stage in args.stages.split(","))
             if cap < 20:
                 rows.append({"model": name, "setting": setting, "skipped": f"budget: {clock.left():.0f} s left"})
                 continue
@@ -176,22 +195,64 @@ def stage_trainer(args, clock: Clock) -> list:
     return rows
 
 
+def trainer_inputs(args, name: str, precision: str = "fp32"):
+    """The default run's options on model `name` and its prepared data (tasks.inputs.prepare), as the trainer
+    makes them on args.device."""
+    from bench.gpu_compare import trainer_config
+    from tasks.inputs import prepare
+    config = trainer_config(args, model_folder(name, args), precision)
+    return config, prepare(config, warn=lambda message: None)
+
+
+def stage_profile(args, clock: Clock) -> list:
+    import dataclasses
+
+    import torch
+
+    from bench.step_profile import profile_steps
+    from tasks.training import build_run
+    rows = []
+    for name in args.profile_models.split(","):
+        if clock.left() < 15:
+            rows.append({"model": name, "skipped": f"budget: {clock.left():.0f} s left"})
+            continue
+        config, inputs = trainer_inputs(args, name, "auto")
+        plan = None
+        for setting, precision in (("default", inputs.precision), ("fp32", "fp32"), ("fixed width", inputs.precision)):
+            row = {"model": name, "setting": setting, "precision": precision,
+                   "tf32": inputs.tf32 and precision == "fp32"}
+            if clock.left() < 10:
+                rows.append({**row, "skipped": f"budget: {clock.left():.0f} s left"})
+                continue
+            run = build_run(dataclasses.replace(config, precision=precision),
+                            dataclasses.replace(inputs, precision=precision, precision_requested=precision))
+            plan = plan or run.sampler.plan(0)
+            warmup, steps = plan[:args.profile_warmup], plan[args.profile_warmup:][:args.profile_steps]
+            if setting == "fixed width":
+                warmup, steps = [steps[0]] * args.profile_warmup, [steps[0]] * args.profile_steps
+            row.update(profile_steps(torch, run, steps, warmup), implementation=run.model.encoder.config.implementation)
+            rows.append(row)
+            del run
+            if inputs.device.type == "cuda":
+                torch.cuda.empty_cache()
+    return rows
+
+
 def stage_compare(args, clock: Clock) -> list:
     import torch
 
     import minbert
     from bench.gpu_compare import time_models
-    folder = model_folder(args.compare_model, args)
-    tokenizer = minbert.Tokenizer.from_folder(str(minbert.resolve(folder)[0]))
+    config, inputs = trainer_inputs(args, args.compare_model)
     rows = []
     for precision in (p for p in args.precisions.split(",") if p not in ("", "none")):
-        for task in args.tasks.split(","):
-            if not minbert.native(precision, torch.device(args.device)):
-                rows.append({"task": task, "precision": precision, "skipped": "not native on this device"})
-            elif clock.left() < 25:
-                rows.append({"task": task, "precision": precision, "skipped": f"budget: {clock.left():.0f} s left"})
-            else:
-                rows.append(time_models(torch, args, folder, precision, task, tokenizer))
+        row = {"model": args.compare_model, "precision": precision}
+        if not minbert.native(precision, inputs.device):
+            rows.append({**row, "skipped": "not native on this device"})
+        elif clock.left() < 20:
+            rows.append({**row, "skipped": f"budget: {clock.left():.0f} s left"})
+        else:
+            rows.append({**row, **time_models(torch, args, config.model, precision, inputs)})
     return rows
 
 
@@ -226,7 +287,8 @@ def main(argv=None) -> int:
                "budget_s": args.budget, "dry_run": args.dry_run}
     print(f"bench.gpu: {results['machine']['device']}; torch {torch.__version__}; results in {out}", flush=True)
     summary = write(out, results, 0.0)
-    for stage, run in (("tests", stage_tests), ("trainer", stage_trainer), ("compare", stage_compare)):
+    for stage, run in (("tests", stage_tests), ("trainer", stage_trainer), ("profile", stage_profile),
+                       ("compare", stage_compare)):
         if stage in args.stages.split(","):
             started = time.perf_counter()
             results[stage] = run(args, clock)

@@ -1,6 +1,7 @@
 """Where a training step's time goes: torch.profiler over the real trainer's own steps.
 
     python -m bench.profile [--model minilm] [--precision auto|bf16|fp32] [--steps 12] [--top 25]
+    python -m bench.profile --count-ops [--models embedded,bert-base] [--implementations reference,fast]
 
 Builds the default `train_multitask.py` run (every option at its default unless given here),
 takes the first steps of its epoch-0 plan (the proportional sampler's mix of SST, Quora and STS
@@ -8,6 +9,15 @@ batches, length-bucketed), runs `--warmup` of them untimed, then profiles `--ste
 optimizer steps (`tasks.training.train_step`: batch making, forward, backward, clipping, AdamW)
 and the scheduler step. Prints the top operators by self CPU time, the same time grouped into
 kinds (matmul, copies, dropout, optimizer, ...), and the steps' wall time without the profiler.
+
+`--count-ops` counts instead of timing, on the CPU, what a GPU would launch: the aten operators of one
+training step of the default run (`bench.step_profile`: all of them, the leaf ones that call no other, and
+the ones that do work themselves, neither views nor allocations, about one kernel each on a GPU), per implementation
+(the reference, which the trainer runs on CUDA, and the fast path) and precision (--precisions: fp32, and
+bf16 autocast, whose casts are operators too), for the embedded model and bert-base's shape (12 x 768,
+random weights, `bench.sizes`). The counted steps are the plan's first step of each task after one warm-up
+step, the same steps for every model; the count does not depend on the weights, and a change to the step's
+operators shows in it without a GPU.
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
@@ -47,6 +57,12 @@ def kind_of(name: str) -> str:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.split("\n\n")[0])
     add_trainer_setting(p)
+    count = p.add_argument_group("--count-ops: operators per training step, no timing")
+    count.add_argument("--count-ops", action="store_true", help="count the operators of a step (see above)")
+    count.add_argument("--models", default="embedded,bert-base",
+                       help="embedded, bert-base (its shape, random weights) or folders (default: %(default)s)")
+    count.add_argument("--implementations", default="reference,fast", help="(default: %(default)s)")
+    count.add_argument("--precisions", default="fp32,bf16", help="(default: %(default)s)")
     p.add_argument("--steps", type=int, default=12, help="profiled optimizer steps (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=4, help="untimed steps first (default: %(default)s)")
     p.add_argument("--top", type=int, default=25, help="operators listed (default: %(default)s)")
@@ -72,8 +88,60 @@ def build_run(args):
     return build_run(config, inputs)
 
 
+def count_ops(folder: str, implementation: str, precision: str, data_dir=None, batch_size: int = 32) -> dict:
+    """Operators per step of the default run on `folder` on the CPU (bench.step_profile's ops and leaf_ops):
+    the plan's first step of each task, after the plan's first step as a warm-up."""
+    import torch
+
+    from bench.step_profile import profile_steps
+    from tasks.inputs import prepare
+    from tasks.training import build_run, parse_train_command
+    options = ["--model", folder, "--implementation", implementation, "--precision", precision, "--device", "cpu",
+               "--batch-size", str(batch_size), *(["--data-dir", data_dir] if data_dir else [])]
+    config = parse_train_command(options).config
+    run = build_run(config, prepare(config, warn=lambda message: None))
+    plan = run.sampler.plan(0)
+    firsts = {}
+    for step in plan[1:]:
+        firsts.setdefault(tuple(step), step)  # a step's tasks, e.g. ("sst",)
+    steps = list(firsts.values())
+    counted = profile_steps(torch, run, steps, plan[:1], timed=False)
+    return {**counted, "tasks": ["+".join(key) for key in firsts], "implementation": implementation,
+            "precision": run.inputs.precision, "layers": run.model.encoder.config.num_hidden_layers,
+            "hidden": run.model.encoder.config.hidden_size}
+
+
+def count_main(args) -> int:
+    import torch
+
+    from bench import sizes
+    from tasks.machine import cpu_model
+    rows = []
+    print(f"aten operators per training step of the default run (batch 32), CPU {cpu_model()}, torch "
+          f"{torch.__version__}")
+    print(f"  {'model':12s}{'shape':>10s}  {'implementation':15s}{'precision':10s}{'ops/step':>10s}"
+          f"{'leaf ops/step':>15s}{'compute ops/step':>18s}")
+    for name in args.models.split(","):
+        folder = {"embedded": "minilm", "bert-base": None}.get(name, name)
+        folder = folder or str(sizes.bert_base_shaped(sizes.default_cache()))
+        for implementation in args.implementations.split(","):
+            for precision in args.precisions.split(","):
+                row = {"model": name, **count_ops(folder, implementation, precision, args.data_dir)}
+                rows.append(row)
+                print(f"  {name:12s}{row['layers']:>4d} x {row['hidden']:<4d}  {implementation:15s}"
+                      f"{row['precision']:10s}{row['ops']:10.0f}{row['leaf_ops']:15.0f}{row['compute_ops']:18.0f}",
+                      flush=True)
+    print(f"(the mean over one step of each task: {', '.join(rows[0]['tasks'])}; after one warm-up step)")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"cpu": cpu_model(), "torch": torch.__version__, "rows": rows}, f, indent=2)
+    return 0
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.count_ops:
+        return count_main(args)
     import torch
     from torch.profiler import ProfilerActivity, profile
 

@@ -31,6 +31,15 @@ from .task_file import declare_tasks
 BETA_SCHEDULE = "schedule"
 EARLY_BETA, LATE_BETA, EARLY_PERCENT = 0.99, 0.999, 10
 
+# The learning rate train_multitask.py takes when --lr is not given, by the model's size (`lr_for_model`).
+# Compact models keep this project's recipe, at which the embedded model (6 x 384) gives the README's dev
+# figures; bert-base's size and larger take 2e-5, the lowest of Devlin et al. (2019, appendix A.3)'s fine-tuning
+# grid (5e-5, 3e-5, 2e-5): the rate two of the layer studies' papers fine-tune bert-base at, nearest the course
+# starter's 1e-5 (docs/training.md, "The learning rate").
+COMPACT_LR, BERT_BASE_LR = 1e-4, 2e-5
+BERT_BASE_LAYERS, BERT_BASE_HIDDEN = 12, 768
+LR_GIVEN = "given (--lr, or the command's own recipe)"
+
 
 @dataclass
 class SmartConfig:
@@ -85,7 +94,7 @@ class TrainConfig:
     # training
     epochs: int = 2                           # as good on dev as 3 (docs/measurements), a third faster
     max_steps: Optional[int] = None
-    lr: float = 1e-4
+    lr: Optional[float] = COMPACT_LR          # None: by the model's size (lr_for_model), train_multitask.py's default
     warmup: float = 0.06
     lr_schedule: str = "linear"
     weight_decay: float = 0.01
@@ -168,6 +177,23 @@ def with_environment(config: TrainConfig) -> TrainConfig:
     return dataclasses.replace(config, **changes)
 
 
+def lr_for_model(lr: Optional[float], model_config, heads_only: bool = False) -> tuple:
+    """(the learning rate, why): `lr` when given; else by the size of the model `model_config` describes (its
+    num_hidden_layers and hidden_size), bert-base's (12 x 768) or larger in both, or compact. `heads_only`
+    (--freeze-until all): no encoder weight trains, so the model's size does not count: the compact rate."""
+    if lr is not None:
+        return lr, LR_GIVEN
+    layers, hidden = model_config.num_hidden_layers, model_config.hidden_size
+    if heads_only:
+        return COMPACT_LR, (f"default when only the heads train (--freeze-until all; the model {layers} x "
+                            f"{hidden}): this project's recipe")
+    if layers >= BERT_BASE_LAYERS and hidden >= BERT_BASE_HIDDEN:
+        return BERT_BASE_LR, (f"default for bert-base-sized models ({layers} x {hidden}: at least 12 x 768): "
+                              f"Devlin et al. 2019, appendix A.3")
+    return COMPACT_LR, (f"default for compact models ({layers} x {hidden}: under 12 layers or under 768 wide): "
+                        f"this project's recipe, the embedded model's README figures")
+
+
 def parse_tasks(text: str) -> tuple:
     tasks = tuple(t.strip() for t in text.split(",") if t.strip())
     unknown = [t for t in tasks if t not in REGISTRY]
@@ -185,7 +211,7 @@ def validate(c: TrainConfig) -> None:
     declare_tasks(c.task_file)
     tasks = parse_tasks(c.tasks)
     checks = [
-        (c.lr > 0, f"--lr must be > 0, got {c.lr}"),
+        (c.lr is None or c.lr > 0, f"--lr must be > 0, got {c.lr}"),
         (c.lr_schedule in SCHEDULES, f"--lr-schedule must be one of {', '.join(SCHEDULES)}, got {c.lr_schedule!r}"),
         (0 < c.data_fraction <= 1, f"--data-fraction must be in (0, 1], got {c.data_fraction}"),
         (c.epochs >= 1, f"--epochs must be >= 1, got {c.epochs}"),

@@ -53,12 +53,13 @@ def test_worker_report_reaches_the_parent_and_a_failed_worker_is_one_line():
 
 
 def test_gpu_bench_dry_run_goes_through_every_stage_on_the_cpu(small_data_dir, tmp_path, monkeypatch):
-    """bench.gpu's plumbing with --dry-run: a tiny bert-base shape, the trainer's windows of steps, the comparison
-    with transformers, the JSON and the markdown (its synchronisation and memory figures are CUDA's alone)."""
+    """bench.gpu's plumbing with --dry-run: a tiny bert-base shape, the trainer's windows of steps, the profile of
+    its steps, the trainer's run against the same run on transformers' encoder, the JSON and the markdown (the
+    synchronisation, memory and device figures are CUDA's alone)."""
     from bench import gpu
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the tiny model's folder
     out = tmp_path / "bench"
-    code, printed, err = run_cli(gpu.main, ["--dry-run", "--stages", "trainer,compare", "--data-dir",
+    code, printed, err = run_cli(gpu.main, ["--dry-run", "--stages", "trainer,profile,compare", "--data-dir",
                                             str(small_data_dir), "--out", str(out)])
     assert code == 0, err
     result = json.loads((out / "bench-gpu.json").read_text())
@@ -66,11 +67,48 @@ def test_gpu_bench_dry_run_goes_through_every_stage_on_the_cpu(small_data_dir, t
     assert run["precision"] == "fp32" and run["steps"] == 6 and run["timed_steps"] == 2, run
     assert run["steps_per_s"] > 0 and run["examples_per_s"] > 0 and run["syncs_per_step"] > 0
     assert set(run["dev"]) >= {"sst", "quora", "sts"} and run["scaler_skipped"] is None
+    profiled = {r["setting"]: r for r in result["profile"]}
+    assert set(profiled) == {"default", "fp32", "fixed width"} and profiled["fp32"]["precision"] == "fp32"
+    assert all(r["ops"] >= r["compute_ops"] > 0 and r["host_ms"] > 0 and "kernels" not in r
+               for r in profiled.values())
     (row,) = result["compare"]
     assert row["train_ratio"] > 0 and row["eval_ratio"] > 0 and row["minbert_train_examples_per_s"] > 0
+    assert row["implementation"] == "fast" and row["minbert_path"] == "trainer's path"  # on a CPU: the fast path
     summary = (out / "bench-gpu.md").read_text()
-    assert "| tiny | default | fp32 |" in summary and "| sst | fp32 |" in summary and summary in printed
+    assert "| tiny | default | fp32 |" in summary and "| tiny | fixed width |" in summary and summary in printed
+    assert "| tiny | fp32 | trainer's path: fast |" in summary
     assert "RESULT" in (out / "trainer-tiny-default.log").read_text()  # the worker's own output, kept
+
+
+def test_the_comparison_times_the_encoder_the_trainer_would_run_on_the_device(tiny_model, small_data_dir):  # noqa: F811
+    """On CUDA the trainer runs the reference; the comparison's minBERT is that one, and the fast path only when
+    asked, said in its rows (the models are built on the CPU: no GPU needed to check the choice)."""
+    import torch
+
+    import minbert
+    from bench.gpu import parse_args
+    from bench.gpu_compare import FAST_PATH, compared_encoders, trainer_config
+    for device in ("cuda", "cpu"):
+        config = trainer_config(parse_args(["--dry-run", "--data-dir", str(small_data_dir)]), str(tiny_model), "fp32")
+        encoders = compared_encoders(config, torch.device(device))
+        assert encoders["minbert"].config.implementation == minbert.resolve_implementation("auto", device)
+        assert type(encoders["transformers"].model).__name__ == "BertModel"
+    asked = parse_args(["--dry-run", "--fast-path", "--data-dir", str(small_data_dir)])
+    fast = compared_encoders(trainer_config(asked, str(tiny_model), "fp32"), torch.device("cuda"))["minbert"]
+    assert fast.config.implementation == "fast" and "not the trainer's" in FAST_PATH
+
+
+def test_the_profiles_operator_count_grows_with_depth(small_data_dir, tmp_path):
+    """bench.profile --count-ops: the aten operators of one training step, more for a deeper model."""
+    from bench import sizes
+    from bench.profile import count_ops
+    counts = {}
+    for layers in (1, 2):
+        folder = sizes.bert_base_shaped(tmp_path, num_hidden_layers=layers, hidden_size=32, num_attention_heads=2,
+                                        intermediate_size=64)
+        counts[layers] = count_ops(str(folder), "reference", "fp32", data_dir=str(small_data_dir), batch_size=4)
+    assert 0 < counts[1]["compute_ops"] < counts[2]["compute_ops"] and counts[1]["ops"] < counts[2]["ops"]
+    assert counts[2]["compute_ops"] < counts[2]["ops"] and counts[2]["leaf_ops"] < counts[2]["ops"]
 
 
 def test_gpu_bench_without_a_gpu_is_one_line_exit_2(monkeypatch):
@@ -164,3 +202,62 @@ def test_pretrain_bench_masks_as_pretraining_and_times_both_models(tmp_path):
     assert figures["tokens"] == 2 * 4 * 16 and set(figures["tokens_per_s"]) == {"minbert", "transformers"}
     assert abs(figures["first_loss"]["minbert"] - figures["first_loss"]["transformers"]) < 1e-4
     assert figures["info"]["minbert"]["class"] == "FastBertForMaskedLM" and "target: minBERT" in printed
+
+
+def test_the_gpu_kit_unpacks_to_the_embedded_model_rounded_to_fp16_and_the_data(small_data_dir, tmp_path):
+    """bench.gpu_kit's kit, unpacked as run.sh does: the stand-in package resolves `minilm` to the widened
+    weights (the packaged ones rounded to fp16), and the course's files come back as they were."""
+    import subprocess
+
+    import torch
+
+    import minbert
+    from bench import gpu_kit
+    kit = tmp_path / ".gpu"
+    gpu_kit.build(kit, small_data_dir)
+    assert "exec python3 -m bench.gpu --out" in (kit / "run.sh").read_text()
+    gpu_kit.main(["--unpack", str(kit)])
+    assert (kit / "data" / "sts-dev.csv").read_bytes() == (small_data_dir / "sts-dev.csv").read_bytes()
+    code = "import minbert; print(minbert.resolve('minilm')[0])"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={"PYTHONPATH": f"{kit / 'site'}:{Path(__file__).resolve().parents[1]}"}).stdout
+    assert Path(found.strip()) == kit / "minilm"
+    widened = minbert.from_pretrained(str(kit / "minilm")).state_dict()
+    packaged = minbert.from_pretrained("minilm").state_dict()
+    assert all(torch.equal(widened[k], packaged[k].half().float()) for k in packaged)
+
+
+def test_gpu_bench_reports_issue_48s_targets_met_or_not():
+    from bench.gpu_report import targets_lines
+    results = {"trainer": [{"model": "bert-base", "setting": "default", "precision": "bf16", "steps_per_s": 14.5},
+                           {"model": "embedded", "setting": "default", "precision": "bf16", "steps_per_s": 200.0}],
+               "compare": [{"model": "bert-base", "precision": "bf16", "implementation": "reference",
+                            "train_ratio": 2.1, "eval_ratio": 1.2, "peak_mib": {"minbert": 3000.0}},
+                           {"model": "bert-base", "precision": "fp16", "skipped": "budget"}]}
+    lines = "\n".join(targets_lines(results))
+    assert "| bert-base: the trainer's step, bf16 | 69.0 ms | <= 15 ms | NOT MET |" in lines
+    assert "| embedded: the trainer's step, bf16 | 5.0 ms | <= 8 ms | met |" in lines
+    assert "| training against transformers, bf16 (reference) | 2.10x | >= 2.0x | met |" in lines
+    assert "| evaluation against transformers, bf16 (reference) | 1.20x | >= 1.5x | NOT MET |" in lines
+    assert "3,000 MiB | <= 3,277 MiB | met" in lines and "fp16" not in lines
+    assert targets_lines({}) == []
+
+
+@pytest.mark.gpu
+def test_gpu_bench_profiles_and_compares_the_trainers_cuda_path(small_data_dir, tmp_path, monkeypatch):
+    """On CUDA, a tiny model: the profile counts kernels and launches, and the comparison times the reference
+    (what the trainer runs there) against transformers, each run's peak memory its own."""
+    from bench import gpu
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "bench"
+    code, _, err = run_cli(gpu.main, ["--dry-run", "--device", "cuda", "--stages", "profile,compare", "--precisions",
+                                      "bf16,fp32", "--data-dir", str(small_data_dir), "--out", str(out)])
+    assert code == 0, err
+    result = json.loads((out / "bench-gpu.json").read_text())
+    for r in result["profile"]:
+        assert r["implementation"] == "reference" and r["kernels"] > 0 and r["launches"] > 0, r
+        assert r["device_busy_ms"] > 0 and r["compute_ops"] > 0, r
+    assert [r["precision"] for r in result["compare"]] == ["bf16", "fp32"]
+    for r in result["compare"]:
+        assert r["implementation"] == "reference" and r["minbert_path"] == "trainer's path", r
+        assert r["peak_mib"]["minbert"] > 0 and r["peak_mib"]["transformers"] > 0 and r["train_ratio"] > 0, r

@@ -2,6 +2,7 @@
 learning-rate schedule, seeded by the options' seed; then, under torchrun, the ranks set apart. What is built
 is the job's (job.py): `MultitaskJob`, the task heads on the encoder, unless another is given."""
 import copy
+import dataclasses
 import random
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 import minbert
 
-from ..config import TrainConfig
+from ..config import TrainConfig, lr_for_model
 from ..distributed import rank_seed
 from ..encoded import make_batch
 from ..evaluation import evaluate
@@ -110,11 +111,15 @@ MULTITASK = MultitaskJob()
 def build_run(config: TrainConfig, inputs: RunInputs, callbacks=(), encoder: Optional[minbert.BertModel] = None,
               folder=None, job: Job = MULTITASK) -> Run:
     """A fresh run of `job`: model, data order, optimizer and schedule, seeded by config.seed. `callbacks` take
-    part in it (callbacks.py); `folder` is its run folder, None for a run kept in memory."""
+    part in it (callbacks.py); `folder` is its run folder, None for a run kept in memory. A config without a
+    learning rate (train_multitask.py without --lr) takes the model's size's (tasks.config.lr_for_model)."""
     graphs = resolve_graphs(config, inputs)  # before any work: `on` may be refused
     torch.manual_seed(config.seed)
     random.seed(config.seed)
     np.random.seed(config.seed)
+    lr, lr_reason = lr_for_model(config.lr, (inputs.encoder if encoder is None else encoder).config,
+                                 heads_only=config.freeze_until == "all")
+    config = dataclasses.replace(config, lr=lr)  # what config.json's arguments record, and --resume keeps
     model = job.build_model(config, inputs, encoder)
     train, sampler_name, sampler = job.plan(config, inputs)
     per_epoch = sampler.steps_per_epoch()
@@ -128,7 +133,8 @@ def build_run(config: TrainConfig, inputs: RunInputs, callbacks=(), encoder: Opt
                surgery_rng=np.random.default_rng(config.seed),
                loss_fn=graphed_loss(job.loss(model, config, inputs, smart), graphs), graphs=graphs,
                callbacks=list(callbacks), folder=None if folder is None else Path(folder),
-               scaler=torch.amp.GradScaler(inputs.device.type, enabled=inputs.precision == "fp16"), job=job)
+               scaler=torch.amp.GradScaler(inputs.device.type, enabled=inputs.precision == "fp16"), job=job,
+               lr_reason=lr_reason)
 
 
 def start(run: Run) -> None:

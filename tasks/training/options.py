@@ -1,9 +1,21 @@
-"""Command-line options shared by `train_multitask.py` and `ablate.py`: same flags, same defaults (TrainConfig's)."""
+"""Command-line options shared by `train_multitask.py` and `ablate.py`: same flags, same defaults (TrainConfig's),
+but for train_multitask.py's --lr, which left out is chosen by the model's size."""
 import argparse
 
 from minbert import IMPLEMENTATION_CHOICES, PRECISIONS
 
-from ..config import BETA_SCHEDULE, EARLY_BETA, EARLY_PERCENT, LATE_BETA, TrainConfig, valid_beta
+from ..config import (
+           BERT_BASE_HIDDEN,
+           BERT_BASE_LAYERS,
+           BERT_BASE_LR,
+           BETA_SCHEDULE,
+           COMPACT_LR,
+           EARLY_BETA,
+           EARLY_PERCENT,
+           LATE_BETA,
+           TrainConfig,
+           valid_beta,
+)
 from ..course.submission import PREDICTIONS_DIR_ENV
 from ..data import DATA_DIR_ENV
 from ..heads import HEAD_DESIGNS, POOLING_ALIASES, POOLINGS
@@ -24,9 +36,11 @@ SAMPLER_HELP = """how tasks share the steps:
                 batch grouped by task (implied by --surgery)"""
 
 
-def add_training_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Every TrainConfig option as a flag, its default the dataclass's; `TrainConfig.from_args` reads them back."""
-    D = TrainConfig()
+def add_training_args(parser: argparse.ArgumentParser, lr_by_model: bool = False) -> argparse.ArgumentParser:
+    """Every TrainConfig option as a flag, its default the dataclass's; `TrainConfig.from_args` reads them back.
+    `lr_by_model`: --lr left out is None, the rate then chosen by the model's size (tasks.config.lr_for_model),
+    as train_multitask.py does; ablate.py's studies keep the fixed default their sweeps record."""
+    D = TrainConfig(lr=None) if lr_by_model else TrainConfig()
     adders = (_model_flags, _data_flags, _training_flags, _compute_flags, _smart_flags, _output_flags)
     groups = [adder(parser, D) for adder in adders]
     parser.set_defaults(prediction_mode=D.prediction_mode)  # Part 2 file names; classifier.py sets its Part-1 mode
@@ -93,7 +107,8 @@ def _training_flags(parser, D: TrainConfig):
     train.add_argument("--epochs", type=int, default=D.epochs, help="(default: %(default)s)")
     train.add_argument("--max-steps", type=int, default=D.max_steps,
                        help="stop after this many optimizer steps (evaluates at the end)")
-    train.add_argument("--lr", type=float, default=D.lr, help="peak learning rate (default: %(default)s)")
+    train.add_argument("--lr", type=float, default=D.lr, help=LR_HELP if D.lr is None else
+                       "peak learning rate (default: %(default)s)")
     train.add_argument("--warmup", type=float, default=D.warmup,
                        help="fraction of steps of linear warm-up before linear decay (default: %(default)s)")
     train.add_argument("--lr-schedule", choices=tuple(SCHEDULES), default=D.lr_schedule,
@@ -122,6 +137,9 @@ def _training_flags(parser, D: TrainConfig):
     return train
 
 
+LR_HELP = (f"peak learning rate (default: by the model's size, recorded in config.json with its reason: "
+           f"{BERT_BASE_LR:g} for {BERT_BASE_LAYERS} layers x {BERT_BASE_HIDDEN} wide or larger, bert-base's, after "
+           f"Devlin et al. 2019, appendix A.3; {COMPACT_LR:g} for smaller models, the embedded one's)")
 PRECISION_HELP = ("bf16 or fp16 autocast (fp16 with a gradient scaler; CUDA only) or full fp32; auto = bf16 where "
                   "the device computes bf16 natively (CUDA from Ampere on, CPUs with AMX or AVX512-BF16), else fp16 "
                   "on a CUDA GPU with tensor cores (V100, T4), else fp32, since an emulated 16-bit format trains "

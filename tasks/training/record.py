@@ -39,6 +39,7 @@ def run_record(run: Run, command_options: Optional[dict] = None) -> dict:
                           "native_bf16": minbert.native_bf16(inputs.device), "tf32": inputs.tf32},
             "implementation": {"requested": config.implementation, "used": inputs.encoder.config.implementation},
             "cuda_graphs": {"requested": config.cuda_graphs, **run.graphs.to_dict()},
+            "lr": {"used": config.lr, "reason": run.lr_reason},
             "steps_per_epoch": run.steps_per_epoch, "total_steps": run.total_steps,
             "frozen_layers": model.frozen_layers, "sampler": run.sampler_name, **inputs.world.describe(),
             "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}

@@ -92,6 +92,7 @@ class Run:
     pending: PendingLogs = field(default_factory=PendingLogs)  # logged values not yet read from the device
     prefetched: Optional[tuple] = None  # (step, its batches) built ahead on CUDA (step.py's prefetch)
     graphs: StepGraphs = field(default_factory=StepGraphs)  # graphed or eager, and the batches' widths (graphs.py)
+    lr_reason: str = ""          # why config.lr is the rate it is (tasks.config.lr_for_model): config.json's "lr"
 
     def notify(self, hook: str, *args) -> None:
         """Call `hook` on every callback that has it, in the list's order."""
