@@ -35,7 +35,8 @@ TRAINERS_PATH, FAST_PATH = "trainer's path", "fast path (--fast-path; not the tr
 class TransformersEncoder(nn.Module):
     """transformers' BertModel where the trainer's run expects minBERT's encoder: the same call and outputs
     (`last_hidden_state`, `pooler_output`), `config` (hidden size, initializer range), `embeddings`,
-    `num_layers`, and no derived weights to drop after an optimizer step."""
+    `num_layers`, and no derived weights to drop after an optimizer step. Its pooler is taken out when the run
+    never asks for it (`pool=False`, as minBERT skips it), so neither side computes what nobody reads."""
 
     def __init__(self, model):
         super().__init__()
@@ -50,9 +51,15 @@ class TransformersEncoder(nn.Module):
     def num_layers(self) -> int:
         return self.config.num_hidden_layers
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None):
-        return self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                          inputs_embeds=inputs_embeds)
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None, pool=True):
+        pooler = self.model.pooler
+        if not pool:
+            self.model.pooler = None  # transformers' BertModel skips a missing pooler (add_pooling_layer=False)
+        try:
+            return self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                              inputs_embeds=inputs_embeds)
+        finally:
+            self.model.pooler = pooler
 
     def watch_optimizer(self, optimizer):
         return None
