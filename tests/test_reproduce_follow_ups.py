@@ -10,7 +10,7 @@ from scipy import stats
 import reproduce
 from conftest import run_cli
 from tasks.ablation.statistics import difference_interval, interval
-from tasks.reproduction import experiments, follow_ups, measures, plan, report
+from tasks.reproduction import experiments, follow_ups, kept, measures, plan, report
 from tasks.reproduction.findings import BY_ID
 from tasks.reproduction.findings.null import AGAINST_NULL
 from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED
@@ -97,10 +97,11 @@ def test_a_layer_ratio_is_read_against_the_null_not_zero():
 
 def test_the_null_follow_up_re_reads_the_first_run_and_judges_the_re_declared_lines():
     follow = follow_ups.FOLLOW_UPS["hao-null-perturbation"]
-    assert follow.reads == follow_ups.FIRST and not follow.needs
+    assert follow.reads == follow_ups.FIRST
     assert {f.id for f in follow.declares} == set(follow.findings)
     dynamics = _dynamics(0.5)
-    runs = {"first": {"dynamics": ({"sittings": []}, {"dynamics": dynamics.records[("dynamics", "dynamics")]})}}
+    run = kept.KeptRun("dynamics", "first", 1, "cpu", "minilm", CTX.tasks, list(range(5)), 6, {})
+    runs = {"first": {"dynamics": (run, {"dynamics": dynamics.records[("dynamics", "dynamics")]})}}
     by_run = report.verdicts(runs, CTX, dynamics.null)
     first, null = by_run["first"], by_run["hao-null-perturbation"]
     assert first["hao-attention-last"].outcome == REPRODUCED                 # against zero
@@ -108,8 +109,8 @@ def test_the_null_follow_up_re_reads_the_first_run_and_judges_the_re_declared_li
     assert null["hao-attention-last"].finding.measure == "against_null"
     assert null["hao-seeds-consistent-low"].outcome == NOT_RUN               # its pair-form null is pending
     assert set(null) == set(follow.findings)
-    assert "re-reads `first`" in "\n".join(report.history_section(runs, CTX.scale))
-    line = next(x for x in plan.lines(follow_ups.FOLLOW_UPS, runs, CTX.scale) if x.startswith(follow.label))
+    assert "re-reads `first`" in "\n".join(report.history_section(runs, CTX))
+    line = next(x for x in plan.lines(follow_ups.FOLLOW_UPS, runs, CTX) if x.startswith(follow.label))
     assert "no training" in line and line.endswith("python reproduce.py --report-only")
 
 

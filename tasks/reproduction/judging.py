@@ -70,7 +70,7 @@ def explain(runs: dict, by_run: dict) -> dict:
         for fid, v in found.items():
             experiment = v.finding.experiment
             reads = v.reads or ((experiment, label if experiment in runs.get(label, {}) else FIRST),)
-            metas = {e: (source, (runs.get(source, {}).get(e) or ({},))[0]) for e, source in reads}
+            metas = {e: (source, runs[source][e][0] if e in runs.get(source, {}) else None) for e, source in reads}
             out[label][fid] = (disclosure(results, v.finding, metas), decides(v))
     return out
 

@@ -21,11 +21,12 @@ from typing import Optional
 
 from minbert import UserError
 
+from . import kept
+
 MODELS_DIR = "models"
 PILOT_FILE = "pilot.json"
 RUN_FOLDER = "model"          # pretrain.py's exported folder (RUN/model): named by its run instead
 RUNG_PREFIX = "model-at-"     # pretrain.py --save-at's rungs (RUN/model-at-TOKENS), likewise
-REFERENCE_LAYER_COST = 6 * (4 * 384 ** 2 + 2 * 384 * 1536)   # the embedded model's encoder weights per token
 
 
 @dataclass(frozen=True)
@@ -77,14 +78,9 @@ def identify(model: str) -> dict:
             "config_sha256": config, "weights_sha256": weights_sha}
 
 
-def recorded_models(root: Path) -> set:
-    """The model names the root's (the first model's) run.json files record."""
-    return {json.loads(p.read_text(encoding="utf-8")).get("model") for p in Path(root).glob("*/*/run.json")}
-
-
 def first_name(root: Path, default: str) -> str:
-    """The first model: the one the root's runs record, else the scale's default."""
-    names = recorded_models(root)
+    """The first model: the one the root's (the first model's) runs record, else the scale's default."""
+    names = {run.model for by_experiment in kept.load(root).values() for run, _ in by_experiment.values()}
     return names.pop() if len(names) == 1 else default
 
 
@@ -98,12 +94,12 @@ def for_run(model: str, root: Path, default: str) -> Model:
 
 def others(root: Path) -> list:
     """Every other model with kept results: a Model per RESULTS/models/SLUG holding a run, its identity from its
-    run.json files."""
+    runs."""
     out = []
     for folder in sorted((Path(root) / MODELS_DIR).glob("*")):
-        metas = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*/*/run.json"))]
-        if metas:
-            out.append(Model(metas[0].get("model", folder.name), folder.name, metas[0].get("model_identity")))
+        runs = [run for by_experiment in kept.load(folder).values() for run, _ in by_experiment.values()]
+        if runs:
+            out.append(Model(runs[0].model, folder.name, runs[0].model_identity))
     return out
 
 
@@ -128,9 +124,3 @@ def config_of(model: str) -> dict:
     folder, _ = resolve(model)
     return dataclasses.asdict(BertConfig.from_json(folder / "config.json"))
 
-
-def step_cost(config: dict) -> float:
-    """A step's cost against the embedded model's, from the encoder's weights a token passes (layers x (4 H^2 +
-    2 H I)): the estimate scales the embedded model's measured seconds a step by it (a guess, not measured)."""
-    hidden, inner = config["hidden_size"], config.get("intermediate_size", 4 * config["hidden_size"])
-    return config["num_hidden_layers"] * (4 * hidden ** 2 + 2 * hidden * inner) / REFERENCE_LAYER_COST

@@ -65,22 +65,20 @@ def pilot_record(model: str, found: models.Model, pilot_root: Path) -> dict:
         raise UserError(f"--pilot-results {pilot_root}: no kept run of {model} in {folder} (run the pilot first: "
                         f"python reproduce.py --model {model} --only {','.join(PILOT_EXPERIMENTS)} --seeds 3 "
                         f"--max-steps 120 --results {pilot_root} --report {pilot_root}/report.md)")
-    recorded = next(iter(runs[FIRST].values()))[0]   # the pilot's scale, tasks and depth, as its run.json records them
-    kept.check_one_setting(runs, recorded["scale"], recorded["model"], found.identity)
-    ctx = experiments.Context(recorded["layers"], experiments.SCALES[recorded["scale"]], recorded["tasks"],
+    recorded = next(iter(runs[FIRST].values()))[0]   # the pilot's scale, tasks and depth, as its runs record them
+    kept.check_one_setting(runs, recorded.scale, recorded.model, found.identity)
+    ctx = experiments.Context(recorded.layers, experiments.SCALES[recorded.scale], recorded.tasks,
                               heads=models.config_of(model)["num_attention_heads"], model=model)
     rows = measure(runs, ctx)
     if not rows:
         raise UserError(f"--pilot-results {pilot_root}: its runs measure no row of a finding with a pilot key "
                         f"(ran: {', '.join(sorted(runs[FIRST]))})")
-    sittings = [s for meta, _ in runs[FIRST].values() for s in meta.get("sittings", [])]
     return {"sd": {key: max(r["sd"] for r in found_rows) for key, found_rows in rows.items()},
             "rows": rows,
             "source": (f"the largest per-unit sd among each key's rows in the pilot run kept in {folder} "
                        f"(python -m tasks.reproduction.pilot --model {model} --pilot-results {pilot_root})"),
             "experiments": sorted(runs[FIRST]),
             "n": sorted({r["n"] for found_rows in rows.values() for r in found_rows}),
-            "pilot_sittings": sittings,
             "commit": source_commit(Path(__file__).resolve().parents[2]), "cpu": cpu_model()}
 
 
