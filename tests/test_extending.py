@@ -29,7 +29,7 @@ from tasks.ablation.drawing import PRETTY, errorbar, fractions_of, legend, new_f
 from tasks.ablation.studies import STUDIES
 from tasks.ablation.study import Shape, Study, grid, planned
 from tasks.registry import TaskConfig
-from tasks.reproduction import compare, experiments, findings, judging, kept, plan, report, sweeps
+from tasks.reproduction import arms, compare, experiments, findings, judging, kept, plan, report, sweeps
 from tasks.reproduction.verdicts import NOT_REPRODUCED, REPRODUCED, Finding
 from tasks.schedules import SCHEDULES, Schedule
 
@@ -187,7 +187,7 @@ EXAMPLE = Finding(
     "BERT-base, SST-2, 3 epochs", "the top layers trained against every layer trained", "SST dev accuracy", 0.01,
     "one point of accuracy: the smallest difference a leaderboard shows",
     "SST: top third trained minus every layer trained, paired by seed, within -/+ 0.01",
-    "Carried in kind.", experiment="freeze", measure="arms",
+    "Carried in kind.", experiment="freeze", measure=arms.arms,
     keywords=dict(experiment="freeze", a="top", b="all", roles=("primary",), what="top third minus all"),
     kind="equivalence")
 

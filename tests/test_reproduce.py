@@ -18,7 +18,7 @@ from tasks.ablation.config import SweepConfig
 from tasks.ablation.statistics import crossed_interval, interval
 from tasks.ablation.studies import STUDIES
 from tasks.ablation.study import Shape
-from tasks.reproduction import curves, follow_ups, measures, plan, sweeps
+from tasks.reproduction import arms, curves, follow_ups, measures, plan, sweeps
 from tasks.reproduction import experiments as reproduction
 from tasks.reproduction import kept as reproduction_runs
 from tasks.reproduction import report as reproduction_report
@@ -45,7 +45,7 @@ SMALL, LARGE = CTX.scale.small, CTX.scale.large
 def _measure(finding_id: str, results) -> list:
     """The finding's rows, by the measure and keywords it declares."""
     finding = BY_ID[finding_id]
-    return measures.MEASURES[finding.measure](results, CTX, **finding.keywords)
+    return finding.measure(results, CTX, **finding.keywords)
 
 
 def _interval(low, high, mean=None):
@@ -144,8 +144,8 @@ def test_every_declaration_is_complete_and_wired():
         if f.experiment is None:
             assert f.untestable, f.id
         else:
-            assert f.experiment in reproduction.EXPERIMENTS and f.measure in measures.MEASURES, f.id
-            inspect.signature(measures.MEASURES[f.measure]).bind(None, CTX, **f.keywords)  # its keywords fit
+            assert f.experiment in reproduction.EXPERIMENTS and callable(f.measure), f.id
+            inspect.signature(f.measure).bind(None, CTX, **f.keywords)  # its keywords fit
     papers = {f.paper for f in FINDINGS}
     assert papers == set(PAPERS) and all(sum(f.paper == p for f in FINDINGS) >= 4 for p in papers)
 
@@ -556,12 +556,12 @@ def test_transfer_is_compared_with_direct_fine_tuning_at_twice_the_cap_and_says_
                     _record("via=quora,final=sts", s, SMALL, {"via": "quora"}, {"sts": 0.80 + 0.001 * s})]
     results = measures.Results()
     results.add("transfer", "transfer", records)
-    row = next(r for r in measures.college_transfer(results, CTX) if r.label.startswith("quora then sts"))
+    row = next(r for r in arms.college_transfer(results, CTX) if r.label.startswith("quora then sts"))
     assert "twice the cap" in row.label and row.estimate["mean"] == pytest.approx(0.022)
     stopped = [{**r, "steps": 200, "info": {"total_steps": 480}} if r["config"].startswith("via=quora") else
                {**r, "steps": 280} for r in records]
     results.add("transfer", "transfer", stopped)    # a plateau stops each arm: the label says what each trained
-    row = next(r for r in measures.college_transfer(results, CTX) if r.label.startswith("quora then sts"))
+    row = next(r for r in arms.college_transfer(results, CTX) if r.label.startswith("quora then sts"))
     assert "transfer arm 480 (480-480) steps in all" in row.label and "280 (280-280) steps" in row.label
 
 

@@ -17,7 +17,7 @@ from tasks.ablation.statistics import (
     pairwise_interval,
 )
 from tasks.ablation.study import Shape
-from tasks.reproduction import experiments, kept, measures, null_baseline, plan, report
+from tasks.reproduction import experiments, kept, measures, null_baseline, plan, probes, report
 from tasks.reproduction.findings import BY_ID
 from tasks.reproduction.follow_ups import FIRST, FOLLOW_UPS
 from tasks.reproduction.sweeps import Setting, listed_trials
@@ -91,12 +91,12 @@ def _one_layer(full, redrawn, layer=2):
 
 def test_not_necessary_is_the_full_model_minus_the_best_layer_re_drawn_paired_by_seed():
     full, redrawn = (lambda s: 0.45 + 0.01 * s), (lambda s: 0.44 + 0.01 * s + 0.002 * (s % 2))
-    [row] = measures.MEASURES["tamkin_probe_not_necessary"](_one_layer(full, redrawn), CTX)
+    [row] = probes.tamkin_probe_not_necessary(_one_layer(full, redrawn), CTX)
     assert row.estimate == interval([full(s) - redrawn(s) for s in SEEDS])
     assert "only layer 2 re-drawn (probe layer 3" in row.label
     embeddings = measures.Results()
     embeddings.add("probe", "probe", _probe_records(best=0))
-    [row] = measures.tamkin_probe_not_necessary(embeddings, CTX)
+    [row] = probes.tamkin_probe_not_necessary(embeddings, CTX)
     assert "embeddings" in row.label and math.isnan(row.estimate["mean"])
 
 
@@ -145,7 +145,7 @@ def test_smart_alone_is_smart_minus_without_per_task_paired_by_seed():
     for label, records in _alone({"sst": 0.004, "quora": -0.02}).items():
         results.add("methods", label, records)
     declared = FOLLOW_UPS["smart-alone"].declares[0]
-    rows = measures.MEASURES[declared.measure](results, CTX, **declared.keywords)
+    rows = declared.measure(results, CTX, **declared.keywords)
     assert [r.label.split(":")[0] for r in rows] == ["sst alone", "quora alone"]
     for row, change in zip(rows, (0.004, -0.02)):
         assert row.estimate == pytest.approx(interval([change + 0.002 * (s % 3 - 1) for s in SEEDS]))
@@ -219,7 +219,7 @@ def test_the_consistency_lines_are_read_against_the_pair_form_null():
     results.add("dynamics", "dynamics", _seed_pairs())
     results.add("datasets", "dynamics", _datasets())
     replicates = [(0.5 + 0.02 * i) / 0.1 - 1 for i in range(4)]
-    seeds = measures.MEASURES["against_pair_null"](results, CTX, **null["hao-seeds-consistent-low"].keywords)
+    seeds = measures.against_pair_null(results, CTX, **null["hao-seeds-consistent-low"].keywords)
     fine_tuned = pairwise_interval({(a, b): (0.8 + 0.01 * (a + b) + 0.003 * a * b) / 0.1 - 1
                                     for a in SEEDS for b in SEEDS if a < b})
     assert [r.label.split(", ")[1].split(" ")[0] for r in seeds] == ["svcca", "attention_js"]

@@ -83,16 +83,16 @@ def test_a_layer_ratio_is_read_against_the_null_not_zero():
     assert declared.sesoi == BY_ID["hao-attention-last"].sesoi and "null" in declared.sesoi_reason
     # fine-tuned top / bottom - 1 is 0.52/0.1 - 1 = 4.2 on average: far above zero, but a null that grows as much
     # with depth leaves nothing
-    same = measures.MEASURES[declared.measure](_dynamics(0.5), CTX, **declared.keywords)[0]
+    same = declared.measure(_dynamics(0.5), CTX, **declared.keywords)[0]
     null = [(0.5 + 0.01 * i) / 0.1 - 1 for i in range(3)]
     ratios = [(0.5 + 0.01 * s) / 0.1 - 1 for s in range(5)]
     assert same.estimate == difference_interval(ratios, null) and "minus the null's (3 random" in same.label
     assert same.estimate["mean"] == pytest.approx(0.1) and same.estimate["ci95_low"] < 0
-    flat = measures.MEASURES[declared.measure](_dynamics(0.1), CTX, **declared.keywords)[0]
+    flat = declared.measure(_dynamics(0.1), CTX, **declared.keywords)[0]
     assert flat.estimate["mean"] == pytest.approx(np.mean(ratios) - np.mean([0.01 * i / 0.1 for i in range(3)]))
     without = measures.Results()
     without.records = _dynamics(0.5).records
-    assert measures.MEASURES[declared.measure](without, CTX, **declared.keywords)[0].estimate is None
+    assert declared.measure(without, CTX, **declared.keywords)[0].estimate is None
 
 
 def test_the_null_follow_up_re_reads_the_first_run_and_judges_the_re_declared_lines():
@@ -106,7 +106,7 @@ def test_the_null_follow_up_re_reads_the_first_run_and_judges_the_re_declared_li
     first, null = by_run["first"], by_run["hao-null-perturbation"]
     assert first["hao-attention-last"].outcome == REPRODUCED                 # against zero
     assert null["hao-attention-last"].outcome == NOT_REPRODUCED              # against the null: depth's alone
-    assert null["hao-attention-last"].finding.measure == "against_null"
+    assert null["hao-attention-last"].finding.measure is measures.against_null
     assert null["hao-seeds-consistent-low"].outcome == NOT_RUN               # its pair-form null is pending
     assert set(null) == set(follow.findings)
     assert "re-reads `first`" in "\n".join(report.history_section(runs, CTX))

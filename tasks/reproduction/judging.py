@@ -5,7 +5,6 @@ from . import kept, power
 from .findings import FINDINGS
 from .follow_ups import FIRST, FOLLOW_UPS
 from .lines import decides, disclosure
-from .measures import MEASURES
 from .verdicts import NOT_RUN, NOT_TESTABLE, VERDICTS, judge
 
 
@@ -43,7 +42,7 @@ def verdicts(runs: dict, ctx, null=None, pilot=power.PILOT_SD) -> dict:
                 out[label][f.id] = power.apply(judge(f, label, []), ctx.scale, pilot)
             else:
                 results.read.clear()
-                rows = MEASURES[f.measure](results, ctx, **f.keywords)
+                rows = f.measure(results, ctx, **f.keywords)
                 reads = tuple((e, results.source.get(e, FIRST)) for e in
                               sorted(results.read, key=lambda e: (e != f.experiment, e)))
                 if mixes(follow, label, reads):
