@@ -10,7 +10,6 @@ another model is refused, and so are trials trained on another kind of device or
 (arms paired by seed must differ only by the arm). A trial already kept is never replaced, so a run resumed later
 only adds the trials it lacked; shards of one run kept at once take turns on a lock file in the run's folder.
 """
-import contextlib
 import dataclasses
 import fcntl
 import json
@@ -98,7 +97,8 @@ def store(results_dir: Path, run: KeptRun, records: dict, sitting: Sitting) -> P
     device or weights. Every check comes before any write: a refused sitting leaves the run as it was."""
     folder = safe_join(Path(results_dir), run.experiment, run.run)
     folder.mkdir(parents=True, exist_ok=True)
-    with locked(folder / ".lock"):
+    with open(folder / ".lock", "a") as lock:   # shards keeping at once take turns; closing the file unlocks it
+        fcntl.flock(lock, fcntl.LOCK_EX)
         path = folder / "run.json"
         kept = read_run(path) if path.exists() else dataclasses.replace(run, sittings=[], device="")
         if not kept.is_model(run.model, run.model_identity):
@@ -128,17 +128,6 @@ def store(results_dir: Path, run: KeptRun, records: dict, sitting: Sitting) -> P
             kept.sittings.append(dataclasses.replace(sitting, trials=len(added)))
         write_run(path, kept)
     return folder
-
-
-@contextlib.contextmanager
-def locked(path: Path):
-    """Hold an exclusive lock on `path` (created if missing): read-add-write of a run's files is one turn."""
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def check_trained(path: Path, kept: KeptRun, kinds: set, weights: str) -> None:

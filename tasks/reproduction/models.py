@@ -1,7 +1,7 @@
 """Which model a reproduction's kept results belong to, and where each model's are kept.
 
 The first model (the scale's default: the embedded all-MiniLM-L6-v2 at `--scale cpu`, or whatever model the
-results folder's own runs record) keeps its runs at the results folder's root, as before a second model existed:
+results folder's own runs record) keeps its runs at the results folder's root:
 
     RESULTS/EXPERIMENT/RUN/...                      the first model
     RESULTS/models/SLUG/EXPERIMENT/RUN/...          every other model, one folder each
@@ -43,14 +43,6 @@ class Model:
     def results(self, root: Path) -> Path:
         return Path(root) if self.first else Path(root) / MODELS_DIR / self.slug
 
-    def label(self) -> str:
-        return self.name if self.first else self.slug
-
-
-def _sha256(path: Path) -> str:
-    from minbert.loading import sha256_of
-    return sha256_of(path)
-
 
 def folder_name(folder: Path) -> str:
     """The model's name for its slug: a pretraining run's exported model/ and its rungs' model-at-TOKENS/ take
@@ -63,7 +55,7 @@ def folder_name(folder: Path) -> str:
 def identify(model: str) -> dict:
     """{slug, path, hash, config_sha256, weights_sha256} of a checkpoint (a folder, the embedded model or a cached
     Hugging Face name), reading its files and nothing else (no model is built)."""
-    from minbert.loading import WEIGHT_FILES, resolve, weights_file
+    from minbert.loading import WEIGHT_FILES, resolve, sha256_of, weights_file
     try:
         folder, _ = resolve(model)
     except Exception as e:   # a CheckpointError or the Hub's: one line either way
@@ -71,7 +63,7 @@ def identify(model: str) -> dict:
     weights = weights_file(folder)
     if weights is None or not (folder / "config.json").exists():
         raise UserError(f"--model {model}: {folder} has no config.json and weights ({', '.join(WEIGHT_FILES)})")
-    config, weights_sha = _sha256(folder / "config.json"), _sha256(weights)
+    config, weights_sha = sha256_of(folder / "config.json"), sha256_of(weights)
     digest = hashlib.sha256(f"{config}\n{weights_sha}\n".encode()).hexdigest()
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", folder_name(folder.resolve())).strip("-.") or "model"
     return {"slug": f"{slug}-{digest[:8]}", "path": str(folder.resolve()), "hash": digest,
@@ -80,7 +72,7 @@ def identify(model: str) -> dict:
 
 def first_name(root: Path, default: str) -> str:
     """The first model: the one the root's (the first model's) runs record, else the scale's default."""
-    names = {run.model for by_experiment in kept.load(root).values() for run, _ in by_experiment.values()}
+    names = {kept.read_run(path).model for path in Path(root).glob("*/*/run.json")}
     return names.pop() if len(names) == 1 else default
 
 
