@@ -388,6 +388,11 @@ def test_a_kept_run_refuses_trials_from_other_weights_or_another_kind_of_device(
                             _sitting())
     run = reproduction_runs.read_run(tmp_path / "reinit-small" / "first" / "run.json")
     assert [s.trials for s in run.sittings] == [5, 5] and (run.device, run.weights) == ("cpu", "a" * 12)
+    unrecorded = tmp_path / "unrecorded"      # a run kept before weights were recorded never claims a later one's
+    reproduction_runs.store(unrecorded, _run("reinit-small", "first", range(5)), {"reinit": rows[:2]}, _sitting())
+    reproduction_runs.store(unrecorded, _run("reinit-small", "first", range(5), weights="b" * 12), {"reinit": rows},
+                            _sitting())
+    assert reproduction_runs.read_run(unrecorded / "reinit-small" / "first" / "run.json").weights == ""
 
 
 def test_a_kept_run_is_one_typed_record_read_back_as_written_and_an_old_one_is_refused(tmp_path):

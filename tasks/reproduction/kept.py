@@ -118,12 +118,13 @@ def store(results_dir: Path, run: KeptRun, records: dict, sitting: Sitting) -> P
             files[sweep_path] = (old, [r for r in new if r["key"] not in keys])
             check_fingerprints(sweep_path, *files[sweep_path])
         added = [r for _, fresh in files.values() for r in fresh]
-        check_trained(path, kept, {device_kind(r) for r in added} - {""}, run.weights if added else "")
+        kinds = {device_kind(r) for r in added} - {""}
+        check_trained(path, kept, kinds, run.weights if added else "")
         for sweep_path, (old, fresh) in files.items():
             atomic_write_text(sweep_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in old + fresh))
-        kinds = {device_kind(r) for r in added} - {""}
-        kept.device = kept.device or (kinds.pop() if kinds else "")
-        kept.weights = kept.weights or (run.weights if added else "")
+        kept.device = kept.device or next(iter(kinds), "")
+        if added and not kept.sittings:   # a run kept without its weights never claims a later sitting's for all
+            kept.weights = run.weights
         if added:
             kept.sittings.append(dataclasses.replace(sitting, trials=len(added)))
         write_run(path, kept)
