@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                            + ", ".join(experiments.EXPERIMENTS) + " (default: all)")
     what.add_argument("--scale", choices=tuple(experiments.SCALES), default="cpu",
                       help="cpu: the embedded model, small data fractions, a budget stopped on a plateau (--plan "
-                           "estimates each experiment's minutes on two cores); paper: the papers' schedule (3 "
+                           "estimates each experiment's minutes); paper: the papers' schedule (3 "
                            "epochs at 2e-5, batch 32, 10%% and 100%% of the data) for a GPU (default: %(default)s)")
     what.add_argument("--follow-up", default=None, metavar="LABEL",
                       help="run a declared follow-up (its own seeds or options) beside the first run, never over "
@@ -58,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--report-only", action="store_true",
                       help="train nothing: rewrite the report from the kept results")
     what.add_argument("--plan", action="store_true",
-                      help="train nothing: print each experiment's command and estimated minutes, then each "
-                           "declared follow-up still pending (the controls) with its minutes from the kept runs")
+                      help="train nothing: print each experiment's command and estimated minutes (trials x steps x "
+                           "a measured seconds a step on --device), then each declared follow-up still pending")
     setting = parser.add_argument_group("model, data and machine (passed to every sweep)")
     setting.add_argument("--model", default=None,
                          help="checkpoint folder, Hugging Face name, or 'minilm' (default: minilm at the cpu scale, "
