@@ -120,14 +120,12 @@ def _probe(ctx):
 
 
 def _permute(ctx):
-    return [sweep("permute", "permute", task=ctx.tasks["primary"], trials=8,
-                  data_fractions=(ctx.scale.large,))]
+    return [sweep("permute", "permute", task=ctx.tasks["primary"], trials=8, data_fractions=(ctx.scale.large,))]
 
 
 def _blocks(ctx):
     blocks = ((0, ctx.low), (ctx.low, ctx.high - ctx.low), (ctx.high, ctx.n - ctx.high))
-    return [sweep("blocks", "reinit", task=ctx.tasks["primary"], block=blocks,
-                  data_fractions=(ctx.scale.large,))]
+    return [sweep("blocks", "reinit", task=ctx.tasks["primary"], block=blocks, data_fractions=(ctx.scale.large,))]
 
 
 def _task_dependence(ctx):
@@ -136,8 +134,7 @@ def _task_dependence(ctx):
 
 
 def _dynamics(ctx):
-    return [sweep("dynamics", "dynamics", task=ctx.tasks["primary"],
-                  data_fractions=(ctx.scale.small, ctx.scale.large))]
+    return [sweep("dynamics", "dynamics", task=ctx.tasks["primary"], data_fractions=(ctx.scale.small, ctx.scale.large))]
 
 
 def _datasets(ctx):
@@ -208,8 +205,7 @@ def _transfer(ctx):
 
 
 def _restore(ctx):
-    return [sweep("restore", "restore", task=ctx.tasks["primary"],
-                  data_fractions=(ctx.scale.large,))]
+    return [sweep("restore", "restore", task=ctx.tasks["primary"], data_fractions=(ctx.scale.large,))]
 
 
 def _heads(layer_of):
