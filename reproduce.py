@@ -31,7 +31,8 @@ from pathlib import Path
 from minbert import DEFAULT_IMPLEMENTATION, IMPLEMENTATION_CHOICES, PRECISIONS, UserError
 from tasks.ablation import arguments
 from tasks.cli import run_command
-from tasks.reproduction import curves, experiments, follow_ups, kept, models, plan, report
+from tasks.machine import resolve_device
+from tasks.reproduction import experiments, follow_ups, kept, models, plan, report
 from tasks.reproduction.sweeps import Setting, run_experiment
 from tasks.training import Interrupted
 
@@ -49,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                            + ", ".join(experiments.EXPERIMENTS) + " (default: all)")
     what.add_argument("--scale", choices=tuple(experiments.SCALES), default="cpu",
                       help="cpu: the embedded model, small data fractions, a budget stopped on a plateau (--plan "
-                           "estimates each experiment's minutes on two cores); paper: the papers' schedule (3 "
+                           "estimates each experiment's minutes); paper: the papers' schedule (3 "
                            "epochs at 2e-5, batch 32, 10%% and 100%% of the data) for a GPU (default: %(default)s)")
     what.add_argument("--follow-up", default=None, metavar="LABEL",
                       help="run a declared follow-up (its own seeds or options) beside the first run, never over "
@@ -57,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--report-only", action="store_true",
                       help="train nothing: rewrite the report from the kept results")
     what.add_argument("--plan", action="store_true",
-                      help="train nothing: print each experiment's command and estimated minutes, then each "
-                           "declared follow-up still pending (the controls) with its minutes from the kept runs")
+                      help="train nothing: print each experiment's command and estimated minutes (trials x steps x "
+                           "a measured seconds a step on --device), then each declared follow-up still pending")
     setting = parser.add_argument_group("model, data and machine (passed to every sweep)")
     setting.add_argument("--model", default=None,
                          help="checkpoint folder, Hugging Face name, or 'minilm' (default: minilm at the cpu scale, "
@@ -117,13 +118,10 @@ def parse_roles(text) -> dict:
 
 
 def context(args, num_layers: int, model=None) -> experiments.Context:
-    """The experiments' context for the model run (a second model's heads and step cost from its config.json)."""
-    shape = {}
-    if model is not None and not model.first:
-        config = models.config_of(args.model)
-        shape = {"heads": config["num_attention_heads"], "step_cost": models.step_cost(config)}
+    """The experiments' context for the model run (a second model's heads from its config.json)."""
+    heads = {} if model is None or model.first else {"heads": models.config_of(args.model)["num_attention_heads"]}
     return experiments.Context(num_layers, experiments.SCALES[args.scale], parse_roles(args.tasks),
-                               model=args.model, task_file=args.task_file, **shape)
+                               model=args.model, task_file=args.task_file, **heads)
 
 
 def first_context(args, root: Path, ctx, model) -> experiments.Context:
@@ -152,41 +150,24 @@ def seeds_for(args, experiment, ctx) -> list:
 
 
 def print_plan(args, ctx, runs: dict, model) -> None:
-    """Each experiment's command and estimate; for a kept run, what its sittings took beside the estimate (the
-    estimate's step costs were measured on an fp32-only CPU; a bf16 CPU and plateau stops take less). A second
-    model's: its own kept runs, each pending experiment at its step cost."""
+    """Each experiment's command and estimated minutes (plan.py: trials x steps x a measured seconds a step, on the
+    device the run would train on), what a kept run took beside it, then each declared follow-up still pending."""
     flag = "" if model.first else f"--model {args.model} "
+    device = resolve_device(args.device).type
     if not model.first:
-        print(f"Model {model.slug} ({model.identity['path']}): {ctx.n} layers, a step ~{ctx.step_cost:.3g} of the "
-              f"embedded model's (from its weights: a guess); its runs in {model.results(args.results or RESULTS)}")
+        print(f"Model {model.slug} ({model.identity['path']}): {ctx.n} layers, estimated at the embedded model's "
+              f"rate a step; its runs in {model.results(args.results or RESULTS)}")
     for e in experiments.EXPERIMENTS.values():
-        one, two, guessed = experiments.estimate_minutes(e, ctx)
-        guess = " (a guessed step cost)" if guessed else ""
-        took = [f"{label} run took {sum(s['wall_time_s'] for s in meta.get('sittings', [])) / 60:.1f} min "
-                f"({machines(meta.get('sittings', []))})"
-                for label, by_experiment in runs.items() if e.name in by_experiment
-                for meta in [by_experiment[e.name][0]]]
-        measured = f"; {'; '.join(took)}" if took else ""
-        pending = "" if model.first else ("kept, " if took else "pending, ")
-        if args.scale != "cpu":
-            print(f"{e.name}: {pending}python reproduce.py --scale {args.scale} --model {args.model} --only "
-                  f"{e.name}{measured}")
-            continue
-        print(f"{e.name}: {pending}~{one:.0f} min in one process, ~{two:.0f} min with two workers{guess}{measured}: "
-              f"python reproduce.py --scale {args.scale} {flag}--only {e.name}")
-    fit = plan.calibration_line(follow_ups.FOLLOW_UPS, runs, ctx.scale)
-    print("\nDeclared follow-ups (controls), minutes scaled from the kept first runs' wall times (two workers)"
-          + (f"; {fit}" if fit else "") + ":")
-    for line in plan.lines(follow_ups.FOLLOW_UPS, runs, ctx.scale, "" if model.first else args.model):
+        found = plan.experiment_minutes(e, ctx, device)
+        estimate = f"~{found:.0f} min" if found is not None else f"no measured rate at scale {args.scale} on {device}"
+        took = "".join(f"; {label} run took {by_experiment[e.name][0].wall_minutes:.1f} min on "
+                       f"{by_experiment[e.name][0].device or 'an unrecorded device'}"
+                       for label, by_experiment in runs.items() if e.name in by_experiment)
+        state = "" if model.first else ("kept, " if took else "pending, ")
+        print(f"{e.name}: {state}{estimate}{took}: python reproduce.py --scale {args.scale} {flag}--only {e.name}")
+    print(f"\nDeclared follow-ups (controls) still pending, minutes on {device}:")
+    for line in plan.lines(follow_ups.FOLLOW_UPS, runs, ctx, "" if model.first else args.model, device):
         print(f"- {line}")
-
-
-def machines(sittings: list) -> str:
-    """Where a kept run's sittings ran, and where its trials trained when another machine trained them."""
-    where = {curves.sitting_machine(s) for s in sittings}
-    own = {curves.sitting_kind(s) for s in sittings}
-    elsewhere = {d for s in sittings for d in s.get("trained_on") or {}} - own - {"?"}
-    return ", ".join(sorted(where)) + (f"; its trials trained on {', '.join(sorted(elsewhere))}" if elsewhere else "")
 
 
 def layers_of(model: str) -> int:

@@ -29,7 +29,7 @@ from tasks.ablation.drawing import PRETTY, errorbar, fractions_of, legend, new_f
 from tasks.ablation.studies import STUDIES
 from tasks.ablation.study import Shape, Study, grid, planned
 from tasks.registry import TaskConfig
-from tasks.reproduction import compare, experiments, findings, judging, kept, report, sweeps
+from tasks.reproduction import arms, compare, experiments, findings, judging, kept, plan, report, sweeps
 from tasks.reproduction.verdicts import NOT_REPRODUCED, REPRODUCED, Finding
 from tasks.schedules import SCHEDULES, Schedule
 
@@ -160,8 +160,8 @@ def test_a_new_layer_study_runs_through_the_sweep(small_data_dir, tiny_model, tm
 
 def truncate_sweeps(ctx):
     """What experiments.py would declare for it: one sweep, keeping two thirds and one third of the layers."""
-    return [experiments.sweep("truncate", "truncate", experiments.SECONDS_PER_STEP["sst"], task=ctx.tasks["primary"],
-                              keep=(ctx.high, ctx.low), data_fractions=(ctx.scale.large,))]
+    return [experiments.sweep("truncate", "truncate", task=ctx.tasks["primary"], keep=(ctx.high, ctx.low),
+                              data_fractions=(ctx.scale.large,))]
 
 
 def test_a_new_study_becomes_an_experiment_of_the_reproduction(monkeypatch):
@@ -173,8 +173,8 @@ def test_a_new_study_becomes_an_experiment_of_the_reproduction(monkeypatch):
     spec = truncate_sweeps(ctx)[0]
     assert sweeps.as_arguments(spec.mode, spec.settings) == ["--task", "sst", "--keep", "4,2", "--data-fractions",
                                                               "0.25"]
-    trial = ctx.scale.expected_steps * experiments.SECONDS_PER_STEP["sst"] + experiments.TRIAL_OVERHEAD_S
-    assert experiments.estimate_minutes(experiment, ctx)[0] == pytest.approx(5 * 3 * trial / 60)  # 5 seeds x 3 K
+    trial = ctx.scale.expected_steps * plan.SECONDS_PER_STEP[("cpu", "cpu")]
+    assert plan.experiment_minutes(experiment, ctx) == pytest.approx(5 * 3 * trial / 60)  # 5 seeds x 3 K
 
 
 # ---------------------------------------------------------------------------- (d) a paper's finding
@@ -187,7 +187,7 @@ EXAMPLE = Finding(
     "BERT-base, SST-2, 3 epochs", "the top layers trained against every layer trained", "SST dev accuracy", 0.01,
     "one point of accuracy: the smallest difference a leaderboard shows",
     "SST: top third trained minus every layer trained, paired by seed, within -/+ 0.01",
-    "Carried in kind.", experiment="freeze", measure="arms",
+    "Carried in kind.", experiment="freeze", measure=arms.arms,
     keywords=dict(experiment="freeze", a="top", b="all", roles=("primary",), what="top third minus all"),
     kind="equivalence")
 
@@ -199,11 +199,9 @@ def _trials(config, scores):
 
 
 def _keep(results_dir, top, every):
-    run_info = {"experiment": "freeze", "run": "first", "protocol": 1, "scale": "cpu", "model": "minilm",
-                "tasks": dict(experiments.ROLES), "seeds": [0, 1, 2, 3, 4], "layers": 6, "sweeps": {}}
-    sitting = {"date": "2026-11-25", "cpu": "test CPU", "commit": "abc", "wall_time_s": 60.0}
-    kept.store(results_dir, run_info, {"sst-top": _trials("from=6", top), "sst-all": _trials("from=6", every)},
-               sitting)
+    run = kept.KeptRun("freeze", "first", 1, "cpu", "minilm", dict(experiments.ROLES), [0, 1, 2, 3, 4], 6, {})
+    kept.store(results_dir, run, {"sst-top": _trials("from=6", top), "sst-all": _trials("from=6", every)},
+               kept.sitting("test CPU", {"minbert_commit": "abc"}, 60.0))
 
 
 def test_a_new_finding_gets_its_verdict_from_kept_results(tmp_path, monkeypatch):

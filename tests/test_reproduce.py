@@ -18,7 +18,7 @@ from tasks.ablation.config import SweepConfig
 from tasks.ablation.statistics import crossed_interval, interval
 from tasks.ablation.studies import STUDIES
 from tasks.ablation.study import Shape
-from tasks.reproduction import curves, follow_ups, measures, sweeps
+from tasks.reproduction import arms, curves, follow_ups, measures, plan, sweeps
 from tasks.reproduction import experiments as reproduction
 from tasks.reproduction import kept as reproduction_runs
 from tasks.reproduction import report as reproduction_report
@@ -45,7 +45,7 @@ SMALL, LARGE = CTX.scale.small, CTX.scale.large
 def _measure(finding_id: str, results) -> list:
     """The finding's rows, by the measure and keywords it declares."""
     finding = BY_ID[finding_id]
-    return measures.MEASURES[finding.measure](results, CTX, **finding.keywords)
+    return finding.measure(results, CTX, **finding.keywords)
 
 
 def _interval(low, high, mean=None):
@@ -144,8 +144,8 @@ def test_every_declaration_is_complete_and_wired():
         if f.experiment is None:
             assert f.untestable, f.id
         else:
-            assert f.experiment in reproduction.EXPERIMENTS and f.measure in measures.MEASURES, f.id
-            inspect.signature(measures.MEASURES[f.measure]).bind(None, CTX, **f.keywords)  # its keywords fit
+            assert f.experiment in reproduction.EXPERIMENTS and callable(f.measure), f.id
+            inspect.signature(f.measure).bind(None, CTX, **f.keywords)  # its keywords fit
     papers = {f.paper for f in FINDINGS}
     assert papers == set(PAPERS) and all(sum(f.paper == p for f in FINDINGS) >= 4 for p in papers)
 
@@ -236,13 +236,14 @@ def test_dynamics_ratios_compare_thirds_and_jackknife_seed_pairs():
     assert seeds.estimate["n"] == 5 and decide(seeds.estimate, 0.5) == NOT_REPRODUCED   # flat: no layer pattern
 
 
-def _run(experiment, label, seeds):
-    return {"experiment": experiment, "run": label, "protocol": 1, "scale": "cpu", "model": "minilm",
-            "tasks": dict(reproduction.ROLES), "seeds": list(seeds), "layers": 6, "sweeps": {"reinit": ["--x"]}}
+def _run(experiment, label, seeds, **fields):
+    return reproduction_runs.KeptRun(experiment, label, 1, "cpu", "minilm", dict(reproduction.ROLES), list(seeds), 6,
+                                     {"reinit": ["--x"]}, **fields)
 
 
-def _sitting():
-    return {"date": "2026-11-25", "cpu": "test CPU", "commit": "abc", "wall_time_s": 60.0}
+def _sitting(**fields):
+    return reproduction_runs.Sitting(**{"date": "2026-11-25 10:00 UTC", "commit": "abc", "machine": "test CPU",
+                                        "wall_time_s": 60.0, "trials": 0, **fields})
 
 
 def test_a_follow_up_never_overwrites_the_first_run(tmp_path, monkeypatch):
@@ -295,15 +296,15 @@ def test_report_only_rebuilds_the_report_from_kept_results_without_training(tmp_
 
 def test_the_plan_shows_what_a_kept_run_took_beside_its_estimate(tmp_path, monkeypatch):
     results_dir = tmp_path / "results"
-    rows = _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)
-    reproduction_runs.store(results_dir, _run("reinit-small", "first", range(5)), {"reinit": rows[SMALL]}, _sitting())
-    reproduction_runs.store(results_dir, _run("reinit-small", "first", range(5)), {"reinit": rows[SMALL]},
-                            dict(_sitting(), wall_time_s=30.0))   # a second sitting adds its time
+    rows = [dict(r, device="cpu") for r in _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)[SMALL]]
+    reproduction_runs.store(results_dir, _run("reinit-small", "first", range(5)), {"reinit": rows[:20]}, _sitting())
+    reproduction_runs.store(results_dir, _run("reinit-small", "first", range(5)), {"reinit": rows},
+                            _sitting(wall_time_s=30.0))   # a second sitting adds its time
     monkeypatch.setattr(reproduce, "layers_of", lambda model: pytest.fail("--plan loaded the model"))
     code, out, err = run_cli(reproduce.main, ["--plan", "--results", str(results_dir)])
     assert code == 0, err
     lines = {x.split(":")[0]: x for x in out.splitlines()}
-    assert "first run took 1.5 min (test CPU)" in lines["reinit-small"]
+    assert "first run took 1.5 min on cpu" in lines["reinit-small"]
     assert "took" not in lines["reinit-large"] and "--only reinit-large" in lines["reinit-large"]
 
 
@@ -316,17 +317,17 @@ def test_reproduce_runs_its_sweeps_keeps_their_results_and_resumes(small_data_di
     assert code == 0, err
     run = json.loads((results_dir / "pairs" / "first" / "run.json").read_text())
     assert run["seeds"] == [0, 1] and run["scale"] == "cpu" and run["model"] == "minilm"
-    assert len(run["sittings"]) == 1 and run["sittings"][0]["trials_added"] == 8
+    assert len(run["sittings"]) == 1 and run["sittings"][0]["trials"] == 8 and run["schema"] == 2
     for sweep in ("sts-cross", "sts-siamese", "quora-cross", "quora-siamese"):
         assert len(reproduction_runs.load_jsonl(results_dir / "pairs" / "first" / f"{sweep}.jsonl")) == 2
     assert "`freeze-cross-encoding`" in (tmp_path / "report.md").read_text()
     code, stdout, err = run_cli(reproduce.main, argv)   # a second sitting finds every trial finished
     assert code == 0, err
     run = json.loads((results_dir / "pairs" / "first" / "run.json").read_text())
-    assert [s["trials_added"] for s in run["sittings"]] == [8, 0]
+    assert [s["trials"] for s in run["sittings"]] == [8]   # a sitting that added nothing is not kept
 
 
-def test_shards_of_a_run_each_keep_their_trials_and_record_device_weights_and_shard(small_data_dir, tmp_path):
+def test_shards_of_a_run_each_keep_their_trials_and_the_run_its_device_and_weights(small_data_dir, tmp_path):
     results_dir = tmp_path / "results"
     argv = ["--only", "pairs", "--data-dir", str(small_data_dir), "--out", str(tmp_path / "runs"), "--max-steps", "1",
             "--seeds", "3", "--results", str(results_dir), "--report", str(tmp_path / "report.md"),
@@ -339,39 +340,76 @@ def test_shards_of_a_run_each_keep_their_trials_and_record_device_weights_and_sh
                         str(tmp_path / "gathered.md"), "--precision", "fp32", "--device", "cpu", "--gather"]
             code, stdout, err = run_cli(reproduce.main, gathered)
             assert code == 0, err
-            run = json.loads((tmp_path / "gathered" / "pairs" / "first" / "run.json").read_text())
-            assert 0 < run["sittings"][0]["trials_added"] < 12 and "nothing trained" in stdout
+            run = reproduction_runs.read_run(tmp_path / "gathered" / "pairs" / "first" / "run.json")
+            assert 0 < run.sittings[0].trials < 12 and "nothing trained" in stdout
             assert "**Unfinished**" in (tmp_path / "gathered.md").read_text()
-    run = json.loads((results_dir / "pairs" / "first" / "run.json").read_text())
-    first, second = run["sittings"]
-    assert first["shard"] == "1/2, run at once" and second["shard"] == "2/2, run at once"
-    assert 0 < first["trials_added"] < 12 and first["trials_added"] + second["trials_added"] == 12   # 3 seeds x 4
+    run = reproduction_runs.read_run(results_dir / "pairs" / "first" / "run.json")
+    first, second = run.sittings
+    assert 0 < first.trials < 12 and first.trials + second.trials == 12   # 3 seeds x 4
     from tasks.reproduction.models import identify
-    assert first["device"] == "cpu" and first["weights"] == identify("minilm")["weights_sha256"][:12]
-    assert first["trained_on"] == {"cpu": first["trials_added"]}
-    # trials from other weights under the same model name (a device's rounded copy) are not mixed into the run
-    other = dict(first, weights="0" * 12)
-    with pytest.raises(UserError, match="other weights"):
-        reproduction_runs.store(results_dir, run, {}, other)
-    with pytest.raises(UserError, match="other weights"):     # refused before anything trains
-        reproduction_runs.refuse_mixing(results_dir, "pairs", "first", "0" * 12, "cpu")
-    reproduction_runs.refuse_mixing(results_dir, "pairs", "first", first["weights"], "cpu")
-    # nor trials trained on another kind of device (arms paired by seed would differ by device too), and a refused
-    # sitting writes nothing
-    sweep_file = results_dir / "pairs" / "first" / "sts-cross.jsonl"
+    assert run.device == "cpu" and run.weights == identify("minilm")["weights_sha256"][:12]
+    assert "trained on cpu from weights " + run.weights in (tmp_path / "report.md").read_text()
+
+
+def _kept_pair_run(tmp_path, device="cpu", weights="a" * 12):
+    """A kept run of five trials trained on `device` from `weights`, and its sweep file."""
+    rows = [dict(r, device=f"{device}:0" if device == "cuda" else device)
+            for r in _reinit(lambda k, f, s: 0.25 + 0.01 * s)[SMALL][:5]]
+    reproduction_runs.store(tmp_path, _run("reinit-small", "first", range(5), weights=weights), {"reinit": rows},
+                            _sitting())
+    return tmp_path / "reinit-small" / "first" / "reinit.jsonl", rows
+
+
+def test_a_kept_run_refuses_trials_from_other_weights_or_another_kind_of_device(tmp_path):
+    """Arms paired by seed differ only by the arm: a run's trials all train on one kind of device, from one set
+    of weights; a refused sitting writes nothing, and the check also comes before anything trains."""
+    sweep_file, rows = _kept_pair_run(tmp_path)
     before = sweep_file.read_bytes()
-    on_cuda = [dict(r, key=r["key"] + "-c", device="cuda:0") for r in reproduction_runs.load_jsonl(sweep_file)]
+    fresh = [dict(r, key=r["key"] + "-new") for r in rows]
+    with pytest.raises(UserError, match="other weights"):
+        reproduction_runs.store(tmp_path, _run("reinit-small", "first", range(5), weights="0" * 12),
+                                {"reinit": fresh}, _sitting())
     with pytest.raises(UserError, match="trained on cpu, these on cuda"):
-        reproduction_runs.store(results_dir, run, {"sts-cross": on_cuda}, first)
+        reproduction_runs.store(tmp_path, _run("reinit-small", "first", range(5), weights="a" * 12),
+                                {"reinit": [dict(r, device="cuda:0") for r in fresh]}, _sitting())
     assert sweep_file.read_bytes() == before
+    with pytest.raises(UserError, match="other weights"):
+        reproduction_runs.refuse_mixing(tmp_path, "reinit-small", "first", "0" * 12, "cpu")
     with pytest.raises(UserError, match="trained on cpu, these on cuda"):
-        reproduction_runs.refuse_mixing(results_dir, "pairs", "first", first["weights"], "cuda")
-    reproduction_runs.refuse_mixing(results_dir, "pairs", "first", first["weights"], "")   # --gather trains nothing
-    # nor trials of another fingerprint, whatever the sittings recorded (runs kept before sittings named weights)
-    stranger = [dict(r, key=r["key"] + "-x", fingerprint="f" * 16) for r in reproduction_runs.load_jsonl(sweep_file)]
+        reproduction_runs.refuse_mixing(tmp_path, "reinit-small", "first", "a" * 12, "cuda")
+    reproduction_runs.refuse_mixing(tmp_path, "reinit-small", "first", "a" * 12, "")   # --gather trains nothing
+    stranger = [dict(r, fingerprint="f" * 16, key=r["key"] + "-x") for r in rows]   # other training options
+    reproduction_runs.store(tmp_path / "other", _run("reinit-small", "first", range(5)),
+                            {"reinit": [dict(rows[0], fingerprint="e" * 16)]}, _sitting())
     with pytest.raises(UserError, match="fingerprint"):
-        reproduction_runs.store(results_dir, run, {"sts-cross": stranger}, first)
-    assert "2/2, run at once" in (tmp_path / "report.md").read_text()
+        reproduction_runs.store(tmp_path / "other", _run("reinit-small", "first", range(5)), {"reinit": stranger},
+                                _sitting())
+    reproduction_runs.store(tmp_path, _run("reinit-small", "first", range(5), weights="a" * 12), {"reinit": fresh},
+                            _sitting())
+    run = reproduction_runs.read_run(tmp_path / "reinit-small" / "first" / "run.json")
+    assert [s.trials for s in run.sittings] == [5, 5] and (run.device, run.weights) == ("cpu", "a" * 12)
+    unrecorded = tmp_path / "unrecorded"      # a run kept before weights were recorded never claims a later one's
+    reproduction_runs.store(unrecorded, _run("reinit-small", "first", range(5)), {"reinit": rows[:2]}, _sitting())
+    reproduction_runs.store(unrecorded, _run("reinit-small", "first", range(5), weights="b" * 12), {"reinit": rows},
+                            _sitting())
+    assert reproduction_runs.read_run(unrecorded / "reinit-small" / "first" / "run.json").weights == ""
+
+
+def test_a_kept_run_is_one_typed_record_read_back_as_written_and_an_old_one_is_refused(tmp_path):
+    _kept_pair_run(tmp_path, device="cuda")
+    path = tmp_path / "reinit-small" / "first" / "run.json"
+    run = reproduction_runs.read_run(path)
+    assert run == _run("reinit-small", "first", range(5), weights="a" * 12, device="cuda",
+                       sittings=[_sitting(trials=5)])
+    reproduction_runs.write_run(path, run)
+    assert reproduction_runs.read_run(path) == run
+    old = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("schema", "device", "weights")}
+    path.write_text(json.dumps(old))
+    with pytest.raises(UserError, match=r"run.json: a kept run of schema 1, .*tools/convert_kept_runs.py RESULTS"):
+        reproduction_runs.load(tmp_path)
+    code, _, err = run_cli(reproduce.main, ["--report-only", "--results", str(tmp_path), "--report",
+                                            str(tmp_path / "r.md")])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and str(path) in err
 
 
 def test_a_run_kept_unfinished_says_so_on_its_experiment_and_its_lines(tmp_path):
@@ -391,25 +429,15 @@ def test_a_run_kept_unfinished_says_so_on_its_experiment_and_its_lines(tmp_path)
     assert {e["finding"]: e["unfinished_run"] for e in data["lines"]}["singh-scarce"] is True
 
 
-def test_a_sitting_says_where_the_trials_it_keeps_were_trained(tmp_path):
+def test_a_run_says_where_its_trials_trained_even_when_another_machine_kept_them(tmp_path):
     rows = _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)[SMALL]
-    gpu = [dict(r, device="cuda:0", finished_at=f"2026-11-26T19:30:{i:02d}Z", wall_time_s=120.0)
-           for i, r in enumerate(rows)]     # trained on a device, gathered and kept on a CPU
-    reproduction_runs.store(tmp_path, _run("reinit-small", "first", range(5)), {"reinit": gpu},
-                            dict(_sitting(), device="cpu"))
-    meta, _ = reproduction_runs.load(tmp_path)["first"]["reinit-small"]
-    assert meta["sittings"][0]["trained_on"] == {"cuda": len(rows)}
-    assert meta["sittings"][0]["trained_from"] == "2026-11-26 19:28 UTC"    # the first trial's start
-    assert (f"trained on cuda: {len(rows)} between 2026-11-26 19:28 UTC and 19:30 UTC, not by this sitting"
-            in curves.sitting_text(meta["sittings"][0]))
-    kept_later = dict(meta["sittings"][0], device="cpu", trained_on={"cpu": len(rows)}, date="2026-11-27 09:00 UTC")
-    assert "not by this sitting" in curves.sitting_text(kept_later)    # the same kind of machine, a day later
-    here = dict(meta["sittings"][0], device="NVIDIA H200", date="2026-11-26 19:31 UTC", wall_time_s=240.0,
-                trained_before=0)
-    assert "with NVIDIA H200" in curves.sitting_text(here) and "not by this sitting" not in curves.sitting_text(here)
-    idle = [dict(here, shard=f"{i}/4, run at once", trials_added=0, trained_on={}) for i in (2, 3)]
-    listed = curves.sittings_text([here, *idle, dict(here, trials_added=0)])   # a whole sitting's 0 stays listed
-    assert listed.count("+0 trials") == 1 and listed.endswith("; and 2 shard sittings that added no trial")
+    gpu = [dict(r, device="cuda:0") for r in rows]     # trained on a device, gathered and kept on a CPU
+    reproduction_runs.store(tmp_path / "results", _run("reinit-small", "first", range(5)), {"reinit": gpu},
+                            reproduction_runs.sitting("test CPU", {"minbert_commit": "f" * 40}, 5.0))
+    run, _ = reproduction_runs.load(tmp_path / "results")["first"]["reinit-small"]
+    assert run.device == "cuda" and run.sittings[0].machine == "test CPU"
+    text = reproduction_report.write(tmp_path / "results", tmp_path / "report.md", CTX).read_text()
+    assert "trained on cuda. Sittings: " in text and "commit ffffffffffff, test CPU, 0.1 min wall, +35 trials" in text
 
 
 @pytest.mark.parametrize("argv, needle", [(["--only", "tamkin"], "no such experiment"),
@@ -422,10 +450,13 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, argv, needle):
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
 
 
-def test_cpu_estimates_are_declared_for_every_experiment():
+def test_every_experiment_that_fine_tunes_has_an_estimate_on_each_measured_device():
     for e in reproduction.EXPERIMENTS.values():
-        one, two, _ = reproduction.estimate_minutes(e, CTX)
-        assert one > 0 and math.isclose(two, one / reproduction.PARALLEL_SPEEDUP), e.name
+        for device in ("cpu", "cuda"):
+            assert plan.experiment_minutes(e, CTX, device) > 0 or e.name == "probe", e.name
+    assert plan.experiment_minutes(reproduction.EXPERIMENTS["probe"], CTX) == 0       # probes train no steps
+    paper = reproduction.Context(12, reproduction.SCALES["paper"], dict(reproduction.ROLES))
+    assert plan.experiment_minutes(reproduction.EXPERIMENTS["reinit-small"], paper) is None   # no measured rate
 
 
 def _config(spec, scale, follow=None, seeds=(0, 1), setting=None):
@@ -456,10 +487,10 @@ def test_the_kept_runs_protocols_are_the_ones_the_declarations_write():
     for label, by_experiment in runs.items():
         follow = follow_ups.FOLLOW_UPS.get(label)
         for name, (meta, _) in by_experiment.items():
-            ctx = reproduction.Context(meta["layers"], reproduction.SCALES[meta["scale"]], meta["tasks"])
+            ctx = reproduction.Context(meta.layers, reproduction.SCALES[meta.scale], meta.tasks)
             for spec in reproduction.EXPERIMENTS[name].sweeps_for(ctx, label, runs):  # a control's own, where it has
                 written = sweeps.as_arguments(spec.mode, sweeps.protocol(spec, ctx.scale, follow))
-                assert written == meta["sweeps"][spec.label], f"{name}/{label}/{spec.label}"
+                assert written == meta.sweeps[spec.label], f"{name}/{label}/{spec.label}"
                 checked += 1
     assert checked >= 20
 
@@ -477,14 +508,27 @@ def test_every_declared_follow_up_names_real_experiments_and_its_options_reach_t
     assert _config(spec, CTX.scale, cap).plateau.patience == 0  # the follow-up's setting wins over the scale's
 
 
-def test_a_cost_estimate_counts_the_trials_its_sweeps_list():
-    """Seeds come from the experiment (or its scale) alone: the estimate lists the trials at those seeds."""
+def test_a_cost_estimate_is_trials_x_steps_x_the_measured_seconds_a_step():
+    """Seeds come from the experiment (or its scale) alone: the estimate lists the trials at those seeds; a
+    follow-up's cap or epochs set its steps, a transfer trial trains two stages."""
+    rate = plan.SECONDS_PER_STEP[("cpu", "cpu")]
     e = reproduction.EXPERIMENTS["reinit-small"]
-    steps = CTX.scale.expected_steps * reproduction.SECONDS_PER_STEP["sst"] + reproduction.TRIAL_OVERHEAD_S
     trials = len(reproduction.seeds_of(e, CTX.scale)) * (CTX.n + 1)
-    assert reproduction.estimate_minutes(e, CTX)[0] == pytest.approx(trials * steps / 60)
+    assert plan.experiment_minutes(e, CTX) == pytest.approx(trials * CTX.scale.expected_steps * rate / 60)
     three = reproduction.EXPERIMENTS["heads-top"]      # seeds=3: 3 x (12 heads + the unmodified model)
-    assert reproduction.estimate_minutes(three, CTX)[0] == pytest.approx(3 * 13 * steps / 60)
+    assert plan.experiment_minutes(three, CTX, "cuda") == pytest.approx(
+        3 * 13 * CTX.scale.expected_steps * plan.SECONDS_PER_STEP[("cpu", "cuda")] / 60)
+    cap = follow_ups.FOLLOW_UPS["cap-small-data"]            # the plateau off: every trial trains the cap, 600
+    assert plan.follow_up_minutes(cap, "reinit-small", CTX, {}) == pytest.approx(trials * 600 * rate / 60)
+    more = follow_ups.FOLLOW_UPS["more-seeds"]                # 13 seeds
+    assert plan.follow_up_minutes(more, "reinit-small", CTX, {}) == pytest.approx(13 * (CTX.n + 1) * 350 * rate / 60)
+    epochs = follow_ups.FOLLOW_UPS["equal-epochs"]            # 3 epochs of SST at 0.03
+    assert plan.follow_up_minutes(epochs, "reinit-small", CTX, {}) == pytest.approx(
+        trials * 3 * plan.STEPS_PER_EPOCH_AT_QUARTER * SMALL / 0.25 * rate / 60)
+    transfer = reproduction.EXPERIMENTS["transfer"]
+    listed = sweeps.listed_trials(transfer.sweeps(CTX)[0], sweeps.Setting("minilm"), range(5), Shape(6, 12))
+    two = sum(2 if t.params.get("via") or t.params.get("steps") == 2 else 1 for t in listed)
+    assert plan.experiment_minutes(transfer, CTX) == pytest.approx(two * 350 * rate / 60) and two > len(listed)
 
 
 def test_smart_and_surgery_are_methods_sweeps_paired_by_seed_with_one_baseline():
@@ -517,12 +561,12 @@ def test_transfer_is_compared_with_direct_fine_tuning_at_twice_the_cap_and_says_
                     _record("via=quora,final=sts", s, SMALL, {"via": "quora"}, {"sts": 0.80 + 0.001 * s})]
     results = measures.Results()
     results.add("transfer", "transfer", records)
-    row = next(r for r in measures.college_transfer(results, CTX) if r.label.startswith("quora then sts"))
+    row = next(r for r in arms.college_transfer(results, CTX) if r.label.startswith("quora then sts"))
     assert "twice the cap" in row.label and row.estimate["mean"] == pytest.approx(0.022)
     stopped = [{**r, "steps": 200, "info": {"total_steps": 480}} if r["config"].startswith("via=quora") else
                {**r, "steps": 280} for r in records]
     results.add("transfer", "transfer", stopped)    # a plateau stops each arm: the label says what each trained
-    row = next(r for r in measures.college_transfer(results, CTX) if r.label.startswith("quora then sts"))
+    row = next(r for r in arms.college_transfer(results, CTX) if r.label.startswith("quora then sts"))
     assert "transfer arm 480 (480-480) steps in all" in row.label and "280 (280-280) steps" in row.label
 
 
@@ -597,27 +641,10 @@ def test_reproduce_imports_no_script_and_passes_no_command_line_to_the_sweeps():
     assert "parse_args" not in inspect.getsource(sweeps)   # SweepConfigs are built, not parsed
 
 
-def test_a_sitting_that_resumes_a_killed_one_counts_the_trials_it_did_not_train(tmp_path):
-    rows = _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)[SMALL]
-    done = [dict(r, device="cpu", finished_at=f"2026-11-26T21:{40 + i % 10:02d}:00Z", wall_time_s=60.0)
-            if i < 4 else dict(r, device="cpu", finished_at=f"2026-11-26T22:{20 + i % 30:02d}:00Z", wall_time_s=60.0)
-            for i, r in enumerate(rows)]     # 4 trained by a killed sitting, the rest by this one (22:15-22:55)
-    sitting = dict(_sitting(), date="2026-11-26 22:55 UTC", wall_time_s=2400.0, device="cpu")
-    reproduction_runs.store(tmp_path, _run("reinit-small", "first", range(5)), {"reinit": done}, sitting)
-    meta, _ = reproduction_runs.load(tmp_path)["first"]["reinit-small"]
-    kept = meta["sittings"][0]
-    assert kept["trained_before"] == 4 and curves.trained_earlier(kept) == 4
-    assert "4 of them began before this sitting" in curves.sitting_text(kept)
-    older = {k: v for k, v in kept.items() if k != "trained_before"}     # kept before sittings counted them
-    assert curves.trained_earlier(older) is None and "some of them began before" in curves.sitting_text(older)
-    own = dict(sitting, trials_added=3, trained_from="2026-11-26 22:20 UTC", trained_to="2026-11-26 22:50 UTC")
-    assert curves.trained_earlier(own) == 0 and "began before" not in curves.sitting_text(own)
-
-
 def test_a_follow_ups_line_never_mixes_its_protocol_with_the_first_runs_arms():
     first = _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)
     capped = _reinit(lambda k, f, s: 0.30 + 0.01 * k + (0.02 if f == SMALL else 0.0) + 0.002 * s)
-    meta = {"sittings": [], "sweeps": {"reinit": ["--x"]}}
+    meta = _run("reinit-small", "first", range(5))
     runs = {"first": {"reinit-small": (meta, {"reinit": first[SMALL]}),
                       "reinit-large": (meta, {"reinit": first[LARGE]})},
             "lr-2e-5": {"reinit-large": (meta, {"reinit": capped[LARGE]})},           # reinit-small not run yet
@@ -637,10 +664,41 @@ def test_a_follow_ups_line_never_mixes_its_protocol_with_the_first_runs_arms():
     assert "reinit-small (first run)" in explained["first"]["tamkin-data-size"][0]    # both arms disclosed
     assert "trained apart" not in explained["cap-large-data"]["tamkin-data-size"][0]
     # arms from runs trained on other devices or weights (a device's capped 0.03 arms): the line says so
-    device = {"sittings": [{"trained_on": {"cuda": 35}, "weights": "1ca95c81930f"}], "sweeps": {"reinit": ["--x"]}}
+    device = _run("reinit-small", "cap-small-data", range(5), device="cuda", weights="1ca95c81930f")
     runs["cap-small-data"]["reinit-small"] = (device, {"reinit": capped[SMALL]})
-    runs["cap-large-data"]["reinit-large"] = (dict(meta, sittings=[{"trained_on": {"cpu": 35}}]),
+    runs["cap-large-data"]["reinit-large"] = (_run("reinit-large", "cap-large-data", range(5), device="cpu"),
                                               {"reinit": capped[LARGE]})
     disclosed = reproduction_report.explain(runs, reproduction_report.verdicts(runs, CTX))
     assert disclosed["cap-large-data"]["tamkin-data-size"][0].endswith(
         "; its arms trained apart: reinit-large on cpu; reinit-small on cuda, from weights 1ca95c81930f")
+
+
+def test_the_conversion_script_turns_a_schema_1_run_into_the_typed_record(tmp_path):
+    """tools/convert_kept_runs.py: the device from the trials' own records, the weights from the sittings, only
+    the sittings that added trials; a second run converts nothing; a malformed file is one line, exit 2."""
+    from tools import convert_kept_runs
+    folder = tmp_path / "transfer" / "cap-small-data"
+    folder.mkdir(parents=True)
+    old = {"experiment": "transfer", "run": "cap-small-data", "protocol": 2, "scale": "cpu", "model": "minilm",
+           "tasks": dict(reproduction.ROLES), "seeds": [0], "layers": 6, "sweeps": {"transfer": ["--x"]},
+           "sittings": [{"commit": "48564adf2791", "cpu": "Intel Xeon", "date": "2026-11-27 04:20 UTC",
+                         "device": "NVIDIA H200", "shard": "1/2, run at once", "threads": 16, "trained_before": 0,
+                         "trained_on": {"cuda": 2}, "trials_added": 2, "wall_time_s": 47.6, "weights": "1ca95c81930f",
+                         "workers": "2"},
+                        {"commit": "48564adf2791", "cpu": "Intel Xeon", "date": "2026-11-27 04:21 UTC",
+                         "device": "NVIDIA H200", "shard": "2/2, run at once", "threads": 16, "trained_on": {},
+                         "trials_added": 0, "wall_time_s": 3.0, "weights": "1ca95c81930f", "workers": "2"}]}
+    (folder / "run.json").write_text(json.dumps(old))
+    (folder / "transfer.jsonl").write_text("".join(json.dumps({"key": k, "device": "cuda:0"}) + "\n" for k in "ab"))
+    code, out, err = run_cli(convert_kept_runs.main, [str(tmp_path)])
+    assert code == 0 and "1 run.json files converted" in out, err
+    run = reproduction_runs.read_run(folder / "run.json")
+    assert (run.device, run.weights, run.schema) == ("cuda", "1ca95c81930f", 2)
+    assert run.sittings == [reproduction_runs.Sitting("2026-11-27 04:20 UTC", "48564adf2791",
+                                                      "Intel Xeon with NVIDIA H200", 47.6, 2)]
+    assert (run.experiment, run.run, run.seeds, run.sweeps) == ("transfer", "cap-small-data", [0], old["sweeps"])
+    code, out, _ = run_cli(convert_kept_runs.main, [str(tmp_path)])
+    assert code == 0 and "0 run.json files converted" in out
+    (folder / "run.json").write_text(json.dumps({"experiment": "transfer"}))
+    code, _, err = run_cli(convert_kept_runs.main, [str(tmp_path)])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "run.json: not a schema-1 kept run" in err

@@ -16,7 +16,8 @@ from tasks.ablation.statistics import (
     interval,
     pairwise_interval,
 )
-from tasks.reproduction import experiments, kept, measures, null_baseline, plan, report
+from tasks.ablation.study import Shape
+from tasks.reproduction import experiments, kept, measures, null_baseline, plan, probes, report
 from tasks.reproduction.findings import BY_ID
 from tasks.reproduction.follow_ups import FIRST, FOLLOW_UPS
 from tasks.reproduction.sweeps import Setting, listed_trials
@@ -24,7 +25,7 @@ from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UND
 
 CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
 LARGE, SEEDS = 0.25, range(5)
-SITTING = kept.sitting("test cpu", {"minbert_commit": "0" * 40}, 600.0, 1, "2")
+SITTING = kept.sitting("test cpu", {"minbert_commit": "0" * 40}, 600.0)
 
 
 def _record(config, seed, params, dev=None, fraction=LARGE, **extra):
@@ -40,12 +41,14 @@ def _probe_records(best=3):
             for k in range(7) for p in ("mean", "cls-token") for s in SEEDS]
 
 
+def _kept_run(experiment, label=FIRST, seeds=tuple(SEEDS), sweeps=()):
+    return kept.KeptRun(experiment, label, 1 if label == FIRST else 2, "cpu", "minilm", CTX.tasks, list(seeds), 6,
+                        {name: [] for name in sweeps})
+
+
 def _keep(folder, experiment, label, sweeps, seeds=tuple(SEEDS)):
     """Keep fabricated sweeps ({sweep label: records}) as reproduce.py does (run.json and SWEEP.jsonl)."""
-    run = {"experiment": experiment, "run": label, "protocol": 1 if label == FIRST else 2, "scale": "cpu",
-           "model": "minilm", "tasks": CTX.tasks, "seeds": list(seeds), "layers": 6,
-           "sweeps": {name: [] for name in sweeps}}
-    kept.store(folder, run, sweeps, SITTING)
+    kept.store(folder, _kept_run(experiment, label, seeds, sweeps), sweeps, SITTING)
 
 
 # ---------------------------------------------------------------------------- tamkin-not-necessary
@@ -61,10 +64,10 @@ def test_the_one_layer_sweep_re_draws_the_best_probe_layer_at_reinit_larges_sett
     assert (spec.label, spec.mode) == ("one-layer", "reinit")
     assert settings["block"] == ((2, 1),)                             # probe layer 3 is layer 2's output
     assert {k: settings[k] for k in ("task", "data_fractions")} == {k: first[k] for k in ("task", "data_fractions")}
-    trials = listed_trials(spec, Setting("minilm"), list(SEEDS), experiments.Shape(6, 12))
+    trials = listed_trials(spec, Setting("minilm"), list(SEEDS), Shape(6, 12))
     configs = {t.label for t in trials}
     assert configs == {"from=6", "block=2:1", "keep=2:1", "from=0"} and len(trials) == 4 * len(SEEDS)
-    assert not FOLLOW_UPS["tamkin-not-necessary"].needs and not FOLLOW_UPS["tamkin-not-necessary"].changes
+    assert not FOLLOW_UPS["tamkin-not-necessary"].changes
 
 
 def test_without_the_probe_runs_results_the_control_is_one_clear_line(tmp_path):
@@ -73,7 +76,7 @@ def test_without_the_probe_runs_results_the_control_is_one_clear_line(tmp_path):
                                             str(tmp_path / "report.md"), "--out", str(tmp_path / "runs")])
     assert code == 2 and "--only probe" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists()                          # nothing trained
-    line = next(x for x in plan.lines(FOLLOW_UPS, {}, CTX.scale) if x.startswith("tamkin-not-necessary"))
+    line = next(x for x in plan.lines(FOLLOW_UPS, {}, CTX) if x.startswith("tamkin-not-necessary"))
     assert "needs first:" in line and "probe" in line
 
 
@@ -88,12 +91,12 @@ def _one_layer(full, redrawn, layer=2):
 
 def test_not_necessary_is_the_full_model_minus_the_best_layer_re_drawn_paired_by_seed():
     full, redrawn = (lambda s: 0.45 + 0.01 * s), (lambda s: 0.44 + 0.01 * s + 0.002 * (s % 2))
-    [row] = measures.MEASURES["tamkin_probe_not_necessary"](_one_layer(full, redrawn), CTX)
+    [row] = probes.tamkin_probe_not_necessary(_one_layer(full, redrawn), CTX)
     assert row.estimate == interval([full(s) - redrawn(s) for s in SEEDS])
     assert "only layer 2 re-drawn (probe layer 3" in row.label
     embeddings = measures.Results()
     embeddings.add("probe", "probe", _probe_records(best=0))
-    [row] = measures.tamkin_probe_not_necessary(embeddings, CTX)
+    [row] = probes.tamkin_probe_not_necessary(embeddings, CTX)
     assert "embeddings" in row.label and math.isnan(row.estimate["mean"])
 
 
@@ -124,7 +127,7 @@ def test_smart_alone_sweeps_each_task_alone_with_and_without_smart():
         assert settings["task"] == task and settings["methods"] == ("smart",)
         assert (settings["pair_mode"], settings["task_heads"], settings["data_fractions"]) == ("siamese", "report",
                                                                                               (LARGE,))
-        trials = listed_trials(spec, Setting("minilm"), list(SEEDS), experiments.Shape(6, 12))
+        trials = listed_trials(spec, Setting("minilm"), list(SEEDS), Shape(6, 12))
         assert sorted({t.label for t in trials}) == ["method=baseline", "method=smart"] and len(trials) == 10
     assert [s.label for s in methods.sweeps_for(CTX)] == ["multitask", "sts"]    # the first run's, unchanged
 
@@ -142,7 +145,7 @@ def test_smart_alone_is_smart_minus_without_per_task_paired_by_seed():
     for label, records in _alone({"sst": 0.004, "quora": -0.02}).items():
         results.add("methods", label, records)
     declared = FOLLOW_UPS["smart-alone"].declares[0]
-    rows = measures.MEASURES[declared.measure](results, CTX, **declared.keywords)
+    rows = declared.measure(results, CTX, **declared.keywords)
     assert [r.label.split(":")[0] for r in rows] == ["sst alone", "quora alone"]
     for row, change in zip(rows, (0.004, -0.02)):
         assert row.estimate == pytest.approx(interval([change + 0.002 * (s % 3 - 1) for s in SEEDS]))
@@ -167,13 +170,11 @@ def test_the_plan_estimates_the_controls_own_sweeps(tmp_path):
     _keep(tmp_path, "reinit-large", FIRST, {"reinit": [_record(f"from={k}", s, {"scheme": "from"}, {"sst": 0.4})
                                                        for k in range(7) for s in SEEDS]})
     runs = kept.load(tmp_path)
-    wall = SITTING["wall_time_s"] / 60
-    found = plan.minutes(FOLLOW_UPS["tamkin-not-necessary"], runs, CTX.scale)["reinit-large"]
-    large = experiments.EXPERIMENTS["reinit-large"]
-    own = experiments.sweeps_seconds(large.sweeps_for(CTX, "tamkin-not-necessary", runs), CTX, list(SEEDS))[0]
-    assert found == pytest.approx(wall * own / experiments.sweeps_seconds(large.sweeps(CTX), CTX, list(SEEDS))[0])
-    assert found < wall
-    line = next(x for x in plan.lines(FOLLOW_UPS, runs, CTX.scale) if x.startswith("tamkin-not-necessary"))
+    found = plan.follow_up_minutes(FOLLOW_UPS["tamkin-not-necessary"], "reinit-large", CTX, runs)
+    own = 4 * len(SEEDS) * CTX.scale.expected_steps       # its one-layer sweep: four configurations, not seven
+    assert found == pytest.approx(own * plan.SECONDS_PER_STEP[("cpu", "cpu")] / 60)
+    assert found < plan.experiment_minutes(experiments.EXPERIMENTS["reinit-large"], CTX)
+    line = next(x for x in plan.lines(FOLLOW_UPS, runs, CTX) if x.startswith("tamkin-not-necessary"))
     assert f"~{found:.0f} min" in line and "needs first" not in line
 
 
@@ -218,7 +219,7 @@ def test_the_consistency_lines_are_read_against_the_pair_form_null():
     results.add("dynamics", "dynamics", _seed_pairs())
     results.add("datasets", "dynamics", _datasets())
     replicates = [(0.5 + 0.02 * i) / 0.1 - 1 for i in range(4)]
-    seeds = measures.MEASURES["against_pair_null"](results, CTX, **null["hao-seeds-consistent-low"].keywords)
+    seeds = measures.against_pair_null(results, CTX, **null["hao-seeds-consistent-low"].keywords)
     fine_tuned = pairwise_interval({(a, b): (0.8 + 0.01 * (a + b) + 0.003 * a * b) / 0.1 - 1
                                     for a in SEEDS for b in SEEDS if a < b})
     assert [r.label.split(", ")[1].split(" ")[0] for r in seeds] == ["svcca", "attention_js"]
@@ -234,8 +235,8 @@ def test_the_consistency_lines_are_read_against_the_pair_form_null():
 
 @pytest.mark.parametrize("null_top, expected", [(0.5, REPRODUCED), (1.2, NOT_REPRODUCED)])
 def test_the_pair_lines_verdict_against_the_pair_null(null_top, expected):
-    runs = {FIRST: {"dynamics": ({"sittings": []}, {"dynamics": _seed_pairs()}),
-                    "datasets": ({"sittings": []}, {"dynamics": _datasets()})}}
+    runs = {FIRST: {"dynamics": (_kept_run("dynamics"), {"dynamics": _seed_pairs()}),
+                    "datasets": (_kept_run("datasets"), {"dynamics": _datasets()})}}
     by_run = report.verdicts(runs, CTX, {"relative": 0.03, "seeds": [], "pairs": _pair_null(null_top)})
     null = by_run["hao-null-perturbation"]
     for fid in ("hao-seeds-consistent-low", "hao-datasets-consistent-low"):

@@ -10,7 +10,7 @@ from scipy import stats
 import reproduce
 from conftest import run_cli
 from tasks.ablation.statistics import difference_interval, interval
-from tasks.reproduction import experiments, follow_ups, measures, plan, report
+from tasks.reproduction import experiments, follow_ups, kept, measures, plan, report
 from tasks.reproduction.findings import BY_ID
 from tasks.reproduction.findings.null import AGAINST_NULL
 from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED
@@ -46,7 +46,7 @@ def test_task_dependence_reads_the_second_task_at_the_fraction_its_trials_ran_at
     assert row.estimate["n"] == 5 and row.estimate["mean"] == pytest.approx(0.04)
     assert f"sst at {SMALL:g}" in row.label and f"quora at {second:g}" in row.label
     follow = follow_ups.FOLLOW_UPS["task-dependence-matched"]
-    assert dict(follow.changes)["data_fractions"] == (MATCHED,) and not follow.needs
+    assert dict(follow.changes)["data_fractions"] == (MATCHED,)
 
 
 def test_the_difference_interval_is_welchs_and_carries_the_references_spread():
@@ -83,33 +83,34 @@ def test_a_layer_ratio_is_read_against_the_null_not_zero():
     assert declared.sesoi == BY_ID["hao-attention-last"].sesoi and "null" in declared.sesoi_reason
     # fine-tuned top / bottom - 1 is 0.52/0.1 - 1 = 4.2 on average: far above zero, but a null that grows as much
     # with depth leaves nothing
-    same = measures.MEASURES[declared.measure](_dynamics(0.5), CTX, **declared.keywords)[0]
+    same = declared.measure(_dynamics(0.5), CTX, **declared.keywords)[0]
     null = [(0.5 + 0.01 * i) / 0.1 - 1 for i in range(3)]
     ratios = [(0.5 + 0.01 * s) / 0.1 - 1 for s in range(5)]
     assert same.estimate == difference_interval(ratios, null) and "minus the null's (3 random" in same.label
     assert same.estimate["mean"] == pytest.approx(0.1) and same.estimate["ci95_low"] < 0
-    flat = measures.MEASURES[declared.measure](_dynamics(0.1), CTX, **declared.keywords)[0]
+    flat = declared.measure(_dynamics(0.1), CTX, **declared.keywords)[0]
     assert flat.estimate["mean"] == pytest.approx(np.mean(ratios) - np.mean([0.01 * i / 0.1 for i in range(3)]))
     without = measures.Results()
     without.records = _dynamics(0.5).records
-    assert measures.MEASURES[declared.measure](without, CTX, **declared.keywords)[0].estimate is None
+    assert declared.measure(without, CTX, **declared.keywords)[0].estimate is None
 
 
 def test_the_null_follow_up_re_reads_the_first_run_and_judges_the_re_declared_lines():
     follow = follow_ups.FOLLOW_UPS["hao-null-perturbation"]
-    assert follow.reads == follow_ups.FIRST and not follow.needs
+    assert follow.reads == follow_ups.FIRST
     assert {f.id for f in follow.declares} == set(follow.findings)
     dynamics = _dynamics(0.5)
-    runs = {"first": {"dynamics": ({"sittings": []}, {"dynamics": dynamics.records[("dynamics", "dynamics")]})}}
+    run = kept.KeptRun("dynamics", "first", 1, "cpu", "minilm", CTX.tasks, list(range(5)), 6, {})
+    runs = {"first": {"dynamics": (run, {"dynamics": dynamics.records[("dynamics", "dynamics")]})}}
     by_run = report.verdicts(runs, CTX, dynamics.null)
     first, null = by_run["first"], by_run["hao-null-perturbation"]
     assert first["hao-attention-last"].outcome == REPRODUCED                 # against zero
     assert null["hao-attention-last"].outcome == NOT_REPRODUCED              # against the null: depth's alone
-    assert null["hao-attention-last"].finding.measure == "against_null"
+    assert null["hao-attention-last"].finding.measure is measures.against_null
     assert null["hao-seeds-consistent-low"].outcome == NOT_RUN               # its pair-form null is pending
     assert set(null) == set(follow.findings)
-    assert "re-reads `first`" in "\n".join(report.history_section(runs, CTX.scale))
-    line = next(x for x in plan.lines(follow_ups.FOLLOW_UPS, runs, CTX.scale) if x.startswith(follow.label))
+    assert "re-reads `first`" in "\n".join(report.history_section(runs, CTX))
+    line = next(x for x in plan.lines(follow_ups.FOLLOW_UPS, runs, CTX) if x.startswith(follow.label))
     assert "no training" in line and line.endswith("python reproduce.py --report-only")
 
 

@@ -130,17 +130,16 @@ def test_the_readme_block_gives_a_line_per_model_and_the_finding_what_its_settin
 
 
 def test_one_folder_refuses_a_second_models_trials(tmp_path):
-    run = {"experiment": "pairs", "run": "first", "scale": "cpu", "model": "a/model", "tasks": {}, "seeds": [0],
-           "sweeps": {}, "model_identity": IDENTITY}
-    sitting = {"date": "d", "cpu": "c", "commit": "x", "wall_time_s": 1.0}
+    run = kept.KeptRun("pairs", "first", 1, "cpu", "a/model", {}, [0], 6, {}, model_identity=IDENTITY)
+    sitting = kept.sitting("c", {"minbert_commit": "x"}, 1.0)
     kept.store(tmp_path, run, {"sts": [{"key": "k"}]}, sitting)
-    kept.store(tmp_path, {**run, "model": str(tmp_path / "same")}, {"sts": []}, sitting)   # the same hash: one model
-    other = {**run, "model_identity": {**IDENTITY, "hash": "f" * 64}}
+    kept.store(tmp_path, dataclasses.replace(run, model=str(tmp_path / "same")), {"sts": []}, sitting)   # one hash
+    other = dataclasses.replace(run, model_identity={**IDENTITY, "hash": "f" * 64})
     with pytest.raises(UserError, match="keeps the runs of model a/model .hash 0123abcd0000., not a/model "
                                         ".hash ffffffffffff.: one folder keeps one model's runs"):
         kept.store(tmp_path, other, {"sts": []}, sitting)
     with pytest.raises(UserError, match="one folder keeps one model's runs"):
-        kept.store(tmp_path, {**run, "model_identity": None, "model": "minilm"}, {"sts": []}, sitting)
+        kept.store(tmp_path, dataclasses.replace(run, model_identity=None, model="minilm"), {"sts": []}, sitting)
 
 
 def test_a_tiny_pretrained_model_runs_an_experiment_into_its_own_folder(small_data_dir, tmp_path):
@@ -205,8 +204,8 @@ def test_a_pilot_run_writes_the_second_models_pilot_json_that_its_power_then_rea
     raw = two_models / models.MODELS_DIR / SLUG / pilot.RAW_DIR
     assert kept.load(raw) == runs                  # its raw trials kept beside it, not read as a kept run:
     assert set(kept.load(two_models / models.MODELS_DIR / SLUG)) == {"first"}
-    assert {e for meta, _ in kept.load(two_models / models.MODELS_DIR / SLUG)["first"].values()
-            for e in [meta["experiment"]]} == set(EXPERIMENTS)
+    assert {run.experiment for run, _ in kept.load(two_models / models.MODELS_DIR / SLUG)["first"].values()
+            } == set(EXPERIMENTS)
     column = compare.column(models.others(two_models)[0], two_models, CTX, report.NULL_FILE)
     assert column.by_run["first"]["singh-scarce"].power["pilot_sd"] == pytest.approx(written["sd"]["reinit at 0.03"])
 

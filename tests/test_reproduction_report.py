@@ -9,7 +9,7 @@ import pytest
 
 import reproduce
 from conftest import run_cli
-from tasks.reproduction import compare, experiments, follow_ups, kept, models, null_baseline, plan, report
+from tasks.reproduction import compare, experiments, follow_ups, kept, models, null_baseline, report
 from tasks.reproduction.findings import BY_ID, FINDINGS
 from tasks.reproduction.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED
 
@@ -200,19 +200,6 @@ def test_the_plan_lists_every_control_with_its_minutes(monkeypatch):
             assert not (whole and f" {name} ~" in line.split("ran already")[0]), (label, name)
 
 
-def test_a_follow_ups_minutes_scale_the_kept_wall_time_by_seeds_and_steps():
-    runs = kept.load(RESULTS) if RESULTS.exists() else {}
-    if "reinit-large" not in runs.get("first", {}):
-        pytest.skip("no kept reinit-large run")
-    meta, sweeps = runs["first"]["reinit-large"]
-    wall = sum(s["wall_time_s"] for s in meta["sittings"]) / 60
-    steps = [r["steps"] for rs in sweeps.values() for r in rs]
-    cap = plan.minutes(follow_ups.FOLLOW_UPS["cap-large-data"], runs, CTX.scale)["reinit-large"]
-    assert cap == pytest.approx(wall * 600 / (sum(steps) / len(steps)))
-    more = plan.minutes(follow_ups.FOLLOW_UPS["more-seeds"], runs, CTX.scale)["reinit-large"]
-    assert more == pytest.approx(wall * 13 / 5)
-
-
 def test_the_null_baseline_moves_every_layer_by_the_same_share_of_its_norm(pretrained, tokenizer):
     from tasks.ablation.studies.dynamics import compare_encoders
     from tasks.reproduction import null_baseline
@@ -235,44 +222,6 @@ def test_the_null_baseline_moves_every_layer_by_the_same_share_of_its_norm(pretr
     assert set(ratios) == {fid for fid, *_ in null_baseline.RATIOS} and all(fid in BY_ID for fid in ratios)
 
 
-def test_the_plan_holds_its_rule_against_the_follow_ups_kept_whole_on_a_cpu():
-    def sitting(minutes, **extra):
-        return {"date": "2026-11-26 10:00:00", "wall_time_s": minutes * 60, "cpu": "AMD EPYC", **extra}
-
-    first = [{"config": f"from={k}", "group": f"from={k}", "seed": s, "steps": 300, "data_fraction": 0.25}
-             for k in range(7) for s in range(5)]
-    capped = [dict(r, steps=600) for r in first]
-    runs = {"first": {"reinit-large": ({"seeds": list(range(5)), "sittings": [sitting(10)]}, {"reinit": first})},
-            "cap-large-data": {"reinit-large": ({"seeds": list(range(5)), "sittings": [sitting(30)]},
-                                                {"reinit": capped})},
-            "equal-epochs": {"reinit-large": ({"seeds": list(range(5)), "sittings": [   # trained on a GPU
-                sitting(1, device="NVIDIA H200", trained_on={"cuda": 35})]}, {"reinit": capped})},
-            "lr-2e-5": {"reinit-large": ({"seeds": list(range(5)), "sittings": [sitting(5)]},   # cut short
-                                         {"reinit": [r for r in capped if r["seed"] < 3]})}}
-    found = plan.calibration(follow_ups.FOLLOW_UPS, runs, CTX.scale)
-    assert [(label, name) for label, name, *_ in found] == [("cap-large-data", "reinit-large")]
-    assert found[0][2:] == pytest.approx((20.0, 30.0))    # the rule: 10 min x 600 / 300 steps; it took 30
-    line = plan.calibration_line(follow_ups.FOLLOW_UPS, runs, CTX.scale)
-    assert "the 1 follow-up runs kept whole on a CPU took 1.5x-1.5x" in line
-    assert plan.calibration_line(follow_ups.FOLLOW_UPS, {"first": runs["first"]}, CTX.scale) == ""
-
-
-def test_a_follow_ups_pending_minutes_are_also_given_at_its_own_kept_runs_ratio_to_the_rule():
-    def kept_run(minutes, steps=300):
-        meta = {"seeds": list(range(5)), "sittings": [{"date": "2026-11-26 10:00:00", "wall_time_s": minutes * 60,
-                                                        "cpu": "AMD EPYC"}]}
-        return meta, {"reinit": [{"config": f"from={k}", "group": f"from={k}", "seed": s, "steps": steps,
-                                  "data_fraction": 0.25} for k in range(7) for s in range(5)]}
-
-    runs = {"first": {"reinit-large": kept_run(10), "reinit-small": kept_run(8)},
-            "lr-2e-5": {"reinit-large": kept_run(30)}}     # 3x the rule's 10 min
-    line = next(x for x in plan.lines(follow_ups.FOLLOW_UPS, runs, CTX.scale) if x.startswith("lr-2e-5 "))
-    assert "reinit-small ~8 min" in line and "~8 min in all, ~24 min at the 3.0x (median) its 1 run kept whole" in line
-    runs["lr-2e-5"] = {}
-    line = next(x for x in plan.lines(follow_ups.FOLLOW_UPS, runs, CTX.scale) if x.startswith("lr-2e-5 "))
-    assert "~18 min in all)" in line and "median" not in line     # no run of its own kept: the rule alone
-
-
 def test_an_undecided_line_names_the_row_that_left_it_undecided():
     from tasks.reproduction import lines, power
     from tasks.reproduction.verdicts import INCONCLUSIVE, Row, Verdict
@@ -284,9 +233,3 @@ def test_an_undecided_line_names_the_row_that_left_it_undecided():
     assert sentence.startswith("Underpowered: row 'sts then quora'") and "quora then sts" not in sentence
     decided = Verdict(finding, "transfer-siamese", [rows[0], Row("sts then quora", rows[1].estimate, NR)], NR)
     assert lines.decides(decided).startswith("Not reproduced: row 'quora then sts'")
-
-
-def test_a_pending_follow_up_with_no_first_run_to_scale_says_so_rather_than_zero_minutes():
-    line = next(x for x in plan.lines(follow_ups.FOLLOW_UPS, {}, CTX.scale) if x.startswith("transfer-siamese"))
-    assert "transfer (no kept run to scale)" in line and "no kept first run to scale its minutes from" in line
-    assert "~0 min" not in line

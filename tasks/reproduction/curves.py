@@ -2,7 +2,6 @@
 budget ended (a plateau of held-out training rows, or the cap), the plateau rule's warning where a held-out set is
 too small for it, and every trial's held-out score against steps, drawn from the kept results."""
 import math
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +9,6 @@ import numpy as np
 from ..ablation.drawing import legend, new_figure, png_bytes
 from ..ablation.plateau import coarse_holdout
 from ..fileio import atomic_write_bytes
-from .kept import STAMP, sitting_began
 
 
 def figure_links(report_dir: Path, experiment, label: str, prefix: str = "") -> list:
@@ -24,23 +22,25 @@ def figure_links(report_dir: Path, experiment, label: str, prefix: str = "") -> 
 
 
 def run_lines(report_dir: Path, experiment, label: str, kept_run: tuple, folder: str, prefix: str = "") -> list:
-    """A kept run under its experiment: trials, seeds and folder, each sitting, its budget and its curves."""
-    meta, sweeps = kept_run
+    """A kept run under its experiment: trials, seeds, folder and device, each sitting, its budget and curves."""
+    run, sweeps = kept_run
     trials = sum(len(r) for r in sweeps.values())
-    sittings = sittings_text(meta.get("sittings", []))
-    short = unfinished(meta, sweeps)
+    sittings = "; ".join(f"{s.date}, commit {s.commit}, {s.machine}, {s.wall_time_s / 60:.1f} min wall, "
+                         f"+{s.trials} trials" for s in run.sittings) or "none kept one"
+    where = f"trained on {run.device or 'an unrecorded device'}" + (f" from weights {run.weights}" if run.weights
+                                                                     else "")
+    short = unfinished(run, sweeps)
     missing = (f" **Unfinished**: {'; '.join(short)}; its lines read the seeds it has (resume it with the "
                f"command that made it)." if short else "")
-    return [f"Run `{label}`: {trials} trials, seeds {meta.get('seeds')}, in `{folder}{experiment.name}/{label}/`. "
+    return [f"Run `{label}`: {trials} trials, seeds {run.seeds}, in `{folder}{experiment.name}/{label}/`, {where}. "
             f"Sittings: {sittings}.{missing}", "", budget_line(sweeps), "",
             *learning_curve_link(report_dir, f"{prefix}{experiment.name}", label, sweeps),
             *figure_links(report_dir, experiment, label, prefix), ""]
 
 
-def unfinished(meta: dict, sweeps: dict) -> list:
-    """'SWEEP GROUP: seeds [...] of N' for each arm of a kept run that lacks some of the run's seeds (a comparison of
-    seed pairs has one fewer), 'SWEEP: no trials' for a sweep with none: a run cut short, kept as far as it went."""
-    seeds = meta.get("seeds") or []
+def unfinished(run, sweeps: dict) -> list:
+    """'SWEEP GROUP: seeds [...] of N' for each arm of a kept run (kept.KeptRun) that lacks some of the run's seeds
+    (a comparison of seed pairs has one fewer), 'SWEEP: no trials' for a sweep with none: a run cut short."""
     out = []
     for label, records in sweeps.items():
         if not records:
@@ -48,64 +48,11 @@ def unfinished(meta: dict, sweeps: dict) -> list:
             continue
         arms = {}
         for r in records:
-            pairs = (r.get("params") or {}).get("kind") == "seeds"
-            arms.setdefault((r.get("group") or r.get("config") or "", pairs), set()).add(r.get("seed"))
-        out += [f"{label} {group or 'all'}: seeds {sorted(got)} of {len(seeds)}"
-                for (group, pairs), got in arms.items() if len(got) < len(seeds) - pairs]
+            pairs = r["params"].get("kind") == "seeds"
+            arms.setdefault((r.get("group") or r["config"], pairs), set()).add(r["seed"])
+        out += [f"{label} {group or 'all'}: seeds {sorted(got)} of {len(run.seeds)}"
+                for (group, pairs), got in arms.items() if len(got) < len(run.seeds) - pairs]
     return out
-
-
-def trained_earlier(s: dict):
-    """How many of the trials a sitting added began before it did (another process or an earlier sitting trained
-    them; the sitting only kept them): its own count where recorded, else read from when they trained (all, none,
-    or None where the span straddles the sitting's start: some, not counted)."""
-    if "trained_before" in s:
-        return s["trained_before"]
-    try:
-        began = sitting_began(s)
-        if datetime.strptime(s["trained_from"], STAMP) >= began:
-            return 0
-        return s.get("trials_added") if datetime.strptime(s["trained_to"], STAMP) < began else None
-    except (KeyError, TypeError, ValueError):
-        return 0
-
-
-def sitting_machine(s: dict) -> str:
-    """Where a sitting ran: its CPU, with the GPU where one trained."""
-    return s["cpu"] + (f" with {s['device']}" if s.get("device", "cpu") != "cpu" else "")
-
-
-def sitting_kind(s: dict) -> str:
-    """The kind of device a sitting trained on, as its trials' records name it ('cpu' or 'cuda')."""
-    return "cpu" if s.get("device", "cpu") == "cpu" else "cuda"
-
-
-def sittings_text(sittings: list) -> str:
-    """Each sitting as `sitting_text` gives it, except that shards which found none of their trials to add (every
-    shard of a resumed run keeps a sitting) are counted in one clause: run.json keeps each of them."""
-    shown = [s for s in sittings if s.get("trials_added") != 0 or not s.get("shard")]
-    idle = len(sittings) - len(shown)
-    return "; ".join(sitting_text(s) for s in shown) + (
-        f"; and {idle} shard sitting{'s' if idle > 1 else ''} that added no trial" if idle else "")
-
-
-def sitting_text(s: dict) -> str:
-    """A sitting as the report lists it: date, commit, machine (the GPU where one trained), weights where recorded,
-    shard where several ran at once, wall time and trials added."""
-    extra = "".join(f", {k} {s[k]}" for k in ("weights", "shard") if s.get(k))
-    trained = s.get("trained_on") or {}
-    span = f" between {s['trained_from']} and {s['trained_to'][-9:]}" if s.get("trained_from") else ""
-    earlier = trained_earlier(s)
-    where = "trained on " + ", ".join(f"{d}: {n}" for d, n in trained.items()) + span
-    if not set(trained) <= {sitting_kind(s), "?"} or (earlier and earlier == s.get("trials_added")):
-        elsewhere = f" ({where}, not by this sitting)"
-    elif earlier != 0:
-        elsewhere = (f" ({where}; {earlier or 'some'} of them began before this sitting, trained by another "
-                     f"process or an earlier sitting)")
-    else:
-        elsewhere = ""
-    return (f"{s['date']}, commit {s['commit']}, {sitting_machine(s)}{extra}, {s['wall_time_s'] / 60:.1f} min wall, "
-            f"+{s.get('trials_added', '?')} trials{elsewhere}")
 
 
 def budget_line(sweeps: dict) -> str:

@@ -4,42 +4,22 @@ An experiment is one or more sweeps (a study's --mode and its settings, named as
 them; the scale's budget, the seeds, model and data are added: sweeps.py) and the findings whose
 `experiment` names it. Its measures (`measures.py`) turn the sweeps' finished trials into each finding's
 signed effect; `verdicts.py` decides. Its raw results are kept with the report (`kept.py`), so the report
-is rebuilt without training. Its cost estimate counts the trials its sweeps list (`estimate_minutes`).
+is rebuilt without training. Its cost estimate counts the trials its sweeps list (`plan.py`).
 
 Scales: `cpu` (the embedded 6-layer model, the course's data cut to small fractions: the data is cut, not the
-convergence; `estimate_minutes` says what each experiment costs on two cores) and `paper` (the papers'
+convergence; `plan.py` says what each experiment costs) and `paper` (the papers'
 schedule: 3 epochs at 2e-5, batch 32, the whole data set against a tenth, for a GPU and bert-base). The layer
 choices are in thirds of the model's depth, so a 12-layer model runs the same protocol.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 from minbert import UserError
 
-from ..ablation.study import Shape
 from . import kept
 from .arms import alone_sweep
 from .follow_ups import FIRST
 from .probes import ONE_LAYER, layer_to_redraw
-from .sweeps import Setting, listed_trials
-
-# The one-core cost of an optimizer step of batch 16 with all-MiniLM-L6-v2 in fp32 on AMD EPYC (family 25
-# model 1, AVX2), from docs/measurements/2026-11-24-reproduction.md: 120-step trials took 72-76 s on SST, 77-99 s
-# on STS pairs (every layer trained), 45-55 s (top two), 190-226 s for Quora then STS (two stages). Less a trial's
-# fixed cost (model copy, data, one dev evaluation): 20 one-step SST trials took 18 s each on a busy machine
-# (docs/measurements/2026-11-25-reproduce-smoke.md), 15 s taken as fixed. Multitask and SMART were not
-# measured: guesses.
-TRIAL_OVERHEAD_S = 15.0
-# SMART alone on SST or Quora (sst-smart, quora-smart): STS alone's guessed ratio (1.9 / 0.61: its extra passes
-# scale with the step) x the task's own step.
-SECONDS_PER_STEP = {"sst": 0.49, "sts": 0.61, "sts-top": 0.29, "quora": 0.74, "multitask": 1.6, "smart": 1.9,
-                    "multitask-smart": 4.8, "sst-smart": 1.5, "quora-smart": 2.3}
-# A smoke run of dynamics and restore (2 steps a trial, 3 seeds, one process, the busy Zen 5 EPYC): a seed-vs-seed
-# comparison took 5-16 s, restore's twelve restored models (SVCCA and a dev evaluation each) 275 s a trial.
-COMPARISON_S, RESTORE_S = 12.0, 275.0
-GUESSED = ("multitask", "smart", "multitask-smart", "sst-smart", "quora-smart")
-PROBE_SECONDS = 3.9           # one probe (features cached per seed and fraction): 96 probes took 6.2 min
-PARALLEL_SPEEDUP = 1.7        # two one-thread worker processes against one process on the same two cores
 
 
 @dataclass(frozen=True)
@@ -83,7 +63,6 @@ class Context:
     heads: int = 12
     model: str = "minilm"
     task_file: Optional[str] = None   # where tasks the roles name are declared (--task-file)
-    step_cost: float = 1.0      # a step's cost against the embedded model's (models.step_cost): estimates scale by it
 
     @property
     def low(self) -> int:
@@ -99,14 +78,12 @@ class SweepSpec:
     label: str                 # its folder below the experiment's run, and its results file's name
     mode: str
     settings: tuple            # (name, value): the study's options, its tasks and fractions, training options
-    step_s: float = 0.0        # the estimate's seconds per optimizer step of its fine-tunings
-    step_s_for: tuple = ()     # (trial label, seconds per step) where a configuration costs otherwise
 
 
-def sweep(label: str, mode: str, step_s: float = 0.0, step_s_for: tuple = (), **settings) -> SweepSpec:
+def sweep(label: str, mode: str, **settings) -> SweepSpec:
     """A sweep of --mode `mode` with `settings` named as ablate.py's flags (task, data_fractions, from_layer, ...),
     in the order its command line would give them."""
-    return SweepSpec(label, mode, tuple(settings.items()), step_s, step_s_for)
+    return SweepSpec(label, mode, tuple(settings.items()))
 
 
 @dataclass(frozen=True)
@@ -117,7 +94,6 @@ class Experiment:
     seeds: int = 0              # 0: the scale's
     needs: tuple = ()           # experiments whose results its measures read
     figures: tuple = ()         # (sweep label, plot name)
-    departures: tuple = field(default=())
     controls: tuple = ()        # (follow-up label, (Context, kept runs) -> [SweepSpec]): a follow-up's own sweeps
 
     def sweeps_for(self, ctx: Context, label: str = FIRST, runs=None) -> list:
@@ -134,7 +110,7 @@ def every_k(ctx: Context) -> tuple:
 
 def _reinit(fraction_of):
     def sweeps(ctx):
-        return [sweep("reinit", "reinit", SECONDS_PER_STEP["sst"], task=ctx.tasks["primary"], from_layer=every_k(ctx),
+        return [sweep("reinit", "reinit", task=ctx.tasks["primary"], from_layer=every_k(ctx),
                       data_fractions=(fraction_of(ctx.scale),))]
     return sweeps
 
@@ -144,43 +120,35 @@ def _probe(ctx):
 
 
 def _permute(ctx):
-    return [sweep("permute", "permute", SECONDS_PER_STEP["sst"], task=ctx.tasks["primary"], trials=8,
-                  data_fractions=(ctx.scale.large,))]
+    return [sweep("permute", "permute", task=ctx.tasks["primary"], trials=8, data_fractions=(ctx.scale.large,))]
 
 
 def _blocks(ctx):
     blocks = ((0, ctx.low), (ctx.low, ctx.high - ctx.low), (ctx.high, ctx.n - ctx.high))
-    return [sweep("blocks", "reinit", SECONDS_PER_STEP["sst"], task=ctx.tasks["primary"], block=blocks,
-                  data_fractions=(ctx.scale.large,))]
+    return [sweep("blocks", "reinit", task=ctx.tasks["primary"], block=blocks, data_fractions=(ctx.scale.large,))]
 
 
 def _task_dependence(ctx):
-    return [sweep("reinit", "reinit", SECONDS_PER_STEP["quora"], task=ctx.tasks["second"],
+    return [sweep("reinit", "reinit", task=ctx.tasks["second"],
                   from_layer=(None, ctx.high, ctx.low, 0), data_fractions=(ctx.scale.small,))]
 
 
 def _dynamics(ctx):
-    return [sweep("dynamics", "dynamics", SECONDS_PER_STEP["sst"], task=ctx.tasks["primary"],
-                  data_fractions=(ctx.scale.small, ctx.scale.large))]
+    return [sweep("dynamics", "dynamics", task=ctx.tasks["primary"], data_fractions=(ctx.scale.small, ctx.scale.large))]
 
 
 def _datasets(ctx):
-    # the fine-tuning on both tasks at once costs a multitask step, each task alone its own
     primary, second = ctx.tasks["primary"], ctx.tasks["second"]
-    return [sweep("dynamics", "dynamics", SECONDS_PER_STEP["multitask"],
-                  ((f"finetune,task={primary}", SECONDS_PER_STEP["sst"]),
-                   (f"finetune,task={second}", SECONDS_PER_STEP["quora"])),
-                  tasks=f"{primary},{second}", across_tasks=True, data_fractions=(ctx.scale.large,))]
+    return [sweep("dynamics", "dynamics", tasks=f"{primary},{second}", across_tasks=True,
+                  data_fractions=(ctx.scale.large,))]
 
 
 def _freeze(ctx):
     out = []
-    for task, step_s in ((ctx.tasks["similarity"], "sts"), (ctx.tasks["primary"], "sst"), (ctx.tasks["pair"], "quora")):
+    for task in (ctx.tasks["similarity"], ctx.tasks["primary"], ctx.tasks["pair"]):
         base = dict(task=task, from_layer=(None,), pair_mode="siamese", task_heads="report",
                     data_fractions=(ctx.scale.large,))
-        top_s = SECONDS_PER_STEP["sts-top" if step_s == "sts" else step_s]
-        out += [sweep(f"{task}-all", "reinit", SECONDS_PER_STEP[step_s], **base),
-                sweep(f"{task}-top", "reinit", top_s, **base, freeze_until=-ctx.low)]
+        out += [sweep(f"{task}-all", "reinit", **base), sweep(f"{task}-top", "reinit", **base, freeze_until=-ctx.low)]
     return out
 
 
@@ -194,20 +162,15 @@ def _methods(ctx):
     # ablate.py --mode methods: the baseline (the options as given) and each method changing one option, paired
     # by seed; one sweep per baseline, so SMART and gradient surgery share the multitask one.
     paper = _paper_methods(ctx)
-    return [sweep("multitask", "methods", SECONDS_PER_STEP["multitask"],
-                  (("method=smart", SECONDS_PER_STEP["multitask-smart"]),), task="all", **paper,
-                  methods=("smart", "dominant")),
-            sweep("sts", "methods", SECONDS_PER_STEP["sts"], (("method=smart", SECONDS_PER_STEP["smart"]),),
-                  task=ctx.tasks["similarity"], **paper, methods=("smart",))]
+    return [sweep("multitask", "methods", task="all", **paper, methods=("smart", "dominant")),
+            sweep("sts", "methods", task=ctx.tasks["similarity"], **paper, methods=("smart",))]
 
 
 def _methods_alone(ctx, runs=None):
     """Follow-up smart-alone: SST alone and Quora alone (the primary and the pair task), each with and without SMART,
     paired by seed, in the paper's setting."""
-    return [sweep(alone_sweep(ctx.tasks[role]), "methods", SECONDS_PER_STEP[cost],
-                  (("method=smart", SECONDS_PER_STEP[f"{cost}-smart"]),), task=ctx.tasks[role], **_paper_methods(ctx),
-                  methods=("smart",))
-            for role, cost in (("primary", "sst"), ("pair", "quora"))]
+    return [sweep(alone_sweep(ctx.tasks[role]), "methods", task=ctx.tasks[role], **_paper_methods(ctx),
+                  methods=("smart",)) for role in ("primary", "pair")]
 
 
 def _one_layer(ctx, runs):
@@ -221,35 +184,33 @@ def _one_layer(ctx, runs):
     layer, why = layer_to_redraw(first, ctx)
     if layer is None:
         raise UserError(f"--follow-up tamkin-not-necessary: {why}")
-    return [sweep(ONE_LAYER, "reinit", SECONDS_PER_STEP["sst"], task=ctx.tasks["primary"], block=((layer, 1),),
+    return [sweep(ONE_LAYER, "reinit", task=ctx.tasks["primary"], block=((layer, 1),),
                   data_fractions=(ctx.scale.large,))]
 
 
 def _pairs(ctx):
     out = []
-    for task, step_s in ((ctx.tasks["similarity"], "sts"), (ctx.tasks["pair"], "quora")):
+    for task in (ctx.tasks["similarity"], ctx.tasks["pair"]):
         base = dict(task=task, from_layer=(None,), data_fractions=(ctx.scale.large,))
-        out += [sweep(f"{task}-cross", "reinit", SECONDS_PER_STEP[step_s], **base, pair_mode="cross"),
-                sweep(f"{task}-siamese", "reinit", SECONDS_PER_STEP[step_s], **base, pair_mode="siamese",
-                      task_heads="report")]
+        out += [sweep(f"{task}-cross", "reinit", **base, pair_mode="cross"),
+                sweep(f"{task}-siamese", "reinit", **base, pair_mode="siamese", task_heads="report")]
     return out
 
 
 def _transfer(ctx):
     # ablate.py lists the direct arm at twice the cap (via=none,final=B,steps=x2) beside the usual one: the
     # transfer arm's total steps; the measure compares with it when the results have it.
-    return [sweep("transfer", "transfer", SECONDS_PER_STEP["quora"], tasks=f"{ctx.tasks['pair']},{ctx.tasks['final']}",
+    return [sweep("transfer", "transfer", tasks=f"{ctx.tasks['pair']},{ctx.tasks['final']}",
                   data_fractions=(ctx.scale.small,))]
 
 
 def _restore(ctx):
-    return [sweep("restore", "restore", SECONDS_PER_STEP["sst"], task=ctx.tasks["primary"],
-                  data_fractions=(ctx.scale.large,))]
+    return [sweep("restore", "restore", task=ctx.tasks["primary"], data_fractions=(ctx.scale.large,))]
 
 
 def _heads(layer_of):
     def sweeps(ctx):
-        return [sweep("heads", "reinit", SECONDS_PER_STEP["sst"], task=ctx.tasks["primary"],
+        return [sweep("heads", "reinit", task=ctx.tasks["primary"],
                       heads=((layer_of(ctx), None),), data_fractions=(ctx.scale.large,))]
     return sweeps
 
@@ -287,35 +248,6 @@ EXPERIMENTS = {e.name: e for e in (
     Experiment("heads-bottom", "each head of the bottom layer re-drawn, 3 seeds (the head is the unit)",
                _heads(lambda c: 0), seeds=3, figures=(("heads", "reinit_heads_by_layer"),)),
 )}
-
-
-def trial_cost(spec: SweepSpec, trial, expected_steps: int) -> list:
-    """[(seconds per step or per item, steps)] of one listed trial: a fine-tuning at its sweep's step cost (twice
-    the steps for a transfer pair or its equal-steps arm), a probe, a comparison of two saved models, or a
-    fine-tuning and its restored copies."""
-    if trial.mode == "probe":
-        return [(PROBE_SECONDS, 1)]
-    if trial.params.get("kind") in ("seeds", "tasks"):
-        return [(COMPARISON_S, 1)]
-    times = 2 if trial.params.get("via") or trial.params.get("steps") == 2 else 1
-    part = (dict(spec.step_s_for).get(trial.label, spec.step_s), times * expected_steps)
-    return [part, (RESTORE_S, 1)] if trial.mode == "restore" else [part]
-
-
-def sweeps_seconds(specs: list, ctx: Context, seeds: list) -> tuple:
-    """(seconds in one process, whether a figure in it is a guess) of the trials `specs` list at `seeds`."""
-    setting, shape = Setting(model=ctx.model, task_file=ctx.task_file), Shape(ctx.n, ctx.heads)
-    parts = [part for spec in specs for trial in listed_trials(spec, setting, seeds, shape)
-             for part in trial_cost(spec, trial, ctx.scale.expected_steps)]
-    seconds = sum(per * ctx.step_cost * steps + (TRIAL_OVERHEAD_S if steps > 1 else 0) for per, steps in parts)
-    return seconds, any(per in (SECONDS_PER_STEP[g] for g in GUESSED) for per, _ in parts)
-
-
-def estimate_minutes(experiment: Experiment, ctx: Context) -> tuple:
-    """(minutes in one process, minutes with two one-thread workers, whether a figure in it is a guess), from the
-    trials its sweeps list at its seeds."""
-    seconds, guessed = sweeps_seconds(experiment.sweeps(ctx), ctx, seeds_of(experiment, ctx.scale))
-    return seconds / 60, seconds / 60 / PARALLEL_SPEEDUP, guessed
 
 
 def selected(names) -> list:

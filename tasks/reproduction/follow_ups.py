@@ -25,7 +25,6 @@ class FollowUp:
     changes: tuple = ()          # (name, value) settings added to every sweep of its experiments
     protocol: int = 2
     findings: tuple = ()         # the findings it decides between explanations for ((): its experiments' all)
-    needs: str = ""              # code it needs before it can run (a measure, a mode); "" when it runs as declared
     reads: str = ""              # a run whose kept trials it re-reads instead of training ("": it trains its own)
     declares: tuple = ()         # its findings re-declared (same quote, its own measure and SESOI) in their place;
     #                              a follow-up that re-declares is judged on its `findings` only

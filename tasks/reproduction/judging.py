@@ -5,7 +5,6 @@ from . import kept, power
 from .findings import FINDINGS
 from .follow_ups import FIRST, FOLLOW_UPS
 from .lines import decides, disclosure
-from .measures import MEASURES
 from .verdicts import NOT_RUN, NOT_TESTABLE, VERDICTS, judge
 
 
@@ -43,7 +42,7 @@ def verdicts(runs: dict, ctx, null=None, pilot=power.PILOT_SD) -> dict:
                 out[label][f.id] = power.apply(judge(f, label, []), ctx.scale, pilot)
             else:
                 results.read.clear()
-                rows = MEASURES[f.measure](results, ctx, **f.keywords)
+                rows = f.measure(results, ctx, **f.keywords)
                 reads = tuple((e, results.source.get(e, FIRST)) for e in
                               sorted(results.read, key=lambda e: (e != f.experiment, e)))
                 if mixes(follow, label, reads):
@@ -70,7 +69,7 @@ def explain(runs: dict, by_run: dict) -> dict:
         for fid, v in found.items():
             experiment = v.finding.experiment
             reads = v.reads or ((experiment, label if experiment in runs.get(label, {}) else FIRST),)
-            metas = {e: (source, (runs.get(source, {}).get(e) or ({},))[0]) for e, source in reads}
+            metas = {e: (source, runs[source][e][0] if e in runs.get(source, {}) else None) for e, source in reads}
             out[label][fid] = (disclosure(results, v.finding, metas), decides(v))
     return out
 

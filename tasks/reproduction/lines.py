@@ -11,7 +11,6 @@ import numpy as np
 
 from . import power
 from .arms import trained
-from .kept import trained_where
 from .verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED
 
 DEFAULT_LR = 1e-4   # ablate.py's --lr default: every sweep of the kept runs, which pass no --lr
@@ -29,7 +28,7 @@ def _records(results, experiment: str, sweeps=None) -> list:
 def disclosure(results, finding, metas: dict) -> str:
     """lr, precision, re-initialisation policy, steps trained and held-out rows of the trials the line read: its
     experiment's, and where it read others (a data-size line's other fraction), each of theirs with its run.
-    `metas`: {experiment: (run label, its run.json)}, the line's own experiment first."""
+    `metas`: {experiment: (run label, its kept.KeptRun or None)}, the line's own experiment first."""
     if finding.experiment is None:
         return ""
     if len(metas) == 1:
@@ -37,20 +36,21 @@ def disclosure(results, finding, metas: dict) -> str:
     text = " + ".join(f"{e} ({source} run): {_disclosed(results, e, meta)}" for e, (source, meta) in metas.items())
     # a run refuses a mix of devices or weights within itself; a line reading several runs says where they differ,
     # comparing only what each run records
-    where = {e: tuple(tuple(sorted(x)) for x in trained_where(meta)) for e, (_, meta) in metas.items()}
+    where = {e: (run.device, run.weights) if run else ("", "") for e, (_, run) in metas.items()}
     if any(len({w[i] for w in where.values() if w[i]}) > 1 for i in (0, 1)):
         text += "; its arms trained apart: " + "; ".join(
-            f"{e} on {', '.join(kinds) or 'an unrecorded device'}" + (f", from weights {', '.join(weights)}"
-                                                                       if weights else "")
-            for e, (kinds, weights) in where.items())
+            f"{e} on {device or 'an unrecorded device'}" + (f", from weights {weights}" if weights else "")
+            for e, (device, weights) in where.items())
     return text
 
 
-def _disclosed(results, experiment: str, run_meta: dict) -> str:
-    records = _records(results, experiment, run_meta.get("sweeps"))
+def _disclosed(results, experiment: str, run) -> str:
+    """`run`: the kept.KeptRun the line read, None where it read none."""
+    sweeps = run.sweeps if run else {}
+    records = _records(results, experiment, sweeps)
     if not records:
         return "not run"
-    lrs = {_lr(args) for args in (run_meta.get("sweeps") or {}).values()} or {DEFAULT_LR}
+    lrs = {_lr(args) for args in sweeps.values()} or {DEFAULT_LR}
     parts = [f"lr {', '.join(f'{x:.0e}'.replace('e-0', 'e-') for x in sorted(lrs))}",
              f"precision {', '.join(sorted({str(r.get('precision', '?')) for r in records}))}"]
     policies = sorted({r["params"]["policy"] for r in records if (r.get("params") or {}).get("policy")})

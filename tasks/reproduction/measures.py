@@ -1,10 +1,10 @@
 """Each finding's signed effect (the paper's direction positive), measured from its experiments' finished trials.
 
-A finding names its measure and keywords (`Finding.measure`, `Finding.keywords`, in its paper's module);
-`MEASURES[name](results, ctx, **keywords)` returns its rows (`verdicts.Row`): one for most findings, one per
-fraction, task, pair or head for those tested on several at once. Units: the seed for paired comparisons, the
-pair of seeds (jackknife) for seed-vs-seed; where several configurations share one reference (the heads of a
-layer, random layer orders) the seed, or seeds and orders in a two-level model (tasks/ablation/statistics.py).
+A finding names its measure, a function here (or in arms.py, probes.py), and its keywords; `measure(results, ctx,
+**keywords)` returns its rows (`verdicts.Row`): one for most findings, one per fraction, task, pair or head for
+those tested on several at once. Units: the seed for paired comparisons, the pair of seeds (jackknife) for
+seed-vs-seed; where several configurations share one reference (the heads of a layer, random layer orders) the
+seed, or seeds and orders in a two-level model (tasks/ablation/statistics.py).
 """
 import math
 from typing import Optional
@@ -15,9 +15,8 @@ from ..ablation import statistics
 from ..ablation.statistics import crossed_interval, paired_interval, pooled_paired_interval, unit_of
 from ..ablation.summary import trial_metrics
 from . import null_baseline
-from .arms import arms, college_transfer, method_change, methods_alone, pending
-from .follow_ups import FIRST
-from .probes import best_probe, probe_scores, tamkin_probe_not_necessary
+from .arms import pending
+from .probes import best_probe, probe_scores
 from .verdicts import Row
 
 RESTORE_CURVE = "restore_svcca"   # ablate.py --mode restore: index i = layer i restored to its pretrained values
@@ -32,9 +31,10 @@ class Results:
         self.source = {}        # {experiment: the run label its trials were kept under}
         self.read = set()       # the experiments select() has read since it was last cleared
 
-    def add(self, experiment: str, label: str, records: list, source: str = FIRST):
+    def add(self, experiment: str, label: str, records: list, source: str = ""):
         self.records[(experiment, label)] = records
-        self.source[experiment] = source
+        if source:
+            self.source[experiment] = source
 
     def has(self, experiment: str) -> bool:
         return any(e == experiment and rs for (e, _), rs in self.records.items())
@@ -389,12 +389,3 @@ def college_not_constant(results, ctx):
         return float(np.mean([v[k] - v[k - 1] for k in bottom]) - np.mean([v[k] - v[k - 1] for k in top]))
     values = combine(contrast, *scores) if all(scores) else {}
     return [Row(f"mean step over k = {bottom[0]}..{bottom[-1]} minus over k = {top[0]}..{top[-1]}", estimate(values))]
-
-
-# Every measure a finding may name (`Finding.measure`)
-MEASURES = {f.__name__: f for f in (
-    singh_scarce, tamkin_data_size, singh_data_size, singh_task_dependence, college_downstream, college_not_monotone,
-    tamkin_blocks, mean_over_heads, tamkin_permute, singh_probe_peak, singh_probe_needs_more,
-    tamkin_probe_not_sufficient, tamkin_probe_align, layer_ratio, singh_early_invariant, singh_more_data,
-    hao_restore, hao_datasets, arms, method_change, college_transfer, pending, layer_ratios, singh_abstract,
-    college_not_constant, against_null, against_pair_null, methods_alone, tamkin_probe_not_necessary)}

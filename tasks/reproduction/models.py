@@ -1,7 +1,7 @@
 """Which model a reproduction's kept results belong to, and where each model's are kept.
 
 The first model (the scale's default: the embedded all-MiniLM-L6-v2 at `--scale cpu`, or whatever model the
-results folder's own runs record) keeps its runs at the results folder's root, as before a second model existed:
+results folder's own runs record) keeps its runs at the results folder's root:
 
     RESULTS/EXPERIMENT/RUN/...                      the first model
     RESULTS/models/SLUG/EXPERIMENT/RUN/...          every other model, one folder each
@@ -21,11 +21,12 @@ from typing import Optional
 
 from minbert import UserError
 
+from . import kept
+
 MODELS_DIR = "models"
 PILOT_FILE = "pilot.json"
 RUN_FOLDER = "model"          # pretrain.py's exported folder (RUN/model): named by its run instead
 RUNG_PREFIX = "model-at-"     # pretrain.py --save-at's rungs (RUN/model-at-TOKENS), likewise
-REFERENCE_LAYER_COST = 6 * (4 * 384 ** 2 + 2 * 384 * 1536)   # the embedded model's encoder weights per token
 
 
 @dataclass(frozen=True)
@@ -42,14 +43,6 @@ class Model:
     def results(self, root: Path) -> Path:
         return Path(root) if self.first else Path(root) / MODELS_DIR / self.slug
 
-    def label(self) -> str:
-        return self.name if self.first else self.slug
-
-
-def _sha256(path: Path) -> str:
-    from minbert.loading import sha256_of
-    return sha256_of(path)
-
 
 def folder_name(folder: Path) -> str:
     """The model's name for its slug: a pretraining run's exported model/ and its rungs' model-at-TOKENS/ take
@@ -62,7 +55,7 @@ def folder_name(folder: Path) -> str:
 def identify(model: str) -> dict:
     """{slug, path, hash, config_sha256, weights_sha256} of a checkpoint (a folder, the embedded model or a cached
     Hugging Face name), reading its files and nothing else (no model is built)."""
-    from minbert.loading import WEIGHT_FILES, resolve, weights_file
+    from minbert.loading import WEIGHT_FILES, resolve, sha256_of, weights_file
     try:
         folder, _ = resolve(model)
     except Exception as e:   # a CheckpointError or the Hub's: one line either way
@@ -70,21 +63,16 @@ def identify(model: str) -> dict:
     weights = weights_file(folder)
     if weights is None or not (folder / "config.json").exists():
         raise UserError(f"--model {model}: {folder} has no config.json and weights ({', '.join(WEIGHT_FILES)})")
-    config, weights_sha = _sha256(folder / "config.json"), _sha256(weights)
+    config, weights_sha = sha256_of(folder / "config.json"), sha256_of(weights)
     digest = hashlib.sha256(f"{config}\n{weights_sha}\n".encode()).hexdigest()
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", folder_name(folder.resolve())).strip("-.") or "model"
     return {"slug": f"{slug}-{digest[:8]}", "path": str(folder.resolve()), "hash": digest,
             "config_sha256": config, "weights_sha256": weights_sha}
 
 
-def recorded_models(root: Path) -> set:
-    """The model names the root's (the first model's) run.json files record."""
-    return {json.loads(p.read_text(encoding="utf-8")).get("model") for p in Path(root).glob("*/*/run.json")}
-
-
 def first_name(root: Path, default: str) -> str:
-    """The first model: the one the root's runs record, else the scale's default."""
-    names = recorded_models(root)
+    """The first model: the one the root's (the first model's) runs record, else the scale's default."""
+    names = {kept.read_run(path).model for path in Path(root).glob("*/*/run.json")}
     return names.pop() if len(names) == 1 else default
 
 
@@ -98,12 +86,12 @@ def for_run(model: str, root: Path, default: str) -> Model:
 
 def others(root: Path) -> list:
     """Every other model with kept results: a Model per RESULTS/models/SLUG holding a run, its identity from its
-    run.json files."""
+    runs."""
     out = []
     for folder in sorted((Path(root) / MODELS_DIR).glob("*")):
-        metas = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*/*/run.json"))]
-        if metas:
-            out.append(Model(metas[0].get("model", folder.name), folder.name, metas[0].get("model_identity")))
+        runs = [run for by_experiment in kept.load(folder).values() for run, _ in by_experiment.values()]
+        if runs:
+            out.append(Model(runs[0].model, folder.name, runs[0].model_identity))
     return out
 
 
@@ -128,9 +116,3 @@ def config_of(model: str) -> dict:
     folder, _ = resolve(model)
     return dataclasses.asdict(BertConfig.from_json(folder / "config.json"))
 
-
-def step_cost(config: dict) -> float:
-    """A step's cost against the embedded model's, from the encoder's weights a token passes (layers x (4 H^2 +
-    2 H I)): the estimate scales the embedded model's measured seconds a step by it (a guess, not measured)."""
-    hidden, inner = config["hidden_size"], config.get("intermediate_size", 4 * config["hidden_size"])
-    return config["num_hidden_layers"] * (4 * hidden ** 2 + 2 * hidden * inner) / REFERENCE_LAYER_COST

@@ -1,21 +1,16 @@
 """A second model's own pilot: the per-seed sds its lines' power reads (power.py), measured on a short run of its
-own before any declared run, and written to RESULTS/models/SLUG/pilot.json rather than copied there by hand.
-
-The pilot is a smoke-shaped run kept elsewhere, in the shape of the first model's 2026-11-24 pilot (3 seeds,
-trials of at most 120 steps, the experiments whose findings declare a pilot key):
+own before any declared run and written to RESULTS/models/SLUG/pilot.json, in the shape of the first model's
+2026-11-24 pilot (3 seeds, trials of at most 120 steps, the experiments whose findings declare a pilot key):
 
     python reproduce.py --model M --only reinit-small,reinit-large,permute,freeze,transfer --seeds 3 \\
         --max-steps 120 --results runs/pilot-M --report runs/pilot-M/report.md
     python -m tasks.reproduction.pilot --model M --pilot-results runs/pilot-M
 
-Each key of `power.PILOT_SD` is the per-seed sd of one kind of paired effect. Here a key's sd is the largest
-per-unit sd among the rows of the findings that declare that key alone (`Finding.pilot == (key,)`), as the pilot
-run measured them: the largest, so that a line is called underpowered rather than flattered where the rows
-sharing a key differ in spread. A key no pilot row measured is left out, and the lines that need it get no power
-label (power.py says "no sd to compute it from"). pilot.json keeps each key's rows (finding, row, n, sd), the
-pilot run's folder, the commands, the commit and the CPU; the pilot's raw trials (each experiment's run.json and
-results) are kept beside it in RESULTS/models/SLUG/pilot-run/, so its sds can be recomputed (the first model's
-2026-11-24 pilot kept none). That folder is one level deeper than a kept run's, so no report reads it as one.
+A key's sd (`power.PILOT_SD`'s keys) is the largest per-unit sd among the rows of the findings that declare that key
+alone, so a line is called underpowered rather than flattered where rows sharing a key differ in spread; a key no
+row measured is left out, and its lines get no power label. pilot.json keeps each key's rows, the command, commit
+and CPU; the pilot's raw trials are kept beside it in RESULTS/models/SLUG/pilot-run/ (one level deeper than a kept
+run, so no report reads them as one).
 """
 import argparse
 import json
@@ -65,35 +60,25 @@ def pilot_record(model: str, found: models.Model, pilot_root: Path) -> dict:
         raise UserError(f"--pilot-results {pilot_root}: no kept run of {model} in {folder} (run the pilot first: "
                         f"python reproduce.py --model {model} --only {','.join(PILOT_EXPERIMENTS)} --seeds 3 "
                         f"--max-steps 120 --results {pilot_root} --report {pilot_root}/report.md)")
-    recorded = next(iter(runs[FIRST].values()))[0]   # the pilot's scale, tasks and depth, as its run.json records them
-    kept.check_one_setting(runs, recorded["scale"], recorded["model"], found.identity)
-    ctx = experiments.Context(recorded["layers"], experiments.SCALES[recorded["scale"]], recorded["tasks"],
+    recorded = next(iter(runs[FIRST].values()))[0]   # the pilot's scale, tasks and depth, as its runs record them
+    kept.check_one_setting(runs, recorded.scale, recorded.model, found.identity)
+    ctx = experiments.Context(recorded.layers, experiments.SCALES[recorded.scale], recorded.tasks,
                               heads=models.config_of(model)["num_attention_heads"], model=model)
     rows = measure(runs, ctx)
     if not rows:
         raise UserError(f"--pilot-results {pilot_root}: its runs measure no row of a finding with a pilot key "
                         f"(ran: {', '.join(sorted(runs[FIRST]))})")
-    sittings = [s for meta, _ in runs[FIRST].values() for s in meta.get("sittings", [])]
-    return {"sd": {key: max(r["sd"] for r in found_rows) for key, found_rows in rows.items()},
-            "rows": rows,
+    return {"sd": {key: max(r["sd"] for r in found_rows) for key, found_rows in rows.items()}, "rows": rows,
             "source": (f"the largest per-unit sd among each key's rows in the pilot run kept in {folder} "
                        f"(python -m tasks.reproduction.pilot --model {model} --pilot-results {pilot_root})"),
-            "experiments": sorted(runs[FIRST]),
-            "n": sorted({r["n"] for found_rows in rows.values() for r in found_rows}),
-            "pilot_sittings": sittings,
             "commit": source_commit(Path(__file__).resolve().parents[2]), "cpu": cpu_model()}
 
 
 def keep_raw(source: Path, target: Path) -> None:
     """The pilot run's kept trials (EXPERIMENT/RUN/run.json and *.jsonl) copied to `target`, replacing an older
     pilot's."""
-    if target.exists():
-        shutil.rmtree(target)
-    for meta in sorted(Path(source).glob("*/*/run.json")):
-        out = target / meta.parent.relative_to(source)
-        out.mkdir(parents=True)
-        for path in [meta, *sorted(meta.parent.glob("*.jsonl"))]:
-            shutil.copy2(path, out / path.name)
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".lock"))
 
 
 def build_parser() -> argparse.ArgumentParser:

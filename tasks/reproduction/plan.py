@@ -1,142 +1,63 @@
-"""What each declared follow-up would cost, from the kept runs' own wall times: the first run of each of its
-experiments, scaled by its seeds and its steps (`python reproduce.py --plan` prints it; the report lists it).
+"""What an experiment or a declared follow-up would cost: its trials x the steps a trial x the seconds a step.
 
-A follow-up trains its experiments' trials again at its own settings: its minutes are the kept first run's wall
-minutes x (its seeds / the first's) x (its steps a trial / the first's mean steps a trial). Its steps: the cap
-where it turns the plateau off (`plateau_patience` 0), epochs x the kept trials' steps an epoch where it trains
-epochs (`trial_steps` 0), else the first run's. A follow-up that trains sweeps of its own in place of the
-experiment's (`Experiment.controls`) scales it once more, by its sweeps' estimated cost over the experiment's
-(`experiments.sweeps_seconds`: their trials at the step costs). The kept sittings ran with two one-thread workers
-on two cores (AMD EPYC, Zen 4 and Zen 5); another machine scales them.
-
-The rule misses what a follow-up changes besides steps and seeds (a trial's fixed costs, evaluations, larger
-evaluation sets), so `calibration` holds it against the follow-ups already kept whole on a CPU: the plan prints
-how far their real wall times fell from what the rule gives them, and a follow-up with runs of its own among them
-gets its pending minutes at their median ratio too (`own_fit`).
+The trials are those its sweeps list at its seeds (the sweep API; nothing is loaded). The steps a trial: the
+scale's expected steps (`Scale.expected_steps`), or a follow-up's own: its cap where it turns the plateau off, its
+epochs x SST's steps an epoch where it trains epochs; a transfer trial (or its equal-steps arm) trains twice the
+steps, and probes and comparisons of saved models train none. The seconds a step are one measured constant per
+scale and kind of device (SECONDS_PER_STEP): the median over the kept runs of a run's span, from its first trial's
+start to its last trial's end, over its trials' steps, so a trial's fixed costs and the workers or shards that ran
+at once are in it. Multitask and SMART steps cost about twice the median, another machine otherwise.
 """
 from typing import Optional
 
-import numpy as np
-
 from minbert import UserError
 
-from .curves import sitting_kind, trained_earlier, unfinished
-from .experiments import EXPERIMENTS, ROLES, Context, sweeps_seconds
-from .follow_ups import FIRST
-from .kept import trained_where
+from ..ablation.study import Shape
+from .curves import unfinished
+from .experiments import EXPERIMENTS, seeds_of
+from .sweeps import Setting, listed_trials
 
-STEPS_PER_EPOCH_AT_QUARTER = 121  # SST at fraction 0.25, batch 16 (the kept trials' budget.steps_per_epoch)
-
-
-def _steps(records: list) -> Optional[float]:
-    steps = [r["steps"] for r in records if r.get("steps")]
-    return float(np.mean(steps)) if steps else None
+# docs/measurements/2026-11-28-reproduction-seconds-per-step.md (`python tools/seconds_per_step.py`): 30 kept runs
+# with two one-thread workers on two cores (AMD EPYC), 7 with ten shards at once on one NVIDIA H200.
+SECONDS_PER_STEP = {("cpu", "cpu"): 0.23, ("cpu", "cuda"): 0.014}
+STEPS_PER_EPOCH_AT_QUARTER = 121   # SST at fraction 0.25, batch 16, less the held-out tenth (the kept trials')
 
 
-def _per_epoch(records: list) -> float:
-    known = [(r.get("budget") or {}).get("steps_per_epoch") for r in records]
-    known = [k for k in known if k]
-    if known:
-        return float(np.mean(known))
-    fractions = [r.get("data_fraction") or 0.25 for r in records]
-    return STEPS_PER_EPOCH_AT_QUARTER * float(np.mean(fractions)) / 0.25
-
-
-def _new_steps(follow, records: list, cap: int, kept_steps: float) -> float:
-    changes = dict(follow.changes)
+def steps_a_trial(trial, scale, changes: dict) -> float:
+    """The steps one listed trial trains at the scale with a follow-up's `changes` ({} for the declared run)."""
+    if trial.mode == "probe" or trial.params.get("kind") in ("seeds", "tasks"):
+        return 0.0
+    stages = 2 if trial.params.get("via") or trial.params.get("steps") == 2 else 1
     if changes.get("trial_steps") == 0 and changes.get("epochs"):
-        return changes["epochs"] * _per_epoch(records)
+        return stages * changes["epochs"] * STEPS_PER_EPOCH_AT_QUARTER * trial.fraction / 0.25
     if changes.get("plateau_patience") == 0:
-        return float(changes.get("trial_steps") or cap)
-    return kept_steps
+        return stages * (changes.get("trial_steps") or dict(scale.budget)["trial_steps"])
+    return stages * scale.expected_steps
 
 
-def minutes(follow, runs: dict, scale) -> dict:
-    """{experiment: estimated minutes (None: no kept first run to scale)} of the follow-up's experiments."""
-    cap = dict(scale.budget).get("trial_steps") or 0
-    out = {}
-    for name in follow.experiments:
-        kept = runs.get(FIRST, {}).get(name)
-        if not kept:
-            out[name] = None
-            continue
-        meta, sweeps = kept
-        wall = sum(s["wall_time_s"] for s in meta.get("sittings", [])) / 60
-        records = [r for rs in sweeps.values() for r in rs]
-        seeds = len(follow.seeds) / len(meta["seeds"]) if follow.seeds else 1.0
-        kept_steps = _steps(records)
-        steps = _new_steps(follow, records, cap, kept_steps) / kept_steps if kept_steps else 1.0
-        out[name] = wall * seeds * steps * own_share(follow, name, meta, runs, scale)
-    return out
+def minutes(specs: list, ctx, seeds, changes: tuple = (), device: str = "cpu") -> Optional[float]:
+    """Minutes of the trials `specs` list at `seeds`: trials x steps x SECONDS_PER_STEP; None where no rate was
+    measured for the scale and device."""
+    rate = SECONDS_PER_STEP.get((ctx.scale.name, device))
+    if rate is None:
+        return None
+    setting, shape = Setting(model=ctx.model, task_file=ctx.task_file), Shape(ctx.n, ctx.heads)
+    steps = sum(steps_a_trial(trial, ctx.scale, dict(changes)) for spec in specs
+                for trial in listed_trials(spec, setting, list(seeds), shape))
+    return steps * rate / 60
 
 
-def calibration(follow_ups: dict, runs: dict, scale) -> list:
-    """[(label, experiment, estimated minutes, real minutes)] of each follow-up kept whole whose every sitting
-    trained its own trials on a CPU (a GPU's or another process's trials say nothing of a CPU's minutes)."""
-    out = []
-    for label, by_experiment in runs.items():
-        follow = follow_ups.get(label)
-        if label == FIRST or follow is None or follow.reads:
-            continue
-        estimates = minutes(follow, runs, scale)
-        for name, (meta, sweeps) in sorted(by_experiment.items()):
-            sittings = meta.get("sittings") or []
-            on_cpu = sittings and all(sitting_kind(s) == "cpu" and set(s.get("trained_on") or {}) <= {"cpu"}
-                                      and trained_earlier(s) == 0 for s in sittings)
-            if on_cpu and not unfinished(meta, sweeps) and estimates.get(name):
-                out.append((label, name, estimates[name], sum(s["wall_time_s"] for s in sittings) / 60))
-    return out
+def experiment_minutes(experiment, ctx, device: str = "cpu") -> Optional[float]:
+    """The declared run's minutes."""
+    return minutes(experiment.sweeps(ctx), ctx, seeds_of(experiment, ctx.scale), (), device)
 
 
-def calibration_line(follow_ups: dict, runs: dict, scale) -> str:
-    """How the kept CPU follow-ups' real minutes compared with the rule's ('' when none is kept)."""
-    pairs = calibration(follow_ups, runs, scale)
-    if not pairs:
-        return ""
-    pairs = sorted(pairs, key=lambda p: p[3] / p[2])
-    ratios = [real / est for *_, est, real in pairs]
-    low, high = pairs[0], pairs[-1]
-    return (f"the {len(pairs)} follow-up runs kept whole on a CPU took {ratios[0]:.1f}x-{ratios[-1]:.1f}x the "
-            f"minutes this rule gives them (median {float(np.median(ratios)):.1f}x; least {low[0]} {low[1]}, "
-            f"most {high[0]} {high[1]})")
-
-
-def own_fit(label: str, fits: list, total: float) -> str:
-    """The follow-up's pending minutes at the median ratio its own runs kept whole on a CPU took over the rule: a
-    follow-up's changes (a lower rate, a cap) cost the same again in its other experiments, which the rule misses."""
-    ratios = [real / est for own, _, est, real in fits if own == label]
-    if not ratios:
-        return ""
-    ratio = float(np.median(ratios))
-    return (f", ~{total * ratio:.0f} min at the {ratio:.1f}x (median) its {len(ratios)} "
-            f"run{'s' if len(ratios) > 1 else ''} kept whole on a CPU took over this rule")
-
-
-def own_share(follow, name: str, meta: dict, runs: dict, scale) -> float:
-    """The follow-up's own sweeps' estimated cost over its experiment's (1 where it trains the experiment's): both
-    at the kept run's depth, tasks and seeds."""
+def follow_up_minutes(follow, name: str, ctx, runs: dict, device: str = "cpu") -> Optional[float]:
+    """The follow-up's minutes on one of its experiments: its own sweeps where it trains them (`controls`, built
+    from the kept `runs`: UserError, one line, where they cannot be yet), at its seeds and with its changes."""
     experiment = EXPERIMENTS[name]
-    if follow.label not in dict(experiment.controls):
-        return 1.0
-    ctx = Context(meta["layers"], scale, meta["tasks"], model=meta["model"])
-    own, _ = sweeps_seconds(experiment.sweeps_for(ctx, follow.label, runs), ctx, meta["seeds"])
-    return own / sweeps_seconds(experiment.sweeps(ctx), ctx, meta["seeds"])[0]
-
-
-def blocker(follow, runs: dict, scale) -> str:
-    """What a follow-up needs before it can run ('' when nothing): its declared `needs`, or why its own sweeps cannot
-    be built from the kept runs yet (e.g. no probe run to read the best layer from)."""
-    if follow.needs:
-        return follow.needs
-    kept_first = runs.get(FIRST, {})
-    for name in (e for e in follow.experiments if follow.label in dict(EXPERIMENTS[e].controls)):
-        meta = (kept_first.get(name) or next(iter(kept_first.values()), ({},)))[0]
-        try:
-            ctx = Context(meta.get("layers", 0), scale, meta.get("tasks") or dict(ROLES))   # a run.json has both
-            EXPERIMENTS[name].sweeps_for(ctx, follow.label, runs)
-        except UserError as e:
-            return str(e)
-    return ""
+    specs = experiment.sweeps_for(ctx, follow.label, runs)
+    return minutes(specs, ctx, follow.seeds or seeds_of(experiment, ctx.scale), follow.changes, device)
 
 
 def status(follow, runs: dict) -> tuple:
@@ -146,18 +67,10 @@ def status(follow, runs: dict) -> tuple:
     return done, [e for e in follow.experiments if e not in done]
 
 
-def resume_on(meta: dict) -> str:
-    """How an unfinished kept run resumes: on the weights its sittings record (a rerun skips its finished trials)."""
-    weights = sorted(trained_where(meta)[1])
-    return f": rerun it from weights {', '.join(weights)}, which skips its finished trials" if weights else \
-        ": the rerun skips its finished trials"
-
-
-def lines(follow_ups: dict, runs: dict, scale, model: str = "") -> list:
-    """One line per declared follow-up: its pending experiments, their estimated minutes, its command (with
+def lines(follow_ups: dict, runs: dict, ctx, model: str = "", device: str = "cpu") -> list:
+    """One line per declared follow-up still pending: its experiments, their estimated minutes, its command (with
     `--model MODEL` for a second model, whose own kept runs `runs` are)."""
     flag = f"--model {model} " if model else ""
-    fits = calibration(follow_ups, runs, scale)
     out = []
     for label, follow in follow_ups.items():
         if follow.reads:
@@ -169,18 +82,23 @@ def lines(follow_ups: dict, runs: dict, scale, model: str = "") -> list:
         done, pending = status(follow, runs)
         if not pending:
             continue
-        blocked = blocker(follow, runs, scale)
-        cost = {e: None for e in follow.experiments} if blocked else minutes(follow, runs, scale)
-        total = sum(m for e, m in cost.items() if e in pending and m is not None)
-        each = ", ".join((f"{e} ~{cost[e]:.0f} min" if cost[e] is not None else e if blocked
-                          else f"{e} (no kept run to scale)")
-                         + (f" (kept unfinished{resume_on(runs[label][e][0])})"
-                            if e in runs.get(label, {}) else "") for e in pending)
+        try:
+            cost, blocked = {e: follow_up_minutes(follow, e, ctx, runs, device) for e in pending}, ""
+        except UserError as e:
+            cost, blocked = dict.fromkeys(pending), str(e)
+        each = ", ".join(e + (f" ~{cost[e]:.0f} min" if cost[e] is not None else "")
+                         + (f" (kept unfinished: {resume(runs[label][e][0])})" if e in runs.get(label, {}) else "")
+                         for e in pending)
+        known = [m for m in cost.values() if m is not None]
+        whole = f"; ~{sum(known):.0f} min in all" if known else "" if blocked else "; no measured rate for it"
         ran = f"; ran already: {', '.join(done)}" if done else ""
-        blocked = f"; needs first: {blocked}" if blocked else ""
-        known = any(cost[e] is not None for e in pending)
-        whole = f"~{total:.0f} min in all" if known else "no kept first run to scale its minutes from"
-        whole += own_fit(label, fits, total) if known else ""
-        out.append(f"{label} (declared, pending: {each}; {whole}{ran}{blocked}): python "
-                   f"reproduce.py {flag}--follow-up {label} --only {','.join(pending)}")
+        needs = f"; needs first: {blocked}" if blocked else ""
+        out.append(f"{label} (declared, pending: {each}{whole}{ran}{needs}): python reproduce.py {flag}--follow-up "
+                   f"{label} --only {','.join(pending)}")
     return out
+
+
+def resume(run) -> str:
+    """How an unfinished kept run resumes: on its device and weights (a rerun skips its finished trials)."""
+    on = (f" on {run.device}" if run.device else "") + (f" from weights {run.weights}" if run.weights else "")
+    return f"rerun it{on}, which skips its finished trials"

@@ -105,26 +105,23 @@ def finding_note(f, by_run: dict, explained: dict, null, columns) -> str:
 
 def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
     lines = ["## Experiments", "",
-             f"Estimated minutes at the {ctx.scale.name} scale: trials x (expected steps x seconds per step + "
-             f"{experiments.TRIAL_OVERHEAD_S:g} s) (`SECONDS_PER_STEP` in `tasks/reproduction/experiments.py`, "
-             f"measured on one core; * marks a guessed figure), in one process and with two one-thread workers "
-             f"({experiments.PARALLEL_SPEEDUP}x).", ""]
+             f"Estimated minutes at the {ctx.scale.name} scale on a CPU: trials x expected steps x a measured "
+             f"seconds a step (`tasks/reproduction/plan.py`).", ""]
     for e in experiments.EXPERIMENTS.values():
-        one, two, guessed = experiments.estimate_minutes(e, ctx)
+        found = plan.experiment_minutes(e, ctx)
         seeds = e.seeds or ctx.scale.seeds
         lines += [f"### <a id=\"experiment-{e.name}\"></a>{e.name}", "", e.what + ".", "",
                   f"Seeds: {seeds}. Findings: " + ", ".join(f"[{f.id}](#{f.id})" for f in FINDINGS
                                                            if f.experiment == e.name) + ".", ""]
-        if ctx.scale.name == "cpu":
-            lines += [f"Estimate: {one:.0f} min in one process, {two:.0f} min with --workers 2"
-                      f"{' (*)' if guessed else ''}.", ""]
+        if found is not None:
+            lines += [f"Estimate: {found:.0f} min.", ""]
         for label, by_experiment in runs.items():
             if e.name in by_experiment:
                 lines += run_lines(report_dir, e, label, by_experiment[e.name], "results/")
     return lines
 
 
-def history_section(runs: dict, scale) -> list:
+def history_section(runs: dict, ctx) -> list:
     lines = ["## Protocol history", "",
              "Before this report's declarations (issue 27), the report tested reworded claims with 3 seeds and no "
              "SESOI: its verdict table and the follow-ups made then are kept in "
@@ -135,11 +132,9 @@ def history_section(runs: dict, scale) -> list:
         read = (f"re-reads `{follow.reads}`: " if follow and follow.reads else "")
         ran = sorted(runs.get(label) or (follow.experiments if follow else ()))
         lines.append(f"- `{label}`" + reason + " - " + read + (", ".join(ran) or "nothing kept yet") + ".")
-    fit = plan.calibration_line(FOLLOW_UPS, runs, scale)
-    lines += ["", "Declared follow-ups still pending (minutes scaled from the kept first runs' wall times, "
-              "`tasks/reproduction/plan.py`" + (f"; {fit}" if fit else "") + "):", ""]
+    lines += ["", "Declared follow-ups still pending (minutes on a CPU, `tasks/reproduction/plan.py`):", ""]
     lines += [f"- {line.replace(': python', ': `python', 1)}`: {FOLLOW_UPS[line.split(' ', 1)[0]].reason}."
-              for line in plan.lines(FOLLOW_UPS, runs, scale)
+              for line in plan.lines(FOLLOW_UPS, runs, ctx)
               if not FOLLOW_UPS[line.split(' ', 1)[0]].reads]
     if not runs:
         lines.append("- No run kept yet.")
@@ -195,7 +190,7 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
         lines += paper_section(paper, by_run, explained, null, columns, ctx.model, cut)
     lines += experiments_section(runs, ctx, report_dir)
     lines += compare.section(columns, report_dir)
-    lines += history_section(runs, ctx.scale)
+    lines += history_section(runs, ctx)
     atomic_write_text(report_path, "\n".join(lines + DEPARTURES) + "\n")
     write_json(Path(report_path).with_suffix(".json"), by_run, explained, counts, ctx, null, columns, cut)
     if readme:

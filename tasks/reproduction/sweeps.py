@@ -82,9 +82,9 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
     for the figures), "prefix" (a second model's figures' names begin with it); `root` the checkout whose commit
     each sitting records; `identity` a second model's path and hash (models.identify), kept in run.json."""
     label = follow.label if follow else FIRST
-    weights = (identity or {}).get("weights_sha256", "")[:12] or weights_of(setting.model)
-    kept.refuse_mixing(folders["results"], experiment.name, label, weights,
-                       "" if setting.gather else device_kind(setting.device))
+    weights = identity["weights_sha256"][:12] if identity else weights_of(setting.model)
+    device = resolve_device(setting.device)
+    kept.refuse_mixing(folders["results"], experiment.name, label, weights, "" if setting.gather else device.type)
     started, status, kept_records, recorded = time.time(), 0, {}, {}
     specs = experiment.sweeps_for(ctx, label, kept.load(folders["results"]))   # a follow-up's own in their place
     for spec in specs:
@@ -98,35 +98,24 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
         kept_records[spec.label] = records
         recorded[spec.label] = arguments + (["--max-steps", str(setting.max_steps)] if setting.max_steps else [])
         copy_figures(experiment, spec.label, label, out, Path(folders["report"]), folders.get("prefix", ""))
-    run = {"experiment": experiment.name, "run": label, "protocol": follow.protocol if follow else 1,
-           "scale": ctx.scale.name, "model": setting.model, "tasks": ctx.tasks, "seeds": seeds, "layers": ctx.n,
-           "sweeps": recorded, **({"model_identity": identity} if identity else {})}
+    run = kept.KeptRun(experiment.name, label, follow.protocol if follow else 1, ctx.scale.name, setting.model,
+                       ctx.tasks, seeds, ctx.n, recorded, weights=weights, model_identity=identity)
     seconds = time.time() - started
-    import torch
-    workers = str(setting.workers) if setting.workers else "ablate.py's default"
-    shard = f"{setting.shard[0]}/{setting.shard[1]}, run at once" if setting.shard else ""
-    kept.store(folders["results"], run, kept_records, kept.sitting(
-        cpu_model(), source_commit(root), seconds, torch.get_num_threads(), workers, device_name(setting.device),
-        weights, shard))
+    kept.store(folders["results"], run, kept_records, kept.sitting(cpu_model(), source_commit(root), seconds,
+                                                                   device_name(device)))
     print(f"reproduce: {experiment.name} ({label}) done in {seconds / 60:.1f} min; kept in {folders['results']}",
           flush=True)
     return status
 
 
-def device_kind(requested: str) -> str:
-    """The kind of device trials will train on ('cpu', 'cuda'), as their records name it."""
-    return resolve_device(requested).type
-
-
-def device_name(requested: str) -> str:
+def device_name(device) -> str:
     """What the trials trained on: 'cpu', or the GPU's name (as the report names machines)."""
     import torch
-    device = resolve_device(requested)
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
 
 
 def weights_of(model: str) -> str:
-    """The sha256 prefix of the model's weights file: a sitting records the weights its trials started from."""
+    """The sha256 prefix of the model's weights file: a run records the weights its trials started from."""
     from minbert.loading import resolve, sha256_of, weights_file
     try:
         path = weights_file(resolve(model)[0])

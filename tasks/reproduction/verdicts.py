@@ -36,7 +36,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from ..ablation.statistics import at_level
 
@@ -60,7 +60,7 @@ class Finding:
     tested: str                    # what is measured here, signed so that the paper's direction is positive
     model_note: str                # what the embedded all-MiniLM-L6-v2 can and cannot carry for it
     experiment: Optional[str] = None   # the experiment whose results decide it; None: not testable here
-    measure: str = ""              # its measure's name in measures.MEASURES (called with `keywords`)
+    measure: Optional[Callable] = None   # its measure, a function of measures.py (called with `keywords`)
     keywords: dict = field(default_factory=dict)
     untestable: str = ""           # why not, when experiment is None (or what part is not)
     elsewhere: str = ""            # the command that would test it where it can be (GPU, bert-base, GLUE)

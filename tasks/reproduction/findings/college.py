@@ -4,6 +4,7 @@
 Their setting: BERT-base-cased, GLUE (CoLA, MRPC, RTE, WNLI, STS-B) and SQuAD 2.0, learning rate 2e-5,
 batch 32, 3 epochs per stage; one or two runs per configuration (the better kept).
 """
+from .. import arms, measures
 from ..verdicts import Finding
 from .resemblance import declare
 
@@ -25,14 +26,15 @@ FINDINGS = [
         "reproduced when any pair is",
         "Weak for STS and Quora: the model was trained on Quora and NLI pairs as a bi-encoder, so an intermediate "
         "pair task mostly teaches it to cross-encode.", experiment="transfer",
-        measure="college_transfer", combine="any",
+        measure=arms.college_transfer, combine="any",
         pilot=("transfer",)),
     Finding(
         "college-downstream-smaller-drop", PAPER, "We find that reinitializing downstream layers causes a smaller "
         "decrease in performance than reinitializing upstream layers", SETTING + "; layers >= k re-initialised",
         "layers from k on re-drawn, for k late against k early", "dev accuracy (SST)", 0.01,
         "one point of accuracy", "top third re-drawn (k=2n/3) minus two thirds re-drawn (k=n/3), fraction 0.25",
-        "Carried: nested re-drawing, any pretrained encoder.", experiment="reinit-large", measure="college_downstream",
+        "Carried: nested re-drawing, any pretrained encoder.", experiment="reinit-large",
+        measure=measures.college_downstream,
         pilot=("reinit at 0.25",)),
     Finding(
         "college-not-monotone", PAPER, "but the change in performance does not monotonically decrease when "
@@ -41,7 +43,7 @@ FINDINGS = [
         0.01, "one point of accuracy: a reversal smaller than that is a flat stretch",
         "for each k, score(k-1) - score(k) (one more layer re-drawn scoring higher), Bonferroni over k; "
         "reproduced when any step reverses", "Carried; six steps instead of twelve give fewer chances.",
-        experiment="reinit-large", measure="college_not_monotone", combine="any", pilot=("reinit at 0.25",)),
+        experiment="reinit-large", measure=measures.college_not_monotone, combine="any", pilot=("reinit at 0.25",)),
     Finding(
         "college-not-constant", PAPER, "but the change in performance does not monotonically decrease when "
         "reinitializing the next upstream layer, nor is the change in performance constant.",
@@ -50,7 +52,7 @@ FINDINGS = [
         "within the resolution of the other reinitialisation lines",
         "per seed, the mean step score(k) - score(k-1) over the bottom third's k minus over the top third's "
         "(positive: a bottom layer kept pretrained is worth more), fraction 0.25",
-        "Carried; six steps instead of twelve.", experiment="reinit-large", measure="college_not_constant",
+        "Carried; six steps instead of twelve.", experiment="reinit-large", measure=measures.college_not_constant,
         pilot=("reinit at 0.25",), protocol=2),
     Finding(
         "college-heads-top-help", PAPER, "we reinitialize various attention heads within each layer and find "
@@ -64,7 +66,7 @@ FINDINGS = [
         "shared by every head, and the 12 heads are the layer's whole population), as the paper's Figs. 7-8 "
         "summarise a layer",
         "Carried in kind; heads are the model's own (12 of 32 dimensions, not bert-base's 64).",
-        experiment="heads-top", measure="mean_over_heads", keywords=dict(experiment="heads-top", sign=+1),
+        experiment="heads-top", measure=measures.mean_over_heads, keywords=dict(experiment="heads-top", sign=+1),
         protocol=2),
     Finding(
         "college-heads-bottom-hurt", PAPER, "If we reinitialize any attention head in layers 1 or 2, the "
@@ -74,7 +76,7 @@ FINDINGS = [
         "and -0.021 (CoLA, Fig. 7) and -0.003 and -0.004 (STS-B, Fig. 8); 0.003 is the smallest of them",
         "bottom layer: none minus the mean over its heads re-drawn, per seed (the seed the unit)",
         "Carried in kind, as above.", experiment="heads-bottom",
-        measure="mean_over_heads", keywords=dict(experiment="heads-bottom", sign=-1), protocol=2),
+        measure=measures.mean_over_heads, keywords=dict(experiment="heads-bottom", sign=-1), protocol=2),
     Finding(
         "college-heads-4-9", PAPER, "since attention head 4 and 9 play an important role in finetuning tasks, we "
         "should not reinitialize these two attention heads.", SETTING, "heads 4 and 9 against the others",

@@ -6,6 +6,7 @@ every layer frozen but the last three and the pooler. Their figures are single r
 """
 from dataclasses import replace
 
+from .. import arms
 from ..verdicts import Finding
 from .resemblance import declare
 
@@ -23,7 +24,7 @@ FINDINGS = [
         "the top three layers trained (the rest frozen) against every layer trained", "STS dev Pearson", 0.02,
         "0.02 Pearson is 0.01 of the course's overall score, the smallest gain a leaderboard shows",
         "top third trained minus every layer trained, siamese pairs with the paper's STS head, fraction 0.25",
-        NEAR_CEILING, experiment="freeze", measure="arms",
+        NEAR_CEILING, experiment="freeze", measure=arms.arms,
         keywords=dict(experiment="freeze", a="top", b="all", roles=("similarity",), what="top third minus all"),
         elsewhere=COURSE + " --only freeze", pilot=("freeze STS",)),
     Finding(
@@ -32,7 +33,7 @@ FINDINGS = [
         SETTING, "frozen against trained, per task", "dev accuracy", 0.01,
         "equivalence margin of one point of accuracy: 'marginal'",
         "SST and Quora: top third trained minus every layer trained, each within -/+ 0.01 (both rows)",
-        "Quora is weak: the model was trained on Quora duplicates.", experiment="freeze", measure="arms",
+        "Quora is weak: the model was trained on Quora duplicates.", experiment="freeze", measure=arms.arms,
         keywords=dict(experiment="freeze", a="top", b="all", roles=("primary", "pair"), what="top third minus all"),
         kind="equivalence",
         combine="all", pilot=("reinit at 0.25",)),
@@ -43,14 +44,14 @@ FINDINGS = [
         "equivalence margin 0.01 of the overall score",
         "multitask, siamese pairs with the paper's heads: --surgery dominant minus none, paired by seed, within "
         "-/+ 0.01",
-        "Carried: a property of the optimiser on these three tasks.", experiment="methods", measure="method_change",
+        "Carried: a property of the optimiser on these three tasks.", experiment="methods", measure=arms.method_change,
         keywords=dict(sweep="multitask", method="dominant", label="dominant minus none (overall)"), kind="equivalence"),
     Finding(
         "freeze-smart-sts", PAPER, "SMART regularization improved performance on the semantic textual similarity "
         "head when that head was finetuned in isolation.", SETTING, "STS alone, with and without SMART",
         "STS dev Pearson", 0.02, "as for freezing: 0.01 of the overall score",
         "STS alone, siamese with the paper's head: --smart minus without, paired by seed", NEAR_CEILING,
-        experiment="methods", measure="method_change",
+        experiment="methods", measure=arms.method_change,
         keywords=dict(sweep="sts", method="smart", role="similarity", label="STS alone: SMART minus without"),
         pilot=("freeze STS",)),
     Finding(
@@ -59,7 +60,7 @@ FINDINGS = [
         "dev overall score", 0.01, "equivalence margin 0.01 of the overall score",
         "the multitask half: multitask, siamese pairs with the paper's heads: --smart minus without, paired by "
         "seed, within -/+ 0.01 (SST and Quora alone: freeze-smart-alone)",
-        "Carried in kind.", experiment="methods", measure="method_change",
+        "Carried in kind.", experiment="methods", measure=arms.method_change,
         keywords=dict(sweep="multitask", method="smart", label="multitask: SMART minus without"), kind="equivalence"),
     Finding(
         "freeze-cross-encoding", PAPER, "concatenating the sentence pairs for the paraphrase detection and "
@@ -69,7 +70,7 @@ FINDINGS = [
         "two points: 'a large impact' was 0.06-0.17",
         "cross-encoded minus siamese (the paper's heads), Quora and STS (both rows)",
         "Against the model: it was trained as a bi-encoder, so its siamese start is strong and cross-encoding "
-        "must be learned within the budget.", experiment="pairs", measure="arms",
+        "must be learned within the budget.", experiment="pairs", measure=arms.arms,
         keywords=dict(experiment="pairs", a="cross", b="siamese", roles=("similarity", "pair"),
                       what="cross minus siamese"),
         combine="all"),
@@ -78,7 +79,7 @@ FINDINGS = [
         "improvement when doing multi-task finetuning.", SETTING, "SST alone and Quora alone, with and without SMART",
         "dev accuracy", 0.01, "equivalence margin of one point of accuracy, as the multitask half",
         "the 'other tasks in isolation' half: SST alone and Quora alone, --smart minus without, paired by seed, "
-        "each within -/+ 0.01", "Carried in kind.", experiment="methods", measure="pending", kind="equivalence",
+        "each within -/+ 0.01", "Carried in kind.", experiment="methods", measure=arms.pending, kind="equivalence",
         combine="all", protocol=2, pilot=("reinit at 0.25",),
         keywords=dict(what="SST alone and Quora alone: SMART minus without", follow_up="smart-alone")),
 ]
@@ -86,7 +87,7 @@ FINDINGS = declare(FINDINGS)   # which model the paper's setting resembles (rese
 
 # The 'other tasks in isolation' half as the follow-up smart-alone measures it: its own methods sweeps
 SMART_ALONE = replace(
-    next(f for f in FINDINGS if f.id == "freeze-smart-alone"), measure="methods_alone",
+    next(f for f in FINDINGS if f.id == "freeze-smart-alone"), measure=arms.methods_alone,
     keywords=dict(method="smart", roles=("primary", "pair"), label="SMART minus without"),
     tested="the 'other tasks in isolation' half: SST alone and Quora alone (a methods sweep each, siamese with the "
            "paper's heads, fraction 0.25), --smart minus without, paired by seed, each task's 90% interval within "

@@ -4,6 +4,7 @@ Their setting: BERT-large (24 layers, 16 heads), MNLI / RTE / SST-2 / MRPC at th
 1e-5 to 3e-5; attention JS divergence and SVCCA distance per layer on the dev set, pretrained vs fine-tuned,
 seed vs seed and dataset vs dataset. "Last layers" there are the top few of 24; here the top third.
 """
+from .. import measures
 from ..verdicts import Finding
 from .resemblance import declare
 
@@ -21,14 +22,14 @@ FINDINGS = [
         "fine-tuned (Fig. 1)", "JS divergence ratio", 1.0,
         "'changes drastically' against 'do not change seriously': the top third at least twice the bottom third",
         "mean JS of the top third / mean JS of the bottom third - 1, per seed, SST at fraction 0.25",
-        SMALL_MODEL, experiment="dynamics", measure="layer_ratio",
+        SMALL_MODEL, experiment="dynamics", measure=measures.layer_ratio,
         keywords=dict(curve="attention_js", upper="top", lower="bottom", label="JS top third / bottom third - 1")),
     Finding(
         "hao-svcca-intermediate-last", PAPER, CONCLUSION, SETTING, "SVCCA distance per layer, pretrained vs "
         "fine-tuned (Fig. 2)", "SVCCA distance ratio", 0.5,
         "the intermediate and last layers' representations change at least 1.5 times the low layers'",
         "mean SVCCA distance of the middle and top thirds / of the bottom third - 1, per seed, fraction 0.25",
-        SMALL_MODEL, experiment="dynamics", measure="layer_ratio",
+        SMALL_MODEL, experiment="dynamics", measure=measures.layer_ratio,
         keywords=dict(curve="svcca", upper="middle+top", lower="bottom", label="SVCCA middle and top / bottom - 1")),
     Finding(
         "hao-restore-low", PAPER, "whether the low layers (0-10) are replaced with their original values or not, "
@@ -36,7 +37,7 @@ FINDINGS = [
         "SVCCA distance of the last layer's output after restoring one layer's pretrained values (Fig. 3)",
         "SVCCA distance ratio", 0.5, "restoring a top-third layer moves the output at least 1.5 times as much as "
         "restoring a bottom-third one", "mean restore distance of the top third / of the bottom third - 1, per "
-        "seed", SMALL_MODEL, experiment="restore", measure="hao_restore"),
+        "seed", SMALL_MODEL, experiment="restore", measure=measures.hao_restore),
     Finding(
         "hao-seeds-consistent-low", PAPER, "Across different random seeds and different datasets, we observe that "
         "the changes of low layers (0-9th layer) are generally consistent", SETTING,
@@ -44,7 +45,7 @@ FINDINGS = [
         0.5, "two seeds differ at least 1.5 times more in the top third than in the bottom third",
         "seed-vs-seed SVCCA and attention JS (Figs. 4-5), each the mean of the top third / of the bottom third - "
         "1, per pair of seeds (jackknife over seeds): both rows must hold", SMALL_MODEL, experiment="dynamics",
-        measure="layer_ratios", combine="all",
+        measure=measures.layer_ratios, combine="all",
         keywords=dict(curves=("svcca", "attention_js"), upper="top", lower="bottom", group="seed-vs-seed",
                       label="seed-vs-seed top / bottom - 1")),
     Finding(
@@ -54,7 +55,7 @@ FINDINGS = [
         0.5, "as for seeds", "dataset-vs-dataset SVCCA and attention JS (Figs. 6-7; SST against the second task), "
         "top third / bottom third - 1: both rows must hold",
         "Weak for Quora: the model was trained on it before; RTE / MNLI / MRPC need --task-file.",
-        experiment="datasets", measure="hao_datasets", combine="all",
+        experiment="datasets", measure=measures.hao_datasets, combine="all",
         elsewhere="python reproduce.py --scale paper --model bert-large-uncased --task-file glue.json "
                   "--tasks primary=rte,second=mnli --only datasets"),
     Finding(

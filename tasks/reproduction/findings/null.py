@@ -14,6 +14,7 @@ are pending until it is kept.
 """
 from dataclasses import replace
 
+from .. import measures
 from . import hao, singh
 
 _BY_ID = {f.id: f for f in (*hao.FINDINGS, *singh.FINDINGS)}
@@ -25,7 +26,7 @@ _ABOVE = (" above the null: the fine-tuned ratio minus that of an equal relative
 
 def _against(fid: str, tested: str, **keywords):
     f = _BY_ID[fid]
-    return replace(f, protocol=2, sesoi_reason=f.sesoi_reason + _ABOVE, tested=tested, measure="against_null",
+    return replace(f, protocol=2, sesoi_reason=f.sesoi_reason + _ABOVE, tested=tested, measure=measures.against_null,
                    keywords=keywords, pilot=())
 
 
@@ -38,7 +39,7 @@ def _against_pairs(fid: str, tested: str, label: str, source: str):
     f = _against(fid, tested + ", minus the null's pair form (two copies perturbed in independent directions, "
                  "compared with each other) per pair of directions (Welch): both rows must hold",
                  curves=("svcca", "attention_js"), source=source, label=label, what=what, follow_up=LABEL)
-    return replace(f, measure="against_pair_null")
+    return replace(f, measure=measures.against_pair_null)
 
 
 AGAINST_NULL = (

@@ -5,6 +5,7 @@ Their setting: BERT-base (12 layers), SST-2, QNLI and CoLA at 1%, 10% and 100% o
 3 epochs at 2e-5 (2,000 iterations an epoch), partial reinitialisation of layers >= k (linear weights only),
 probes on frozen truncated models, L2 distance of the output sub-layer's dense weight.
 """
+from .. import measures
 from ..verdicts import Finding
 from .resemblance import declare
 
@@ -21,7 +22,7 @@ FINDINGS = [
         "dev accuracy (SST)", 0.02, "two points of accuracy: far below the paper's gains, above seed noise",
         "pretrained (k=n) minus every layer re-drawn (k=0), fraction 0.03 (256 sentences)",
         "Carried: any pretrained encoder should beat random weights on 256 sentences.",
-        experiment="reinit-small", measure="singh_scarce", pilot=("reinit at 0.03",), sesoi_from_pilot=True),
+        experiment="reinit-small", measure=measures.singh_scarce, pilot=("reinit at 0.03",), sesoi_from_pilot=True),
     Finding(
         "singh-data-size", PAPER, "As training data size increases, the performance gains from the pre-trained "
         "information of each layer are lower, subject to the nature of the task.", SETTING,
@@ -29,7 +30,7 @@ FINDINGS = [
         "two points of accuracy, as for tamkin-data-size, which predicts the opposite sign for the upper layers",
         "gain of every layer pretrained (k=n minus k=0) at fraction 0.03 minus at 0.25, per seed",
         "Carried for SST; with a fixed step budget the larger fraction is seen less often, see the report's "
-        "budget note.", experiment="reinit-large", measure="singh_data_size",
+        "budget note.", experiment="reinit-large", measure=measures.singh_data_size,
         pilot=("reinit at 0.25", "reinit at 0.03"), sesoi_from_pilot=True),
     Finding(
         "singh-task-dependence", PAPER, "the importance of middle-layers\u2019 pre-trained information is task "
@@ -40,7 +41,7 @@ FINDINGS = [
         "with --task-file), fraction 0.03",
         "Weak here: the model was trained on Quora duplicates, so its layers already hold Quora; QNLI is the "
         "paper's contrast.", experiment="task-dependence",
-        measure="singh_task_dependence", elsewhere=GLUE + " --only task-dependence"),
+        measure=measures.singh_task_dependence, elsewhere=GLUE + " --only task-dependence"),
     Finding(
         "singh-later-layers-move", PAPER, "We also find that the parameters of the later layers get overwritten "
         "more during fine-tuning, while the earlier layers remain largely invariant.", SETTING,
@@ -50,7 +51,7 @@ FINDINGS = [
         "mean L2 of the top third / mean L2 of the bottom third - 1, per seed, at fraction 0.03 and at 0.25 (the "
         "paper: 'in all experiments, the curves are upward trending'): both rows must hold",
         "Carried: a weight-space measure of any fine-tuning; absolute L2 depends on the model's width.",
-        experiment="dynamics", measure="layer_ratio", combine="all",
+        experiment="dynamics", measure=measures.layer_ratio, combine="all",
         keywords=dict(curve="weight_l2", upper="top", lower="bottom", label="L2 top third / bottom third - 1",
                       fractions=("small", "large"))),
     Finding(
@@ -61,7 +62,7 @@ FINDINGS = [
         "gives no threshold; this is ours, fixed before the run)",
         "1 - mean L2 of the bottom third / mean L2 of the top third, per seed, fraction 0.25",
         "Carried, as above.", experiment="dynamics",
-        measure="singh_early_invariant"),
+        measure=measures.singh_early_invariant),
     Finding(
         "singh-more-data-moves-more", PAPER, "With more training data, the parameters are transformed more.",
         SETTING + " (more data is also more steps there)", "L2 distance at 1% / 10% / 100% of the data",
@@ -69,7 +70,7 @@ FINDINGS = [
         "mean L2 over layers at fraction 0.25 / at 0.03 - 1, per seed (one step cap at both, each trial stopped "
         "on its own plateau: the steps each trained are in the line's disclosure)",
         "Carried, but the cpu scale's one cap removes the paper's 'more steps' half (follow-up equal-epochs).",
-        experiment="dynamics", measure="singh_more_data"),
+        experiment="dynamics", measure=measures.singh_more_data),
     Finding(
         "singh-abstract-supervised", PAPER, "In general, we see that when there is less training data, there is "
         "more reliance on pre-trained weights, which leads to large performance gains over a fully supervised "
@@ -78,7 +79,7 @@ FINDINGS = [
         "two points of accuracy, as singh-scarce: 'large performance gains'",
         "pretrained (k=n) at fraction 0.03 minus every layer re-drawn (k=0) at 0.25 (8 times the data), paired "
         "by seed", "Carried: any pretrained encoder against random weights.", experiment="reinit-large",
-        measure="singh_abstract", pilot=("reinit at 0.25", "reinit at 0.03"), protocol=2),
+        measure=measures.singh_abstract, pilot=("reinit at 0.25", "reinit at 0.03"), protocol=2),
     Finding(
         "singh-probe-peak", PAPER, "Probing reaches a lower peak accuracy than partial re-initialization",
         SETTING, "the best probe against fine-tuning", "dev accuracy (SST)", 0.01, "one point of accuracy",
@@ -86,7 +87,7 @@ FINDINGS = [
         "training share), at 0.03 and 0.25 (both rows must hold)",
         "Weak: its mean-pooled features are unusually good for a linear model (it was trained to make them so); "
         "a probe close to fine-tuning says more about the model than about the paper.", experiment="probe",
-        measure="singh_probe_peak",
+        measure=measures.singh_probe_peak,
         combine="all"),
     Finding(
         "singh-probe-needs-more", PAPER, "we showed that with partial re-initialization, the model needs less "
@@ -96,7 +97,7 @@ FINDINGS = [
         "share of the gain reached with layers 0..n/3-1: fine-tuning (k=n/3 between k=0 and k=n) minus probing "
         "(layer n/3 between layer 0 and the best layer), per seed, at 0.03 and 0.25 (both)",
         "Weak, as above; shares divide by a probe gain that is small for this model.", experiment="probe",
-        measure="singh_probe_needs_more",
+        measure=measures.singh_probe_needs_more,
         combine="all"),
     Finding(
         "singh-cola-linear", PAPER, "we see surprising results for CoLA, with a fairly linear drop in performance "

@@ -6,6 +6,7 @@ Their setting throughout: BERT-base (12 layers), GLUE tasks (CoLA, SST-2, QNLI, 
 """
 from dataclasses import replace
 
+from .. import arms, measures, probes
 from ..verdicts import Finding
 from .resemblance import declare
 
@@ -27,7 +28,7 @@ FINDINGS = [
         "gain of pretrained layers third..top (k=n minus k=n/3) at fraction 0.25 minus the same gain at 0.03, per "
         "seed", "The direction is a property of transfer with any pretrained encoder, so the model can carry it; "
         "its sentence-level contrastive training may make its upper layers useful already with little data, "
-        "which works against the paper.", experiment="reinit-large", measure="tamkin_data_size",
+        "which works against the paper.", experiment="reinit-large", measure=measures.tamkin_data_size,
         pilot=("reinit at 0.25", "reinit at 0.03"), sesoi_from_pilot=True),
     Finding(
         "tamkin-probe-not-sufficient", PAPER,
@@ -41,7 +42,7 @@ FINDINGS = [
         "(k=b), b the best probe layer chosen on the probes' held-out share of the training data, fraction 0.25",
         "Its probes are unusually strong (mean-pooled contrastive features), so b may be the top layer, which "
         "leaves nothing to test (inconclusive, said so). 'Not necessary' is its own line "
-        "(tamkin-probe-not-necessary).", experiment="probe", measure="tamkin_probe_not_sufficient",
+        "(tamkin-probe-not-necessary).", experiment="probe", measure=measures.tamkin_probe_not_sufficient,
         pilot=("reinit at 0.25",)),
     Finding(
         "tamkin-probe-not-necessary", PAPER,
@@ -54,7 +55,7 @@ FINDINGS = [
         "-/+ 0.01 (re-drawing it costs less than a point), fraction 0.25",
         "Carried in kind; the follow-up tamkin-not-necessary trains the sweep that re-draws one layer.",
         experiment="probe",
-        measure="pending", kind="equivalence", protocol=2, pilot=("reinit at 0.25",),
+        measure=arms.pending, kind="equivalence", protocol=2, pilot=("reinit at 0.25",),
         keywords=dict(what="only the best probe layer re-drawn minus the full model",
                       follow_up="tamkin-not-necessary")),
     Finding(
@@ -66,7 +67,7 @@ FINDINGS = [
         "0.1 of correlation: with 7 points per curve a smaller change is within one curve's noise",
         "per seed, corr(fine-tuning at k, probe at layer k) at fraction 0.03 minus at 0.25",
         "Carried: it compares two curves of the same model. Seven points make the correlation coarse.",
-        experiment="probe", measure="tamkin_probe_align"),
+        experiment="probe", measure=measures.tamkin_probe_align),
     Finding(
         "tamkin-permute", PAPER, "Changing the order of pretrained layers harms finetuning performance "
         "significantly.", "BERT-base, GLUE tasks at 5k examples, random permutations of the 12 layers, each "
@@ -74,7 +75,8 @@ FINDINGS = [
         "one point of accuracy; the paper's loss is several points",
         "original order minus each random order (each order averaged over its seeds), the random order as the "
         "unit of the interval (n = orders)", "Carried: any layered encoder whose layers learned to feed each "
-        "other. Six layers give fewer distinct orders than twelve.", experiment="permute", measure="tamkin_permute",
+        "other. Six layers give fewer distinct orders than twelve.", experiment="permute",
+        measure=measures.tamkin_permute,
         pilot=("permute",)),
     Finding(
         "tamkin-blocks-sst", PAPER,
@@ -84,7 +86,7 @@ FINDINGS = [
         0.01, "one point of accuracy: the paper's 'added boost' is of that order or more",
         "SST: middle third preserved (keep) minus every layer re-drawn, fraction 0.25; QNLI and CoLA need "
         "--task-file", "The SST half is carried (a sentence task). The QNLI half needs QNLI: Quora is another "
-        "pair task, and one this model was trained on.", experiment="blocks", measure="tamkin_blocks",
+        "pair task, and one this model was trained on.", experiment="blocks", measure=measures.tamkin_blocks,
         untestable="QNLI and CoLA are not in the course data", elsewhere=GLUE + " --only blocks",
         pilot=("reinit at 0.25",)),
 ]
@@ -93,7 +95,7 @@ FINDINGS = declare(FINDINGS)   # which model the paper's setting resembles (rese
 # The 'not necessary' half as the follow-up tamkin-not-necessary measures it: its own reinit-large sweep
 NOT_NECESSARY = replace(
     next(f for f in FINDINGS if f.id == "tamkin-probe-not-necessary"), experiment="reinit-large",
-    measure="tamkin_probe_not_necessary", keywords={},
+    measure=probes.tamkin_probe_not_necessary, keywords={},
     tested="the 'not necessary' half: full model minus the model with only the best probe layer re-drawn (probe "
            "layer b is the output of layers 0..b-1: layer b-1 alone re-drawn, every other pretrained; b chosen on "
            "the probes' held-out share of the training data), both arms in the follow-up's own reinit sweep at "

@@ -1,0 +1,77 @@
+"""Convert kept runs' run.json files to the current schema (tasks/reproduction/kept.py's KeptRun), once.
+
+Schema 1 (no "schema" field) kept every sitting's CPU, threads, workers, shard, device, weights and when its trials
+trained. Schema 2 keeps per run the one kind of device its trials trained on (read from the trials' own records)
+and the weights they started from (the sittings', or a second model's identity), and per sitting only when, from
+which commit, on which machine, how long and how many trials it added; sittings that added no trial are dropped.
+
+    python tools/convert_kept_runs.py docs/reproduction/results
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from minbert import UserError  # noqa: E402
+from tasks.cli import run_command  # noqa: E402
+from tasks.reproduction.kept import SCHEMA, KeptRun, Sitting, device_kind, load_jsonl, write_run  # noqa: E402
+
+
+def converted(path: Path, data: dict, records: list) -> KeptRun:
+    """The schema-1 record `data` of the run whose trials are `records`, as a KeptRun."""
+    kinds = {device_kind(r) for r in records} - {""}
+    identity = data.get("model_identity")
+    weights = {s["weights"] for s in data["sittings"] if s.get("weights")}
+    weights |= {identity["weights_sha256"][:12]} if identity else set()
+    if len(kinds) > 1 or len(weights) > 1:
+        raise UserError(f"{path}: its trials trained on {sorted(kinds)} from weights {sorted(weights)}: a run keeps "
+                        f"one of each; split it by hand")
+    sittings = [Sitting(s["date"], s["commit"], s["cpu"] + (f" with {s['device']}" if s.get("device", "cpu") != "cpu"
+                                                            else ""), s["wall_time_s"], s["trials_added"])
+                for s in data["sittings"] if s["trials_added"]]
+    fields = {k: data[k] for k in ("experiment", "run", "protocol", "scale", "model", "tasks", "seeds", "layers",
+                                   "sweeps")}
+    return KeptRun(**fields, device=kinds.pop() if kinds else "", weights=weights.pop() if weights else "",
+                   model_identity=identity, sittings=sittings)
+
+
+def convert(root: Path) -> int:
+    """Convert every schema-1 run.json under `root` in place; the number converted."""
+    done = 0
+    for path in sorted(Path(root).glob("**/run.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("schema") == SCHEMA:
+            continue
+        if "schema" in data:
+            raise UserError(f"{path}: schema {data['schema']}, which this script does not know")
+        records = [r for p in sorted(path.parent.glob("*.jsonl")) for r in load_jsonl(p)]
+        try:
+            write_run(path, converted(path, data, records))
+        except KeyError as e:
+            raise UserError(f"{path}: not a schema-1 kept run (no {e})") from None
+        done += 1
+    return done
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = parser.add_argument_group("what to convert")
+    where.add_argument("results", type=Path, help="a results folder: every run.json below it is converted")
+    return parser
+
+
+def run(args) -> int:
+    if not args.results.is_dir():
+        raise UserError(f"{args.results}: no such folder")
+    print(f"convert_kept_runs: {convert(args.results)} run.json files converted to schema {SCHEMA}")
+    return 0
+
+
+def main(argv=None) -> int:
+    return run_command(argv, build_parser().parse_args, run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
