@@ -67,14 +67,22 @@ def thirds(n: int) -> dict:
     return {"bottom": list(range(0, low)), "middle": list(range(low, high)), "top": list(range(high, n))}
 
 
+# The null's lower mean is read as at least this share of its upper mean (so its ratio is at most 1 / FLOOR - 1 =
+# 9): a perturbation barely moves the bottom layer's attention (the 4-layer mini-20M's layer-0 JS is about 3e-5
+# against 6e-4 at the top), and below a tenth the ratio measures how small the denominator is, not how much more the
+# top moved; each fine-tuned ratio is read as measured.
+FLOOR = 0.1
+
+
 def ratio(curve: list, upper: str, lower: str, offset: int, n: int) -> float:
-    """mean of `curve` over the `upper` layers / over the `lower` ones - 1 (offset 1: SVCCA's index 0 is the
-    embeddings' output)."""
+    """mean of `curve` over the `upper` layers / over the `lower` ones (floored at FLOOR of the upper's) - 1 (offset
+    1: SVCCA's index 0 is the embeddings' output)."""
     parts = thirds(n)
 
     def mean(which):
         return float(np.mean([curve[i + offset] for name in which.split("+") for i in parts[name]]))
-    return mean(upper) / mean(lower) - 1
+    top = mean(upper)
+    return top / max(mean(lower), FLOOR * abs(top)) - 1
 
 
 def ratios(curves: dict, n: int) -> dict:

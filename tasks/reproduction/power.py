@@ -116,9 +116,9 @@ def describe(power: Optional[dict], sesoi: float, kind: str) -> str:
                                      " (no pilot: the run's own)")
     if kind == "equivalence":
         within = power["reproduced_within"]
-        what = (f"n = {power['n']}, {sds}: " + (f"reproduced if |effect| <= {within:.3g}" if within > 0 else
-                                                "no effect is called reproduced")
-                + f", not reproduced if |effect| >= {power['not_reproduced_beyond']:.3g}")
+        what = (f"n = {power['n']}, {sds}: reproduced when the 90% interval lies within -/+ {sesoi:g} ("
+                + (f"80% power for |effect| <= {within:.3g})" if within > 0 else "under 80% power even at a true 0)")
+                + f"; not reproduced (80% power) if |effect| >= {power['not_reproduced_beyond']:.3g}")
     else:
         what = (f"n = {power['n']}, {sds}: reproduced if effect >= {power['reproduced_from']:.3g}, not reproduced "
                 f"if effect <= {power['not_reproduced_below']:+.3g}")

@@ -7,7 +7,6 @@ every layer frozen but the last three and the pooler. Their figures are single r
 from dataclasses import replace
 
 from ..verdicts import Finding
-from .resemblance import declare
 
 PAPER = "002_d220c808c256bba9.txt"
 TITLE = "Gorti & Thiesmeyer, Freeze Your Layers"
@@ -82,7 +81,6 @@ FINDINGS = [
         combine="all", protocol=2, pilot=("reinit at 0.25",),
         keywords=dict(what="SST alone and Quora alone: SMART minus without", follow_up="smart-alone")),
 ]
-FINDINGS = declare(FINDINGS)   # which model the paper's setting resembles (resemblance.py)
 
 # The 'other tasks in isolation' half as the follow-up smart-alone measures it: its own methods sweeps
 SMART_ALONE = replace(
