@@ -122,7 +122,9 @@ def describe(power: Optional[dict], sesoi: float, kind: str) -> str:
     else:
         what = (f"n = {power['n']}, {sds}: reproduced if effect >= {power['reproduced_from']:.3g}, not reproduced "
                 f"if effect <= {power['not_reproduced_below']:+.3g}")
-    return what + (f"; {label(power)}" if label(power) else "; powered for both")
+    need = power.get("needs")
+    return what + ("; powered for both" if power.get("powered") else
+                   f"; both at 80% power need n {'>= ' + str(need) if need else '> ' + str(MAX_N)}")
 
 
 def apply(verdict, scale, pilot: Optional[dict] = PILOT_SD):

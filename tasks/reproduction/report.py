@@ -253,6 +253,7 @@ def write_json(path: Path, models: list, counts: dict, ctx, columns=(), cut=froz
             line = {**record(v, follow.protocol if follow else v.finding.protocol, disclosed, sentence),
                     **_judged(first, label, v)}
             others = compare.entries(label, fid, v, line, ctx.model, columns)
+            others[0].update(_judged(first, label, v))
             for entry in others[1:]:
                 m = next(m for m in models if m.name == entry["slug"])
                 entry.update(_judged(m, label, m.by_run[label][fid]))
