@@ -16,6 +16,7 @@ from pathlib import Path
 from . import curves, experiments, kept, models, null_baseline
 from .judging import counts_line, counts_of, explain, verdicts
 from .lines import fmt, record
+from .power import NOT_COMPUTED
 from .verdicts import NOT_REPRODUCED, REPRODUCED
 
 DECIDED = (REPRODUCED, NOT_REPRODUCED)
@@ -89,9 +90,9 @@ def introduce(columns: list) -> list:
         scarce = c.by_run.get("first", {}).get("singh-scarce")
         row = scarce.rows[0].estimate if scarce and scarce.rows and scarce.rows[0].estimate else None
         gain = f"; here, pretrained minus every layer re-drawn on 256 SST sentences: {fmt(row)}" if row else ""
-        pilot = "its own pilot" if c.has_pilot else "none: it has no pilot of its own"
+        pilot = "power from its own pilot" if c.has_pilot else f"{NOT_COMPUTED}: it has no pilot of its own"
         out += [f"Beside it: model **{c.model.slug}** (`{identity.get('path', c.model.name)}`, {c.ctx.n} layers, "
-                f"masked-LM pretraining on the course's text; {credentials(c.model)}{gain}; power from {pilot}). "
+                f"masked-LM pretraining on the course's text; {credentials(c.model)}{gain}; {pilot}). "
                 f"Neither model is BERT: each line's page says what the embedded model can carry.", ""]
     return out
 

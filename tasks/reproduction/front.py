@@ -179,10 +179,12 @@ def page(finding) -> str:
     return f"{PAGES[finding.paper]}.md"
 
 
-def table(findings: list, first: dict, other: dict, holm_first: dict, holm_other: dict, cells: dict) -> list:
+def table(findings: list, names: list, first: dict, other: dict, holm_first: dict, holm_other: dict,
+          cells: dict) -> list:
     """The front page's table: a row per finding."""
-    lines = ["| finding | claim | minilm, first run: verdict, effect [95% CI] | mini-20M, first run | SESOI | "
-             "after Holm (minilm / mini-20M) | follow-ups: sensitivity, minilm unless named |",
+    other_name = names[1] if len(names) > 1 else "no other model"
+    lines = [f"| finding | claim | {names[0]}, first run: verdict, effect [95% CI] | {other_name}, first run | SESOI | "
+             f"after Holm ({' / '.join(names)}) | follow-ups: sensitivity, {names[0]} unless named |",
              "|---|---|---|---|---|---|---|"]
     for f in findings:
         a, b = first.get(f.id), other.get(f.id)
@@ -208,8 +210,11 @@ def forest(findings: list, papers: dict, models: list, path) -> None:
     per = {p: [f for f in findings if f.paper == p and any(m[1].get(f.id) and decisive(m[1][f.id])[0]
                                                           for m in models)] for p in papers}
     per = {p: fs for p, fs in per.items() if fs}
+    if not per:
+        return
     fig = new_figure(figsize=(8, 1.0 + 0.34 * sum(len(fs) for fs in per.values()) + 0.5 * len(per)))
-    axes = fig.subplots(len(per), 1, sharex=True, height_ratios=[len(fs) + 1 for fs in per.values()])
+    axes = fig.subplots(len(per), 1, sharex=True, squeeze=False,
+                        height_ratios=[len(fs) + 1 for fs in per.values()])[:, 0]
     markers = ("o", "s")
     for ax, (paper, fs) in zip(axes, per.items()):
         for y, f in enumerate(fs):

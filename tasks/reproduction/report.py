@@ -170,7 +170,7 @@ DEPARTURES = ["## Departures from the papers", "",
               "- The budget: the scale's, shown above; the papers trained 3-9 epochs.", ""]
 
 
-def front_page(ctx, models: list, columns: list, counts: dict) -> list:
+def front_page(ctx, models: list, columns: list, counts: dict, cut=frozenset()) -> list:
     first = models[0].by_run.get(FIRST, {})
     other = models[1].by_run.get(FIRST, {}) if len(models) > 1 else {}
     cells = {f.id: [x for i, m in enumerate(models) for x in front.sensitivity(
@@ -190,11 +190,14 @@ def front_page(ctx, models: list, columns: list, counts: dict) -> list:
              "([why](runs.md#the-rule)).", "",
              f"- First runs, **{ctx.model}**: {counts_line(counts)}",
              *(f"- First runs, **{c.model.slug}**: {counts_line(c.counts)}" for c in columns), "",
-             front.MULTIPLICITY, "", *(f"- {front.multiplicity(m.by_run.get(FIRST, {}), m.name)}" for m in models), "",
+             front.MULTIPLICITY, "",
+             *(f"- {front.multiplicity(m.by_run.get(FIRST, {}), m.name)}" for m in models), "",
+             *(["**Unfinished** runs (some trials lack seeds; see [the runs](runs.md)): "
+                + ", ".join(f"{e} ({label})" for label, e in sorted(cut)) + ".", ""] if cut else []),
              f"![Forest plot: each finding's first-run effect in units of its SESOI, per paper]({FOREST})", "",
-             *front.table(FINDINGS, first, other, models[0].holm, models[1].holm if len(models) > 1 else {}, cells),
-             "", "Details, a page per paper: " + ", ".join(f"[{PAPERS[p].split(',')[0]}]({PAGES[p]}.md)"
-                                                           for p in PAPERS)
+             *front.table(FINDINGS, [m.name for m in models], first, other, models[0].holm,
+                          models[1].holm if len(models) > 1 else {}, cells),
+             "", "Details, a page per paper: " + ", ".join(f"[{PAGES[p]}]({PAGES[p]}.md)" for p in PAPERS)
              + "; [the rule, the experiments and the runs](runs.md).", ""]
     return lines
 
@@ -220,7 +223,7 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
                     for name, (meta, sweeps) in by_experiment.items() if unfinished(meta, sweeps))
     (report_dir / "figures").mkdir(parents=True, exist_ok=True)
     front.forest(FINDINGS, PAPERS, [(m.name, m.by_run.get(FIRST, {})) for m in models], report_dir / FOREST)
-    atomic_write_text(report_path, "\n".join(wrap(front_page(ctx, models, columns, counts))))
+    atomic_write_text(report_path, "\n".join(wrap(front_page(ctx, models, columns, counts, cut))))
     for paper in PAPERS:
         atomic_write_text(report_dir / f"{PAGES[paper]}.md", "\n".join(paper_page(paper, models, cut, null, ctx.n)))
     details = ["# The rule, the experiments and the runs", "", "[Front page](report.md)", "", "## The rule", "",
