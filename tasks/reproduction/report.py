@@ -8,31 +8,20 @@ from pathlib import Path
 
 from ..fileio import atomic_write_text
 from . import compare, experiments, front, kept, null_baseline, plan, power
+from . import verdicts as verdicts_module
 from .curves import budget_line, learning_curve_link, run_lines, unfinished  # noqa: F401  (tests' names)
 from .findings import FINDINGS, PAGES, PAPERS
 from .follow_ups import FIRST, FOLLOW_UPS
 from .judging import counts_line, counts_of, explain, labels_of, verdicts  # noqa: F401
 from .lines import cell, effect_cell, outcome_text, record
 
-RULE = ("Each effect is signed so that the paper's direction is positive. **Reproduced**: the 95% interval lies "
-        "above zero and its point estimate reaches the smallest effect of interest (SESOI). **Not reproduced**: the "
-        "whole interval lies below the SESOI (absent, reversed, or too small to matter). **Inconclusive**: "
-        "otherwise. A 'no effect' finding (equivalence) reads the 90% interval (TOST): reproduced when it lies "
-        "within -/+ the SESOI, not reproduced when it lies wholly outside. A finding whose rows must all hold is "
-        "reproduced when each row is at its own level (intersection-union) and not reproduced when one row is at "
-        "1 - alpha/rows (Bonferroni); one that needs any row, the other way round. Where configurations share one "
-        "reference the interval carries the reference's noise: the seed is the unit for the heads of a layer, a "
-        "two-level model over seeds and orders for random layer orders (`tasks/ablation/statistics.py`; the "
-        "coverage of each shape is tested in `tests/test_interval_coverage.py`). **Underpowered**: an "
-        "inconclusive line whose design, at its n and the larger of its pilot's and its own per-seed sd, cannot "
-        "call an absent effect not reproduced (or, for an equivalence, an absent difference reproduced) with 80% "
-        "power (`tasks/reproduction/power.py`): its n says what it needs. Rules and SESOIs were declared before "
-        "the declared runs (`tasks/reproduction/findings/`), after a 3-seed pilot (2026-11-24) whose spread "
-        "informed the SESOIs the report marks. The first run gives the headline; every later run is a "
-        "sensitivity analysis, chosen after the first run, never counted. **After Holm**: Holm's step-down over "
-        "each model's first-run lines with a p-value (`tasks/reproduction/front.py`: the p of the line's "
-        "\"reproduced\" side from its t-interval); a reproduced line that does not survive it reads \"not after "
-        "Holm\".")
+RULE = verdicts_module.__doc__.split("\n", 2)[2] + (
+    "\nWhere configurations share one reference the interval carries the reference's noise: the seed is the unit for "
+    "the heads of a layer, a two-level model over seeds and orders for random layer orders "
+    "(`tasks/ablation/statistics.py`; each shape's coverage in `tests/test_interval_coverage.py`). Underpowered: "
+    "`tasks/reproduction/power.py`. Rules and SESOIs were declared before the declared runs "
+    "(`tasks/reproduction/findings/`), after a 3-seed pilot (2026-11-24) whose spread informed the SESOIs marked so. "
+    "The first run gives the headline; a later run is a sensitivity analysis, chosen after it, never counted.")
 NULL_FILE = null_baseline.PATH.name   # kept beside the runs' folders
 README_START = "<!-- reproduction-counts: rewritten by `python reproduce.py --report-only`, do not edit -->"
 README_END = "<!-- /reproduction-counts -->"
@@ -228,7 +217,7 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
         atomic_write_text(report_dir / f"{PAGES[paper]}.md", "\n".join(paper_page(paper, models, cut, null, ctx.n)))
     details = ["# The rule, the experiments and the runs", "", "[Front page](report.md)", "", "## The rule", "",
                RULE, "", front.FRAGILE_WHY[0].upper() + front.FRAGILE_WHY[1:] + ".", "", front.MULTIPLICITY[:-1]
-               + ".", "", *experiments_section(runs, ctx, report_dir), *compare.section(columns, report_dir),
+               + ".", "", front.__doc__.split("\n\n", 2)[2].strip(), "", *experiments_section(runs, ctx, report_dir), *compare.section(columns, report_dir),
                *history_section(runs, ctx.scale), *DEPARTURES]
     atomic_write_text(report_dir / "runs.md", "\n".join(details))
     write_json(Path(report_path).with_suffix(".json"), models, counts, ctx, columns, cut)
