@@ -217,7 +217,8 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
         atomic_write_text(report_dir / f"{PAGES[paper]}.md", "\n".join(paper_page(paper, models, cut, null, ctx.n)))
     details = ["# The rule, the experiments and the runs", "", "[Front page](report.md)", "", "## The rule", "",
                RULE, "", front.FRAGILE_WHY[0].upper() + front.FRAGILE_WHY[1:] + ".", "", front.MULTIPLICITY[:-1]
-               + ".", "", front.__doc__.split("\n\n", 2)[2].strip(), "", *experiments_section(runs, ctx, report_dir), *compare.section(columns, report_dir),
+               + ".", "", front.__doc__.split("\n\n", 2)[2].strip(), "", *experiments_section(runs, ctx, report_dir),
+               *compare.section(columns, report_dir),
                *history_section(runs, ctx.scale), *DEPARTURES]
     atomic_write_text(report_dir / "runs.md", "\n".join(details))
     write_json(Path(report_path).with_suffix(".json"), models, counts, ctx, columns, cut)
