@@ -72,7 +72,9 @@ def credentials(model: models.Model) -> str:
                     and r["metric"] == "dev/sst" and r["change_mean"]]
         if rows:
             ladder = json.loads((summary.parent / "ladder.json").read_text(encoding="utf-8"))
-            accuracy = ladder["rungs"]["model"]["held_out"]["masked_accuracy"]
+            tokens = int(rows[0]["config"].split("tokens=")[1].split(",")[0])   # the rung whose weights match
+            rung = next(r for r in ladder["rungs"].values() if r["tokens"] == tokens and "held_out" in r)
+            accuracy = rung["held_out"]["masked_accuracy"]
             gains = "; ".join(f"{float(r['change_mean']):+.3f} [{float(r['change_ci95_low']):+.3f}, "
                               f"{float(r['change_ci95_high']):+.3f}] at fraction {float(r['data_fraction']):g} (n = "
                               f"{r['change_n']})" for r in rows)
