@@ -176,7 +176,9 @@ def front_page(ctx, models: list, columns: list, counts: dict, cut=frozenset()) 
              "reproduced: the interval below the SESOI; underpowered: undecided, and the design could not have "
              "decided it ([the whole rule](runs.md#the-rule)). Effects are signed so that the paper's direction is "
              f"positive. *Fragile*: the decisive bound within {front.FRAGILE:g} x the SESOI of its decision line "
-             "([why](runs.md#the-rule)).", "",
+             "([why](runs.md#the-rule)). The null baseline's ratio (follow-up hao-null-perturbation) floors its "
+             f"lower third's mean at {null_baseline.FLOOR:g} of its upper's: a near-zero bottom-layer attention JS "
+             "would otherwise make the ratio measure its denominator.", "",
              f"- First runs, **{ctx.model}**: {counts_line(counts)}",
              *(f"- First runs, **{c.model.slug}**: {counts_line(c.counts)}" for c in columns), "",
              front.MULTIPLICITY, "",
