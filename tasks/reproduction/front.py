@@ -17,7 +17,7 @@ from scipy import stats
 from .findings import PAGES
 from .follow_ups import FIRST
 from .lines import fmt
-from .verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, level_of
+from .verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, decide, level_of
 
 FRAGILE = 0.25   # a decisive bound within this share of the SESOI of its decision line reads "fragile"
 FRAGILE_WHY = (f"a decisive bound (the lower bound against 0 for a reproduced line, the upper against the SESOI "
@@ -98,20 +98,24 @@ def multiplicity(found: dict, name: str) -> str:
 
 
 def decisive(v):
-    """(the row that decides the line, its distance from its decision line) for a decided line, else (row, None)."""
+    """(the row that decides the line, its bound's distance from its decision line) for a decided line, else (row,
+    None). Where one row decides (an "all" line's failing row, an "any" line's holding one, at Bonferroni's level:
+    verdicts.py) it is the clearest such row; where every row must, the nearest."""
     rows = [r for r in v.rows if r.estimate and not r.pending and r.estimate.get("ci95_low") is not None]
     if not rows:
         return None, None
     f, best = v.finding, None
+    union = (f.combine, v.outcome) in (("all", NOT_REPRODUCED), ("any", REPRODUCED))
     for r in rows:
-        low, high = r.estimate["ci95_low"], r.estimate["ci95_high"]
-        if r.verdict != v.outcome or v.outcome not in (REPRODUCED, NOT_REPRODUCED):
+        e = r.adjusted if union and r.adjusted else r.estimate
+        if v.outcome not in (REPRODUCED, NOT_REPRODUCED) or decide(e, f.sesoi, f.kind) != v.outcome:
             continue
+        low, high = e["ci95_low"], e["ci95_high"]
         if f.kind == "equivalence":
             gap = min(low + f.sesoi, f.sesoi - high) if v.outcome == REPRODUCED else max(low - f.sesoi, -f.sesoi - high)
         else:
             gap = low if v.outcome == REPRODUCED else f.sesoi - high
-        if best is None or gap < best[1]:
+        if best is None or (gap > best[1] if union else gap < best[1]):
             best = (r, gap)
     return best or (rows[0], None)
 
