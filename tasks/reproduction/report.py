@@ -159,11 +159,16 @@ DEPARTURES = ["## Departures from the papers", "",
               "- The budget: the scale's, shown above; the papers trained 3-9 epochs.", ""]
 
 
+def sensitivity(models: list) -> dict:
+    """{finding id: what each model's follow-ups did to it, in words (front.sensitivity)}."""
+    return {f.id: [x for i, m in enumerate(models) for x in front.sensitivity(
+        f.id, m.by_run, m.runs, m.by_run.get(FIRST, {}).get(f.id), f"{m.name[:8]}: " if i else "")] for f in FINDINGS}
+
+
 def front_page(ctx, models: list, columns: list, counts: dict, cut=frozenset()) -> list:
     first = models[0].by_run.get(FIRST, {})
     other = models[1].by_run.get(FIRST, {}) if len(models) > 1 else {}
-    cells = {f.id: [x for i, m in enumerate(models) for x in front.sensitivity(
-        f.id, m.by_run, m.runs, m.by_run.get(FIRST, {}).get(f.id), f"{m.name[:8]}: " if i else "")] for f in FINDINGS}
+    cells = sensitivity(models)
     lines = ["# Reproduction report", "",
              "Written by `reproduce.py` from the raw results in [results/](results/README.md) (`python reproduce.py "
              "--report-only` rewrites it and its pages without training): do not edit by hand.", "",
@@ -257,5 +262,6 @@ def write_json(path: Path, models: list, counts: dict, ctx, columns=(), cut=froz
     data = {"scale": ctx.scale.name, "model": ctx.model, "layers": ctx.n, "tasks": ctx.tasks,
             "counts_first_run": counts, "lines": entries, "models": compare.summary(ctx.model, ctx, counts, columns),
             "multiplicity": {m.name: front.multiplicity(m.by_run.get(FIRST, {}), m.name) for m in models},
-            "fragile_margin_share_of_sesoi": front.FRAGILE}
+            "fragile_margin_share_of_sesoi": front.FRAGILE,
+            "sensitivity": {fid: [x.replace("**", "") for x in cell] for fid, cell in sensitivity(models).items()}}
     atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
