@@ -16,8 +16,9 @@ from scipy import stats
 
 from .findings import PAGES
 from .follow_ups import FIRST
+from .kept import trained_on, trained_where
 from .lines import fmt
-from .verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, decide, level_of
+from .verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED, decide, level_of
 
 FRAGILE = 0.25   # a decisive bound within this share of the SESOI of its decision line reads "fragile"
 FRAGILE_WHY = (f"a decisive bound (the lower bound against 0 for a reproduced line, the upper against the SESOI "
@@ -128,7 +129,6 @@ def fragile(v) -> bool:
 def device(runs: dict, v) -> str:
     """Where the line's trials trained (cpu, cuda), from the kept runs it read: each trial's record and its
     sittings' (kept.trained_where)."""
-    from .kept import trained_on, trained_where
     kinds = set()
     for experiment, source in v.reads:
         meta, sweeps = runs.get(source, {}).get(experiment, ({}, {}))
@@ -138,15 +138,10 @@ def device(runs: dict, v) -> str:
 
 def short(v) -> str:
     """The verdict as the front page shows it."""
-    if v is None:
-        return "-"
-    text = v.outcome if v.outcome != "underpowered" else f"underpowered (n {_needs(v.power)})"
-    return f"**{text}**" if v.outcome in WORD else text
-
-
-def _needs(power) -> str:
-    need = (power or {}).get("needs")
-    return f">= {need}" if need else "> 200"
+    if v is None or v.outcome != UNDERPOWERED:
+        return "-" if v is None else f"**{v.outcome}**" if v.outcome in WORD else v.outcome
+    need = (v.power or {}).get("needs")
+    return f"underpowered (n {f'>= {need}' if need else '> 200'})"
 
 
 def effect(v) -> str:

@@ -27,7 +27,7 @@ CLAIMS = {   # the front page's short name of each claim
     "hao-attention-last": "attention changes in the last layers", "hao-svcca-intermediate-last":
     "features change in middle and last layers", "hao-restore-low": "restoring low layers matters little",
     "hao-seeds-consistent-low": "low layers agree across seeds", "hao-datasets-consistent-low":
-    "low layers agree across datasets", "hao-datasets-domains": "... whatever the domain",
+    "low layers agree across datasets", "hao-datasets-domains": "low layers agree whatever the domain",
     "college-intermediate-task": "an intermediate task can help", "college-downstream-smaller-drop":
     "re-drawing top layers costs less", "college-not-monotone": "the reinit curve is not monotone",
     "college-not-constant": "the reinit curve's steps differ", "college-heads-top-help": "re-drawing a top head helps",
