@@ -29,7 +29,7 @@ from tasks.ablation.drawing import PRETTY, errorbar, fractions_of, legend, new_f
 from tasks.ablation.studies import STUDIES
 from tasks.ablation.study import Shape, Study, grid, planned
 from tasks.registry import TaskConfig
-from tasks.reproduction import arms, compare, experiments, findings, judging, kept, plan, report, sweeps
+from tasks.reproduction import arms, experiments, findings, judging, kept, plan, report, sweeps
 from tasks.reproduction.verdicts import NOT_REPRODUCED, REPRODUCED, Finding
 from tasks.schedules import SCHEDULES, Schedule
 
@@ -205,9 +205,10 @@ def _keep(results_dir, top, every):
 
 
 def test_a_new_finding_gets_its_verdict_from_kept_results(tmp_path, monkeypatch):
-    for module in (report, judging, compare):   # in the library: its entry in findings/__init__.py
+    for module in (report, judging):   # in the library: its entry in findings/__init__.py
         monkeypatch.setattr(module, "FINDINGS", [*findings.FINDINGS, EXAMPLE])
     monkeypatch.setitem(findings.PAPERS, PAPER, TITLE)
+    monkeypatch.setitem(findings.PAGES, PAPER, "example")
     ctx = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
     every = [0.40, 0.42, 0.41, 0.43, 0.40]
     _keep(tmp_path / "close", [s + 0.001 * (-1) ** i for i, s in enumerate(every)], every)
@@ -216,8 +217,10 @@ def test_a_new_finding_gets_its_verdict_from_kept_results(tmp_path, monkeypatch)
     _keep(tmp_path / "far", [s - 0.05 + 0.001 * i for i, s in enumerate(every)], every)
     assert report.verdicts(kept.load(tmp_path / "far"), ctx)["first"][EXAMPLE.id].outcome == NOT_REPRODUCED
     text = report.write(tmp_path / "close", tmp_path / "report.md", ctx).read_text()
-    line = next(x for x in text.splitlines() if f'<a id="{EXAMPLE.id}">' in x)
-    assert "**reproduced**" in line and f"## {TITLE}" in text
+    line = next(x for x in text.splitlines() if x.startswith(f"| [{EXAMPLE.id}](example.md#{EXAMPLE.id}) |"))
+    assert "**reproduced**" in line
+    page = (tmp_path / "example.md").read_text()
+    assert page.startswith(f"# {TITLE}") and f'<a id="{EXAMPLE.id}">' in page
 
 
 # ---------------------------------------------------------------------------- (e) a learning-rate schedule

@@ -22,7 +22,7 @@ from tasks.reproduction import arms, curves, follow_ups, measures, plan, sweeps
 from tasks.reproduction import experiments as reproduction
 from tasks.reproduction import kept as reproduction_runs
 from tasks.reproduction import report as reproduction_report
-from tasks.reproduction.findings import BY_ID, FINDINGS, PAPERS
+from tasks.reproduction.findings import BY_ID, FINDINGS, PAGES, PAPERS
 from tasks.reproduction.verdicts import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
@@ -270,9 +270,19 @@ def test_a_follow_up_never_overwrites_the_first_run(tmp_path, monkeypatch):
     first, second = by_run["first"]["singh-scarce"], by_run["five-seeds"]["singh-scarce"]
     assert first.outcome == NOT_REPRODUCED and second.outcome == REPRODUCED
     report = reproduction_report.write(results_dir, tmp_path / "report.md", CTX).read_text()
-    line = [x for x in report.splitlines() if x.startswith("| <a id=\"singh-scarce\">")]
-    assert len(line) == 2 and "first (protocol 1)" in line[0] and "five-seeds (protocol 2)" in line[1]
+    line = _finding_rows(tmp_path, "singh-scarce")
+    assert len(line) == 2 and "first (declared, protocol 1)" in line[0] and "five-seeds (sensitivity, protocol 2)" \
+        in line[1]
     assert "**not reproduced**" in line[0] and "**reproduced**" in line[1]
+    front = next(x for x in report.splitlines() if x.startswith("| [singh-scarce]"))   # the headline: the first's
+    assert front.split(" | ")[2].startswith("**not reproduced**") and "unlike the first run**: holds" in front
+
+
+def _finding_rows(folder, finding_id: str) -> list:
+    """A finding's run rows on its paper's page."""
+    page = (folder / f"{PAGES[BY_ID[finding_id].paper]}.md").read_text()
+    section = page.split(f'<a id="{finding_id}"></a>')[1].split("\n## ")[0]
+    return [x for x in section.splitlines() if x.startswith("| ") and not x.startswith(("| run |", "|---"))]
 
 
 def test_report_only_rebuilds_the_report_from_kept_results_without_training(tmp_path, monkeypatch):
@@ -286,12 +296,13 @@ def test_report_only_rebuilds_the_report_from_kept_results_without_training(tmp_
     assert code == 0, err
     text = report.read_text()
     for f in FINDINGS:
-        assert f"`{f.id}`" in text
-    scarce = next(x for x in text.splitlines() if x.startswith("| <a id=\"singh-scarce\">"))
+        assert f"| [{f.id}]" in text
+    scarce = next(x for x in text.splitlines() if x.startswith("| [singh-scarce]"))
     assert "**reproduced**" in scarce and "+0.180" in scarce
-    assert "**not run yet**" in next(x for x in text.splitlines() if "`tamkin-permute`" in x)
-    assert "**not testable here**" in next(x for x in text.splitlines() if "`college-wnli`" in x)
-    assert "test CPU" in text and "1.0 min wall" in text
+    assert "**not run yet**" in _finding_rows(tmp_path, "tamkin-permute")[0]
+    assert "**not testable here**" in _finding_rows(tmp_path, "college-wnli")[0]
+    runs = (tmp_path / "runs.md").read_text()
+    assert "test CPU" in runs and "1.0 min wall" in runs
 
 
 def test_the_plan_shows_what_a_kept_run_took_beside_its_estimate(tmp_path, monkeypatch):
@@ -320,7 +331,7 @@ def test_reproduce_runs_its_sweeps_keeps_their_results_and_resumes(small_data_di
     assert len(run["sittings"]) == 1 and run["sittings"][0]["trials"] == 8 and run["schema"] == 2
     for sweep in ("sts-cross", "sts-siamese", "quora-cross", "quora-siamese"):
         assert len(reproduction_runs.load_jsonl(results_dir / "pairs" / "first" / f"{sweep}.jsonl")) == 2
-    assert "`freeze-cross-encoding`" in (tmp_path / "report.md").read_text()
+    assert "| [freeze-cross-encoding]" in (tmp_path / "report.md").read_text()
     code, stdout, err = run_cli(reproduce.main, argv)   # a second sitting finds every trial finished
     assert code == 0, err
     run = json.loads((results_dir / "pairs" / "first" / "run.json").read_text())
@@ -348,7 +359,7 @@ def test_shards_of_a_run_each_keep_their_trials_and_the_run_its_device_and_weigh
     assert 0 < first.trials < 12 and first.trials + second.trials == 12   # 3 seeds x 4
     from tasks.reproduction.models import identify
     assert run.device == "cpu" and run.weights == identify("minilm")["weights_sha256"][:12]
-    assert "trained on cpu from weights " + run.weights in (tmp_path / "report.md").read_text()
+    assert "trained on cpu from weights " + run.weights in (tmp_path / "runs.md").read_text()
 
 
 def _kept_pair_run(tmp_path, device="cpu", weights="a" * 12):
@@ -421,9 +432,9 @@ def test_a_run_kept_unfinished_says_so_on_its_experiment_and_its_lines(tmp_path)
     assert curves.unfinished(meta, {**sweeps, "other": []})[-1] == "other: no trials"   # a sweep never started
     reproduction_runs.store(tmp_path / "results", _run("reinit-large", "first", range(5)), {"reinit": rows[LARGE]},
                             _sitting())
-    text = reproduction_report.write(tmp_path / "results", tmp_path / "report.md", CTX).read_text()
-    assert "**Unfinished**: reinit from=3: seeds [0, 1, 2] of 5" in text
-    scarce = next(x for x in text.splitlines() if x.startswith("| <a id=\"singh-scarce\">"))
+    reproduction_report.write(tmp_path / "results", tmp_path / "report.md", CTX)
+    assert "**Unfinished**: reinit from=3: seeds [0, 1, 2] of 5" in (tmp_path / "runs.md").read_text()
+    scarce = _finding_rows(tmp_path, "singh-scarce")[0]
     assert "its run is unfinished" in scarce      # singh-scarce reads reinit-small
     data = json.loads((tmp_path / "report.json").read_text())
     assert {e["finding"]: e["unfinished_run"] for e in data["lines"]}["singh-scarce"] is True
@@ -436,7 +447,7 @@ def test_a_run_says_where_its_trials_trained_even_when_another_machine_kept_them
                             reproduction_runs.sitting("test CPU", {"minbert_commit": "f" * 40}, 5.0))
     run, _ = reproduction_runs.load(tmp_path / "results")["first"]["reinit-small"]
     assert run.device == "cuda" and run.sittings[0].machine == "test CPU"
-    text = reproduction_report.write(tmp_path / "results", tmp_path / "report.md", CTX).read_text()
+    text = reproduction_report.write(tmp_path / "results", tmp_path / "report.md", CTX).with_name("runs.md").read_text()
     assert "trained on cuda. Sittings: " in text and "commit ffffffffffff, test CPU, 0.1 min wall, +35 trials" in text
 
 

@@ -1,167 +1,139 @@
-"""The reproduction report as issue 37 left it: the kept results' verdicts (pinned: a change to the statistics or
-the declarations that moves one shows here), every part of a quote a row or a declared pending line, labels that
-state the steps each arm trained, report.json beside report.md, the README's counts generated from it, and every
-control declared with its minutes in --plan."""
+"""The reproduction report: regenerated from the kept results it is the committed one (report.json, the front
+page, the paper pages and the README's counts: a change to the statistics, the declarations or the kept runs
+that moves a verdict shows here as a diff of the committed report); and the report's rules on synthetic lines:
+Holm over a family, the p-value that inverts a line's interval, "fragile" near the decision line, follow-ups never
+in the headline counts, the null baseline's floored ratio; and every control declared with its minutes in --plan."""
 import json
+import math
+import shutil
 from pathlib import Path
 
 import pytest
 
 import reproduce
 from conftest import run_cli
-from tasks.reproduction import compare, experiments, follow_ups, kept, models, null_baseline, report
-from tasks.reproduction.findings import BY_ID, FINDINGS
-from tasks.reproduction.verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED
+from tasks.ablation.statistics import at_level, interval
+from tasks.reproduction import experiments, follow_ups, front, kept, null_baseline, report
+from tasks.reproduction.findings import BY_ID, FINDINGS, PAGES
+from tasks.reproduction.judging import counts_of
+from tasks.reproduction.verdicts import (
+    NOT_REPRODUCED,
+    REPRODUCED,
+    UNDERPOWERED,
+    Finding,
+    Row,
+    judge,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "reproduction" / "results"
 CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
-R, NR, U, NT = REPRODUCED, NOT_REPRODUCED, UNDERPOWERED, NOT_TESTABLE
-
-FIRST_RUN = {  # issue 37's statistics on the kept first runs (its note has the before/after of each change)
-    "tamkin-data-size": U, "tamkin-probe-not-sufficient": U, "tamkin-probe-not-necessary": NOT_RUN,
-    "tamkin-probe-align": U, "tamkin-permute": R, "tamkin-blocks-sst": U, "singh-scarce": R, "singh-data-size": U,
-    "singh-task-dependence": NR, "singh-later-layers-move": NR, "singh-early-invariant": NR,
-    "singh-more-data-moves-more": NR, "singh-abstract-supervised": NR, "singh-probe-peak": U,
-    "singh-probe-needs-more": U, "singh-cola-linear": NT, "hao-attention-last": R, "hao-svcca-intermediate-last": R,
-    "hao-restore-low": NR, "hao-seeds-consistent-low": R, "hao-datasets-consistent-low": R,
-    "hao-datasets-domains": NT, "college-intermediate-task": R, "college-downstream-smaller-drop": R,
-    "college-not-monotone": U, "college-not-constant": U, "college-heads-top-help": U, "college-heads-bottom-hurt": U,
-    "college-heads-4-9": NT, "college-wnli": NT, "freeze-improves-sts": NR, "freeze-marginal-sst-quora": U,
-    "freeze-surgery-no-effect": NR, "freeze-smart-sts": NR, "freeze-smart-multitask": U,
-    "freeze-cross-encoding": NR, "freeze-smart-alone": NOT_RUN}
+NR = NOT_REPRODUCED
 
 
-CONTROLS = {  # the kept follow-ups' verdicts (lines they decide; resuming an unfinished one moves its pins, visibly)
-    "cap-large-data": {"tamkin-data-size": NR, "singh-data-size": U, "singh-abstract-supervised": NR,
-                       "college-downstream-smaller-drop": R, "college-not-monotone": U, "college-not-constant": U},
-    "cap-multitask": {"freeze-surgery-no-effect": INCONCLUSIVE, "freeze-smart-sts": NR, "freeze-smart-multitask": R},
-    "cap-small-data": {"singh-scarce": R, "singh-task-dependence": NR, "singh-later-layers-move": NR,
-                       "singh-early-invariant": NR, "singh-more-data-moves-more": NR, "hao-attention-last": R,
-                       "hao-svcca-intermediate-last": R, "hao-seeds-consistent-low": R, "college-intermediate-task": R},
-    "equal-epochs": {"tamkin-data-size": R, "singh-scarce": R, "singh-data-size": NR, "singh-later-layers-move": NR,
-                     "singh-early-invariant": NR, "singh-more-data-moves-more": R, "singh-abstract-supervised": NR,
-                     "hao-attention-last": R, "hao-svcca-intermediate-last": R, "hao-seeds-consistent-low": R,
-                     "college-downstream-smaller-drop": R, "college-not-monotone": U, "college-not-constant": R},
-    "freeze-paper-schedule": {"freeze-improves-sts": NR, "freeze-marginal-sst-quora": U},
-    "lr-2e-5": {"tamkin-data-size": U, "tamkin-permute": R, "tamkin-blocks-sst": R, "singh-scarce": R,
-                "singh-data-size": NR, "singh-later-layers-move": R, "singh-early-invariant": NR,
-                "singh-more-data-moves-more": NR, "singh-abstract-supervised": U, "hao-attention-last": R,
-                "hao-svcca-intermediate-last": R, "hao-restore-low": NR, "hao-seeds-consistent-low": R,
-                "college-intermediate-task": R, "college-downstream-smaller-drop": R, "college-not-monotone": U,
-                "college-not-constant": U, "college-heads-top-help": U, "college-heads-bottom-hurt": U},
-    "smart-alone": {"freeze-smart-alone": U},
-    "tamkin-not-necessary": {"tamkin-probe-not-necessary": R},
-    "task-dependence-matched": {"singh-task-dependence": NR},
-    "transfer-siamese": {"college-intermediate-task": U},
-}
-
-SECOND_MODEL = {  # the MLM rung's kept runs, each line at its own pilot's power (docs/reproduction/README.md)
-    "mini-20M-68e79841": {
-        "first": {"tamkin-data-size": U, "tamkin-probe-not-sufficient": NR, "tamkin-probe-align": U,
-                  "tamkin-permute": U, "tamkin-blocks-sst": U, "singh-scarce": NR, "singh-data-size": NR,
-                  "singh-task-dependence": NR, "singh-later-layers-move": NR, "singh-early-invariant": NR,
-                  "singh-more-data-moves-more": NR, "singh-abstract-supervised": NR, "singh-probe-peak": U,
-                  "singh-probe-needs-more": U, "hao-attention-last": R, "hao-svcca-intermediate-last": R,
-                  "hao-restore-low": NR, "hao-seeds-consistent-low": R, "hao-datasets-consistent-low": R,
-                  "college-intermediate-task": NR, "college-downstream-smaller-drop": U, "college-not-monotone": U,
-                  "college-not-constant": U, "college-heads-top-help": U, "college-heads-bottom-hurt": U,
-                  "freeze-improves-sts": NR, "freeze-marginal-sst-quora": U, "freeze-surgery-no-effect": U,
-                  "freeze-smart-sts": NR, "freeze-smart-multitask": U, "freeze-cross-encoding": NR},
-        "hao-null-perturbation": {"singh-later-layers-move": NR, "hao-attention-last": NR,
-                                  "hao-svcca-intermediate-last": R, "hao-seeds-consistent-low": NR,
-                                  "hao-datasets-consistent-low": NR},
-    },
-}
-
-
-@pytest.fixture(scope="module")
-def kept_verdicts():
+def test_the_report_regenerated_from_the_kept_results_is_the_committed_one(tmp_path):
     if not RESULTS.exists():
         pytest.skip("no kept results")
-    return report.verdicts(kept.load(RESULTS), CTX, null_baseline.load(RESULTS / report.NULL_FILE))
+    committed = ROOT / "docs" / "reproduction"
+    readme = tmp_path / "README.md"
+    readme.write_text(f"x\n{report.README_START}\nstale\n{report.README_END}\n")
+    shutil.copytree(committed / "figures", tmp_path / "figures")    # the sweeps' plots the runs page links
+    report.write(RESULTS, tmp_path / "report.md", CTX, readme)
+    fresh, kept_json = (json.loads(p.read_text()) for p in (tmp_path / "report.json", committed / "report.json"))
+    assert fresh == kept_json
+    for page in ("report.md", "runs.md", *(f"{name}.md" for name in PAGES.values())):
+        assert (tmp_path / page).read_text() == (committed / page).read_text(), page
+    block = readme.read_text().split(report.README_START)[1].split(report.README_END)[0]
+    assert block in (ROOT / "README.md").read_text()
+    assert block.splitlines()[1] == report.counts_line(fresh["counts_first_run"])     # the first runs' alone
+    front_page = (tmp_path / "report.md").read_text().splitlines()
+    assert len(front_page) <= 90 and all(len(x) <= 400 for x in front_page if x.startswith("|"))
+    assert {entry["finding"] for entry in fresh["lines"]} == {f.id for f in FINDINGS}
+    assert (tmp_path / report.FOREST).stat().st_size > 10_000
 
 
-def test_the_kept_first_runs_give_the_pinned_verdicts(kept_verdicts):
-    assert {fid: v.outcome for fid, v in kept_verdicts["first"].items()} == FIRST_RUN
+def _finding(fid="x", sesoi=0.01, kind="direction", combine="single"):
+    return Finding(fid, "paper.txt", "q", "s", "c", "m", sesoi, "why", "t", "note", experiment="e", kind=kind,
+                   combine=combine)
 
 
-def test_the_kept_controls_give_the_pinned_verdicts(kept_verdicts):
-    found = {label: {fid: v.outcome for fid, v in by_finding.items() if v.outcome != NOT_RUN}
-             for label, by_finding in kept_verdicts.items() if label in follow_ups.FOLLOW_UPS
-             and not follow_ups.FOLLOW_UPS[label].reads}
-    assert found == CONTROLS
+def _line(values, fid="x", sesoi=0.01, kind="direction", run="first"):
+    return judge(_finding(fid, sesoi, kind), run, [Row("row", interval(values))])
 
 
-def test_the_second_models_kept_runs_give_the_pinned_verdicts():
-    if not (RESULTS / models.MODELS_DIR).exists():
-        pytest.skip("no second model kept")
-    found = {column.model.slug: {label: {fid: v.outcome for fid, v in by_finding.items()
-                                         if v.outcome not in (NOT_RUN, NOT_TESTABLE)}
-                                 for label, by_finding in column.by_run.items()}
-             for column in compare.others(RESULTS, CTX, report.NULL_FILE)}
-    assert found == SECOND_MODEL
+def test_a_lines_p_value_inverts_its_interval():
+    v = _line([0.02, 0.03, 0.01, 0.04, 0.025])
+    p = front.p_value(v)
+    assert 0 < p < 0.025 and v.outcome == REPRODUCED
+    assert at_level(v.rows[0].estimate, 1 - 2 * p)["ci95_low"] == pytest.approx(0, abs=1e-12)   # the bound at 0
+    tost = _line([0.001, -0.002, 0.003, 0.0, 0.001], kind="equivalence")
+    inside = front.p_value(tost)
+    assert inside < 0.05 and tost.outcome == REPRODUCED
+    assert at_level(tost.rows[0].estimate, 1 - 2 * inside)["ci95_high"] == pytest.approx(0.01)   # the nearer margin
 
 
-def test_every_part_of_a_quote_is_a_row_or_a_declared_line(kept_verdicts):
-    first = kept_verdicts["first"]
-    later = [r.label for r in first["singh-later-layers-move"].rows]
-    assert len(later) == 2 and "0.03" in later[0] and "0.25" in later[1]          # "in all experiments"
-    assert first["singh-later-layers-move"].rows[0].verdict == REPRODUCED         # 0.03 holds, 0.25 fails
-    assert [r.label.split(", ")[-1] for r in first["hao-seeds-consistent-low"].rows] == ["svcca", "attention_js"]
-    assert len(first["hao-datasets-consistent-low"].rows) == 2
-    for fid, follow in (("tamkin-probe-not-necessary", "tamkin-not-necessary"), ("freeze-smart-alone", "smart-alone")):
-        assert first[fid].rows[0].pending == follow and follow in follow_ups.FOLLOW_UPS
-        assert [f.id for f in follow_ups.FOLLOW_UPS[follow].declares] == [fid]   # its own measure, once it runs
-    assert BY_ID["hao-datasets-domains"].untestable and BY_ID["college-not-constant"].measure
-    abstract = first["singh-abstract-supervised"].rows[0].estimate
-    assert abstract["mean"] == pytest.approx(-0.026, abs=5e-4)
+def test_holm_adjusts_a_family_and_keeps_only_what_survives():
+    alone = _line([0.02, 0.004, 0.025, 0.002, 0.02], "weak")      # p 0.019: reproduced alone
+    strong = _line([0.05, 0.051, 0.049, 0.052, 0.05], "strong")
+    null = _line([0.0, 0.01, -0.01, 0.005, -0.004], "null")
+    family = {"weak": alone, "strong": strong, "null": null}
+    assert alone.outcome == REPRODUCED and front.holm({"weak": alone})["weak"][2] == REPRODUCED
+    adjusted = front.holm(family)
+    ps = sorted((front.p_value(v), fid) for fid, v in family.items())
+    expected, running = {}, 0.0
+    for i, (p, fid) in enumerate(ps):
+        running = max(running, (3 - i) * p)
+        expected[fid] = min(1.0, running)
+    assert {fid: x[1] for fid, x in adjusted.items()} == pytest.approx(expected)
+    assert adjusted["strong"][2] == REPRODUCED and adjusted["weak"][2] == "not after Holm"
+    assert adjusted["null"][2] == null.outcome          # Holm only ever withdraws a "reproduced"
+    assert "at most 0.08 false" in front.multiplicity(family, "m")    # 3 lines x 0.025
 
 
-def test_the_layer_ratios_against_the_null_baseline(kept_verdicts):
-    if not (RESULTS / report.NULL_FILE).exists():
-        pytest.skip("no kept null baseline")
-    null = kept_verdicts["hao-null-perturbation"]
-    pairs = REPRODUCED if (RESULTS / null_baseline.PAIRS_PATH.name).exists() else NOT_RUN   # the pair form's lines
-    assert {fid: v.outcome for fid, v in null.items()} == {
-        "hao-attention-last": REPRODUCED, "hao-svcca-intermediate-last": REPRODUCED,
-        "singh-later-layers-move": NR, "hao-seeds-consistent-low": pairs, "hao-datasets-consistent-low": pairs}
-    first = kept_verdicts["first"]["hao-attention-last"].rows[0].estimate
-    against = null["hao-attention-last"].rows[0].estimate
-    kept_null = null_baseline.load(RESULTS / report.NULL_FILE)["ratios"]["hao-attention-last"]["mean"]
-    assert against["mean"] == pytest.approx(first["mean"] - kept_null)
-    assert against["ci95_high"] - against["ci95_low"] > first["ci95_high"] - first["ci95_low"]   # the null's spread
-    assert [r.verdict for r in null["singh-later-layers-move"].rows] == [REPRODUCED, NR]   # 0.03 holds, 0.25 not
-    if pairs == REPRODUCED:   # both rows, SVCCA and JS, each minus the pair form's own spread
-        assert [r.verdict for r in null["hao-seeds-consistent-low"].rows] == [REPRODUCED, REPRODUCED]
+def test_a_bound_near_its_decision_line_is_fragile():
+    near = _line([0.02, 0.004, 0.025, 0.002, 0.02])          # reproduced, its lower bound just above 0
+    far = _line([0.05, 0.051, 0.049, 0.052, 0.05])
+    assert near.outcome == REPRODUCED and 0 < near.rows[0].estimate["ci95_low"] <= front.FRAGILE * 0.01
+    assert front.fragile(near) and not front.fragile(far)
+    below = _line([0.007, 0.009, 0.008, 0.0085, 0.0075])     # not reproduced, the upper bound just under the SESOI
+    assert below.outcome == NOT_REPRODUCED and front.fragile(below)
+    assert not front.fragile(_line([-0.05, -0.051, -0.049, -0.052, -0.05]))
 
 
-def test_labels_state_the_steps_each_arm_trained(kept_verdicts):
-    transfer = kept_verdicts["first"]["college-intermediate-task"].rows[0].label
-    assert "same total steps" not in transfer and "transfer arm 472 (400-560) steps in all" in transfer
-    assert "same total steps" not in BY_ID["college-intermediate-task"].tested     # a cap, not the steps trained
-    assert "direct arm (steps=x2) 272 (200-400) steps" in transfer
-    explained = report.explain(kept.load(RESULTS), {"first": {"singh-more-data-moves-more":
-                                                              kept_verdicts["first"]["singh-more-data-moves-more"]}})
-    disclosed, sentence = explained["first"]["singh-more-data-moves-more"]
-    assert "lr 1e-4" in disclosed and "bf16" in disclosed
-    assert "at 0.03: 192 (160-240) steps" in disclosed and "at 0.25: 320 (280-360) steps" in disclosed
-    assert sentence.startswith("Not reproduced: the 95% interval")
+def kept_run(device: str) -> kept.KeptRun:
+    return kept.KeptRun("e", "first", 1, "cpu", "minilm", {}, [0], 6, {}, device=device)
 
 
-def test_the_readme_counts_are_the_reports():
-    data = json.loads((ROOT / "docs" / "reproduction" / "report.json").read_text())
-    line = report.counts_line(data["counts_first_run"])
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split(report.README_START, 1)[1].split(report.README_END, 1)[0].strip().splitlines()
-    assert block[0] == line     # the first model's; then a line per other model with kept results
-    others = data["models"][1:]
-    assert block[1:] == [f"Model `{m['slug']}`: {report.counts_line(m['counts_first_run'])}" for m in others]
-    assert line in (ROOT / "docs" / "reproduction" / "report.md").read_text()
-    assert {entry["finding"] for entry in data["lines"]} == {f.id for f in FINDINGS}
-    keys = {"finding", "paper", "quote", "tested", "run", "effect", "interval", "n", "sesoi", "power", "verdict",
-            "decides", "disclosure"}
-    assert all(keys <= set(entry) for entry in data["lines"])
+def test_follow_ups_are_never_counted_and_a_disagreement_is_said():
+    first = _line([0.0, 0.02, -0.02, 0.01, -0.01], "x")
+    later = _line([0.05, 0.051, 0.049, 0.052, 0.05], "x", run="lr-2e-5")
+    by_run = {"first": {"x": first}, "lr-2e-5": {"x": later}}
+    assert first.outcome != REPRODUCED and counts_of(by_run)[REPRODUCED] == 0
+    assert "0 reproduced" in front.multiplicity(by_run["first"], "m")
+    said = front.sensitivity("x", by_run, {}, first)
+    assert said == ["**unlike the first run**: holds with lr 2e-5"]
+    first.reads = (("e", "first"),)
+    later.reads = (("e", "lr-2e-5"),)
+    runs = {"first": {"e": (kept_run("cpu"), {"s": [{"device": "cpu"}]})},
+            "lr-2e-5": {"e": (kept_run("cuda"), {"s": [{"device": "cuda:0"}]})}}
+    assert front.sensitivity("x", by_run, runs, first) == [
+        "**unlike the first run**: holds with lr 2e-5 and the device changed together (cpu to cuda)"]
+
+
+def test_the_null_baselines_ratio_floors_a_near_zero_denominator():
+    curve = [3e-5, 4e-4, 6e-4]     # the bottom third's JS near zero
+    assert null_baseline.ratio(curve, "top", "bottom", 0, 3) == pytest.approx(1 / null_baseline.FLOOR - 1)
+    assert null_baseline.ratio([0.5, 1.0, 1.5], "top", "bottom", 0, 3) == pytest.approx(2.0)   # read as measured
+    assert math.isfinite(null_baseline.ratio([0.0, 0.0, 1e-3], "top", "bottom", 0, 3))
+
+
+def test_an_equivalences_power_cell_says_its_rule():
+    v = _line([0.002, -0.02, 0.015, -0.01, 0.005], kind="equivalence")
+    v.power = {"n": 5, "sd": 0.017, "pilot_sd": None, "powered": False, "needs": 27, "reproduced_within": -0.01,
+               "not_reproduced_beyond": 0.033}
+    cell = report.power.describe(v.power, 0.01, "equivalence")
+    assert "reproduced when the 90% interval lies within -/+ 0.01" in cell and "no effect is called" not in cell
+    assert UNDERPOWERED not in cell
 
 
 def test_report_only_rewrites_the_readme_block_and_report_json(tmp_path):
@@ -228,7 +200,7 @@ def test_an_undecided_line_names_the_row_that_left_it_undecided():
     finding = BY_ID["college-intermediate-task"]       # any pair reproduces it
     rows = [Row("quora then sts", {"mean": -0.013, "ci95_low": -0.018, "ci95_high": -0.008, "n": 5}, NR),
             Row("sts then quora", {"mean": 0.003, "ci95_low": -0.012, "ci95_high": 0.017, "n": 5}, INCONCLUSIVE)]
-    verdict = Verdict(finding, "transfer-siamese", rows, U, power.reach(0.025, 5, finding.sesoi))
+    verdict = Verdict(finding, "transfer-siamese", rows, UNDERPOWERED, power.reach(0.025, 5, finding.sesoi))
     sentence = lines.decides(verdict)
     assert sentence.startswith("Underpowered: row 'sts then quora'") and "quora then sts" not in sentence
     decided = Verdict(finding, "transfer-siamese", [rows[0], Row("sts then quora", rows[1].estimate, NR)], NR)

@@ -1,25 +1,23 @@
 """Other models beside the first: each judged on its own kept runs (RESULTS/models/SLUG, models.py) with the same
-declarations, its power from its own pilot and its own null baseline, and shown beside the first model's verdict on
-every line: a column in each paper's table, a row per model in the line's comparison table, an entry per model
-in report.json's `models`, and a line of counts in the README's block.
+declarations, its power from its own pilot and its own null baseline, shown beside the first model's verdict on
+every line (the front page's column, each finding's rows, report.json's `models`, a README counts line).
 
-Two models disagree on a line when both decide it and their verdicts differ (one reproduced, the other not
-reproduced); an undecided verdict is no evidence either way. A disagreeing line says so, and which model the
-paper's setting resembles where its finding declares it (`Finding.setting_resembles`).
-
-The columns and report.json's entries sit on the first model's lines (its runs); a run only another model has (a
-follow-up the first has not run) shows in the comparison tables and under "Other models".
+Two models disagree on a line when both decide it and their verdicts differ; an undecided verdict is no evidence
+either way. No model is named the one the paper resembles: each is introduced by what was measured of it (its
+held-out masked accuracy and its pretraining's measured gain over random weights, read from the pretraining
+record of its weights in docs/pretraining-results/).
 """
+import csv
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import curves, experiments, kept, models, null_baseline
-from .findings import FINDINGS
 from .judging import counts_line, counts_of, explain, verdicts
-from .lines import cell, effect_cell, outcome_text, record
-from .power import describe
-from .verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
+from .lines import fmt, record
+from .power import NOT_COMPUTED
+from .verdicts import NOT_REPRODUCED, REPRODUCED
 
 DECIDED = (REPRODUCED, NOT_REPRODUCED)
 DISAGREE = "models disagree"
@@ -60,79 +58,44 @@ def disagree(first, other) -> bool:
         and first.outcome != other.outcome
 
 
-def resembles(finding) -> str:
-    if finding.setting_resembles:
-        return f"the paper's setting resembles {finding.setting_resembles}"
-    return "which model the paper's setting resembles is not declared yet (`setting_resembles`)"
+PRETRAINING = Path(__file__).resolve().parents[2] / "docs" / "pretraining-results"
 
 
-def header(columns: list) -> tuple:
-    """The paper table's extra header cells and separators, one per other model."""
-    return "".join(f" {c.model.slug} |" for c in columns), "---|" * len(columns)
-
-
-def cells(columns: list, label: str, finding_id: str, first) -> str:
-    """A table row's extra cells: each model's verdict and effect on the same line and run, and a disagreement."""
-    out = ""
-    for c in columns:
-        v = c.by_run.get(label, {}).get(finding_id)
-        if v is None or v.outcome in (NOT_RUN, NOT_TESTABLE):
-            out += f" {v.outcome if v else '-'} |"
-            continue
-        mark = f" (**{DISAGREE}**)" if disagree(first, v) else ""
-        out += f" **{outcome_text(v)}**{mark}: {cell(effect_cell(v))} |"
-    return out
-
-
-def note(finding, by_run: dict, columns: list) -> str:
-    """The line's note where another model's verdict disagrees with the first's on some run, '' elsewhere."""
-    found = [(label, c) for label, by in by_run.items() for c in columns
-             if disagree(by.get(finding.id), c.by_run.get(label, {}).get(finding.id))]
-    if not found:
-        return ""
-    which = "; ".join(f"{label}: {by_run[label][finding.id].outcome} on the first model, "
-                      f"{c.by_run[label][finding.id].outcome} on {c.model.slug}" for label, c in found)
-    return f"{DISAGREE} ({which}): {resembles(finding)}"
-
-
-def table(paper: str, by_run: dict, columns: list, first_name: str) -> list:
-    """Per line another model has results for: a row per model (run, effect, power, verdict)."""
-    rows = []
-    labels = list(dict.fromkeys([*by_run, *(label for c in columns for label in c.by_run)]))  # a run only they have too
-    for f in (f for f in FINDINGS if f.paper == paper):
-        for label in labels:
-            theirs = [(c, c.by_run.get(label, {}).get(f.id)) for c in columns]
-            if not any(v and v.outcome not in (NOT_RUN, NOT_TESTABLE) for _, v in theirs):
-                continue
-            first = by_run.get(label, {}).get(f.id)
-            for name, v in [(first_name, first), *((c.model.slug, v) for c, v in theirs)]:
-                if v is None:
-                    continue
-                mark = f" ({DISAGREE})" if v is not first and disagree(first, v) else ""
-                rows.append(f"| `{f.id}` | {label} | {name} | {cell(effect_cell(v))} | "
-                            f"{cell(_power(v))} | **{outcome_text(v)}**{mark} |")
-    if not rows:
-        return []
-    return ["Each model on its own kept runs (power from its own pilot):", "",
-            "| finding | run | model | effect [95% CI] | power (80%) | verdict |", "|---|---|---|---|---|---|",
-            *rows, ""]
-
-
-def _power(v) -> str:
-    return describe(v.power, v.finding.sesoi, v.finding.kind) if v.power else "-"
+def credentials(model: models.Model) -> str:
+    """What was measured of a pretrained model: its held-out masked accuracy and, per data fraction, its SST gain
+    over the same network untrained, paired by seed, from the pretraining record of its weights
+    (docs/pretraining-results/*/summary.csv names each rung by its weights' hash; ladder.json holds the accuracy)."""
+    weights = (model.identity or {}).get("weights_sha256", "")[:12]
+    for summary in sorted(PRETRAINING.glob("*/summary.csv")) if weights else ():
+        with open(summary, newline="", encoding="utf-8") as handle:
+            rows = [r for r in csv.DictReader(handle) if f"weights={weights}" in r["config"]
+                    and r["metric"] == "dev/sst" and r["change_mean"]]
+        if rows:
+            ladder = json.loads((summary.parent / "ladder.json").read_text(encoding="utf-8"))
+            tokens = int(rows[0]["config"].split("tokens=")[1].split(",")[0])   # the rung whose weights match
+            rung = next(r for r in ladder["rungs"].values() if r["tokens"] == tokens and "held_out" in r)
+            accuracy = rung["held_out"]["masked_accuracy"]
+            gains = "; ".join(f"{float(r['change_mean']):+.3f} [{float(r['change_ci95_low']):+.3f}, "
+                              f"{float(r['change_ci95_high']):+.3f}] at fraction {float(r['data_fraction']):g} (n = "
+                              f"{r['change_n']})" for r in rows)
+            where = summary.parent.relative_to(PRETRAINING.parents[1])
+            return (f"held-out masked-token accuracy {accuracy:.3f}; its pretraining's SST gain over the same network "
+                    f"untrained, paired by seed: {gains} (`{where}/`)")
+    return "no pretraining record of its weights in docs/pretraining-results/: nothing measured of its pretraining"
 
 
 def introduce(columns: list) -> list:
-    """The report's header lines naming each other model."""
+    """The front page's lines naming each other model by what was measured of it."""
     out = []
     for c in columns:
         identity = c.model.identity or {}
-        pilot = f"`{models.MODELS_DIR}/{c.model.slug}/{models.PILOT_FILE}`"
-        power = f"power from its own pilot ({pilot})" if c.has_pilot else \
-            f"power not yet computed for this model: it has no pilot of its own ({pilot})"
-        out += [f"Beside it: model **{c.model.slug}** (`{identity.get('path', c.model.name)}`, hash "
-                f"{identity.get('hash', '?')[:12]}, {c.ctx.n} layers; {power}): its column in each table, its runs "
-                f"under [other models](#other-models). {counts_line(c.counts)}", ""]
+        scarce = c.by_run.get("first", {}).get("singh-scarce")
+        row = scarce.rows[0].estimate if scarce and scarce.rows and scarce.rows[0].estimate else None
+        gain = f"; here, pretrained minus every layer re-drawn on 256 SST sentences: {fmt(row)}" if row else ""
+        pilot = "power from its own pilot" if c.has_pilot else f"{NOT_COMPUTED}: it has no pilot of its own"
+        out += [f"Beside it: model **{c.model.slug}** (`{identity.get('path', c.model.name)}`, {c.ctx.n} layers, "
+                f"masked-LM pretraining on the course's text; {credentials(c.model)}{gain}; {pilot}). "
+                f"Neither model is BERT: each line's page says what the embedded model can carry.", ""]
     return out
 
 

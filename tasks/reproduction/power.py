@@ -1,25 +1,15 @@
 """What each line's design can decide at its n, from the per-seed sd of its effect: power, decided before the run.
 
 A direction line's interval is m -/+ t(0.975, n-1) se, se = sd / sqrt(n). With 80% power (t(0.80, n-1) more
-standard errors):
+standard errors) it calls "reproduced" a true effect of at least max(SESOI + t80 se, (t95 + t80) se), and "not
+reproduced" one of at most SESOI - (t95 + t80) se; when that is below zero not even an absent effect is called not
+reproduced: the design is **underpowered**. An equivalence (90% interval, TOST) calls an absent effect reproduced
+with 80% power when (t95 + t90) se <= margin. The n a line needs is the smallest at which it is powered.
 
-- it calls "reproduced" a true effect of at least max(SESOI + t80 se, (t95 + t80) se): the point estimate must
-  reach the SESOI and the interval leave zero;
-- it calls "not reproduced" a true effect of at most SESOI - (t95 + t80) se (the interval must end below the
-  SESOI); when that is below zero, not even an absent effect is called not reproduced: the line can only ever
-  read "reproduced" or nothing, and it is **underpowered**.
-
-An equivalence line reads the 90% interval (TOST): an absent effect is called reproduced with 80% power when
-(t95 + t90) se <= margin; below that it is underpowered. The n a line needs is the smallest at which it is not.
-
-The sd a line's power reads: the 2026-11-24 pilot's (`PILOT_SD`, 3 seeds, 120-step trials: before any declared
-run) where the line has one, and the run's own where it has run; the larger decides the label, so that a design
-the pilot flattered is still called underpowered once its run shows the spread. Per row at its own level (no
-Bonferroni); a finding's power is its weakest row's.
-
-Each model's power comes from its own pilot: PILOT_SD is the embedded model's; another model's is its
-RESULTS/models/SLUG/pilot.json (models.py). A model without a pilot of its own gets none of these labels: its lines
-say "power not yet computed for this model" and keep their verdicts, rather than borrow another model's sds.
+The sd: the 2026-11-24 pilot's (`PILOT_SD`, 3 seeds, 120-step trials, before any declared run) and the run's own;
+the larger decides, so a design the pilot flattered is still called underpowered once its run shows the spread.
+Per row at its own level; a finding's power is its weakest row's. Each model's pilot is its own (another model's:
+RESULTS/models/SLUG/pilot.json, models.py); a model without one gets no power labels rather than borrow an sd.
 """
 import math
 from typing import Optional
@@ -116,13 +106,15 @@ def describe(power: Optional[dict], sesoi: float, kind: str) -> str:
                                      " (no pilot: the run's own)")
     if kind == "equivalence":
         within = power["reproduced_within"]
-        what = (f"n = {power['n']}, {sds}: " + (f"reproduced if |effect| <= {within:.3g}" if within > 0 else
-                                                "no effect is called reproduced")
-                + f", not reproduced if |effect| >= {power['not_reproduced_beyond']:.3g}")
+        what = (f"n = {power['n']}, {sds}: reproduced when the 90% interval lies within -/+ {sesoi:g} ("
+                + (f"80% power for |effect| <= {within:.3g})" if within > 0 else "under 80% power even at a true 0)")
+                + f"; not reproduced (80% power) if |effect| >= {power['not_reproduced_beyond']:.3g}")
     else:
         what = (f"n = {power['n']}, {sds}: reproduced if effect >= {power['reproduced_from']:.3g}, not reproduced "
                 f"if effect <= {power['not_reproduced_below']:+.3g}")
-    return what + (f"; {label(power)}" if label(power) else "; powered for both")
+    need = power.get("needs")
+    return what + ("; powered for both" if power.get("powered") else
+                   f"; both at 80% power need n {'>= ' + str(need) if need else '> ' + str(MAX_N)}")
 
 
 def apply(verdict, scale, pilot: Optional[dict] = PILOT_SD):

@@ -1,106 +1,97 @@
-"""report.md from the kept results alone (`kept.py`): per paper, every finding's line with its
-verdict on each run (the first, then any labelled follow-up), the experiments with their wall time, the
-figures and the protocol history. Nothing here trains; `reproduce.py --report-only` is this."""
+"""The report from the kept results alone (`kept.py`; `reproduce.py --report-only` is this; nothing here trains):
+report.md, the front page (a row per finding, the multiplicity line, the forest plot: front.py); a page per paper
+(each finding's quote once, its setting, each run's line on each model and what decides it); runs.md (the rule,
+the experiments with their wall times and figures, other models' runs, the protocol history); report.json."""
 import json
+import textwrap
 from pathlib import Path
 
 from ..fileio import atomic_write_text
-from . import compare, experiments, kept, null_baseline, plan, power
-from .curves import budget_line, learning_curve_link, learning_curves, run_lines, unfinished  # noqa: F401  (tests' names)
-from .findings import FINDINGS, PAPERS
-from .follow_ups import FOLLOW_UPS
-from .judging import counts_line, counts_of, declared, explain, labels_of, verdicts  # noqa: F401
-from .lines import cell, effect_cell, fmt, outcome_text, record  # noqa: F401
+from . import compare, experiments, front, kept, null_baseline, plan, power
+from . import verdicts as verdicts_module
+from .curves import budget_line, learning_curve_link, run_lines, unfinished  # noqa: F401  (tests' names)
+from .findings import FINDINGS, PAGES, PAPERS
+from .follow_ups import FIRST, FOLLOW_UPS
+from .judging import counts_line, counts_of, explain, labels_of, verdicts  # noqa: F401
+from .lines import cell, effect_cell, outcome_text, record
 
-RULE = ("Each effect is signed so that the paper's direction is positive. **Reproduced**: the 95% interval lies "
-        "above zero and its point estimate reaches the smallest effect of interest (SESOI). **Not reproduced**: the "
-        "whole interval lies below the SESOI (absent, reversed, or too small to matter). **Inconclusive**: "
-        "otherwise. A 'no effect' finding (equivalence) reads the 90% interval (TOST): reproduced when it lies "
-        "within -/+ the SESOI, not reproduced when it lies wholly outside. A finding whose rows must all hold is "
-        "reproduced when each row is at its own level (intersection-union) and not reproduced when one row is at "
-        "1 - alpha/rows (Bonferroni); one that needs any row, the other way round. Where configurations share one "
-        "reference the interval carries the reference's noise: the seed is the unit for the heads of a layer, a "
-        "two-level model over seeds and orders for random layer orders (`tasks/ablation/statistics.py`; the "
-        "coverage of each shape is tested in `tests/test_interval_coverage.py`). **Underpowered**: an "
-        "inconclusive line whose design, at its n and the larger of its pilot's and its own per-seed sd, cannot "
-        "call an absent effect not reproduced (or, for an equivalence, an absent difference reproduced) with 80% "
-        "power (`tasks/reproduction/power.py`): its n says what it needs. Rules and SESOIs were declared before "
-        "the declared runs (`tasks/reproduction/findings/`), after a 3-seed pilot (2026-11-24) whose spread "
-        "informed the SESOIs the report marks.")
+RULE = verdicts_module.__doc__.split("\n", 2)[2] + (
+    "\nWhere configurations share one reference the interval carries the reference's noise: the seed is the unit for "
+    "the heads of a layer, a two-level model over seeds and orders for random layer orders "
+    "(`tasks/ablation/statistics.py`; each shape's coverage in `tests/test_interval_coverage.py`). Underpowered: "
+    "`tasks/reproduction/power.py`. Rules and SESOIs were declared before the declared runs "
+    "(`tasks/reproduction/findings/`), after a 3-seed pilot (2026-11-24) whose spread informed the SESOIs marked so. "
+    "The first run gives the headline; a later run is a sensitivity analysis, chosen after it, never counted.")
+NULL_FILE = null_baseline.PATH.name   # kept beside the runs' folders
+README_START = "<!-- reproduction-counts: rewritten by `python reproduce.py --report-only`, do not edit -->"
+README_END = "<!-- /reproduction-counts -->"
+FOREST = "figures/forest.png"
 
 
-def null_note(finding_id: str, null) -> str:
-    """The null baseline's ratio for a ratio line (null_baseline.py), '' where it has none."""
-    found = (null or {}).get("ratios", {}).get(finding_id)
+class Model:
+    """One model's judged runs, as the report reads them."""
+    def __init__(self, name, runs, by_run, explained, null=None):
+        self.name, self.runs, self.by_run, self.explained, self.null = name, runs, by_run, explained, null
+        self.holm = front.holm(by_run.get(FIRST, {}))
+
+
+def null_note(finding_id: str, null, layers: int) -> str:
+    """The null baseline's ratio for a ratio line (null_baseline.py, each direction's ratio floored as it says)."""
+    spec = next((r for r in null_baseline.RATIOS if r[0] == finding_id), None)
+    found = null_baseline.replicates(null, *spec[1:], layers) if spec and null else []
     if not found:
         return ""
-    return (f"null baseline: an equal relative perturbation of every layer ({null['relative']:g} of each weight's "
-            f"norm, {len(null['seeds'])} random directions, `python -m tasks.reproduction.null_baseline`, "
-            f"{null['sitting']['date']}, commit {null['sitting']['commit']}) gives {found['mean']:+.3f} "
-            f"({found['min']:+.3f} to {found['max']:+.3f}"
-            + (f"; {null_baseline.CAVEAT[finding_id]}" if finding_id in null_baseline.CAVEAT else "")
-            + "): a change that favours no layer gives this ratio; "
-            "the line's effect is to be read against it, not against zero (the follow-up "
-            "hao-null-perturbation's rows: the fine-tuned ratio minus the null's)")
+    caveat = f"; {null_baseline.CAVEAT[finding_id]}" if finding_id in null_baseline.CAVEAT else ""
+    return (f"Null baseline: an equal relative perturbation of every layer ({null['relative']:g} of each weight's "
+            f"norm, {len(found)} random directions, {null['sitting']['date']}) gives {sum(found) / len(found):+.3f} "
+            f"({min(found):+.3f} to {max(found):+.3f}; the lower third's mean floored at {null_baseline.FLOOR:g} of "
+            f"the upper's{caveat}): the follow-up hao-null-perturbation reads the line against it.")
 
 
-def paper_section(paper: str, by_run: dict, explained: dict, null=None, columns=(), first_name: str = "",
-                  cut=frozenset()) -> list:
-    """The paper's table (a column per other model with kept results), each line's notes, and where other models
-    have results, the table comparing the models line by line. `cut`: the (run, experiment) pairs kept unfinished,
-    whose lines say so."""
-    extra_head, extra_rule = compare.header(columns)
-    lines = [f"## {PAPERS[paper]}", "", f"`../shared/papers/{paper}`", "",
-             "| finding | the paper says | tested here | run | effect [95% CI] | SESOI | power (80%) | verdict | "
-             "the embedded model |" + extra_head,
-             "|---|---|---|---|---|---|---|---|---|" + extra_rule]
-    for f in (f for f in FINDINGS if f.paper == paper):
-        for label, found in by_run.items():
+def line_rows(f, models: list, cut) -> tuple:
+    """A finding's table rows (a run x model each) and what decides each."""
+    rows, notes = [], []
+    for m in models:
+        for label, found in m.by_run.items():
             v = found.get(f.id)
             if v is None:
                 continue
             g = v.finding   # a follow-up may re-declare it (its own measure and SESOI)
-            tested = g.tested if g.experiment else f"not testable here: {g.untestable}"
-            sesoi = f"{g.sesoi:g}" + (" (equivalence)" if g.kind == "equivalence" else "")
-            follow = FOLLOW_UPS.get(label)   # a follow-up's run has its own protocol number
-            protocol = follow.protocol if follow else g.protocol
-            unfinished = "; its run is unfinished, see its experiment" if (label, g.experiment) in cut else ""
-            lines.append(f"| <a id=\"{f.id}\"></a>`{f.id}` | \"{cell(f.quote)}\" | {cell(tested)} | {label} "
-                         f"(protocol {protocol}{unfinished}) | {effect_cell(v)} | {sesoi} | "
-                         f"{cell(power.describe(v.power, g.sesoi, g.kind))} | **{outcome_text(v)}** | "
-                         f"{cell(g.model_note)} |" + compare.cells(columns, label, f.id, v))
-    notes = [finding_note(f, by_run, explained, null, columns) for f in FINDINGS if f.paper == paper]
-    return lines + ["", *notes, "", *compare.table(paper, by_run, columns, first_name)]
+            follow = FOLLOW_UPS.get(label)
+            kind = f"sensitivity, protocol {follow.protocol}" if follow else f"declared, protocol {g.protocol}"
+            if (label, g.experiment) in cut:
+                kind += "; its run is unfinished"
+            fragile = " *fragile*" if front.fragile(v) else ""
+            adjusted = m.holm[f.id][2] if label == FIRST and f.id in m.holm else "-"
+            rows.append(f"| {label} ({kind}) | {m.name} | {front.device(m.runs, v)} | {cell(effect_cell(v))} | "
+                        f"**{outcome_text(v)}**{fragile} | {adjusted} | "
+                        f"{cell(power.describe(v.power, g.sesoi, g.kind)) if v.power else '-'} |")
+            disclosed, sentence = m.explained[label][f.id]
+            tested = f" Tested: {g.tested}." if g.tested != f.tested else ""
+            notes.append(f"- {label}, {m.name}: {sentence}{tested}" + (f" Run: {disclosed}." if disclosed else ""))
+    return rows, notes
 
 
-def unfinished_runs(runs: dict) -> frozenset:
-    """The (run label, experiment) pairs whose kept trials lack some of their seeds (curves.unfinished)."""
-    return frozenset((label, name) for label, by_experiment in runs.items()
-                     for name, (meta, sweeps) in by_experiment.items() if unfinished(meta, sweeps))
-
-
-def finding_note(f, by_run: dict, explained: dict, null, columns) -> str:
-    """The line's note: the paper's setting, comparison, metric and SESOI, what decides it on each run, and where
-    other models disagree with the first."""
-    extra = [f"the paper's setting: {f.setting}", f"its comparison: {f.comparison}", f"metric: {f.metric}",
-             f"SESOI {f.sesoi:g}: {f.sesoi_reason}"
-             + (" (the 2026-11-24 3-seed pilot's spread informed it)" if f.sesoi_from_pilot else "")]
-    for label in by_run:
-        if f.id in explained.get(label, {}):
-            disclosed, sentence = explained[label][f.id]
-            extra.append(f"what decides it ({label}): {sentence}" + (f" Run: {disclosed}" if disclosed else ""))
-    if null_note(f.id, null):
-        extra.append(null_note(f.id, null))
-    if f.experiment:
-        extra.append(f"experiment: [{f.experiment}](#experiment-{f.experiment})")
-    if f.untestable:
-        extra.append(("not testable here: " if not f.experiment else "part not tested here: ") + f.untestable)
-    if f.elsewhere:
-        extra.append(f"where it can be tested: `{f.elsewhere}`")
-    disagreement = compare.note(f, by_run, columns)
-    if disagreement:
-        extra.append(disagreement)
-    return f"- `{f.id}`: " + "; ".join(extra) + "."
+def paper_page(paper: str, models: list, cut, null, layers: int) -> list:
+    lines = [f"# {PAPERS[paper]}", "", f"[Front page](report.md) · [the rule and the runs](runs.md) · the paper's "
+             f"text: `../shared/papers/{paper}`", ""]
+    for f in (f for f in FINDINGS if f.paper == paper):
+        rows, notes = line_rows(f, models, cut)
+        sesoi = f"SESOI {f.sesoi:g}" + (" (equivalence margin)" if f.kind == "equivalence" else "")
+        lines += [f"## <a id=\"{f.id}\"></a>`{f.id}`: {f.claim}", "", f"> \"{f.quote}\"", "",
+                  f"The paper: {f.setting}; its comparison: {f.comparison}; metric: {f.metric}.", "",
+                  f"Tested here: {f.tested if f.experiment else 'not testable here: ' + f.untestable}. {sesoi}: "
+                  f"{f.sesoi_reason}" + (" (the 2026-11-24 pilot's spread informed it)" if f.sesoi_from_pilot
+                                         else "") + f". On the embedded model: {f.model_note}", ""]
+        extra = [null_note(f.id, null, layers),
+                 f"Experiment: [{f.experiment}](runs.md#experiment-{f.experiment})." if f.experiment else "",
+                 f"Not tested here: {f.untestable}." if f.untestable and f.experiment else "",
+                 f"Where it can be tested: `{f.elsewhere}`." if f.elsewhere else ""]
+        lines += [x for x in extra if x] + [""]
+        if rows:
+            lines += ["| run | model | device | effect [95% CI] | verdict | after Holm | power (80%) |",
+                      "|---|---|---|---|---|---|---|", *rows, "", *notes, ""]
+    return lines
 
 
 def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
@@ -109,10 +100,9 @@ def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
              f"seconds a step (`tasks/reproduction/plan.py`).", ""]
     for e in experiments.EXPERIMENTS.values():
         found = plan.experiment_minutes(e, ctx)
-        seeds = e.seeds or ctx.scale.seeds
         lines += [f"### <a id=\"experiment-{e.name}\"></a>{e.name}", "", e.what + ".", "",
-                  f"Seeds: {seeds}. Findings: " + ", ".join(f"[{f.id}](#{f.id})" for f in FINDINGS
-                                                           if f.experiment == e.name) + ".", ""]
+                  f"Seeds: {e.seeds or ctx.scale.seeds}. Findings: " + ", ".join(
+                      f"[{f.id}]({PAGES[f.paper]}.md#{f.id})" for f in FINDINGS if f.experiment == e.name) + ".", ""]
         if found is not None:
             lines += [f"Estimate: {found:.0f} min.", ""]
         for label, by_experiment in runs.items():
@@ -141,14 +131,9 @@ def history_section(runs: dict, ctx) -> list:
     return lines + [""]
 
 
-NULL_FILE = null_baseline.PATH.name   # kept beside the runs' folders
-README_START = "<!-- reproduction-counts: rewritten by `python reproduce.py --report-only`, do not edit -->"
-README_END = "<!-- /reproduction-counts -->"
-
-
 def update_readme(readme: Path, counts: dict, others=()) -> bool:
-    """Rewrite the counts between README's markers from the report's, the first model's then a line per other
-    model's (`compare.readme_lines`); False where the markers are absent."""
+    """Rewrite the first runs' counts between README's markers, the first model's then a line per other model's;
+    False where the markers are absent."""
     text = Path(readme).read_text(encoding="utf-8") if Path(readme).exists() else ""
     if README_START not in text or README_END not in text:
         return False
@@ -169,49 +154,109 @@ DEPARTURES = ["## Departures from the papers", "",
               "- The budget: the scale's, shown above; the papers trained 3-9 epochs.", ""]
 
 
+def sensitivity(models: list) -> dict:
+    """{finding id: what each model's follow-ups did to it, in words (front.sensitivity)}."""
+    return {f.id: [x for i, m in enumerate(models) for x in front.sensitivity(
+        f.id, m.by_run, m.runs, m.by_run.get(FIRST, {}).get(f.id), f"{m.name[:8]}: " if i else "")] for f in FINDINGS}
+
+
+def front_page(ctx, models: list, columns: list, counts: dict, cut=frozenset()) -> list:
+    first = models[0].by_run.get(FIRST, {})
+    other = models[1].by_run.get(FIRST, {}) if len(models) > 1 else {}
+    cells = sensitivity(models)
+    lines = ["# Reproduction report", "",
+             "Written by `reproduce.py` from the raw results in [results/](results/README.md) (`python reproduce.py "
+             "--report-only` rewrites it and its pages without training): do not edit by hand.", "",
+             f"Scale **{ctx.scale.name}** ({ctx.scale.note}). Model **{ctx.model}** ({ctx.n} layers; the papers' "
+             f"BERT-base is 12 x 768); tasks " + ", ".join(f"{r} = {t}" for r, t in ctx.tasks.items()) + ".", "",
+             *compare.introduce(columns),
+             "**How to read it.** The first run, declared with its rule and SESOI before it ran, gives each "
+             "headline verdict and the counts; follow-ups (the last column) are sensitivity analyses chosen after "
+             "it, never counted. Reproduced: the 95% interval above 0 and the estimate at least the SESOI; not "
+             "reproduced: the interval below the SESOI; underpowered: undecided, and the design could not have "
+             "decided it ([the whole rule](runs.md#the-rule)). Effects are signed so that the paper's direction is "
+             f"positive. *Fragile*: the decisive bound within {front.FRAGILE:g} x the SESOI of its decision line "
+             "([why](runs.md#the-rule)). The null baseline's ratio (follow-up hao-null-perturbation) floors its "
+             f"lower third's mean at {null_baseline.FLOOR:g} of its upper's: a near-zero bottom-layer attention JS "
+             "would otherwise make the ratio measure its denominator.", "",
+             f"- First runs, **{ctx.model}**: {counts_line(counts)}",
+             *(f"- First runs, **{c.model.slug}**: {counts_line(c.counts)}" for c in columns), "",
+             front.MULTIPLICITY, "",
+             *(f"- {front.multiplicity(m.by_run.get(FIRST, {}), m.name)}" for m in models), "",
+             *(["**Unfinished** runs (some trials lack seeds; see [the runs](runs.md)): "
+                + ", ".join(f"{e} ({label})" for label, e in sorted(cut)) + ".", ""] if cut else []),
+             f"![Forest plot: each finding's first-run effect in units of its SESOI, per paper]({FOREST})", "",
+             *front.table(FINDINGS, [m.name for m in models], first, other, models[0].holm,
+                          models[1].holm if len(models) > 1 else {}, cells),
+             "", "Details, a page per paper: " + ", ".join(f"[{PAGES[p]}]({PAGES[p]}.md)" for p in PAPERS)
+             + "; [the rule, the experiments and the runs](runs.md).", ""]
+    return lines
+
+
+def wrap(lines: list) -> list:
+    """Prose at 120 characters a line (markdown joins them); tables, headings and lists as they are."""
+    return [x if x[:1] in "|#!-" else textwrap.fill(x, 120, break_long_words=False, break_on_hyphens=False)
+            for x in lines]
+
+
 def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
-    """report.md, report.json and the README's counts from the kept results: the first model's (`ctx`'s, at the
-    results folder's root) and every other model's beside it (RESULTS/models/SLUG, compare.py)."""
+    """report.md, the paper pages, runs.md, report.json and the README's counts from the kept results: the first
+    model's (`ctx`'s, at the results folder's root) and every other model's beside it (RESULTS/models/SLUG)."""
     runs = kept.load(results_dir)
     null = null_baseline.load(Path(results_dir) / NULL_FILE)
     by_run = verdicts(runs, ctx, null)
-    explained = explain(runs, by_run)
-    counts = counts_of(by_run)
     columns = compare.others(results_dir, ctx, NULL_FILE)
+    models = [Model(ctx.model, runs, by_run, explain(runs, by_run), null),
+              *(Model(c.model.slug, c.runs, c.by_run, c.explained) for c in columns)]
+    counts = counts_of(by_run)
     report_dir = Path(report_path).parent
-    lines = ["# Reproduction report", "",
-             "Written by `reproduce.py` from the raw results in [results/](results/README.md) "
-             "(`python reproduce.py --report-only` rewrites it without training): do not edit by hand.", "",
-             f"Scale **{ctx.scale.name}** ({ctx.scale.note}); model **{ctx.model}** ({ctx.n} layers); tasks "
-             + ", ".join(f"{role} = {task}" for role, task in ctx.tasks.items()) + ".", "",
-             *compare.introduce(columns), RULE, "", counts_line(counts), ""]
-    cut = unfinished_runs(runs)
+    cut = frozenset((label, name) for label, by_experiment in runs.items()
+                    for name, (meta, sweeps) in by_experiment.items() if unfinished(meta, sweeps))
+    (report_dir / "figures").mkdir(parents=True, exist_ok=True)
+    front.forest(FINDINGS, PAPERS, [(m.name, m.by_run.get(FIRST, {})) for m in models], report_dir / FOREST)
+    atomic_write_text(report_path, "\n".join(wrap(front_page(ctx, models, columns, counts, cut))))
     for paper in PAPERS:
-        lines += paper_section(paper, by_run, explained, null, columns, ctx.model, cut)
-    lines += experiments_section(runs, ctx, report_dir)
-    lines += compare.section(columns, report_dir)
-    lines += history_section(runs, ctx)
-    atomic_write_text(report_path, "\n".join(lines + DEPARTURES) + "\n")
-    write_json(Path(report_path).with_suffix(".json"), by_run, explained, counts, ctx, null, columns, cut)
+        atomic_write_text(report_dir / f"{PAGES[paper]}.md", "\n".join(paper_page(paper, models, cut, null, ctx.n)))
+    details = ["# The rule, the experiments and the runs", "", "[Front page](report.md)", "", "## The rule", "",
+               RULE, "", front.FRAGILE_WHY[0].upper() + front.FRAGILE_WHY[1:] + ".", "", front.MULTIPLICITY[:-1]
+               + ".", "", front.__doc__.split("\n\n", 2)[2].strip(), "", *experiments_section(runs, ctx, report_dir),
+               *compare.section(columns, report_dir),
+               *history_section(runs, ctx), *DEPARTURES]
+    atomic_write_text(report_dir / "runs.md", "\n".join(details))
+    write_json(Path(report_path).with_suffix(".json"), models, counts, ctx, columns, cut)
     if readme:
         update_readme(readme, counts, compare.readme_lines(columns))
     return Path(report_path)
 
 
-def write_json(path: Path, by_run: dict, explained: dict, counts: dict, ctx, null=None, columns=(),
-               cut=frozenset()) -> None:
+def _judged(m, label: str, v) -> dict:
+    """What the front page shows of a line: its device, whether it is fragile, and (a first run's) Holm."""
+    p, adjusted, verdict = m.holm.get(v.finding.id, (None, None, None)) if label == FIRST else (None,) * 3
+    return {"headline": label == FIRST, "device": front.device(m.runs, v), "fragile": front.fragile(v),
+            "holm": {"p": p, "p_adjusted": adjusted, "verdict": verdict} if verdict else None}
+
+
+def write_json(path: Path, models: list, counts: dict, ctx, columns=(), cut=frozenset()) -> None:
     """report.json: every line as data (finding, paper, quote, what was tested, run, effect, interval, n, SESOI,
-    power, verdict, what decides it, what was run), the first model's, with `models`: each model's entry on it."""
-    entries = []
-    for label, found in by_run.items():
+    power, verdict, what decides it, what was run, where it trained, Holm, fragile), the first model's, with
+    `models`: each model's entry on it."""
+    first, entries = models[0], []
+    for label, found in first.by_run.items():
         for fid, v in found.items():
             follow = FOLLOW_UPS.get(label)
-            disclosed, sentence = explained[label][fid]
-            line = record(v, follow.protocol if follow else v.finding.protocol, disclosed, sentence)
+            disclosed, sentence = first.explained[label][fid]
+            line = {**record(v, follow.protocol if follow else v.finding.protocol, disclosed, sentence),
+                    **_judged(first, label, v)}
+            others = compare.entries(label, fid, v, line, ctx.model, columns)
+            others[0].update(_judged(first, label, v))
+            for entry in others[1:]:
+                m = next(m for m in models if m.name == entry["slug"])
+                entry.update(_judged(m, label, m.by_run[label][fid]))
             entries.append({**line, "unfinished_run": (label, v.finding.experiment) in cut,
-                            "null_baseline": (null or {}).get("ratios", {}).get(fid),
-                            "models": compare.entries(label, fid, v, line, ctx.model, columns)})
+                            "null_baseline": (first.null or {}).get("ratios", {}).get(fid), "models": others})
     data = {"scale": ctx.scale.name, "model": ctx.model, "layers": ctx.n, "tasks": ctx.tasks,
-            "counts_first_run": counts, "lines": entries,
-            "models": compare.summary(ctx.model, ctx, counts, columns)}
+            "counts_first_run": counts, "lines": entries, "models": compare.summary(ctx.model, ctx, counts, columns),
+            "multiplicity": {m.name: front.multiplicity(m.by_run.get(FIRST, {}), m.name) for m in models},
+            "fragile_margin_share_of_sesoi": front.FRAGILE,
+            "sensitivity": {fid: [x.replace("**", "") for x in cell] for fid, cell in sensitivity(models).items()}}
     atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")

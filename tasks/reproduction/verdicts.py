@@ -69,7 +69,7 @@ class Finding:
     protocol: int = 1              # a changed protocol or extra seeds is a new declaration with protocol + 1
     pilot: tuple = ()              # power.PILOT_SD keys whose effects make this line's (its sd before any run)
     sesoi_from_pilot: bool = False  # the 2026-11-24 pilot's spread informed the SESOI (said in the report)
-    setting_resembles: str = ""    # where two models' verdicts disagree: which one the paper's setting resembles, why
+    claim: str = ""                # its short name on the front page (findings/__init__.py)
 
 
 @dataclass

@@ -6,7 +6,6 @@ batch 32, 3 epochs per stage; one or two runs per configuration (the better kept
 """
 from .. import arms, measures
 from ..verdicts import Finding
-from .resemblance import declare
 
 PAPER = "000_317186e5dc9a0fa6.txt"
 TITLE = "Huang, Lin, Zhou, BERT Goes to College"
@@ -91,4 +90,3 @@ FINDINGS = [
         "not tested here", "WNLI is not in the course data.", untestable="needs WNLI (--task-file)",
         elsewhere=GLUE + " --tasks pair=wnli,final=mrpc --only transfer"),
 ]
-FINDINGS = declare(FINDINGS)   # which model the paper's setting resembles (resemblance.py)

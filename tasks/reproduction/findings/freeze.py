@@ -8,7 +8,6 @@ from dataclasses import replace
 
 from .. import arms
 from ..verdicts import Finding
-from .resemblance import declare
 
 PAPER = "002_d220c808c256bba9.txt"
 TITLE = "Gorti & Thiesmeyer, Freeze Your Layers"
@@ -83,7 +82,6 @@ FINDINGS = [
         combine="all", protocol=2, pilot=("reinit at 0.25",),
         keywords=dict(what="SST alone and Quora alone: SMART minus without", follow_up="smart-alone")),
 ]
-FINDINGS = declare(FINDINGS)   # which model the paper's setting resembles (resemblance.py)
 
 # The 'other tasks in isolation' half as the follow-up smart-alone measures it: its own methods sweeps
 SMART_ALONE = replace(

@@ -6,7 +6,6 @@ seed vs seed and dataset vs dataset. "Last layers" there are the top few of 24; 
 """
 from .. import measures
 from ..verdicts import Finding
-from .resemblance import declare
 
 PAPER = "004_7ef1d0237fc670fe.txt"
 TITLE = "Hao et al. 2020, Investigating Learning Dynamics of BERT Fine-Tuning"
@@ -69,4 +68,3 @@ FINDINGS = [
         elsewhere="python reproduce.py --scale paper --model bert-large-uncased --task-file glue.json "
                   "--tasks primary=rte,second=mnli --only datasets", protocol=2),
 ]
-FINDINGS = declare(FINDINGS)   # which model the paper's setting resembles (resemblance.py)

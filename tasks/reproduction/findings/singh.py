@@ -7,7 +7,6 @@ probes on frozen truncated models, L2 distance of the output sub-layer's dense w
 """
 from .. import measures
 from ..verdicts import Finding
-from .resemblance import declare
 
 PAPER = "001_3cd4a3a1567cb7f4.txt"
 TITLE = "Singh & Giovanardi, How much does pre-trained information help?"
@@ -107,4 +106,3 @@ FINDINGS = [
         elsewhere="python reproduce.py --scale paper --model bert-base-uncased --task-file glue.json "
                   "--tasks primary=cola --only reinit-large"),
 ]
-FINDINGS = declare(FINDINGS)   # which model the paper's setting resembles (resemblance.py)

@@ -8,7 +8,6 @@ from dataclasses import replace
 
 from .. import arms, measures, probes
 from ..verdicts import Finding
-from .resemblance import declare
 
 PAPER = "003_ff14ca6f37d4b1dc.txt"
 TITLE = "Tamkin et al. 2020, Investigating Transferability in Pretrained Language Models"
@@ -73,8 +72,9 @@ FINDINGS = [
         "significantly.", "BERT-base, GLUE tasks at 5k examples, random permutations of the 12 layers, each "
         "fine-tuned (Fig. 4)", "original order against random orders", "dev accuracy (SST)", 0.01,
         "one point of accuracy; the paper's loss is several points",
-        "original order minus each random order (each order averaged over its seeds), the random order as the "
-        "unit of the interval (n = orders)", "Carried: any layered encoder whose layers learned to feed each "
+        "original order minus each random order at each seed, averaged over seeds and orders; the interval a "
+        "two-level crossed model over seeds and orders (the seeds' and the orders' spread both in it; n = seeds)",
+        "Carried: any layered encoder whose layers learned to feed each "
         "other. Six layers give fewer distinct orders than twelve.", experiment="permute",
         measure=measures.tamkin_permute,
         pilot=("permute",)),
@@ -90,7 +90,6 @@ FINDINGS = [
         untestable="QNLI and CoLA are not in the course data", elsewhere=GLUE + " --only blocks",
         pilot=("reinit at 0.25",)),
 ]
-FINDINGS = declare(FINDINGS)   # which model the paper's setting resembles (resemblance.py)
 
 # The 'not necessary' half as the follow-up tamkin-not-necessary measures it: its own reinit-large sweep
 NOT_NECESSARY = replace(

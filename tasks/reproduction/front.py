@@ -1,0 +1,238 @@
+"""The report's front page: a row per finding (each model's first-run verdict, its effect against the SESOI, the
+verdict after Holm, what the follow-ups did), the multiplicity line and the forest plot.
+
+The first run, declared before it ran, gives the headline and the counts; a follow-up is a sensitivity analysis,
+never counted, and the row says where one disagrees with the first run.
+
+p-values. Every line's interval is a t-interval, mean -/+ t(df) sd / sqrt(n), whatever its unit (paired, Welch,
+jackknife, the two-level crossed model: `tasks/ablation/statistics.py`, whose `at_level` redraws it at any level),
+so inverting it gives the one-sided p of "effect > 0" exactly: 1 - T_df(mean / (sd / sqrt(n))). An equivalence's p
+is TOST's (the larger of the two one-sided p's against -/+ the margin); a line whose rows must all hold takes its
+largest row p (intersection-union), one that needs any row the smallest times the rows (Bonferroni).
+"""
+import math
+
+from scipy import stats
+
+from .findings import PAGES
+from .follow_ups import FIRST
+from .lines import fmt
+from .verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED, decide, level_of
+
+FRAGILE = 0.25   # a decisive bound within this share of the SESOI of its decision line reads "fragile"
+FRAGILE_WHY = (f"a decisive bound (the lower bound against 0 for a reproduced line, the upper against the SESOI "
+               f"for a not reproduced one, the nearer margin for an equivalence) within {FRAGILE:g} x the line's "
+               f"SESOI of its line reads *fragile*: a share of the SESOI so that it means the same on accuracies and "
+               f"ratios, and a quarter so that a bound a tenth of a point above zero on a one-point SESOI (the "
+               f"permute first run) is flagged; chosen with the kept results in view, it labels and changes no "
+               f"verdict")
+# what each follow-up changed, as the sensitivity cell says it
+CHANGED = {"cap-small-data": "the small-data cap", "cap-large-data": "the large-data cap",
+           "cap-multitask": "the multitask cap", "equal-epochs": "equal epochs", "lr-2e-5": "lr 2e-5",
+           "hao-null-perturbation": "the null subtracted", "freeze-paper-schedule": "the paper's schedule",
+           "task-dependence-matched": "matched data sizes", "transfer-siamese": "siamese transfer",
+           "tamkin-not-necessary": "its own sweep", "smart-alone": "each task alone", "more-seeds": "more seeds"}
+WORD = {REPRODUCED: "holds", NOT_REPRODUCED: "fails"}
+
+
+def alpha(finding) -> float:
+    """The one-sided size of a line's "reproduced": 0.025 (95% lower bound above 0), 0.05 (TOST at 90%)."""
+    return (1 - level_of(finding.kind)) / 2
+
+
+def _p_row(e: dict, finding) -> float:
+    if not e or e.get("std") is None or not e.get("n") or not math.isfinite(e["std"]) or e["std"] <= 0:
+        return math.nan
+    se, df = e["std"] / math.sqrt(e["n"]), e.get("df", e["n"] - 1)
+    if finding.kind == "equivalence":
+        margin = finding.sesoi
+        return max(stats.t.sf((e["mean"] + margin) / se, df), stats.t.sf((margin - e["mean"]) / se, df))
+    return float(stats.t.sf(e["mean"] / se, df))
+
+
+def p_value(v) -> float:
+    """The line's one-sided p for its "reproduced" side (module docstring); nan where it has none."""
+    rows = [r for r in v.rows if r.estimate and not r.pending]
+    if v.outcome in (NOT_RUN, NOT_TESTABLE) or not rows or any(r.pending for r in v.rows):
+        return math.nan
+    ps = [_p_row(r.estimate, v.finding) for r in rows]
+    if any(math.isnan(p) for p in ps):
+        return math.nan
+    return min(1.0, len(ps) * min(ps)) if v.finding.combine == "any" else max(ps)
+
+
+def holm(found: dict) -> dict:
+    """{finding id: (p, Holm-adjusted p on the line's own alpha scale, verdict after Holm)} over the lines with a p.
+    Each p is divided by its line's alpha, so a line passes alone at <= 1 and Holm's step-down compares the sorted
+    ratios with 1 / (m - i); only a "reproduced" can change (to "not after Holm")."""
+    ratios = {fid: p_value(v) / alpha(v.finding) for fid, v in found.items()}
+    ratios = {fid: q for fid, q in ratios.items() if not math.isnan(q)}
+    out, running, m = {}, 0.0, len(ratios)
+    for i, (fid, q) in enumerate(sorted(ratios.items(), key=lambda x: x[1])):
+        running = max(running, (m - i) * q)
+        v = found[fid]
+        kept = v.outcome != REPRODUCED or running <= 1
+        out[fid] = (q * alpha(v.finding), min(1.0, running * alpha(v.finding)), v.outcome if kept else
+                    "not after Holm")
+    return out
+
+
+MULTIPLICITY = ("Multiplicity: if nothing were real (each direction line's true effect 0, each equivalence's at its "
+                "margin), a tested line reads a false \"reproduced\" with probability at most its one-sided alpha: "
+                "0.025 (the 95% interval's lower bound above 0; a line whose rows must all hold needs each row, one "
+                "that needs any is Bonferroni's) or 0.05 (an equivalence's TOST at 90%); the family's expected false "
+                "ones are at most their sum. Holm's step-down over each model's first-run lines with a p-value "
+                "(each p inverts the line's own t-interval, `tasks/reproduction/front.py`) keeps the chance of any "
+                "false one at those alphas; a reproduced line it does not keep reads \"not after Holm\":")
+
+
+def multiplicity(found: dict, name: str) -> str:
+    """The family's expected false "reproduced" if nothing were real, and how many it shows before and after Holm."""
+    tested = [v for v in found.values() if not math.isnan(p_value(v))]
+    bound = sum(alpha(v.finding) for v in tested)
+    equivalences = sum(v.finding.kind == "equivalence" for v in tested)
+    shown = sum(v.outcome == REPRODUCED for v in tested)
+    after = sum(x[2] == REPRODUCED for x in holm(found).values())
+    return (f"**{name}**: {len(tested)} first-run lines tested ({equivalences} equivalences): at most {bound:.2f} "
+            f"false \"reproduced\" expected by chance; {shown} reproduced, {after} after Holm.")
+
+
+def decisive(v):
+    """(the row that decides the line, its bound's distance from its decision line) for a decided line, else (row,
+    None). Where one row decides (an "all" line's failing row, an "any" line's holding one, at Bonferroni's level:
+    verdicts.py) it is the clearest such row; where every row must, the nearest."""
+    rows = [r for r in v.rows if r.estimate and not r.pending and r.estimate.get("ci95_low") is not None]
+    if not rows:
+        return None, None
+    f, best = v.finding, None
+    union = (f.combine, v.outcome) in (("all", NOT_REPRODUCED), ("any", REPRODUCED))
+    for r in rows:
+        e = r.adjusted if union and r.adjusted else r.estimate
+        if v.outcome not in (REPRODUCED, NOT_REPRODUCED) or decide(e, f.sesoi, f.kind) != v.outcome:
+            continue
+        low, high = e["ci95_low"], e["ci95_high"]
+        if f.kind == "equivalence":
+            gap = min(low + f.sesoi, f.sesoi - high) if v.outcome == REPRODUCED else max(low - f.sesoi, -f.sesoi - high)
+        else:
+            gap = low if v.outcome == REPRODUCED else f.sesoi - high
+        if best is None or (gap > best[1] if union else gap < best[1]):
+            best = (r, gap)
+    return best or (rows[0], None)
+
+
+def fragile(v) -> bool:
+    gap = decisive(v)[1]
+    return gap is not None and gap <= FRAGILE * v.finding.sesoi
+
+
+def device(runs: dict, v) -> str:
+    """Where the line's trials trained (cpu, cuda): the kind each kept run it read records (KeptRun.device)."""
+    kinds = {runs[source][experiment][0].device for experiment, source in v.reads
+             if experiment in runs.get(source, {})}
+    return "+".join(sorted(kinds - {""})) or "-"
+
+
+def short(v) -> str:
+    """The verdict as the front page shows it."""
+    if v is None or v.outcome != UNDERPOWERED:
+        return "-" if v is None else f"**{v.outcome}**" if v.outcome in WORD else v.outcome
+    need = (v.power or {}).get("needs")
+    return f"underpowered (n {f'>= {need}' if need else '> 200'})"
+
+
+def effect(v) -> str:
+    row = decisive(v)[0]
+    if row is None:
+        return "-"
+    shown = fmt(row.estimate).split(", n=")[0]
+    return shown + (f" (of {len(v.rows)} rows)" if len(v.rows) > 1 else "")
+
+
+def sensitivity(fid: str, by_run: dict, runs: dict, first, name: str = "") -> list:
+    """What the follow-ups did to the line, in words, grouped by outcome; a disagreement with the first run and a
+    change of device (two things changed at once) said."""
+    groups = {}
+    for label, found in by_run.items():
+        v = found.get(fid)
+        if label == FIRST or v is None or v.outcome in (NOT_RUN, NOT_TESTABLE):
+            continue
+        before, after = device(runs, first) if first else "-", device(runs, v)
+        moved = f"{before} to {after}" if "-" not in (before, after) and before != after else ""
+        unlike = first is not None and first.outcome != NOT_RUN and v.outcome != first.outcome \
+            and bool(WORD.keys() & {v.outcome, first.outcome})
+        groups.setdefault((unlike, WORD.get(v.outcome, "undecided")), {}).setdefault(moved, []).append(
+            CHANGED.get(label, label))
+    out = []
+    for (unlike, word), by_move in groups.items():
+        parts = [", ".join(texts) + (f" and the device changed together ({moved})" if moved else "")
+                 for moved, texts in by_move.items()]
+        out.append(f"{name}{'**unlike the first run**: ' if unlike else ''}{word} with {'; '.join(parts)}")
+    return out
+
+
+def page(finding) -> str:
+    return f"{PAGES[finding.paper]}.md"
+
+
+def table(findings: list, names: list, first: dict, other: dict, holm_first: dict, holm_other: dict,
+          cells: dict) -> list:
+    """The front page's table: a row per finding."""
+    other_name = names[1] if len(names) > 1 else "no other model"
+    lines = [f"| finding | claim | {names[0]}, first run: verdict, effect [95% CI] | {other_name}, first run | SESOI | "
+             f"after Holm ({' / '.join(names)}) | follow-ups: sensitivity, {names[0]} unless named |",
+             "|---|---|---|---|---|---|---|"]
+    for f in findings:
+        a, b = first.get(f.id), other.get(f.id)
+        marks = [f"{short(v)}{' *fragile*' if v and fragile(v) else ''}: {effect(v)}" if v and effect(v) != "-"
+                 else short(v) for v in (a, b)]
+        adjusted = " / ".join(("same" if h[f.id][2] == v.outcome else f"**{h[f.id][2]}**") if f.id in h else "-"
+                              for h, v in ((holm_first, a), (holm_other, b)))
+        sesoi = f"{f.sesoi:g}" + (" (equiv.)" if f.kind == "equivalence" else "")
+        lines.append(f"| [{f.id}]({page(f)}#{f.id}) | {f.claim} | {marks[0]} | {marks[1]} | {sesoi} | "
+                     f"{adjusted} | {'; '.join(cells.get(f.id, [])) or '-'} |")
+    return lines
+
+
+COLOURS = {REPRODUCED: "tab:green", NOT_REPRODUCED: "tab:red", "not after Holm": "tab:orange"}
+
+
+def forest(findings: list, papers: dict, models: list, path) -> None:
+    """One panel per paper: each finding's first-run effect and interval in units of its SESOI (so accuracies and
+    ratios share an axis, symlog beyond +/-2), the SESOI at 1 (the margin +/-1 for an equivalence), marked by
+    verdict (green reproduced, red not reproduced, grey undecided; a circle per model)."""
+    from ..ablation.drawing import new_figure, png_bytes
+    from ..fileio import atomic_write_bytes
+    per = {p: [f for f in findings if f.paper == p and any(m[1].get(f.id) and decisive(m[1][f.id])[0]
+                                                          for m in models)] for p in papers}
+    per = {p: fs for p, fs in per.items() if fs}
+    if not per:
+        return
+    fig = new_figure(figsize=(8, 1.0 + 0.34 * sum(len(fs) for fs in per.values()) + 0.5 * len(per)))
+    axes = fig.subplots(len(per), 1, sharex=True, squeeze=False,
+                        height_ratios=[len(fs) + 1 for fs in per.values()])[:, 0]
+    markers = ("o", "s")
+    for ax, (paper, fs) in zip(axes, per.items()):
+        for y, f in enumerate(fs):
+            if f.kind == "equivalence":
+                ax.fill_betweenx([y - 0.4, y + 0.4], -1, 1, color="tab:blue", alpha=0.1, linewidth=0)
+            for k, (name, found) in enumerate(models):
+                v = found.get(f.id)
+                row = decisive(v)[0] if v else None
+                if row is None or row.estimate.get("ci95_low") is None:
+                    continue
+                e, s, dy = row.estimate, f.sesoi, 0.15 - 0.3 * k
+                colour = COLOURS.get(v.outcome, "grey")
+                ax.errorbar(e["mean"] / s, y + dy, xerr=[[(e["mean"] - e["ci95_low"]) / s],
+                                                         [(e["ci95_high"] - e["mean"]) / s]],
+                            fmt=markers[k], color=colour, ms=4, capsize=2, mfc=colour if fragile(v) is False
+                            else "white", label=name if y == 0 and paper == next(iter(per)) else None)
+        ax.axvline(0, color="black", linewidth=0.8)
+        ax.axvline(1, color="tab:blue", linestyle="--", linewidth=0.8)
+        ax.set_yticks(range(len(fs)), [f.id for f in fs], fontsize=7)
+        ax.set_ylim(len(fs) - 0.5, -0.6)
+        ax.set_title(papers[paper], fontsize=8, loc="left")
+        ax.set_xscale("symlog", linthresh=2)
+    axes[-1].set_xlabel("first-run effect / SESOI (0: no effect; dashed 1: the SESOI; shaded: an equivalence's "
+                        "margin)\ncircle minilm, square mini-20M; green reproduced, red not reproduced, grey "
+                        "undecided; hollow: fragile", fontsize=7)
+    atomic_write_bytes(path, png_bytes(fig))
