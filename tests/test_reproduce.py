@@ -207,7 +207,7 @@ def test_the_probe_layer_is_chosen_on_held_out_training_data_not_dev():
         for s in range(5):
             dev = 0.4 if layer == 5 else 0.3        # dev would pick layer 5
             held = 0.5 if layer == 3 else 0.35      # the held-out training share picks layer 3
-            info = {"penalty": {"sst": 1.0}, "holdout": {"sst": {"1": held, "10": 0.0}}}
+            info = {"penalty": {"sst": 1.0}, "holdout_score": {"sst": held}}   # at the penalty chosen on it
             records.append(_record(f"layer={layer},pooling=mean", s, LARGE, {"layer": layer}, {"sst": dev},
                                    info=info))
     results = measures.Results()
