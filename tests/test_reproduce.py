@@ -150,10 +150,11 @@ def test_every_declaration_is_complete_and_wired():
     assert papers == set(PAPERS) and all(sum(f.paper == p for f in FINDINGS) >= 4 for p in papers)
 
 
-def _record(config, seed, fraction, params=None, dev=None, curves=None, group=None, info=None, key=None):
+def _record(config, seed, fraction, params=None, dev=None, curves=None, group=None, info=None, key=None,
+            mode="reinit"):
     return {"key": key or f"{config}-{seed}-{fraction}", "config": config, "group": group or config, "seed": seed,
             "data_fraction": fraction, "params": params or {}, "dev": dev or {}, "curves": curves, "info": info,
-            "status": "ok"}
+            "status": "ok", "mode": mode}
 
 
 def _reinit(score, seeds=range(5)) -> list:
@@ -604,7 +605,8 @@ def test_head_reinitialisation_takes_the_seed_as_its_unit():
 
 def _trial(group, rows, curve, fraction=0.03, metric="sst"):
     plateau = {"holdout_rows": {metric: rows}, "tolerance": 0.005, "metric": metric, "stopped": True}
-    return {"group": group, "config": group, "seed": 0, "data_fraction": fraction, "steps": curve[-1][0],
+    return {"mode": "reinit", "group": group, "config": group, "seed": 0, "data_fraction": fraction, "params": {},
+            "steps": curve[-1][0],
             "budget": {"heldout_curve": [{"step": s, "score": v} for s, v in curve], "plateau": plateau}}
 
 
@@ -626,8 +628,8 @@ def test_the_budget_shows_learning_curves_and_flags_a_held_out_set_too_small_to_
 
 
 def test_a_probe_experiments_budget_says_probes_not_steps():
-    probes = {"probe": [{"mode": "probe", "steps": 0, "info": {"converged": True}},
-                        {"mode": "probe", "steps": 0, "info": {"converged": False}}]}
+    probes = {"probe": [{**_record("layer=0,pooling=mean", s, 0.03, info={"converged": s == 0}, mode="probe"),
+                         "steps": 0} for s in range(2)]}
     line = reproduction_report.budget_line(probes)
     assert "linear probes on frozen layers, 1 of 2 converged" in line and "steps trained" not in line
 
