@@ -12,14 +12,17 @@ from ..ablation.summary import Trial
 from ..fileio import atomic_write_bytes
 
 
+def figure_path(report_dir: Path, name: str, label: str, plot: str) -> Path:
+    """Where a run's plot lies beside the report: figures/[SLUG-]EXPERIMENT-RUN-PLOT.png (`name` the experiment's,
+    after a second model's slug and -)."""
+    return Path(report_dir) / "figures" / f"{name}-{label}-{plot}.png"
+
+
 def figure_links(report_dir: Path, experiment, label: str, prefix: str = "") -> list:
     """The sweeps' plots copied beside the report (`sweeps.copy_figures`; `prefix` a second model's slug and -)."""
-    out = []
-    for sweep, plot in experiment.figures:
-        name = f"{prefix}{experiment.name}-{label}-{plot}.png"
-        if (report_dir / "figures" / name).exists():
-            out.append(f"![{prefix}{experiment.name} ({label}): {plot}](figures/{name})")
-    return out
+    name = prefix + experiment.name
+    return [f"![{name} ({label}): {plot}](figures/{path.name})" for _, plot in experiment.figures
+            if (path := figure_path(report_dir, name, label, plot)).exists()]
 
 
 def run_lines(report_dir: Path, experiment, label: str, kept_run: tuple, folder: str, prefix: str = "") -> list:
@@ -124,7 +127,7 @@ def learning_curve_link(report_dir: Path, name: str, label: str, sweeps: dict) -
     fig = learning_curves(sweeps)
     if fig is None:
         return []
-    file = f"{name}-{label}-learning-curves.png"
-    (report_dir / "figures").mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(report_dir / "figures" / file, png_bytes(fig))
-    return [f"![{name} ({label}): learning curves on held-out training rows](figures/{file})"]
+    path = figure_path(report_dir, name, label, "learning-curves")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, png_bytes(fig))
+    return [f"![{name} ({label}): learning curves on held-out training rows](figures/{path.name})"]
