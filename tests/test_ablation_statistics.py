@@ -13,7 +13,7 @@ from tasks.ablation.statistics import (
     pooled_paired_interval,
 )
 from tasks.ablation.studies import permute, reinit
-from tasks.ablation.summary import summarise
+from tasks.ablation.summary import Trial, summarise
 from tasks.ablation.sweep import Shape
 
 T2, T1 = 4.302653, 12.706205  # t(0.975) with 2 and 1 degrees of freedom
@@ -152,3 +152,16 @@ def test_figures_draw_the_papers_references():
     labels = _legend(reinit.reinit_blocks(rows, "dev/sst", 2))
     assert {"pretrained", "every layer re-drawn (embeddings only)", "the block re-drawn",
             "only the block pretrained"} <= set(labels)
+
+
+def test_a_trial_record_reads_its_training_whatever_its_mode_wrote():
+    """Trial.of: a transfer trial's total steps count both stages, a probe's missing budget reads empty, and a
+    seed-vs-seed comparison is one unit fewer than the seeds."""
+    base = {"config": "c", "seed": 1, "data_fraction": 0.25, "params": {}}
+    transfer = Trial.of({**base, "mode": "transfer", "group": "via=sts", "steps": 200, "info": {"total_steps": 480},
+                         "budget": {"plateau": {"stopped": True}, "heldout_curve": [{"step": 40, "score": 0.5}]}})
+    assert (transfer.arm, transfer.steps, transfer.total_steps, transfer.plateau) == ("via=sts", 200, 480,
+                                                                                       {"stopped": True})
+    probe = Trial.of({**base, "mode": "probe", "steps": 0, "budget": None, "info": None})
+    assert (probe.arm, probe.total_steps, probe.plateau, probe.heldout_curve, probe.info) == ("c", 0, {}, [], {})
+    assert Trial.of({**base, "mode": "dynamics", "params": {"kind": "seeds"}}).pairs

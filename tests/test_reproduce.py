@@ -150,10 +150,11 @@ def test_every_declaration_is_complete_and_wired():
     assert papers == set(PAPERS) and all(sum(f.paper == p for f in FINDINGS) >= 4 for p in papers)
 
 
-def _record(config, seed, fraction, params=None, dev=None, curves=None, group=None, info=None, key=None):
+def _record(config, seed, fraction, params=None, dev=None, curves=None, group=None, info=None, key=None,
+            mode="reinit"):
     return {"key": key or f"{config}-{seed}-{fraction}", "config": config, "group": group or config, "seed": seed,
             "data_fraction": fraction, "params": params or {}, "dev": dev or {}, "curves": curves, "info": info,
-            "status": "ok"}
+            "status": "ok", "mode": mode}
 
 
 def _reinit(score, seeds=range(5)) -> list:
@@ -207,7 +208,7 @@ def test_the_probe_layer_is_chosen_on_held_out_training_data_not_dev():
         for s in range(5):
             dev = 0.4 if layer == 5 else 0.3        # dev would pick layer 5
             held = 0.5 if layer == 3 else 0.35      # the held-out training share picks layer 3
-            info = {"penalty": {"sst": 1.0}, "holdout": {"sst": {"1": held, "10": 0.0}}}
+            info = {"penalty": {"sst": 1.0}, "holdout_score": {"sst": held}}   # at the penalty chosen on it
             records.append(_record(f"layer={layer},pooling=mean", s, LARGE, {"layer": layer}, {"sst": dev},
                                    info=info))
     results = measures.Results()
@@ -615,7 +616,8 @@ def test_head_reinitialisation_takes_the_seed_as_its_unit():
 
 def _trial(group, rows, curve, fraction=0.03, metric="sst"):
     plateau = {"holdout_rows": {metric: rows}, "tolerance": 0.005, "metric": metric, "stopped": True}
-    return {"group": group, "config": group, "seed": 0, "data_fraction": fraction, "steps": curve[-1][0],
+    return {"mode": "reinit", "group": group, "config": group, "seed": 0, "data_fraction": fraction, "params": {},
+            "steps": curve[-1][0],
             "budget": {"heldout_curve": [{"step": s, "score": v} for s, v in curve], "plateau": plateau}}
 
 
@@ -637,8 +639,8 @@ def test_the_budget_shows_learning_curves_and_flags_a_held_out_set_too_small_to_
 
 
 def test_a_probe_experiments_budget_says_probes_not_steps():
-    probes = {"probe": [{"mode": "probe", "steps": 0, "info": {"converged": True}},
-                        {"mode": "probe", "steps": 0, "info": {"converged": False}}]}
+    probes = {"probe": [{**_record("layer=0,pooling=mean", s, 0.03, info={"converged": s == 0}, mode="probe"),
+                         "steps": 0} for s in range(2)]}
     line = reproduction_report.budget_line(probes)
     assert "linear probes on frozen layers, 1 of 2 converged" in line and "steps trained" not in line
 

@@ -30,7 +30,8 @@ SITTING = kept.sitting("test cpu", {"minbert_commit": "0" * 40}, 600.0)
 
 def _record(config, seed, params, dev=None, fraction=LARGE, **extra):
     return {"key": f"{config}|seed={seed}|fraction={fraction}", "config": config, "group": config, "seed": seed,
-            "data_fraction": fraction, "params": params, "dev": dev or {}, "status": "ok", "steps": 200, **extra}
+            "data_fraction": fraction, "params": params, "dev": dev or {}, "status": "ok", "steps": 200,
+            "mode": "reinit", **extra}
 
 
 def _probe_records(best=3):

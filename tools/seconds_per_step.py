@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from minbert import UserError  # noqa: E402
+from tasks.ablation.summary import Trial  # noqa: E402
 from tasks.cli import run_command  # noqa: E402
 
 
@@ -26,7 +27,7 @@ def run_rate(records: list):
         return None
     ends = [datetime.strptime(r["finished_at"], "%Y-%m-%dT%H:%M:%SZ") for r in records]
     starts = [end - timedelta(seconds=r["wall_time_s"]) for end, r in zip(ends, records)]
-    steps = sum((r.get("info") or {}).get("total_steps") or r.get("steps") or 0 for r in records)
+    steps = sum(Trial.of(r).total_steps or 0 for r in records)
     kinds = {str(r.get("device", "?")).split(":")[0] for r in records}
     return (kinds.pop(), steps, (max(ends) - min(starts)).total_seconds()) if steps and len(kinds) == 1 else None
 

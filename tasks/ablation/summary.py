@@ -13,7 +13,9 @@ difference, its interval over the seeds, `statistics.floor_difference`).
 """
 import csv
 import io
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from ..fileio import atomic_write_bytes, atomic_write_text, safe_join
 from .statistics import change, estimate, pooled_interval, unit_of
@@ -63,6 +65,30 @@ def tally(sweep, trials: list, records: list, write: bool = True) -> bool:
 def headline_metric(tasks) -> str:
     """The metric a plot shows: the task's own for one task, the course's overall score for several."""
     return f"dev/{tasks[0]}" if len(tasks) == 1 else "dev/overall"
+
+
+@dataclass(frozen=True)
+class Trial:
+    """What a finished trial's results line says of its training, read in this one place (`Trial.of`): a section
+    its mode did not write (a probe's budget, a fine-tuning's info) reads empty."""
+    mode: str
+    arm: str                    # its group, else its configuration
+    seed: int
+    fraction: float
+    pairs: bool                 # a comparison of two seeds' fine-tunings (one unit fewer than the seeds)
+    steps: Optional[int]        # the steps it trained; None where it trained none
+    total_steps: Optional[int]  # both stages of a transfer trial; else `steps`
+    plateau: dict               # the plateau rule's account (plateau.py); {} where no plateau rule ran
+    heldout_curve: list         # [{step, score}] on the held-out training rows; [] where none was kept
+    info: dict                  # the study's own account (a probe's penalty, held-out score, convergence)
+
+    @classmethod
+    def of(cls, record: dict) -> "Trial":
+        budget, info = record.get("budget") or {}, record.get("info") or {}
+        return cls(record["mode"], record.get("group") or record["config"], record["seed"], record["data_fraction"],
+                   record["params"].get("kind") == "seeds", record.get("steps"),
+                   info.get("total_steps") or record.get("steps"), budget.get("plateau") or {},
+                   budget.get("heldout_curve") or [], info)
 
 
 def trial_metrics(record: dict) -> dict:

@@ -7,44 +7,41 @@ own), the row's label gives each arm's steps, mean and range, from the kept tria
 import numpy as np
 
 from ..ablation.statistics import paired_interval
+from ..ablation.summary import Trial
 from .verdicts import Row
 
 
 def trained(records: list) -> str:
     """'280 (200-360) steps' (mean and range) of the records' trials, both stages of a transfer trial counted;
     '' without steps."""
-    steps = [(r.get("info") or {}).get("total_steps") or r["steps"] for r in records if r.get("steps")]
+    steps = [Trial.of(r).total_steps for r in records if r.get("steps")]
     if not steps:
         return ""
     return f"{np.mean(steps):.0f} ({min(steps)}-{max(steps)}) steps"
 
 
-def _both(a: str, a_steps: str, b: str, b_steps: str) -> str:
-    """' (a 280 (200-360) steps, b ...)' when the trials kept their steps, else ''."""
-    return f" ({a} {a_steps}, {b} {b_steps})" if a_steps and b_steps else ""
+def _versus(results, experiment: str, metric: str, label: str, a: tuple, b: tuple) -> Row:
+    """Arm a minus arm b on `metric`, paired by seed, labelled with each arm's steps where its trials kept them. An
+    arm: (sweep, configuration or None, how its steps read: a format with {} for them)."""
+    steps = [trained(results.select(experiment, sweep, config)) for sweep, config, _ in (a, b)]
+    told = f" ({a[2].format(steps[0])}, {b[2].format(steps[1])})" if all(steps) else ""
+    return Row(label + told, paired_interval(*(results.values(experiment, sweep, metric, config)
+                                               for sweep, config, _ in (a, b))))
 
 
 def arms(results, ctx, experiment: str, a: str, b: str, roles: tuple, what: str) -> list:
     """Per task of `roles`: its sweep TASK-a minus its sweep TASK-b on the task's dev metric, paired by seed (a row
     "TASK: what" each, with each arm's steps)."""
-    rows = []
-    for task in (ctx.tasks[role] for role in roles):
-        metric = f"dev/{task}"
-        steps = _both(a, trained(results.select(experiment, f"{task}-{a}")),
-                      b, trained(results.select(experiment, f"{task}-{b}")))
-        rows.append(Row(f"{task}: {what}{steps}", paired_interval(results.values(experiment, f"{task}-{a}", metric),
-                                                                    results.values(experiment, f"{task}-{b}", metric))))
-    return rows
+    return [_versus(results, experiment, f"dev/{task}", f"{task}: {what}", (f"{task}-{a}", None, a + " {}"),
+                    (f"{task}-{b}", None, b + " {}")) for task in (ctx.tasks[role] for role in roles)]
 
 
 def method_change(results, ctx, sweep: str, method: str, label: str, role=None) -> list:
     """ablate.py --mode methods: method=NAME minus method=baseline, paired by seed, on the overall score (or the
     dev metric of the task of `role`), with each arm's steps."""
     metric = f"dev/{ctx.tasks[role]}" if role else "dev/overall"
-    steps = _both(method, trained(results.select("methods", sweep, f"method={method}")),
-                  "baseline", trained(results.select("methods", sweep, "method=baseline")))
-    return [Row(f"{label}{steps}", paired_interval(results.values("methods", sweep, metric, f"method={method}"),
-                                                      results.values("methods", sweep, metric, "method=baseline")))]
+    return [_versus(results, "methods", metric, label, (sweep, f"method={method}", method + " {}"),
+                    (sweep, "method=baseline", "baseline {}"))]
 
 
 def college_transfer(results, ctx):
@@ -53,21 +50,14 @@ def college_transfer(results, ctx):
     equality is not the steps')."""
     tasks = (ctx.tasks["pair"], ctx.tasks["final"])
     rows = []
-    for via in tasks:
-        for final in tasks:
-            if via == final:
-                continue
-            direct_config = f"via=none,final={final},steps=x2"
-            if not results.values("transfer", "transfer", f"dev/{final}", direct_config):
-                direct_config = f"via=none,final={final}"
-            arm = f"via={via},final={final}"
-            both = trained(results.select("transfer", "transfer", arm))
-            steps = _both("transfer arm", both and both + " in all", f"direct arm ({direct_config.split(',')[-1]})",
-                          trained(results.select("transfer", "transfer", direct_config)))
-            cap = "twice the cap" if direct_config.endswith("x2") else "its own cap (no x2 arm in these results)"
-            rows.append(Row(f"{via} then {final} minus {final} directly at {cap}{steps}", paired_interval(
-                results.values("transfer", "transfer", f"dev/{final}", arm),
-                results.values("transfer", "transfer", f"dev/{final}", direct_config))))
+    for via, final in ((via, final) for via in tasks for final in tasks if via != final):
+        direct = f"via=none,final={final},steps=x2"
+        if not results.values("transfer", "transfer", f"dev/{final}", direct):
+            direct = f"via=none,final={final}"
+        cap = "twice the cap" if direct.endswith("x2") else "its own cap (no x2 arm in these results)"
+        rows.append(_versus(results, "transfer", f"dev/{final}", f"{via} then {final} minus {final} directly at {cap}",
+                            ("transfer", f"via={via},final={final}", "transfer arm {} in all"),
+                            ("transfer", direct, f"direct arm ({direct.split(',')[-1]}) {{}}")))
     return rows
 
 

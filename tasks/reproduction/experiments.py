@@ -108,39 +108,26 @@ def every_k(ctx: Context) -> tuple:
     return (None, *range(ctx.n - 1, 0, -1), 0)
 
 
-def _reinit(fraction_of):
+def _one(label: str, mode: str, fractions: tuple, settings=lambda ctx: {}, role: Optional[str] = "primary"):
+    """One sweep: the task of `role` (None: `settings` name the tasks), `settings(ctx)`, the scale's `fractions`
+    ("small", "large"), in this order (the command line run.json records)."""
     def sweeps(ctx):
-        return [sweep("reinit", "reinit", task=ctx.tasks["primary"], from_layer=every_k(ctx),
-                      data_fractions=(fraction_of(ctx.scale),))]
+        task = {"task": ctx.tasks[role]} if role else {}
+        return [sweep(label, mode, **task, **settings(ctx),
+                      data_fractions=tuple(getattr(ctx.scale, f) for f in fractions))]
     return sweeps
 
 
-def _probe(ctx):
-    return [sweep("probe", "probe", task=ctx.tasks["primary"], data_fractions=(ctx.scale.small, ctx.scale.large))]
+def _reinit(fraction: str):
+    return _one("reinit", "reinit", (fraction,), lambda c: dict(from_layer=every_k(c)))
 
 
-def _permute(ctx):
-    return [sweep("permute", "permute", task=ctx.tasks["primary"], trials=8, data_fractions=(ctx.scale.large,))]
+def _heads(layer_of):
+    return _one("heads", "reinit", ("large",), lambda c: dict(heads=((layer_of(c), None),)))
 
 
-def _blocks(ctx):
-    blocks = ((0, ctx.low), (ctx.low, ctx.high - ctx.low), (ctx.high, ctx.n - ctx.high))
-    return [sweep("blocks", "reinit", task=ctx.tasks["primary"], block=blocks, data_fractions=(ctx.scale.large,))]
-
-
-def _task_dependence(ctx):
-    return [sweep("reinit", "reinit", task=ctx.tasks["second"],
-                  from_layer=(None, ctx.high, ctx.low, 0), data_fractions=(ctx.scale.small,))]
-
-
-def _dynamics(ctx):
-    return [sweep("dynamics", "dynamics", task=ctx.tasks["primary"], data_fractions=(ctx.scale.small, ctx.scale.large))]
-
-
-def _datasets(ctx):
-    primary, second = ctx.tasks["primary"], ctx.tasks["second"]
-    return [sweep("dynamics", "dynamics", tasks=f"{primary},{second}", across_tasks=True,
-                  data_fractions=(ctx.scale.large,))]
+def _blocks(ctx) -> dict:
+    return dict(block=((0, ctx.low), (ctx.low, ctx.high - ctx.low), (ctx.high, ctx.n - ctx.high)))
 
 
 def _freeze(ctx):
@@ -184,8 +171,7 @@ def _one_layer(ctx, runs):
     layer, why = layer_to_redraw(first, ctx)
     if layer is None:
         raise UserError(f"--follow-up tamkin-not-necessary: {why}")
-    return [sweep(ONE_LAYER, "reinit", task=ctx.tasks["primary"], block=((layer, 1),),
-                  data_fractions=(ctx.scale.large,))]
+    return _one(ONE_LAYER, "reinit", ("large",), lambda c: dict(block=((layer, 1),)))(ctx)
 
 
 def _pairs(ctx):
@@ -197,52 +183,44 @@ def _pairs(ctx):
     return out
 
 
-def _transfer(ctx):
-    # ablate.py lists the direct arm at twice the cap (via=none,final=B,steps=x2) beside the usual one: the
-    # transfer arm's total steps; the measure compares with it when the results have it.
-    return [sweep("transfer", "transfer", tasks=f"{ctx.tasks['pair']},{ctx.tasks['final']}",
-                  data_fractions=(ctx.scale.small,))]
-
-
-def _restore(ctx):
-    return [sweep("restore", "restore", task=ctx.tasks["primary"], data_fractions=(ctx.scale.large,))]
-
-
-def _heads(layer_of):
-    def sweeps(ctx):
-        return [sweep("heads", "reinit", task=ctx.tasks["primary"],
-                      heads=((layer_of(ctx), None),), data_fractions=(ctx.scale.large,))]
-    return sweeps
-
-
 EXPERIMENTS = {e.name: e for e in (
     Experiment("reinit-small", "layers >= k re-drawn then fine-tuned, every k, the primary task at the small "
-               "fraction", _reinit(lambda s: s.small), figures=(("reinit", "reinit_layers"),)),
-    Experiment("reinit-large", "the same at the large fraction", _reinit(lambda s: s.large),
+               "fraction", _reinit("small"), figures=(("reinit", "reinit_layers"),)),
+    Experiment("reinit-large", "the same at the large fraction", _reinit("large"),
                needs=("reinit-small",), figures=(("reinit", "reinit_layers"),),
                controls=(("tamkin-not-necessary", _one_layer),)),
     Experiment("probe", "converged linear probes of every frozen layer ([CLS] and mean), both fractions",
-               _probe, needs=("reinit-small", "reinit-large"), figures=(("probe", "probe"),)),
+               _one("probe", "probe", ("small", "large")), needs=("reinit-small", "reinit-large"),
+               figures=(("probe", "probe"),)),
     Experiment("permute", "the original order, 8 random orders and every layer re-drawn, 3 seeds each (the order "
-               "is the unit)", _permute, seeds=3, figures=(("permute", "permute"),)),
+               "is the unit)", _one("permute", "permute", ("large",), lambda c: dict(trials=8)), seeds=3,
+               figures=(("permute", "permute"),)),
     Experiment("blocks", "a third of the layers re-drawn, or only that third kept (block preserved), against all "
-               "and none re-drawn", _blocks, figures=(("blocks", "reinit_blocks"),)),
+               "and none re-drawn", _one("blocks", "reinit", ("large",), _blocks),
+               figures=(("blocks", "reinit_blocks"),)),
     Experiment("task-dependence", "layers >= k re-drawn on the second task, k at none, two thirds, one third, all",
-               _task_dependence, needs=("reinit-small",)),
+               _one("reinit", "reinit", ("small",), lambda c: dict(from_layer=(None, c.high, c.low, 0)), "second"),
+               needs=("reinit-small",)),
     Experiment("dynamics", "per layer: weight L2, attention JS, SVCCA, pretrained vs fine-tuned and seed vs seed, "
-               "both fractions", _dynamics, figures=(("dynamics", "dynamics"),)),
+               "both fractions", _one("dynamics", "dynamics", ("small", "large")),
+               figures=(("dynamics", "dynamics"),)),
     Experiment("datasets", "fine-tunings on the primary and the second task compared per layer (Hao et al. Figs. "
-               "6-7; ablate.py --across-tasks)", _datasets),
+               "6-7; ablate.py --across-tasks)", _one("dynamics", "dynamics", ("large",), lambda c: dict(
+                   tasks=f"{c.tasks['primary']},{c.tasks['second']}", across_tasks=True), None)),
     Experiment("restore", "each layer of the fine-tuned model restored to its pretrained values, the last "
-               "layer's SVCCA distance (Hao et al. Fig. 3; ablate.py --mode restore)", _restore),
+               "layer's SVCCA distance (Hao et al. Fig. 3; ablate.py --mode restore)",
+               _one("restore", "restore", ("large",))),
     Experiment("freeze", "the top third trained (the rest frozen) against every layer, siamese pairs with the "
                "paper's heads, on STS, SST and Quora", _freeze),
     Experiment("methods", "SMART and gradient surgery (dominant task) each against the same training without "
                "it, paired by seed: multitask, and STS alone for SMART; siamese pairs with the paper's heads",
                _methods, controls=(("smart-alone", _methods_alone),)),
     Experiment("pairs", "pairs cross-encoded against each sentence encoded alone, STS and Quora", _pairs),
+    # ablate.py lists transfer's direct arm at twice the cap (via=none,final=B,steps=x2) beside the usual one: the
+    # transfer arm's total steps; the measure compares with it when the results have it.
     Experiment("transfer", "the pair tasks each fine-tuned directly (at its own cap and at twice it: the "
-               "transfer arm's total) and after the other", _transfer, figures=(("transfer", "transfer"),)),
+               "transfer arm's total) and after the other", _one("transfer", "transfer", ("small",), lambda c: dict(
+                   tasks=f"{c.tasks['pair']},{c.tasks['final']}"), None), figures=(("transfer", "transfer"),)),
     Experiment("heads-top", "each head of the top layer re-drawn, 3 seeds (the head is the unit)",
                _heads(lambda c: c.n - 1), seeds=3, figures=(("heads", "reinit_heads_by_layer"),)),
     Experiment("heads-bottom", "each head of the bottom layer re-drawn, 3 seeds (the head is the unit)",

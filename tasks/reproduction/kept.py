@@ -20,7 +20,7 @@ from typing import Optional
 
 from minbert import UserError
 
-from ..fileio import atomic_write_text, safe_join
+from ..fileio import atomic_write_text, read_jsonl, safe_join
 from .follow_ups import FIRST, FOLLOW_UPS
 from .measures import Results
 
@@ -165,10 +165,7 @@ def check_fingerprints(path: Path, old: list, fresh: list) -> None:
                         f"another --results folder, or declare a follow-up")
 
 
-def load_jsonl(path: Path) -> list:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+load_jsonl = read_jsonl   # a sweep's kept trials (SWEEP.jsonl)
 
 
 def load(results_dir: Path) -> dict:

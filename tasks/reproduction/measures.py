@@ -16,10 +16,10 @@ from ..ablation.statistics import crossed_interval, paired_interval, pooled_pair
 from ..ablation.summary import trial_metrics
 from . import null_baseline
 from .arms import pending
-from .probes import best_probe, probe_scores
+from .probes import best_probe, nothing_to_test, probe_scores
 from .verdicts import Row
 
-RESTORE_CURVE = "restore_svcca"   # ablate.py --mode restore: index i = layer i restored to its pretrained values
+RESTORE = ("restore", "restore", "restore", "restore_svcca")  # index i of the curve: layer i restored
 
 
 class Results:
@@ -89,15 +89,19 @@ def score(results, ctx, k: int, fraction: float, experiment: Optional[str] = Non
     return results.values(experiment, "reinit", f"dev/{task}", f"from={k}", fraction)
 
 
+def _k_minus(results, ctx, top: int, bottom: int, fraction: float, label: str = "") -> Row:
+    """A row: k=`top` minus k=`bottom` at `fraction`, paired by seed."""
+    return Row(label or f"k={top} minus k={bottom}", paired_interval(score(results, ctx, top, fraction),
+                                                                     score(results, ctx, bottom, fraction)))
+
+
 def _gain(results, ctx, top: int, bottom: int, fraction: float, experiment=None) -> dict:
-    return combine(minus, score(results, ctx, top, fraction, experiment), score(results, ctx, bottom, fraction,
-                                                                               experiment))
+    return combine(minus, *(score(results, ctx, k, fraction, experiment) for k in (top, bottom)))
 
 
 def singh_scarce(results, ctx):
     s = ctx.scale.small
-    return [Row(f"k={ctx.n} minus k=0 at {s:g}", paired_interval(score(results, ctx, ctx.n, s),
-                                                                  score(results, ctx, 0, s)))]
+    return [_k_minus(results, ctx, ctx.n, 0, s, f"k={ctx.n} minus k=0 at {s:g}")]
 
 
 def tamkin_data_size(results, ctx):
@@ -112,17 +116,11 @@ def singh_data_size(results, ctx):
     return [Row(f"gain of every layer, {s:g} minus {large:g}", estimate(values))]
 
 
-def fraction_of(results, experiment: str, label: str) -> Optional[float]:
-    """The (smallest) data fraction an experiment's trials ran at: a follow-up's `data_fractions` may set it."""
-    fractions = {r["data_fraction"] for r in results.select(experiment, label)}
-    return min(fractions) if fractions else None
-
-
 def singh_task_dependence(results, ctx):
-    """The primary task's middle-third gain at the small fraction minus the second's at its trials' fraction (the
-    small one, or task-dependence-matched's: the primary's row count)."""
+    """The primary task's middle-third gain at the small fraction minus the second's at its trials' (smallest)
+    fraction (the small one, or task-dependence-matched's: the primary's row count)."""
     s = ctx.scale.small
-    second = fraction_of(results, "task-dependence", "reinit") or s
+    second = min((r["data_fraction"] for r in results.select("task-dependence", "reinit")), default=s)
     values = combine(minus, _gain(results, ctx, ctx.high, ctx.low, s),
                      _gain(results, ctx, ctx.high, ctx.low, second, "task-dependence"))
     return [Row(f"middle-third gain, {ctx.tasks['primary']} at {s:g} minus {ctx.tasks['second']} at {second:g}",
@@ -130,31 +128,18 @@ def singh_task_dependence(results, ctx):
 
 
 def college_downstream(results, ctx):
-    large = ctx.scale.large
-    return [Row(f"k={ctx.high} minus k={ctx.low}", paired_interval(score(results, ctx, ctx.high, large),
-                                                                  score(results, ctx, ctx.low, large)))]
+    return [_k_minus(results, ctx, ctx.high, ctx.low, ctx.scale.large)]
 
 
 def college_not_monotone(results, ctx):
-    large = ctx.scale.large
-    return [Row(f"k={k - 1} minus k={k}", paired_interval(score(results, ctx, k - 1, large),
-                                                          score(results, ctx, k, large)))
-            for k in range(1, ctx.n + 1)]
+    return [_k_minus(results, ctx, k - 1, k, ctx.scale.large) for k in range(1, ctx.n + 1)]
 
 
 def tamkin_blocks(results, ctx):
     keep = f"keep={ctx.low}:{ctx.high - ctx.low}"
-    task, large = ctx.tasks["primary"], ctx.scale.large
-    return [Row(f"{keep} minus from=0", paired_interval(
-        results.values("blocks", "blocks", f"dev/{task}", keep, large),
-        results.values("blocks", "blocks", f"dev/{task}", "from=0", large)))]
-
-
-def _heads(results, ctx, experiment: str):
-    task, large = ctx.tasks["primary"], ctx.scale.large
-    none = results.values(experiment, "heads", f"dev/{task}", f"from={ctx.n}", large)
-    configs = sorted({r["config"] for r in results.select(experiment, "heads") if r["params"].get("scheme") == "head"})
-    return {c: results.values(experiment, "heads", f"dev/{task}", c, large) for c in configs}, none
+    metric, large = f"dev/{ctx.tasks['primary']}", ctx.scale.large
+    return [Row(f"{keep} minus from=0", paired_interval(*(results.values("blocks", "blocks", metric, c, large)
+                                                          for c in (keep, "from=0"))))]
 
 
 def mean_over_heads(results, ctx, experiment: str, sign: int) -> list:
@@ -162,19 +147,18 @@ def mean_over_heads(results, ctx, experiment: str, sign: int) -> list:
     shared reference's noise is in the interval; the heads are every head of the layer (the population the claim
     is about), not a sample, so their spread adds none. sign +1 for 'a head re-drawn helps' (the top layer), -1
     for 'hurts' (the bottom)."""
-    heads, none = _heads(results, ctx, experiment)
-    members = [v for v in heads.values() if v]
+    metric, large = f"dev/{ctx.tasks['primary']}", ctx.scale.large
+    none = results.values(experiment, "heads", metric, f"from={ctx.n}", large)
+    configs = sorted({r["config"] for r in results.select(experiment, "heads") if r["params"].get("scheme") == "head"})
+    members = [v for v in (results.values(experiment, "heads", metric, c, large) for c in configs) if v]
     found = pooled_paired_interval(members, none) if members and none else None
     if found and sign < 0:
-        found = {**found, "mean": -found["mean"], "ci95_low": _negative(found["ci95_high"]),
-                 "ci95_high": _negative(found["ci95_low"])}
+        low, high = found["ci95_low"], found["ci95_high"]
+        found = {**found, "mean": -found["mean"], "ci95_low": None if high is None else -high,
+                 "ci95_high": None if low is None else -low}
     which = "top" if sign > 0 else "bottom"
     return [Row(f"{'mean over heads minus none' if sign > 0 else 'none minus mean over heads'}, {which} layer, "
                 f"{len(members)} heads, the seed the unit", found)]
-
-
-def _negative(x):
-    return None if x is None else -x
 
 
 # ---------------------------------------------------------------------------- permutation
@@ -183,11 +167,10 @@ def _negative(x):
 def tamkin_permute(results, ctx):
     """Original minus the random orders: a two-level crossed model over seeds and orders (the original is one
     reference shared by every order at each seed; the orders are a sample of the n! - 1)."""
-    records = results.select("permute", "permute")
-    task = ctx.tasks["primary"]
-    original = results.values("permute", "permute", f"dev/{task}", "order=" + "-".join(map(str, range(ctx.n))))
-    orders = sorted({r["config"] for r in records if r["params"].get("random")})
-    members = [m for m in (results.values("permute", "permute", f"dev/{task}", o) for o in orders) if m]
+    metric = f"dev/{ctx.tasks['primary']}"
+    original = results.values("permute", "permute", metric, "order=" + "-".join(map(str, range(ctx.n))))
+    orders = sorted({r["config"] for r in results.select("permute", "permute") if r["params"].get("random")})
+    members = [m for m in (results.values("permute", "permute", metric, o) for o in orders) if m]
     found = crossed_interval(members, original) if original else None
     return [Row(f"original minus random order, {len(members)} orders x {found['n'] if found else 0} seeds "
                 f"(seeds and orders both in the interval)", found)]
@@ -230,10 +213,8 @@ def tamkin_probe_not_sufficient(results, ctx):
     if layer is None:
         return [Row("no probe results", None)]
     if layer >= ctx.n:
-        return [Row(f"the best probe layer is the top one ({layer}): nothing to test",
-                    {"n": 0, "mean": math.nan, "std": None, "ci95_low": None, "ci95_high": None})]
-    return [Row(f"k={ctx.n} minus k={layer} (best probe layer) at {large:g}",
-                paired_interval(score(results, ctx, ctx.n, large), score(results, ctx, layer, large)))]
+        return [Row(f"the best probe layer is the top one ({layer}): nothing to test", nothing_to_test())]
+    return [_k_minus(results, ctx, ctx.n, layer, large, f"k={ctx.n} minus k={layer} (best probe layer) at {large:g}")]
 
 
 def tamkin_probe_align(results, ctx):
@@ -251,39 +232,36 @@ def tamkin_probe_align(results, ctx):
 # ---------------------------------------------------------------------------- dynamics
 
 
-def _layers_mean(results, ctx, curve: str, layers, fraction, group=None, offset: int = 0, experiment="dynamics"):
-    """{unit: mean of `curve` over `layers`}; `offset` 1 for curves whose index 0 is the embeddings' output."""
-    config = None if group else "finetune"
-    series = [results.values(experiment, experiment, f"{curve}/{i + offset}", config, fraction, group)
-              for i in layers]
-    return _mean(series)
-
-
-def _thirds(ctx):
-    return range(0, ctx.low), range(ctx.low, ctx.high), range(ctx.high, ctx.n)
-
-
 def _layers(ctx, which: str) -> list:
-    """The layers of "bottom", "middle" or "top" third, or several joined by +: "middle+top"."""
-    thirds = dict(zip(("bottom", "middle", "top"), _thirds(ctx)))
+    """The layers of "bottom", "middle" or "top" third, or several joined by +: "middle+top"; "all": every one."""
+    thirds = {"bottom": range(0, ctx.low), "middle": range(ctx.low, ctx.high), "top": range(ctx.high, ctx.n),
+              "all": range(ctx.n)}
     return [i for name in which.split("+") for i in thirds[name]]
+
+
+def _layers_mean(results, ctx, curve: str, which: str, fraction, group=None, where=None) -> dict:
+    """{unit: mean of `curve` over the layers `which` names}: of the dynamics' fine-tunings against the pretrained
+    model, or of `group`'s trials (seed-vs-seed), or of the trials `where` = (experiment, sweep, config) names.
+    SVCCA's index 0 is the embeddings' output, so its layer i is index i + 1."""
+    experiment, sweep, config = where or ("dynamics", "dynamics", None if group else "finetune")
+    offset = 1 if curve == "svcca" else 0
+    return _mean([results.values(experiment, sweep, f"{curve}/{i + offset}", config, fraction, group)
+                  for i in _layers(ctx, which)])
+
+
+def _ratios(results, ctx, curve: str, upper: str, lower: str, fraction: float, group=None, where=None) -> dict:
+    """{unit: mean of `curve` over the `upper` layers / over the `lower` ones - 1}."""
+    return combine(ratio_minus_one, *(_layers_mean(results, ctx, curve, which, fraction, group, where)
+                                      for which in (upper, lower)))
 
 
 def layer_ratio(results, ctx, curve: str, upper: str, lower: str, label: str, group=None,
                 fractions=("large",)) -> list:
     """Per unit, the mean of `curve` over the `upper` layers / over the `lower` ones - 1, a row per fraction ("small",
-    "large"; fine-tunings against the pretrained model, or `group`'s trials: seed-vs-seed). SVCCA's index 0 is the
-    embeddings' output, so its layer i is index i + 1."""
+    "large"; fine-tunings against the pretrained model, or `group`'s trials: seed-vs-seed)."""
     at = [getattr(ctx.scale, which) for which in fractions]
     return [Row(label if len(at) == 1 else f"{label} at {fraction:g}",
                 estimate(_ratios(results, ctx, curve, upper, lower, fraction, group))) for fraction in at]
-
-
-def _ratios(results, ctx, curve: str, upper: str, lower: str, fraction: float, group=None) -> dict:
-    """{unit: mean of `curve` over the `upper` layers / over the `lower` ones - 1}."""
-    offset = 1 if curve == "svcca" else 0
-    return combine(ratio_minus_one, _layers_mean(results, ctx, curve, _layers(ctx, upper), fraction, group, offset),
-                   _layers_mean(results, ctx, curve, _layers(ctx, lower), fraction, group, offset))
 
 
 def against_null(results, ctx, curve: str, upper: str, lower: str, label: str, fractions=("large",)) -> list:
@@ -308,37 +286,27 @@ def layer_ratios(results, ctx, curves: tuple, upper: str, lower: str, label: str
 
 
 def singh_early_invariant(results, ctx):
-    bottom, _, top = _thirds(ctx)
     large = ctx.scale.large
     values = combine(lambda b, t: 1 - b / t if t else math.nan,
-                     _layers_mean(results, ctx, "weight_l2", bottom, large),
-                     _layers_mean(results, ctx, "weight_l2", top, large))
+                     *(_layers_mean(results, ctx, "weight_l2", which, large) for which in ("bottom", "top")))
     return [Row("1 - L2 bottom third / top third", estimate(values))]
 
 
 def singh_more_data(results, ctx):
-    every = range(ctx.n)
-    values = combine(ratio_minus_one, _layers_mean(results, ctx, "weight_l2", every, ctx.scale.large),
-                     _layers_mean(results, ctx, "weight_l2", every, ctx.scale.small))
+    values = combine(ratio_minus_one, *(_layers_mean(results, ctx, "weight_l2", "all", fraction)
+                                        for fraction in (ctx.scale.large, ctx.scale.small)))
     return [Row(f"mean L2 at {ctx.scale.large:g} / at {ctx.scale.small:g} - 1", estimate(values))]
 
 
 def hao_restore(results, ctx):
-    bottom, _, top = _thirds(ctx)
-    large = ctx.scale.large
-    series = {name: _mean([results.values("restore", "restore", f"{RESTORE_CURVE}/{i}", "restore", large)
-                           for i in layers]) for name, layers in (("top", top), ("bottom", bottom))}
-    return [Row("restore distance top / bottom - 1", estimate(combine(ratio_minus_one, series["top"],
-                                                                      series["bottom"])))]
+    values = _ratios(results, ctx, RESTORE[3], "top", "bottom", ctx.scale.large, where=RESTORE[:3])
+    return [Row("restore distance top / bottom - 1", estimate(values))]
 
 
 def _datasets_ratios(results, ctx, curve: str) -> dict:
     """{seed: dataset-vs-dataset `curve`, top third / bottom third - 1} (the primary against the second task)."""
-    bottom, _, top = _thirds(ctx)
-    config, offset = f"tasks={ctx.tasks['primary']}-{ctx.tasks['second']}", 1 if curve == "svcca" else 0
-    series = {name: _mean([results.values("datasets", "dynamics", f"{curve}/{i + offset}", config, ctx.scale.large)
-                           for i in layers]) for name, layers in (("top", top), ("bottom", bottom))}
-    return combine(ratio_minus_one, series["top"], series["bottom"])
+    where = ("datasets", "dynamics", f"tasks={ctx.tasks['primary']}-{ctx.tasks['second']}")
+    return _ratios(results, ctx, curve, "top", "bottom", ctx.scale.large, where=where)
 
 
 def hao_datasets(results, ctx):

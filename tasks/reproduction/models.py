@@ -89,7 +89,7 @@ def others(root: Path) -> list:
     runs."""
     out = []
     for folder in sorted((Path(root) / MODELS_DIR).glob("*")):
-        runs = [run for by_experiment in kept.load(folder).values() for run, _ in by_experiment.values()]
+        runs = [kept.read_run(path) for path in sorted(folder.glob("*/*/run.json"))]   # their trials not read
         if runs:
             out.append(Model(runs[0].model, folder.name, runs[0].model_identity))
     return out

@@ -8,9 +8,9 @@ own before any declared run and written to RESULTS/models/SLUG/pilot.json, in th
 
 A key's sd (`power.PILOT_SD`'s keys) is the largest per-unit sd among the rows of the findings that declare that key
 alone, so a line is called underpowered rather than flattered where rows sharing a key differ in spread; a key no
-row measured is left out, and its lines get no power label. pilot.json keeps each key's rows, the command, commit
-and CPU; the pilot's raw trials are kept beside it in RESULTS/models/SLUG/pilot-run/ (one level deeper than a kept
-run, so no report reads them as one).
+row measured is left out, and its lines get no power label. The report reads pilot.json's "sd"; it also keeps each
+key's rows and the command. The pilot's raw trials are kept beside it in RESULTS/models/SLUG/pilot-run/ (one level
+deeper than a kept run, so no report reads them as one), their run.json files with each sitting's commit and machine.
 """
 import argparse
 import json
@@ -22,7 +22,6 @@ from minbert import UserError
 
 from ..cli import run_command
 from ..fileio import atomic_write_text
-from ..machine import cpu_model, source_commit
 from . import experiments, judging, kept, models
 from .findings import FINDINGS
 from .follow_ups import FIRST
@@ -70,8 +69,7 @@ def pilot_record(model: str, found: models.Model, pilot_root: Path) -> dict:
                         f"(ran: {', '.join(sorted(runs[FIRST]))})")
     return {"sd": {key: max(r["sd"] for r in found_rows) for key, found_rows in rows.items()}, "rows": rows,
             "source": (f"the largest per-unit sd among each key's rows in the pilot run kept in {folder} "
-                       f"(python -m tasks.reproduction.pilot --model {model} --pilot-results {pilot_root})"),
-            "commit": source_commit(Path(__file__).resolve().parents[2]), "cpu": cpu_model()}
+                       f"(python -m tasks.reproduction.pilot --model {model} --pilot-results {pilot_root})")}
 
 
 def keep_raw(source: Path, target: Path) -> None:

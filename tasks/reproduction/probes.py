@@ -18,20 +18,16 @@ ONE_LAYER = "one-layer"     # the follow-up's reinit-large sweep: the best probe
 
 def probe_scores(results, ctx, layer: int, pooling: str, fraction: float, metric: str = "dev") -> dict:
     """{seed: the primary task's probe score} of one layer and pooling: on dev, or on the held-out share of the
-    training rows ("heldout") at the penalty the probe chose on it."""
-    task = ctx.tasks["primary"]
-    out = {}
-    for r in results.select("probe", "probe", f"layer={layer},pooling={pooling}", fraction):
-        if metric == "dev":
-            value = (r.get("dev") or {}).get(task)
-        else:  # the held-out share of the training rows, at the penalty the probe chose on it
-            info = r.get("info") or {}
-            value = (info.get("holdout_score") or {}).get(task)
-            if value is None:  # results written before holdout_score: the held-out score at the chosen penalty
-                value = (info.get("holdout") or {}).get(task, {}).get(f"{(info.get('penalty') or {}).get(task, 0):g}")
-        if value is not None:
-            out[r["seed"]] = value
-    return out
+    training rows ("heldout") at the penalty the probe chose on it (the probe study's info.holdout_score)."""
+    task, config = ctx.tasks["primary"], f"layer={layer},pooling={pooling}"
+    if metric == "dev":
+        return results.values("probe", "probe", f"dev/{task}", config, fraction)
+    return {r["seed"]: r["info"]["holdout_score"][task] for r in results.select("probe", "probe", config, fraction)}
+
+
+def nothing_to_test() -> dict:
+    """The estimate of a row with nothing to test (no interval, n 0)."""
+    return {"n": 0, "mean": math.nan, "std": None, "ci95_low": None, "ci95_high": None}
 
 
 def best_probe(results, ctx, fraction: float) -> tuple:
@@ -60,7 +56,7 @@ def tamkin_probe_not_necessary(results, ctx, sweep: str = ONE_LAYER) -> list:
     layer, why = layer_to_redraw(results, ctx)
     large, metric = ctx.scale.large, f"dev/{ctx.tasks['primary']}"
     if layer is None:
-        return [Row(why, {"n": 0, "mean": math.nan, "std": None, "ci95_low": None, "ci95_high": None})]
+        return [Row(why, nothing_to_test())]
     full = results.values("reinit-large", sweep, metric, f"from={ctx.n}", large)
     redrawn = results.values("reinit-large", sweep, metric, f"block={layer}:1", large)
     found: Optional[dict] = paired_interval(full, redrawn) if full and redrawn else None

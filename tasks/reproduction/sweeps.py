@@ -21,6 +21,7 @@ from ..ablation.studies import STUDIES
 from ..ablation.study import Shape, as_argument
 from ..machine import cpu_model, resolve_device, source_commit
 from . import kept
+from .curves import figure_path
 from .follow_ups import FIRST
 
 
@@ -127,7 +128,7 @@ def weights_of(model: str) -> str:
 def copy_figures(experiment, sweep_label: str, label: str, out: Path, report_dir: Path, prefix: str = "") -> None:
     """The sweep's plots the experiment shows, beside the report as figures/[PREFIX]EXPERIMENT-RUN-PLOT.png."""
     for plot_sweep, plot in experiment.figures:
-        png = out / "plots" / f"{plot}.png"
+        png, target = out / "plots" / f"{plot}.png", figure_path(report_dir, prefix + experiment.name, label, plot)
         if plot_sweep == sweep_label and png.exists():
-            (report_dir / "figures").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(png, report_dir / "figures" / f"{prefix}{experiment.name}-{label}-{plot}.png")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(png, target)
