@@ -17,6 +17,7 @@ from scipy import stats
 from .findings import PAGES
 from .follow_ups import FIRST
 from .lines import fmt
+from .power import need_text
 from .verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED, decide, level_of
 
 FRAGILE = 0.25   # a decisive bound within this share of the SESOI of its decision line reads "fragile"
@@ -136,8 +137,7 @@ def short(v) -> str:
     """The verdict as the front page shows it."""
     if v is None or v.outcome != UNDERPOWERED:
         return "-" if v is None else f"**{v.outcome}**" if v.outcome in WORD else v.outcome
-    need = (v.power or {}).get("needs")
-    return f"underpowered (n {f'>= {need}' if need else '> 200'})"
+    return f"underpowered ({need_text(v.power or {})})"
 
 
 def effect(v) -> str:
