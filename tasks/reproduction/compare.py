@@ -12,40 +12,48 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
-from . import curves, experiments, kept, models, null_baseline
+from . import curves, experiments, front, kept, models, null_baseline
+from .follow_ups import FIRST
 from .judging import counts_line, counts_of, explain, verdicts
 from .lines import fmt, record
 from .power import NOT_COMPUTED
 from .verdicts import NOT_REPRODUCED, REPRODUCED
 
 DECIDED = (REPRODUCED, NOT_REPRODUCED)
-DISAGREE = "models disagree"
 FIRST_KEYS = ("run", "effect", "interval", "n", "verdict", "verdict_text")   # the line's own fields have the rest
 ENTRY_KEYS = (*FIRST_KEYS, "protocol", "rows", "power", "decides", "disclosure")
 
 
 @dataclass
 class Column:
-    """One model's verdicts on its own kept runs."""
-    model: models.Model
+    """One model's verdicts on its own kept runs: the first model's (`model` None: `ctx` names it) or another's."""
     ctx: experiments.Context
     runs: dict
     by_run: dict                # {run label: {finding id: Verdict}}
-    explained: dict             # {run label: {finding id: (disclosure, what decides it)}}
-    counts: dict
-    has_pilot: bool
+    model: Optional[models.Model] = None
+    null: Optional[dict] = None   # the null baseline its ratio lines read (null_baseline.load)
+    has_pilot: bool = True
+
+    def __post_init__(self):
+        self.explained = explain(self.runs, self.by_run)   # {run label: {finding id: (disclosure, what decides it)}}
+        self.counts, self.holm = counts_of(self.by_run), front.holm(self.by_run.get(FIRST, {}))
+        self.name = self.model.slug if self.model else self.ctx.model
 
 
-def column(model: models.Model, root: Path, ctx, null_file: str) -> Column:
-    """A model's column: its kept runs judged at its own depth, with its own pilot (power) and null baseline."""
-    folder = model.results(root)
+def column(model: Optional[models.Model], root: Path, ctx, null_file: str) -> Column:
+    """A model's column: its kept runs judged at its own depth, with its own pilot (power) and null baseline (the
+    first model's, `model` None: at the results folder's root with the declared pilot)."""
+    folder = model.results(root) if model else Path(root)
     runs = kept.load(folder)
+    null = null_baseline.load(folder / null_file)
+    if model is None:
+        return Column(ctx, runs, verdicts(runs, ctx, null), null=null)
     depths = kept.depths(runs) - {None}
     own = dataclasses.replace(ctx, n=depths.pop() if len(depths) == 1 else ctx.n, model=model.name)
     pilot = models.pilot(model, root)
-    by_run = verdicts(runs, own, null_baseline.load(folder / null_file), pilot)
-    return Column(model, own, runs, by_run, explain(runs, by_run), counts_of(by_run), pilot is not None)
+    return Column(own, runs, verdicts(runs, own, null, pilot), model, has_pilot=pilot is not None)
 
 
 def others(root: Path, ctx, null_file: str) -> list:
@@ -120,25 +128,31 @@ def readme_lines(columns: list) -> list:
     return [f"Model `{c.model.slug}`: {counts_line(c.counts)}" for c in columns]
 
 
-def entries(label: str, finding_id: str, first, first_entry: dict, first_name: str, columns: list) -> list:
-    """report.json's per-model entries of a line: the first model's (its core fields: the line's own fields are
-    its whole record), then each other's on the same run, whole."""
-    out = []
-    for c in columns:
-        v = c.by_run.get(label, {}).get(finding_id)
-        if v is None:
-            continue
-        disclosed, sentence = c.explained[label][finding_id]
-        line = record(v, first_entry["protocol"], disclosed, sentence)
-        out.append({"model": c.model.name, "slug": c.model.slug, "first_model": False,
-                    "models_disagree": disagree(first, v), **{k: line[k] for k in ENTRY_KEYS}})
-    return [{"model": first_name, "slug": None, "first_model": True,
-             "models_disagree": any(x["models_disagree"] for x in out), **{k: first_entry[k] for k in FIRST_KEYS}},
-            *out]
+def _entry(c: Column, label: str, v, protocol: int, keys=None) -> dict:
+    """A line's record (lines.record) on model `c` (only `keys` of it where given), and what the front page shows of
+    it: its device, whether it is fragile, and (a first run's) Holm."""
+    line = record(v, protocol, *c.explained[label][v.finding.id])
+    p, adjusted, verdict = c.holm.get(v.finding.id, (None,) * 3) if label == FIRST else (None,) * 3
+    return {**({k: line[k] for k in keys} if keys else line), "headline": label == FIRST,
+            "device": front.device(c.runs, v), "fragile": front.fragile(v),
+            "holm": {"p": p, "p_adjusted": adjusted, "verdict": verdict} if verdict else None}
 
 
-def summary(first_name: str, ctx, counts: dict, columns: list) -> list:
+def entries(label: str, v, columns: list, protocol: int) -> tuple:
+    """report.json's line on the first model (its whole record) and the line's per-model entries: the first
+    model's core fields, then each other's entry on the same run."""
+    first, fid = columns[0], v.finding.id
+    out = [{"model": c.model.name, "slug": c.name, "first_model": False, "models_disagree": disagree(v, w),
+            **_entry(c, label, w, protocol, ENTRY_KEYS)}
+           for c in columns[1:] for w in [c.by_run.get(label, {}).get(fid)] if w is not None]
+    return _entry(first, label, v, protocol), [
+        {"model": first.name, "slug": None, "first_model": True, "models_disagree": any(x["models_disagree"]
+                                                                                       for x in out),
+         **_entry(first, label, v, protocol, FIRST_KEYS)}, *out]
+
+
+def summary(columns: list) -> list:
     """report.json's `models`: each model, its depth, whether it has its own pilot, its counts."""
-    return [{"model": first_name, "slug": None, "layers": ctx.n, "pilot": True, "counts_first_run": counts},
-            *({"model": c.model.name, "slug": c.model.slug, "identity": c.model.identity, "layers": c.ctx.n,
-               "pilot": c.has_pilot, "counts_first_run": c.counts} for c in columns)]
+    return [{"model": c.model.name if c.model else c.name, "slug": c.model and c.name, "layers": c.ctx.n,
+             "pilot": c.has_pilot, "counts_first_run": c.counts, **({"identity": c.model.identity} if c.model else {})}
+            for c in columns]

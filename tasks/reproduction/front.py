@@ -17,6 +17,7 @@ from scipy import stats
 from .findings import PAGES
 from .follow_ups import FIRST
 from .lines import fmt
+from .power import need_text
 from .verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED, decide, level_of
 
 FRAGILE = 0.25   # a decisive bound within this share of the SESOI of its decision line reads "fragile"
@@ -136,8 +137,7 @@ def short(v) -> str:
     """The verdict as the front page shows it."""
     if v is None or v.outcome != UNDERPOWERED:
         return "-" if v is None else f"**{v.outcome}**" if v.outcome in WORD else v.outcome
-    need = (v.power or {}).get("needs")
-    return f"underpowered (n {f'>= {need}' if need else '> 200'})"
+    return f"underpowered ({need_text(v.power or {})})"
 
 
 def effect(v) -> str:
@@ -174,19 +174,19 @@ def page(finding) -> str:
     return f"{PAGES[finding.paper]}.md"
 
 
-def table(findings: list, names: list, first: dict, other: dict, holm_first: dict, holm_other: dict,
-          cells: dict) -> list:
-    """The front page's table: a row per finding."""
-    other_name = names[1] if len(names) > 1 else "no other model"
-    lines = [f"| finding | claim | {names[0]}, first run: verdict, effect [95% CI] | {other_name}, first run | SESOI | "
+def table(findings: list, models: list, cells: dict) -> list:
+    """The front page's table: a row per finding, the first two models' first runs (compare.Column)."""
+    names = [m.name for m in models]
+    lines = [f"| finding | claim | {names[0]}, first run: verdict, effect [95% CI] | "
+             f"{names[1] if len(names) > 1 else 'no other model'}, first run | SESOI | "
              f"after Holm ({' / '.join(names)}) | follow-ups: sensitivity, {names[0]} unless named |",
              "|---|---|---|---|---|---|---|"]
     for f in findings:
-        a, b = first.get(f.id), other.get(f.id)
+        pairs = [(m.holm, m.by_run.get(FIRST, {}).get(f.id)) for m in models[:2]] + [({}, None)] * (2 - len(models))
         marks = [f"{short(v)}{' *fragile*' if v and fragile(v) else ''}: {effect(v)}" if v and effect(v) != "-"
-                 else short(v) for v in (a, b)]
+                 else short(v) for _, v in pairs]
         adjusted = " / ".join(("same" if h[f.id][2] == v.outcome else f"**{h[f.id][2]}**") if f.id in h else "-"
-                              for h, v in ((holm_first, a), (holm_other, b)))
+                              for h, v in pairs)
         sesoi = f"{f.sesoi:g}" + (" (equiv.)" if f.kind == "equivalence" else "")
         lines.append(f"| [{f.id}]({page(f)}#{f.id}) | {f.claim} | {marks[0]} | {marks[1]} | {sesoi} | "
                      f"{adjusted} | {'; '.join(cells.get(f.id, [])) or '-'} |")

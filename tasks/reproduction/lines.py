@@ -141,7 +141,7 @@ def record(v, protocol: int, disclosed: str, sentence: str) -> dict:
             "n": first["n"] if first else None, "rows": rows, "sesoi": f.sesoi, "kind": f.kind,
             "combine": f.combine, "sesoi_reason": f.sesoi_reason, "sesoi_from_pilot": f.sesoi_from_pilot,
             "power": powered or None, "verdict": v.outcome,
-            "verdict_text": power.label(v.power) if v.outcome == UNDERPOWERED else v.outcome,
+            "verdict_text": outcome_text(v),
             "decides": sentence, "disclosure": disclosed}
 
 

@@ -75,21 +75,23 @@ def ratio(curve: list, upper: str, lower: str, offset: int, n: int) -> float:
     return top / max(mean(lower), FLOOR * abs(top)) - 1
 
 
+def _ratio(curves: dict, curve: str, upper: str, lower: str, n: int) -> float:
+    return ratio(curves[curve], upper, lower, 1 if curve == "svcca" else 0, n)
+
+
 def ratios(curves: dict, n: int) -> dict:
     """{finding id: the null's ratio} of one perturbed model's curves."""
-    return {fid: ratio(curves[curve], upper, lower, 1 if curve == "svcca" else 0, n)
-            for fid, curve, upper, lower in RATIOS}
+    return {fid: _ratio(curves, *spec, n) for fid, *spec in RATIOS}
 
 
 def pair_ratios(curves: dict, n: int) -> dict:
     """{curve: top third / bottom third - 1} of one comparison of two perturbed copies."""
-    return {curve: ratio(curves[curve], "top", "bottom", 1 if curve == "svcca" else 0, n) for curve in PAIR_CURVES}
+    return {curve: _ratio(curves, curve, "top", "bottom", n) for curve in PAIR_CURVES}
 
 
 def replicates(null: dict, curve: str, upper: str, lower: str, n: int) -> list:
     """The kept null's ratio of `curve` (upper / lower - 1), one per random direction ([] without it)."""
-    offset = 1 if curve == "svcca" else 0
-    return [ratio(s["curves"][curve], upper, lower, offset, n) for s in (null or {}).get("seeds", ())
+    return [_ratio(s["curves"], curve, upper, lower, n) for s in (null or {}).get("seeds", ())
             if curve in (s.get("curves") or {})]
 
 

@@ -88,12 +88,16 @@ def assess(finding, rows: list, declared_n: int, pilot: Optional[dict] = None) -
     return worst
 
 
+def need_text(power: dict) -> str:
+    """'n >= 12', or 'n > 200' where no n up to MAX_N would do."""
+    return f"n >= {power['needs']}" if power.get("needs") else f"n > {MAX_N}"
+
+
 def label(power: Optional[dict]) -> str:
     """'underpowered at n = 5, needs n >= 12' (or '> 200'), '' for a powered design."""
     if not power or power.get("powered") or power.get("not_computed"):
         return ""
-    need = power.get("needs")
-    return f"underpowered at n = {power['n']}, needs n {'>= ' + str(need) if need else '> ' + str(MAX_N)}"
+    return f"underpowered at n = {power['n']}, needs {need_text(power)}"
 
 
 def describe(power: Optional[dict], sesoi: float, kind: str) -> str:
@@ -112,9 +116,7 @@ def describe(power: Optional[dict], sesoi: float, kind: str) -> str:
     else:
         what = (f"n = {power['n']}, {sds}: reproduced if effect >= {power['reproduced_from']:.3g}, not reproduced "
                 f"if effect <= {power['not_reproduced_below']:+.3g}")
-    need = power.get("needs")
-    return what + ("; powered for both" if power.get("powered") else
-                   f"; both at 80% power need n {'>= ' + str(need) if need else '> ' + str(MAX_N)}")
+    return what + ("; powered for both" if power.get("powered") else f"; both at 80% power need {need_text(power)}")
 
 
 def apply(verdict, scale, pilot: Optional[dict] = PILOT_SD):

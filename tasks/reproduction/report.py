@@ -7,13 +7,13 @@ import textwrap
 from pathlib import Path
 
 from ..fileio import atomic_write_text
-from . import compare, experiments, front, kept, null_baseline, plan, power
+from . import compare, experiments, front, null_baseline, plan, power
 from . import verdicts as verdicts_module
 from .curves import budget_line, learning_curve_link, run_lines, unfinished  # noqa: F401  (tests' names)
 from .findings import FINDINGS, PAGES, PAPERS
 from .follow_ups import FIRST, FOLLOW_UPS
 from .judging import counts_line, counts_of, explain, labels_of, verdicts  # noqa: F401
-from .lines import cell, effect_cell, outcome_text, record
+from .lines import cell, effect_cell, outcome_text
 
 RULE = verdicts_module.__doc__.split("\n", 2)[2] + (
     "\nWhere configurations share one reference the interval carries the reference's noise: the seed is the unit for "
@@ -26,13 +26,6 @@ NULL_FILE = null_baseline.PATH.name   # kept beside the runs' folders
 README_START = "<!-- reproduction-counts: rewritten by `python reproduce.py --report-only`, do not edit -->"
 README_END = "<!-- /reproduction-counts -->"
 FOREST = "figures/forest.png"
-
-
-class Model:
-    """One model's judged runs, as the report reads them."""
-    def __init__(self, name, runs, by_run, explained, null=None):
-        self.name, self.runs, self.by_run, self.explained, self.null = name, runs, by_run, explained, null
-        self.holm = front.holm(by_run.get(FIRST, {}))
 
 
 def null_note(finding_id: str, null, layers: int) -> str:
@@ -72,7 +65,7 @@ def line_rows(f, models: list, cut) -> tuple:
     return rows, notes
 
 
-def paper_page(paper: str, models: list, cut, null, layers: int) -> list:
+def paper_page(paper: str, models: list, cut, layers: int) -> list:
     lines = [f"# {PAPERS[paper]}", "", f"[Front page](report.md) · [the rule and the runs](runs.md) · the paper's "
              f"text: `../shared/papers/{paper}`", ""]
     for f in (f for f in FINDINGS if f.paper == paper):
@@ -83,7 +76,7 @@ def paper_page(paper: str, models: list, cut, null, layers: int) -> list:
                   f"Tested here: {f.tested if f.experiment else 'not testable here: ' + f.untestable}. {sesoi}: "
                   f"{f.sesoi_reason}" + (" (the 2026-11-24 pilot's spread informed it)" if f.sesoi_from_pilot
                                          else "") + f". On the embedded model: {f.model_note}", ""]
-        extra = [null_note(f.id, null, layers),
+        extra = [null_note(f.id, models[0].null, layers),
                  f"Experiment: [{f.experiment}](runs.md#experiment-{f.experiment})." if f.experiment else "",
                  f"Not tested here: {f.untestable}." if f.untestable and f.experiment else "",
                  f"Where it can be tested: `{f.elsewhere}`." if f.elsewhere else ""]
@@ -160,16 +153,13 @@ def sensitivity(models: list) -> dict:
         f.id, m.by_run, m.runs, m.by_run.get(FIRST, {}).get(f.id), f"{m.name[:8]}: " if i else "")] for f in FINDINGS}
 
 
-def front_page(ctx, models: list, columns: list, counts: dict, cut=frozenset()) -> list:
-    first = models[0].by_run.get(FIRST, {})
-    other = models[1].by_run.get(FIRST, {}) if len(models) > 1 else {}
-    cells = sensitivity(models)
-    lines = ["# Reproduction report", "",
+def front_page(ctx, models: list, cut=frozenset()) -> list:
+    return ["# Reproduction report", "",
              "Written by `reproduce.py` from the raw results in [results/](results/README.md) (`python reproduce.py "
              "--report-only` rewrites it and its pages without training): do not edit by hand.", "",
              f"Scale **{ctx.scale.name}** ({ctx.scale.note}). Model **{ctx.model}** ({ctx.n} layers; the papers' "
              f"BERT-base is 12 x 768); tasks " + ", ".join(f"{r} = {t}" for r, t in ctx.tasks.items()) + ".", "",
-             *compare.introduce(columns),
+             *compare.introduce(models[1:]),
              "**How to read it.** The first run, declared with its rule and SESOI before it ran, gives each "
              "headline verdict and the counts; follow-ups (the last column) are sensitivity analyses chosen after "
              "it, never counted. Reproduced: the 95% interval above 0 and the estimate at least the SESOI; not "
@@ -179,18 +169,15 @@ def front_page(ctx, models: list, columns: list, counts: dict, cut=frozenset()) 
              "([why](runs.md#the-rule)). The null baseline's ratio (follow-up hao-null-perturbation) floors its "
              f"lower third's mean at {null_baseline.FLOOR:g} of its upper's: a near-zero bottom-layer attention JS "
              "would otherwise make the ratio measure its denominator.", "",
-             f"- First runs, **{ctx.model}**: {counts_line(counts)}",
-             *(f"- First runs, **{c.model.slug}**: {counts_line(c.counts)}" for c in columns), "",
+             *(f"- First runs, **{m.name}**: {counts_line(m.counts)}" for m in models), "",
              front.MULTIPLICITY, "",
              *(f"- {front.multiplicity(m.by_run.get(FIRST, {}), m.name)}" for m in models), "",
              *(["**Unfinished** runs (some trials lack seeds; see [the runs](runs.md)): "
                 + ", ".join(f"{e} ({label})" for label, e in sorted(cut)) + ".", ""] if cut else []),
              f"![Forest plot: each finding's first-run effect in units of its SESOI, per paper]({FOREST})", "",
-             *front.table(FINDINGS, [m.name for m in models], first, other, models[0].holm,
-                          models[1].holm if len(models) > 1 else {}, cells),
+             *front.table(FINDINGS, models, sensitivity(models)),
              "", "Details, a page per paper: " + ", ".join(f"[{PAGES[p]}]({PAGES[p]}.md)" for p in PAPERS)
              + "; [the rule, the experiments and the runs](runs.md).", ""]
-    return lines
 
 
 def wrap(lines: list) -> list:
@@ -202,60 +189,41 @@ def wrap(lines: list) -> list:
 def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
     """report.md, the paper pages, runs.md, report.json and the README's counts from the kept results: the first
     model's (`ctx`'s, at the results folder's root) and every other model's beside it (RESULTS/models/SLUG)."""
-    runs = kept.load(results_dir)
-    null = null_baseline.load(Path(results_dir) / NULL_FILE)
-    by_run = verdicts(runs, ctx, null)
-    columns = compare.others(results_dir, ctx, NULL_FILE)
-    models = [Model(ctx.model, runs, by_run, explain(runs, by_run), null),
-              *(Model(c.model.slug, c.runs, c.by_run, c.explained) for c in columns)]
-    counts = counts_of(by_run)
+    models = [compare.column(None, results_dir, ctx, NULL_FILE), *compare.others(results_dir, ctx, NULL_FILE)]
+    first, columns, runs = models[0], models[1:], models[0].runs
     report_dir = Path(report_path).parent
     cut = frozenset((label, name) for label, by_experiment in runs.items()
                     for name, (meta, sweeps) in by_experiment.items() if unfinished(meta, sweeps))
     (report_dir / "figures").mkdir(parents=True, exist_ok=True)
     front.forest(FINDINGS, PAPERS, [(m.name, m.by_run.get(FIRST, {})) for m in models], report_dir / FOREST)
-    atomic_write_text(report_path, "\n".join(wrap(front_page(ctx, models, columns, counts, cut))))
+    atomic_write_text(report_path, "\n".join(wrap(front_page(ctx, models, cut))))
     for paper in PAPERS:
-        atomic_write_text(report_dir / f"{PAGES[paper]}.md", "\n".join(paper_page(paper, models, cut, null, ctx.n)))
+        atomic_write_text(report_dir / f"{PAGES[paper]}.md", "\n".join(paper_page(paper, models, cut, ctx.n)))
     details = ["# The rule, the experiments and the runs", "", "[Front page](report.md)", "", "## The rule", "",
                RULE, "", front.FRAGILE_WHY[0].upper() + front.FRAGILE_WHY[1:] + ".", "", front.MULTIPLICITY[:-1]
                + ".", "", front.__doc__.split("\n\n", 2)[2].strip(), "", *experiments_section(runs, ctx, report_dir),
                *compare.section(columns, report_dir),
                *history_section(runs, ctx), *DEPARTURES]
     atomic_write_text(report_dir / "runs.md", "\n".join(details))
-    write_json(Path(report_path).with_suffix(".json"), models, counts, ctx, columns, cut)
+    write_json(Path(report_path).with_suffix(".json"), models, ctx, cut)
     if readme:
-        update_readme(readme, counts, compare.readme_lines(columns))
+        update_readme(readme, first.counts, compare.readme_lines(columns))
     return Path(report_path)
 
 
-def _judged(m, label: str, v) -> dict:
-    """What the front page shows of a line: its device, whether it is fragile, and (a first run's) Holm."""
-    p, adjusted, verdict = m.holm.get(v.finding.id, (None, None, None)) if label == FIRST else (None,) * 3
-    return {"headline": label == FIRST, "device": front.device(m.runs, v), "fragile": front.fragile(v),
-            "holm": {"p": p, "p_adjusted": adjusted, "verdict": verdict} if verdict else None}
-
-
-def write_json(path: Path, models: list, counts: dict, ctx, columns=(), cut=frozenset()) -> None:
+def write_json(path: Path, models: list, ctx, cut=frozenset()) -> None:
     """report.json: every line as data (finding, paper, quote, what was tested, run, effect, interval, n, SESOI,
     power, verdict, what decides it, what was run, where it trained, Holm, fragile), the first model's, with
     `models`: each model's entry on it."""
-    first, entries = models[0], []
+    first, lines = models[0], []
     for label, found in first.by_run.items():
         for fid, v in found.items():
-            follow = FOLLOW_UPS.get(label)
-            disclosed, sentence = first.explained[label][fid]
-            line = {**record(v, follow.protocol if follow else v.finding.protocol, disclosed, sentence),
-                    **_judged(first, label, v)}
-            others = compare.entries(label, fid, v, line, ctx.model, columns)
-            others[0].update(_judged(first, label, v))
-            for entry in others[1:]:
-                m = next(m for m in models if m.name == entry["slug"])
-                entry.update(_judged(m, label, m.by_run[label][fid]))
-            entries.append({**line, "unfinished_run": (label, v.finding.experiment) in cut,
-                            "null_baseline": (first.null or {}).get("ratios", {}).get(fid), "models": others})
+            line, entries = compare.entries(label, v, models, FOLLOW_UPS[label].protocol if label in FOLLOW_UPS
+                                            else v.finding.protocol)
+            lines.append({**line, "unfinished_run": (label, v.finding.experiment) in cut,
+                          "null_baseline": (first.null or {}).get("ratios", {}).get(fid), "models": entries})
     data = {"scale": ctx.scale.name, "model": ctx.model, "layers": ctx.n, "tasks": ctx.tasks,
-            "counts_first_run": counts, "lines": entries, "models": compare.summary(ctx.model, ctx, counts, columns),
+            "counts_first_run": first.counts, "lines": lines, "models": compare.summary(models),
             "multiplicity": {m.name: front.multiplicity(m.by_run.get(FIRST, {}), m.name) for m in models},
             "fragile_margin_share_of_sesoi": front.FRAGILE,
             "sensitivity": {fid: [x.replace("**", "") for x in cell] for fid, cell in sensitivity(models).items()}}

@@ -118,18 +118,14 @@ def level_of(kind: str) -> float:
 
 
 def _combine(finding: Finding, rows: list, measured: list) -> str:
-    outcomes = [r.verdict for r in measured]
-    adjusted = [decide(r.adjusted, finding.sesoi, finding.kind) for r in measured]
+    """"any": one row at Bonferroni's level reproduces it, every row at its own fails it; "all" the other way round."""
+    if finding.combine == "single":
+        return measured[0].verdict
+    one, every = (REPRODUCED, NOT_REPRODUCED) if finding.combine == "any" else (NOT_REPRODUCED, REPRODUCED)
+    if any(decide(r.adjusted, finding.sesoi, finding.kind) == one for r in measured):
+        return one
     pending = any(r.pending for r in rows)
-    if finding.combine == "any":
-        if REPRODUCED in adjusted:
-            return REPRODUCED
-        return NOT_REPRODUCED if not pending and all(o == NOT_REPRODUCED for o in outcomes) else INCONCLUSIVE
-    if finding.combine == "all":
-        if NOT_REPRODUCED in adjusted:
-            return NOT_REPRODUCED
-        return REPRODUCED if not pending and all(o == REPRODUCED for o in outcomes) else INCONCLUSIVE
-    return outcomes[0]
+    return every if not pending and all(r.verdict == every for r in measured) else INCONCLUSIVE
 
 
 def judge(finding: Finding, run: str, rows: list) -> Verdict:

@@ -11,6 +11,9 @@ PAPER = "000_317186e5dc9a0fa6.txt"
 TITLE = "Huang, Lin, Zhou, BERT Goes to College"
 SETTING = "BERT-base-cased, GLUE (CoLA, MRPC, RTE, WNLI, STS-B), 3 epochs at 2e-5, batch 32"
 GLUE = "python reproduce.py --scale paper --model bert-base-cased --task-file glue.json"
+NOT_MONOTONE = ("but the change in performance does not monotonically decrease when reinitializing the next upstream "
+                "layer, nor is the change in performance constant.")
+CURVE = SETTING + "; layers >= k re-initialised for every k"
 
 FINDINGS = [
     Finding(
@@ -36,17 +39,13 @@ FINDINGS = [
         measure=measures.college_downstream,
         pilot=("reinit at 0.25",)),
     Finding(
-        "college-not-monotone", PAPER, "but the change in performance does not monotonically decrease when "
-        "reinitializing the next upstream layer, nor is the change in performance constant.",
-        SETTING + "; layers >= k re-initialised for every k", "adjacent k on the curve", "dev accuracy (SST)",
+        "college-not-monotone", PAPER, NOT_MONOTONE, CURVE, "adjacent k on the curve", "dev accuracy (SST)",
         0.01, "one point of accuracy: a reversal smaller than that is a flat stretch",
         "for each k, score(k-1) - score(k) (one more layer re-drawn scoring higher), Bonferroni over k; "
         "reproduced when any step reverses", "Carried; six steps instead of twelve give fewer chances.",
         experiment="reinit-large", measure=measures.college_not_monotone, combine="any", pilot=("reinit at 0.25",)),
     Finding(
-        "college-not-constant", PAPER, "but the change in performance does not monotonically decrease when "
-        "reinitializing the next upstream layer, nor is the change in performance constant.",
-        SETTING + "; layers >= k re-initialised for every k", "the steps of the curve against each other",
+        "college-not-constant", PAPER, NOT_MONOTONE, CURVE, "the steps of the curve against each other",
         "dev accuracy (SST)", 0.01, "one point of accuracy between the steps' means: less is a constant change "
         "within the resolution of the other reinitialisation lines",
         "per seed, the mean step score(k) - score(k-1) over the bottom third's k minus over the top third's "

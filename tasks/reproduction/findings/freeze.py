@@ -16,6 +16,9 @@ COURSE = "python reproduce.py --scale paper --model bert-base-uncased"
 NEAR_CEILING = ("Weak: zero-shot STS is already 0.838, so freezing keeps a model near its ceiling; a gain or loss "
                 "here is about this model, not about overfitting bert-base.")
 
+NO_SMART = ("There was no improvement for the other tasks in isolation, and no improvement when doing multi-task "
+            "finetuning.")
+
 FINDINGS = [
     Finding(
         "freeze-improves-sts", PAPER, "The most important reason behind the improvement for this task was the "
@@ -54,8 +57,7 @@ FINDINGS = [
         keywords=dict(sweep="sts", method="smart", role="similarity", label="STS alone: SMART minus without"),
         pilot=("freeze STS",)),
     Finding(
-        "freeze-smart-multitask", PAPER, "There was no improvement for the other tasks in isolation, and no "
-        "improvement when doing multi-task finetuning.", SETTING, "multitask with and without SMART",
+        "freeze-smart-multitask", PAPER, NO_SMART, SETTING, "multitask with and without SMART",
         "dev overall score", 0.01, "equivalence margin 0.01 of the overall score",
         "the multitask half: multitask, siamese pairs with the paper's heads: --smart minus without, paired by "
         "seed, within -/+ 0.01 (SST and Quora alone: freeze-smart-alone)",
@@ -74,8 +76,7 @@ FINDINGS = [
                       what="cross minus siamese"),
         combine="all"),
     Finding(
-        "freeze-smart-alone", PAPER, "There was no improvement for the other tasks in isolation, and no "
-        "improvement when doing multi-task finetuning.", SETTING, "SST alone and Quora alone, with and without SMART",
+        "freeze-smart-alone", PAPER, NO_SMART, SETTING, "SST alone and Quora alone, with and without SMART",
         "dev accuracy", 0.01, "equivalence margin of one point of accuracy, as the multitask half",
         "the 'other tasks in isolation' half: SST alone and Quora alone, --smart minus without, paired by seed, "
         "each within -/+ 0.01", "Carried in kind.", experiment="methods", measure=arms.pending, kind="equivalence",

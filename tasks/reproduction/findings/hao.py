@@ -15,6 +15,9 @@ CONCLUSION = ("We conclude that BERT fine-tuning mainly changes the attention mo
 SMALL_MODEL = ("Carried in kind (any fine-tuned encoder); six layers make 'last' and 'low' coarse, and a sentence "
                "encoder's top layers were already shaped for sentence-level use.")
 
+DATASETS = ("python reproduce.py --scale paper --model bert-large-uncased --task-file glue.json "
+            "--tasks primary=rte,second=mnli --only datasets")
+
 FINDINGS = [
     Finding(
         "hao-attention-last", PAPER, CONCLUSION, SETTING, "attention JS divergence per layer, pretrained vs "
@@ -55,8 +58,7 @@ FINDINGS = [
         "top third / bottom third - 1: both rows must hold",
         "Weak for Quora: the model was trained on it before; RTE / MNLI / MRPC need --task-file.",
         experiment="datasets", measure=measures.hao_datasets, combine="all",
-        elsewhere="python reproduce.py --scale paper --model bert-large-uncased --task-file glue.json "
-                  "--tasks primary=rte,second=mnli --only datasets"),
+        elsewhere=DATASETS),
     Finding(
         "hao-datasets-domains", PAPER, "Figure 6 and Figure 7 demonstrate that no matter two datasets are from the "
         "same domain or the different domain, the attention mode and the feature extraction mode of low layers "
@@ -65,6 +67,5 @@ FINDINGS = [
         "SVCCA and JS ratios", 0.5, "as for seeds", "not tested here",
         "The course data has no two datasets of one domain and task format.",
         untestable="needs a same-domain pair (RTE and MNLI, --task-file)",
-        elsewhere="python reproduce.py --scale paper --model bert-large-uncased --task-file glue.json "
-                  "--tasks primary=rte,second=mnli --only datasets", protocol=2),
+        elsewhere=DATASETS, protocol=2),
 ]

@@ -11,8 +11,11 @@ from ..verdicts import Finding
 PAPER = "001_3cd4a3a1567cb7f4.txt"
 TITLE = "Singh & Giovanardi, How much does pre-trained information help?"
 SETTING = "BERT-base, SST-2 / QNLI / CoLA at 1%, 10%, 100% of the training data, 3 epochs at 2e-5"
-GLUE = ("python reproduce.py --scale paper --model bert-base-uncased --task-file glue.json "
-        "--tasks primary=sst2,second=qnli")
+ON_GLUE = "python reproduce.py --scale paper --model bert-base-uncased --task-file glue.json"
+GLUE = ON_GLUE + " --tasks primary=sst2,second=qnli"
+
+LAYERS_MOVE = ("We also find that the parameters of the later layers get overwritten more during fine-tuning, while "
+               "the earlier layers remain largely invariant.")
 
 FINDINGS = [
     Finding(
@@ -42,8 +45,7 @@ FINDINGS = [
         "paper's contrast.", experiment="task-dependence",
         measure=measures.singh_task_dependence, elsewhere=GLUE + " --only task-dependence"),
     Finding(
-        "singh-later-layers-move", PAPER, "We also find that the parameters of the later layers get overwritten "
-        "more during fine-tuning, while the earlier layers remain largely invariant.", SETTING,
+        "singh-later-layers-move", PAPER, LAYERS_MOVE, SETTING,
         "L2 distance of the output dense weight, pretrained vs fine-tuned, across layers (Fig. 3)",
         "L2 distance ratio", 0.10,
         "the top third moving at least 10% more than the bottom third: less is within the spread across layers",
@@ -54,8 +56,7 @@ FINDINGS = [
         keywords=dict(curve="weight_l2", upper="top", lower="bottom", label="L2 top third / bottom third - 1",
                       fractions=("small", "large"))),
     Finding(
-        "singh-early-invariant", PAPER, "We also find that the parameters of the later layers get overwritten "
-        "more during fine-tuning, while the earlier layers remain largely invariant.", SETTING,
+        "singh-early-invariant", PAPER, LAYERS_MOVE, SETTING,
         "L2 distance of the output dense weight per layer (Fig. 3)", "L2 distance ratio", 0.5,
         "'largely invariant' read as: the bottom third moves at most half as far as the top third (the paper "
         "gives no threshold; this is ours, fixed before the run)",
@@ -103,6 +104,5 @@ FINDINGS = [
         "with increasing partial reinitialization.", SETTING, "the CoLA reinitialisation curve's shape",
         "MCC", 0.05, "the curve's departure from a line, 0.05 MCC", "not tested here",
         "CoLA is not in the course data.", untestable="needs CoLA (--task-file)",
-        elsewhere="python reproduce.py --scale paper --model bert-base-uncased --task-file glue.json "
-                  "--tasks primary=cola --only reinit-large"),
+        elsewhere=ON_GLUE + " --tasks primary=cola --only reinit-large"),
 ]

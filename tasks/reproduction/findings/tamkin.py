@@ -13,6 +13,9 @@ PAPER = "003_ff14ca6f37d4b1dc.txt"
 TITLE = "Tamkin et al. 2020, Investigating Transferability in Pretrained Language Models"
 GLUE = ("python reproduce.py --scale paper --model bert-base-uncased --task-file glue.json "
         "--tasks primary=sst2,second=qnli")
+NEITHER = ("layers with high probing performance on downstream GLUE tasks are neither necessary nor sufficient for "
+           "high accuracy on those tasks.")
+PROBES = "BERT-base, GLUE, probes of each frozen layer against partial reinitialisation at several data sizes"
 
 FINDINGS = [
     Finding(
@@ -30,10 +33,7 @@ FINDINGS = [
         "which works against the paper.", experiment="reinit-large", measure=measures.tamkin_data_size,
         pilot=("reinit at 0.25", "reinit at 0.03"), sesoi_from_pilot=True),
     Finding(
-        "tamkin-probe-not-sufficient", PAPER,
-        "layers with high probing performance on downstream GLUE tasks are neither necessary nor sufficient for "
-        "high accuracy on those tasks.",
-        "BERT-base, GLUE, probes of each frozen layer against partial reinitialisation at several data sizes",
+        "tamkin-probe-not-sufficient", PAPER, NEITHER, PROBES,
         "fine-tuning with the layers up to the best-probing one kept pretrained against the full model",
         "dev accuracy (SST)", 0.01,
         "one point of accuracy: the smallest gap a user would act on; the claim is qualitative",
@@ -44,10 +44,7 @@ FINDINGS = [
         "(tamkin-probe-not-necessary).", experiment="probe", measure=measures.tamkin_probe_not_sufficient,
         pilot=("reinit at 0.25",)),
     Finding(
-        "tamkin-probe-not-necessary", PAPER,
-        "layers with high probing performance on downstream GLUE tasks are neither necessary nor sufficient for "
-        "high accuracy on those tasks.",
-        "BERT-base, GLUE, probes of each frozen layer against partial reinitialisation at several data sizes",
+        "tamkin-probe-not-necessary", PAPER, NEITHER, PROBES,
         "the best-probing layer alone re-drawn against the full model", "dev accuracy (SST)", 0.01,
         "one point of accuracy, as the 'not sufficient' half",
         "the 'not necessary' half: full model minus the model with only the best probe layer b re-drawn, within "
