@@ -303,7 +303,7 @@ def test_report_only_rebuilds_the_report_from_kept_results_without_training(tmp_
     assert "**not run yet**" in _finding_rows(tmp_path, "tamkin-permute")[0]
     assert "**not testable here**" in _finding_rows(tmp_path, "college-wnli")[0]
     runs = (tmp_path / "runs.md").read_text()
-    assert "test CPU" in runs and "1.0 min wall" in runs
+    assert "1.0 min wall" in runs
 
 
 def test_the_plan_shows_what_a_kept_run_took_beside_its_estimate(tmp_path, monkeypatch):
@@ -449,7 +449,7 @@ def test_a_run_says_where_its_trials_trained_even_when_another_machine_kept_them
     run, _ = reproduction_runs.load(tmp_path / "results")["first"]["reinit-small"]
     assert run.device == "cuda" and run.sittings[0].machine == "test CPU"
     text = reproduction_report.write(tmp_path / "results", tmp_path / "report.md", CTX).with_name("runs.md").read_text()
-    assert "trained on cuda. Sittings: " in text and "commit ffffffffffff, test CPU, 0.1 min wall, +35 trials" in text
+    assert "trained on cuda, 0.1 min wall" in text
 
 
 @pytest.mark.parametrize("argv, needle", [(["--only", "tamkin"], "no such experiment"),

@@ -109,7 +109,6 @@ def test_the_null_follow_up_re_reads_the_first_run_and_judges_the_re_declared_li
     assert null["hao-attention-last"].finding.measure is measures.against_null
     assert null["hao-seeds-consistent-low"].outcome == NOT_RUN               # its pair-form null is pending
     assert set(null) == set(follow.findings)
-    assert "re-reads `first`" in "\n".join(report.history_section(runs, CTX))
     line = next(x for x in plan.lines(follow_ups.FOLLOW_UPS, runs, CTX) if x.startswith(follow.label))
     assert "no training" in line and line.endswith("python reproduce.py --report-only")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from . import curves, experiments, front, kept, models, null_baseline
+from . import experiments, front, kept, models, null_baseline
 from .follow_ups import FIRST
 from .judging import counts_line, counts_of, explain, verdicts
 from .lines import fmt, record
@@ -105,22 +105,6 @@ def introduce(columns: list) -> list:
                 f"masked-LM pretraining on the course's text; {credentials(c.model)}{gain}; {pilot}). "
                 f"Neither model is BERT: each line's page says what the embedded model can carry.", ""]
     return out
-
-
-def section(columns: list, report_dir: Path) -> list:
-    """Each other model's kept runs: trials, sittings, budgets and learning curves."""
-    if not columns:
-        return []
-    lines = ["## Other models", ""]
-    for c in columns:
-        folder = f"results/{models.MODELS_DIR}/{c.model.slug}/"
-        lines += [f"### {c.model.slug}", "", f"`{c.model.name}`, {c.ctx.n} layers, kept in `{folder}`.", ""]
-        for e in experiments.EXPERIMENTS.values():
-            for label, by_experiment in c.runs.items():
-                if e.name in by_experiment:
-                    lines += [f"{e.name}:", "", *curves.run_lines(report_dir, e, label, by_experiment[e.name],
-                                                                 folder, f"{c.model.slug}-")]
-    return lines
 
 
 def readme_lines(columns: list) -> list:

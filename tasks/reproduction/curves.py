@@ -26,18 +26,15 @@ def figure_links(report_dir: Path, experiment, label: str, prefix: str = "") -> 
 
 
 def run_lines(report_dir: Path, experiment, label: str, kept_run: tuple, folder: str, prefix: str = "") -> list:
-    """A kept run under its experiment: trials, seeds, folder and device, each sitting, its budget and curves."""
+    """A kept run under its experiment: trials, seeds, folder, device and wall time, its budget and curves."""
     run, sweeps = kept_run
     trials = sum(len(r) for r in sweeps.values())
-    sittings = "; ".join(f"{s.date}, commit {s.commit}, {s.machine}, {s.wall_time_s / 60:.1f} min wall, "
-                         f"+{s.trials} trials" for s in run.sittings) or "none kept one"
     where = f"trained on {run.device or 'an unrecorded device'}" + (f" from weights {run.weights}" if run.weights
                                                                      else "")
     short = unfinished(run, sweeps)
-    missing = (f" **Unfinished**: {'; '.join(short)}; its lines read the seeds it has (resume it with the "
-               f"command that made it)." if short else "")
-    return [f"Run `{label}`: {trials} trials, seeds {run.seeds}, in `{folder}{experiment.name}/{label}/`, {where}. "
-            f"Sittings: {sittings}.{missing}", "", budget_line(sweeps), "",
+    missing = f" **Unfinished**: {'; '.join(short)}; its lines read the seeds it has." if short else ""
+    return [f"Run `{label}`: {trials} trials, seeds {run.seeds}, in `{folder}{experiment.name}/{label}/`, {where}, "
+            f"{run.wall_minutes:.1f} min wall.{missing}", "", budget_line(sweeps), "",
             *learning_curve_link(report_dir, f"{prefix}{experiment.name}", label, sweeps),
             *figure_links(report_dir, experiment, label, prefix), ""]
 

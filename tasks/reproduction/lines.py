@@ -2,15 +2,13 @@
 record (report.json), all from the verdict and the kept trials it read.
 
 The disclosure states what every `--scale cpu` line shares but the papers do not: the learning rate, the
-precision, the re-initialisation policy, the steps each trial trained (mean and range per data fraction) and how
-many held-out training rows its plateau rule read.
+precision and the re-initialisation policy (the steps trained are each run's budget line in runs.md).
 """
 import math
 
 import numpy as np
 
 from . import power
-from .arms import trained
 from .verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED
 
 DEFAULT_LR = 1e-4   # ablate.py's --lr default: every sweep of the kept runs, which pass no --lr
@@ -26,7 +24,7 @@ def _records(results, experiment: str, sweeps=None) -> list:
 
 
 def disclosure(results, finding, metas: dict) -> str:
-    """lr, precision, re-initialisation policy, steps trained and held-out rows of the trials the line read: its
+    """lr, precision and re-initialisation policy of the trials the line read: its
     experiment's, and where it read others (a data-size line's other fraction), each of theirs with its run.
     `metas`: {experiment: (run label, its kept.KeptRun or None)}, the line's own experiment first."""
     if finding.experiment is None:
@@ -45,7 +43,8 @@ def disclosure(results, finding, metas: dict) -> str:
 
 
 def _disclosed(results, experiment: str, run) -> str:
-    """`run`: the kept.KeptRun the line read, None where it read none."""
+    """`run`: the kept.KeptRun the line read, None where it read none. The steps each trial trained are the run's
+    budget line in runs.md."""
     sweeps = run.sweeps if run else {}
     records = _records(results, experiment, sweeps)
     if not records:
@@ -56,14 +55,6 @@ def _disclosed(results, experiment: str, run) -> str:
     policies = sorted({r["params"]["policy"] for r in records if (r.get("params") or {}).get("policy")})
     if policies:
         parts.append("re-drawn: " + "; ".join(POLICY.get(p, p) for p in policies))
-    for fraction in sorted({r.get("data_fraction") for r in records if r.get("steps")}, key=str):
-        at = [r for r in records if r.get("data_fraction") == fraction and r.get("steps")]
-        rows = {t: n for r in at for t, n in (((r.get("budget") or {}).get("plateau") or {}).get("holdout_rows")
-                                               or {}).items()}
-        stopped = sum(bool(((r.get("budget") or {}).get("plateau") or {}).get("stopped")) for r in at)
-        held = ", ".join(f"{t} {n}" for t, n in sorted(rows.items()))
-        parts.append(f"at {fraction:g}: {trained(at)} a trial ({stopped} of {len(at)} stopped on a plateau"
-                     + (f" of {held} held-out rows" if held else "") + ")")
     return "; ".join(parts)
 
 

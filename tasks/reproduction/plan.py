@@ -87,7 +87,7 @@ def lines(follow_ups: dict, runs: dict, ctx, model: str = "", device: str = "cpu
         except UserError as e:
             cost, blocked = dict.fromkeys(pending), str(e)
         each = ", ".join(e + (f" ~{cost[e]:.0f} min" if cost[e] is not None else "")
-                         + (f" (kept unfinished: {resume(runs[label][e][0])})" if e in runs.get(label, {}) else "")
+                         + (" (kept unfinished: a rerun skips its finished trials)" if e in runs.get(label, {}) else "")
                          for e in pending)
         known = [m for m in cost.values() if m is not None]
         whole = f"; ~{sum(known):.0f} min in all" if known else "" if blocked else "; no measured rate for it"
@@ -97,8 +97,3 @@ def lines(follow_ups: dict, runs: dict, ctx, model: str = "", device: str = "cpu
                    f"{label} --only {','.join(pending)}")
     return out
 
-
-def resume(run) -> str:
-    """How an unfinished kept run resumes: on its device and weights (a rerun skips its finished trials)."""
-    on = (f" on {run.device}" if run.device else "") + (f" from weights {run.weights}" if run.weights else "")
-    return f"rerun it{on}, which skips its finished trials"

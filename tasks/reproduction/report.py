@@ -1,7 +1,7 @@
 """The report from the kept results alone (`kept.py`; `reproduce.py --report-only` is this; nothing here trains):
 report.md, the front page (a row per finding, the multiplicity line, the forest plot: front.py); a page per paper
 (each finding's quote once, its setting, each run's line on each model and what decides it); runs.md (the rule,
-the experiments with their wall times and figures, other models' runs, the protocol history); report.json."""
+the experiments with their wall times and figures, other models' runs, the pending follow-ups); report.json."""
 import json
 import textwrap
 from pathlib import Path
@@ -14,6 +14,7 @@ from .findings import FINDINGS, PAGES, PAPERS
 from .follow_ups import FIRST, FOLLOW_UPS
 from .judging import counts_line, counts_of, explain, labels_of, verdicts  # noqa: F401
 from .lines import cell, effect_cell, outcome_text
+from .models import MODELS_DIR
 
 RULE = verdicts_module.__doc__.split("\n", 2)[2] + (
     "\nWhere configurations share one reference the interval carries the reference's noise: the seed is the unit for "
@@ -87,7 +88,8 @@ def paper_page(paper: str, models: list, cut, layers: int) -> list:
     return lines
 
 
-def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
+def experiments_section(models: list, ctx, report_dir: Path) -> list:
+    """Each experiment, its estimate and every model's kept runs of it (another model's under results/models/SLUG/)."""
     lines = ["## Experiments", "",
              f"Estimated minutes at the {ctx.scale.name} scale on a CPU: trials x expected steps x a measured "
              f"seconds a step (`tasks/reproduction/plan.py`).", ""]
@@ -98,29 +100,19 @@ def experiments_section(runs: dict, ctx, report_dir: Path) -> list:
                       f"[{f.id}]({PAGES[f.paper]}.md#{f.id})" for f in FINDINGS if f.experiment == e.name) + ".", ""]
         if found is not None:
             lines += [f"Estimate: {found:.0f} min.", ""]
-        for label, by_experiment in runs.items():
-            if e.name in by_experiment:
-                lines += run_lines(report_dir, e, label, by_experiment[e.name], "results/")
+        for m in models:
+            folder, prefix = (f"results/{MODELS_DIR}/{m.name}/", f"{m.name}-") if m.model else ("results/", "")
+            for label, by_experiment in m.runs.items():
+                if e.name in by_experiment:
+                    lines += run_lines(report_dir, e, label, by_experiment[e.name], folder, prefix)
     return lines
 
 
-def history_section(runs: dict, ctx) -> list:
-    lines = ["## Protocol history", "",
-             "Before this report's declarations (issue 27), the report tested reworded claims with 3 seeds and no "
-             "SESOI: its verdict table and the follow-ups made then are kept in "
-             "[the README's history](README.md#history-the-report-before-issue-27).", ""]
-    for label in labels_of(runs):
-        follow = FOLLOW_UPS.get(label)
-        reason = f": {follow.reason} (protocol {follow.protocol})" if follow else ": the declared protocol"
-        read = (f"re-reads `{follow.reads}`: " if follow and follow.reads else "")
-        ran = sorted(runs.get(label) or (follow.experiments if follow else ()))
-        lines.append(f"- `{label}`" + reason + " - " + read + (", ".join(ran) or "nothing kept yet") + ".")
-    lines += ["", "Declared follow-ups still pending (minutes on a CPU, `tasks/reproduction/plan.py`):", ""]
+def pending_section(runs: dict, ctx) -> list:
+    """The declared follow-ups that still train (a follow-up that re-reads a kept run has its verdicts already)."""
+    lines = ["## Pending follow-ups", "", "Minutes on a CPU, `tasks/reproduction/plan.py`:", ""]
     lines += [f"- {line.replace(': python', ': `python', 1)}`: {FOLLOW_UPS[line.split(' ', 1)[0]].reason}."
-              for line in plan.lines(FOLLOW_UPS, runs, ctx)
-              if not FOLLOW_UPS[line.split(' ', 1)[0]].reads]
-    if not runs:
-        lines.append("- No run kept yet.")
+              for line in plan.lines(FOLLOW_UPS, runs, ctx) if not FOLLOW_UPS[line.split(' ', 1)[0]].reads]
     return lines + [""]
 
 
@@ -201,9 +193,8 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
         atomic_write_text(report_dir / f"{PAGES[paper]}.md", "\n".join(paper_page(paper, models, cut, ctx.n)))
     details = ["# The rule, the experiments and the runs", "", "[Front page](report.md)", "", "## The rule", "",
                RULE, "", front.FRAGILE_WHY[0].upper() + front.FRAGILE_WHY[1:] + ".", "", front.MULTIPLICITY[:-1]
-               + ".", "", front.__doc__.split("\n\n", 2)[2].strip(), "", *experiments_section(runs, ctx, report_dir),
-               *compare.section(columns, report_dir),
-               *history_section(runs, ctx), *DEPARTURES]
+               + ".", "", front.__doc__.split("\n\n", 2)[2].strip(), "", *experiments_section(models, ctx, report_dir),
+               *pending_section(runs, ctx), *DEPARTURES]
     atomic_write_text(report_dir / "runs.md", "\n".join(details))
     write_json(Path(report_path).with_suffix(".json"), models, ctx, cut)
     if readme:
