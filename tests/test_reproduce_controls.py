@@ -251,8 +251,8 @@ def test_the_pair_form_kept_beside_the_single_form_is_read_with_it(tmp_path):
     assert null_baseline.load(single) is None
     pairs.write_text('{"relative": 0.03, "seeds": []}')
     assert null_baseline.load(single) == {"pairs": {"relative": 0.03, "seeds": []}}
-    single.write_text('{"relative": 0.03, "ratios": {}}')
-    assert null_baseline.load(single) == {"relative": 0.03, "ratios": {}, "pairs": {"relative": 0.03, "seeds": []}}
+    single.write_text('{"relative": 0.03, "seeds": []}')
+    assert null_baseline.load(single) == {"relative": 0.03, "seeds": [], "pairs": {"relative": 0.03, "seeds": []}}
     assert null_baseline.main(["--pairs", "-1"]) == 2
 
 

@@ -208,11 +208,10 @@ def write_json(path: Path, models: list, ctx, cut=frozenset()) -> None:
     `models`: each model's entry on it."""
     first, lines = models[0], []
     for label, found in first.by_run.items():
-        for fid, v in found.items():
+        for v in found.values():
             line, entries = compare.entries(label, v, models, FOLLOW_UPS[label].protocol if label in FOLLOW_UPS
                                             else v.finding.protocol)
-            lines.append({**line, "unfinished_run": (label, v.finding.experiment) in cut,
-                          "null_baseline": (first.null or {}).get("ratios", {}).get(fid), "models": entries})
+            lines.append({**line, "unfinished_run": (label, v.finding.experiment) in cut, "models": entries})
     data = {"scale": ctx.scale.name, "model": ctx.model, "layers": ctx.n, "tasks": ctx.tasks,
             "counts_first_run": first.counts, "lines": lines, "models": compare.summary(models),
             "multiplicity": {m.name: front.multiplicity(m.by_run.get(FIRST, {}), m.name) for m in models},
