@@ -15,6 +15,7 @@ import reproduce
 from conftest import run_cli
 from minbert import UserError
 from tasks.reproduction import compare, experiments, judging, kept, models, pilot, report
+from tasks.reproduction.findings import FINDINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 KEPT = ROOT / "docs" / "reproduction" / "results"
@@ -192,7 +193,8 @@ def test_a_pilot_run_writes_the_second_models_pilot_json_that_its_power_then_rea
     runs = kept.load(pilot_root / models.MODELS_DIR / SLUG)
     scarce = judging.verdicts(runs, CTX, None, None)["first"]["singh-scarce"]
     assert written["sd"]["reinit at 0.03"] == pytest.approx(max(r.estimate["std"] for r in scarce.rows))
-    assert {r["finding"] for r in written["rows"]["reinit at 0.25"]} <= set(pilot.key_findings()["reinit at 0.25"])
+    alone = {f.id for f in FINDINGS if tuple(f.pilot) == ("reinit at 0.25",)}   # the findings declaring it alone
+    assert {r["finding"] for r in written["rows"]["reinit at 0.25"]} <= alone
     assert "permute" not in written["sd"]          # the pilot ran no permute: no sd, none borrowed
     raw = two_models / models.MODELS_DIR / SLUG / pilot.RAW_DIR
     assert kept.load(raw) == runs                  # its raw trials kept beside it, not read as a kept run:

@@ -33,18 +33,14 @@ RAW_DIR = "pilot-run"    # RESULTS/models/SLUG/pilot-run/EXPERIMENT/RUN/: the pi
 PILOT_EXPERIMENTS = ("reinit-small", "reinit-large", "permute", "freeze", "transfer")
 
 
-def key_findings() -> dict:
-    """{pilot key: [finding ids declaring that key alone]}, in PILOT_SD's order."""
-    return {key: [f.id for f in FINDINGS if tuple(f.pilot) == (key,)] for key in PILOT_SD}
-
-
 def measure(runs: dict, ctx) -> dict:
-    """{key: [{finding, row, n, sd}]} from the pilot run's first-run verdicts (rows with a per-unit sd)."""
+    """{key: [{finding, row, n, sd}]} from the pilot run's first-run verdicts: the rows with a per-unit sd of the
+    findings that declare the key alone."""
     by_id = judging.verdicts(runs, ctx, None, None).get(FIRST, {})
     out = {}
-    for key, ids in key_findings().items():
-        rows = [{"finding": fid, "row": r.label, "n": r.estimate["n"], "sd": r.estimate["std"]}
-                for fid in ids if fid in by_id for r in by_id[fid].rows
+    for key in PILOT_SD:
+        rows = [{"finding": f.id, "row": r.label, "n": r.estimate["n"], "sd": r.estimate["std"]}
+                for f in FINDINGS if tuple(f.pilot) == (key,) and f.id in by_id for r in by_id[f.id].rows
                 if r.estimate and r.estimate.get("std") is not None and (r.estimate.get("n") or 0) >= 2]
         if rows:
             out[key] = rows
@@ -72,13 +68,6 @@ def pilot_record(model: str, found: models.Model, pilot_root: Path) -> dict:
                        f"(python -m tasks.reproduction.pilot --model {model} --pilot-results {pilot_root})")}
 
 
-def keep_raw(source: Path, target: Path) -> None:
-    """The pilot run's kept trials (EXPERIMENT/RUN/run.json and *.jsonl) copied to `target`, replacing an older
-    pilot's."""
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".lock"))
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="the model the pilot ran (as reproduce.py's --model)")
@@ -86,19 +75,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the pilot run's --results folder (kept away from the report's)")
     p.add_argument("--results", type=Path, default=RESULTS,
                    help=f"the report's results folder; pilot.json goes to RESULTS/models/SLUG/ (default: {RESULTS})")
-    p.add_argument("--first", default=DEFAULT_FIRST,
-                   help=f"the results folders' default first model (default: {DEFAULT_FIRST})")
     return p
 
 
 def run(args) -> int:
-    target = models.for_run(args.model, args.results, args.first)
+    target = models.for_run(args.model, args.results, DEFAULT_FIRST)
     if target.first:
         raise UserError(f"--model {args.model}: the first model of {args.results}; its pilot is power.PILOT_SD")
-    found = models.for_run(args.model, args.pilot_results, args.first)
+    found = models.for_run(args.model, args.pilot_results, DEFAULT_FIRST)
     record = pilot_record(args.model, found, args.pilot_results)
     folder = target.results(args.results)
-    keep_raw(found.results(args.pilot_results), folder / RAW_DIR)
+    shutil.rmtree(folder / RAW_DIR, ignore_errors=True)   # the pilot's own trials, replacing an older pilot's
+    shutil.copytree(found.results(args.pilot_results), folder / RAW_DIR, ignore=shutil.ignore_patterns(".lock"))
     path = folder / models.PILOT_FILE
     atomic_write_text(path, json.dumps({**record, "raw": f"{RAW_DIR}/"}, indent=1, sort_keys=True) + "\n")
     print(f"pilot: {path}: " + ", ".join(f"{k} {v:.4g}" for k, v in record["sd"].items()))
