@@ -232,13 +232,6 @@ def tamkin_probe_align(results, ctx):
 # ---------------------------------------------------------------------------- dynamics
 
 
-def _layers(ctx, which: str) -> list:
-    """The layers of "bottom", "middle" or "top" third, or several joined by +: "middle+top"; "all": every one."""
-    thirds = {"bottom": range(0, ctx.low), "middle": range(ctx.low, ctx.high), "top": range(ctx.high, ctx.n),
-              "all": range(ctx.n)}
-    return [i for name in which.split("+") for i in thirds[name]]
-
-
 def _layers_mean(results, ctx, curve: str, which: str, fraction, group=None, where=None) -> dict:
     """{unit: mean of `curve` over the layers `which` names}: of the dynamics' fine-tunings against the pretrained
     model, or of `group`'s trials (seed-vs-seed), or of the trials `where` = (experiment, sweep, config) names.
@@ -246,7 +239,7 @@ def _layers_mean(results, ctx, curve: str, which: str, fraction, group=None, whe
     experiment, sweep, config = where or ("dynamics", "dynamics", None if group else "finetune")
     offset = 1 if curve == "svcca" else 0
     return _mean([results.values(experiment, sweep, f"{curve}/{i + offset}", config, fraction, group)
-                  for i in _layers(ctx, which)])
+                  for i in null_baseline.layers(ctx.n, which)])
 
 
 def _ratios(results, ctx, curve: str, upper: str, lower: str, fraction: float, group=None, where=None) -> dict:

@@ -51,9 +51,12 @@ def perturb(encoder: torch.nn.Module, relative: float, seed: int) -> torch.nn.Mo
     return moved
 
 
-def thirds(n: int) -> dict:
+def layers(n: int, which: str) -> list:
+    """The layers of the "bottom", "middle" or "top" third of n (as `experiments.Context.low` and `.high` cut them),
+    of several joined by + ("middle+top"), or "all"."""
     low, high = max(1, round(n / 3)), max(2, round(2 * n / 3))
-    return {"bottom": list(range(0, low)), "middle": list(range(low, high)), "top": list(range(high, n))}
+    parts = {"bottom": range(0, low), "middle": range(low, high), "top": range(high, n), "all": range(n)}
+    return [i for name in which.split("+") for i in parts[name]]
 
 
 # The null's lower mean is read as at least this share of its upper mean (so its ratio is at most 1 / FLOOR - 1 =
@@ -66,12 +69,8 @@ FLOOR = 0.1
 def ratio(curve: list, upper: str, lower: str, offset: int, n: int) -> float:
     """mean of `curve` over the `upper` layers / over the `lower` ones (floored at FLOOR of the upper's) - 1 (offset
     1: SVCCA's index 0 is the embeddings' output)."""
-    parts = thirds(n)
-
-    def mean(which):
-        return float(np.mean([curve[i + offset] for name in which.split("+") for i in parts[name]]))
-    top = mean(upper)
-    return top / max(mean(lower), FLOOR * abs(top)) - 1
+    top, bottom = (float(np.mean([curve[i + offset] for i in layers(n, which)])) for which in (upper, lower))
+    return top / max(bottom, FLOOR * abs(top)) - 1
 
 
 def _ratio(curves: dict, curve: str, upper: str, lower: str, n: int) -> float:
