@@ -8,7 +8,6 @@ over the runs, per kind of device the trials trained on. Reads the trials' own r
     python tools/seconds_per_step.py docs/reproduction/results
 """
 import argparse
-import json
 import statistics
 import sys
 from datetime import datetime, timedelta
@@ -19,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from minbert import UserError  # noqa: E402
 from tasks.ablation.summary import Trial  # noqa: E402
 from tasks.cli import run_command  # noqa: E402
+from tasks.fileio import read_jsonl  # noqa: E402
 
 
 def run_rate(records: list):
@@ -45,8 +45,7 @@ def run(args) -> int:
         raise UserError(f"{args.results}: no kept runs (EXPERIMENT/RUN/SWEEP.jsonl)")
     rates = {}
     for folder in folders:
-        records = [json.loads(line) for p in sorted(folder.glob("*.jsonl"))
-                   for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+        records = [r for p in sorted(folder.glob("*.jsonl")) for r in read_jsonl(p)]
         found = run_rate(records)
         if found:
             kind, steps, span = found
