@@ -39,6 +39,7 @@ EARLY_BETA, LATE_BETA, EARLY_PERCENT = 0.99, 0.999, 10
 COMPACT_LR, BERT_BASE_LR = 1e-4, 2e-5
 BERT_BASE_LAYERS, BERT_BASE_HIDDEN = 12, 768
 LR_GIVEN = "given (--lr, or the command's own recipe)"
+GRAPH_CHOICES = ("auto", "on", "off")   # --cuda-graphs (tasks/training/graphs.py decides what each means)
 
 
 @dataclass
@@ -229,7 +230,8 @@ def validate(c: TrainConfig) -> None:
         (0 <= c.head_dropout < 1, f"--head-dropout must be in [0, 1), got {c.head_dropout}"),
         (c.checkpoint_every >= 0, f"--checkpoint-every must be >= 0, got {c.checkpoint_every}"),
         (c.eval_every >= 0, f"--eval-every must be >= 0, got {c.eval_every}"),
-        (c.cuda_graphs in ("auto", "on", "off"), f"--cuda-graphs must be auto, on or off, got {c.cuda_graphs!r}"),
+        (c.cuda_graphs in GRAPH_CHOICES, f"--cuda-graphs must be one of {', '.join(GRAPH_CHOICES)}, got "
+                                         f"{c.cuda_graphs!r}"),
         (c.smart_eps >= 0 and c.smart_sigma >= 0 and c.smart_eta >= 0 and c.smart_steps >= 0
          and c.smart_lambda_s >= 0 and c.smart_mu >= 0 and valid_beta(c.smart_beta),
          f"--smart-*: constants must be >= 0 and --smart-beta in [0, 1] or {BETA_SCHEDULE!r}"),

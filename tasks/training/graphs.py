@@ -19,7 +19,6 @@ import torch
 
 from minbert import UserError
 
-GRAPH_CHOICES = ("auto", "on", "off")
 WIDTHS = (16, 32, 64, 128, 256, 512)  # token widths a batch is padded to; capped at the model's positions
 GRAPHS_HELP = ("on: run each task's forward and backward as CUDA graphs (torch.compile mode reduce-overhead), "
                "each batch padded to one of a few widths (16, 32, ... 512 tokens, masked), the learning rate on "

@@ -5,23 +5,24 @@ import argparse
 from minbert import IMPLEMENTATION_CHOICES, PRECISIONS
 
 from ..config import (
-           BERT_BASE_HIDDEN,
-           BERT_BASE_LAYERS,
-           BERT_BASE_LR,
-           BETA_SCHEDULE,
-           COMPACT_LR,
-           EARLY_BETA,
-           EARLY_PERCENT,
-           LATE_BETA,
-           TrainConfig,
-           valid_beta,
+    BERT_BASE_HIDDEN,
+    BERT_BASE_LAYERS,
+    BERT_BASE_LR,
+    BETA_SCHEDULE,
+    COMPACT_LR,
+    EARLY_BETA,
+    EARLY_PERCENT,
+    GRAPH_CHOICES,
+    LATE_BETA,
+    TrainConfig,
+    valid_beta,
 )
 from ..course.submission import PREDICTIONS_DIR_ENV
 from ..data import DATA_DIR_ENV
 from ..heads import HEAD_DESIGNS, POOLING_ALIASES, POOLINGS
 from ..registry import REGISTRY
 from ..schedules import SCHEDULES, schedules_help
-from .graphs import GRAPH_CHOICES, GRAPHS_HELP
+from .graphs import GRAPHS_HELP
 from .samplers import SAMPLERS
 
 SAMPLER_HELP = """how tasks share the steps:
