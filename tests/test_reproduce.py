@@ -18,6 +18,7 @@ from tasks.ablation.config import SweepConfig
 from tasks.ablation.statistics import crossed_interval, interval
 from tasks.ablation.studies import STUDIES
 from tasks.ablation.study import Shape
+from tasks.fileio import read_jsonl
 from tasks.reproduction import arms, curves, follow_ups, measures, plan, sweeps
 from tasks.reproduction import experiments as reproduction
 from tasks.reproduction import kept as reproduction_runs
@@ -260,7 +261,7 @@ def test_a_follow_up_never_overwrites_the_first_run(tmp_path, monkeypatch):
     # the same protocol resumed: a kept trial is never replaced, only missing ones are added
     changed = [dict(r, dev={"sst": 0.99}) for r in weak[SMALL]]
     reproduction_runs.store(results_dir, _run("reinit-small", "first", range(3)), {"reinit": changed}, _sitting())
-    kept = reproduction_runs.load_jsonl(results_dir / "reinit-small" / "first" / "reinit.jsonl")
+    kept = read_jsonl(results_dir / "reinit-small" / "first" / "reinit.jsonl")
     assert all(r["dev"]["sst"] < 0.99 for r in kept)
     # a declared follow-up has its own folder; the report shows both verdicts
     follow = follow_ups.FollowUp("five-seeds", ("reinit-small",), "test: five seeds")
@@ -331,7 +332,7 @@ def test_reproduce_runs_its_sweeps_keeps_their_results_and_resumes(small_data_di
     assert run["seeds"] == [0, 1] and run["scale"] == "cpu" and run["model"] == "minilm"
     assert len(run["sittings"]) == 1 and run["sittings"][0]["trials"] == 8 and run["schema"] == 2
     for sweep in ("sts-cross", "sts-siamese", "quora-cross", "quora-siamese"):
-        assert len(reproduction_runs.load_jsonl(results_dir / "pairs" / "first" / f"{sweep}.jsonl")) == 2
+        assert len(read_jsonl(results_dir / "pairs" / "first" / f"{sweep}.jsonl")) == 2
     assert "| [freeze-cross-encoding]" in (tmp_path / "report.md").read_text()
     code, stdout, err = run_cli(reproduce.main, argv)   # a second sitting finds every trial finished
     assert code == 0, err

@@ -14,6 +14,7 @@ import pretrain
 import reproduce
 from conftest import run_cli
 from minbert import UserError
+from tasks.fileio import read_jsonl
 from tasks.reproduction import compare, experiments, judging, kept, models, pilot, report
 from tasks.reproduction.findings import FINDINGS
 
@@ -35,7 +36,7 @@ def _copy_run(source: Path, target: Path, flatten=False, identity=None) -> None:
     (pretraining does nothing: singh-scarce not reproduced) and the run.json naming the second model."""
     target.mkdir(parents=True)
     for path in source.glob("*.jsonl"):
-        records = kept.load_jsonl(path)
+        records = read_jsonl(path)
         if flatten:
             records = [{**r, "dev": {**r["dev"], "sst": _seed_only(r)}} for r in records]
         (target / path.name).write_text("".join(json.dumps(r) + "\n" for r in records))

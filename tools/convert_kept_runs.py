@@ -16,7 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from minbert import UserError  # noqa: E402
 from tasks.cli import run_command  # noqa: E402
-from tasks.reproduction.kept import SCHEMA, KeptRun, Sitting, device_kind, load_jsonl, write_run  # noqa: E402
+from tasks.fileio import read_jsonl  # noqa: E402
+from tasks.reproduction.kept import SCHEMA, KeptRun, Sitting, device_kind, write_run  # noqa: E402
 
 
 def converted(path: Path, data: dict, records: list) -> KeptRun:
@@ -46,7 +47,7 @@ def convert(root: Path) -> int:
             continue
         if "schema" in data:
             raise UserError(f"{path}: schema {data['schema']}, which this script does not know")
-        records = [r for p in sorted(path.parent.glob("*.jsonl")) for r in load_jsonl(p)]
+        records = [r for p in sorted(path.parent.glob("*.jsonl")) for r in read_jsonl(p)]
         try:
             write_run(path, converted(path, data, records))
         except KeyError as e:

@@ -113,7 +113,7 @@ def store(results_dir: Path, run: KeptRun, records: dict, sitting: Sitting) -> P
         files = {}
         for label, new in records.items():
             sweep_path = safe_join(folder, f"{label}.jsonl")
-            old = load_jsonl(sweep_path)
+            old = read_jsonl(sweep_path)
             keys = {r["key"] for r in old}
             files[sweep_path] = (old, [r for r in new if r["key"] not in keys])
             check_fingerprints(sweep_path, *files[sweep_path])
@@ -165,15 +165,12 @@ def check_fingerprints(path: Path, old: list, fresh: list) -> None:
                         f"another --results folder, or declare a follow-up")
 
 
-load_jsonl = read_jsonl   # a sweep's kept trials (SWEEP.jsonl)
-
-
 def load(results_dir: Path) -> dict:
     """{run label: {experiment: (KeptRun, {sweep label: records})}} of every kept run."""
     out = {}
     for path in sorted(Path(results_dir).glob("*/*/run.json")):
         run = read_run(path)
-        sweeps = {p.stem: load_jsonl(p) for p in sorted(path.parent.glob("*.jsonl"))}
+        sweeps = {p.stem: read_jsonl(p) for p in sorted(path.parent.glob("*.jsonl"))}
         out.setdefault(run.run, {})[run.experiment] = (run, sweeps)
     return out
 
