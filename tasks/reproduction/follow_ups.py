@@ -21,6 +21,7 @@ class FollowUp:
     label: str
     experiments: tuple
     reason: str
+    words: str = ""              # what it changed, as the front page's sensitivity cell says it ("lr 2e-5")
     seeds: tuple = ()            # () = the first run's
     changes: tuple = ()          # (name, value) settings added to every sweep of its experiments
     protocol: int = 2
@@ -39,14 +40,16 @@ FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared be
              "sentences flipped rather than on a plateau (the report's learning curves, 2026-11-26); every trial "
              "of the experiments with accuracy-task trials at 0.03 trains the cap instead, whatever their first "
              "verdicts",
-             changes=(("plateau_patience", 0),)),
+             changes=(("plateau_patience", 0),),
+             words="the small-data cap"),
     FollowUp("cap-multitask", ("methods",),
              "the multitask trials' held-out score (the mean over three tasks) moved 0.01-0.03 between "
              "evaluations, against the plateau's tolerance of 0.005, and its curves were still rising at many "
              "stops; the gradient-surgery arm stopped at 200-320 steps in four of five seeds against the "
              "baseline's 360-480, so the first run's comparison partly measures when each arm stopped (the "
              "report's learning curves, 2026-11-26); every trial trains the cap instead, whatever the verdicts",
-             changes=(("plateau_patience", 0),)),
+             changes=(("plateau_patience", 0),),
+             words="the multitask cap"),
     FollowUp("cap-large-data", ("reinit-large",),
              "the derived lines (tamkin-data-size, singh-data-size, the probe lines) difference a fraction-0.03 arm "
              "trained to the cap (cap-small-data) against a fraction-0.25 arm stopped on a plateau (200-520 "
@@ -54,22 +57,26 @@ FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared be
              changes=(("plateau_patience", 0),),
              over=("cap-small-data",),
              findings=("tamkin-data-size", "singh-data-size", "college-downstream-smaller-drop",
-                       "college-not-monotone")),
+                       "college-not-monotone"),
+             words="the large-data cap"),
     FollowUp("transfer-siamese", ("transfer",),
              "the intermediate task teaches a bi-encoder the cross-encoding format (direct STS 0.51-0.69 against "
              "its zero-shot 0.838): in siamese mode, with the paper's heads, the model keeps its own format and "
              "only the task transfers",
-             changes=(("pair_mode", "siamese"), ("task_heads", "report")), findings=("college-intermediate-task",)),
+             changes=(("pair_mode", "siamese"), ("task_heads", "report")), findings=("college-intermediate-task",),
+             words="siamese transfer"),
     FollowUp("equal-epochs", ("reinit-small", "reinit-large", "dynamics"),
              "the papers' data-size arms train the same epochs (3), so more data is more steps; the cpu scale's "
              "arms stop on a plateau or at one cap: 3 epochs at each fraction, every trial to its end",
              changes=(("trial_steps", 0), ("epochs", 3), ("plateau_patience", 0)),
-             findings=("tamkin-data-size", "singh-data-size", "singh-more-data-moves-more", "singh-scarce")),
+             findings=("tamkin-data-size", "singh-data-size", "singh-more-data-moves-more", "singh-scarce"),
+             words="equal epochs"),
     FollowUp("lr-2e-5", ("reinit-small", "reinit-large", "permute", "blocks", "dynamics", "restore", "transfer",
                          "heads-top", "heads-bottom"),
              "every --scale cpu trial ran at lr 1e-4 where Singh & Giovanardi, Tamkin et al. and BERT Goes to "
              "College fine-tuned at 2e-5 (Hao et al. 1e-5 to 3e-5): the same lines at the papers' rate",
-             changes=(("lr", 2e-5),)),
+             changes=(("lr", 2e-5),),
+             words="lr 2e-5"),
     FollowUp("hao-null-perturbation", ("dynamics", "datasets"),
              "Hao's ratios (top third / bottom third - 1) have no null: what ratio does an equal relative "
              "perturbation of every layer's weights give (the same ||dW|| / ||W|| in each layer)? A line is "
@@ -77,28 +84,34 @@ FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared be
              "against the null measured by python -m tasks.reproduction.null_baseline (results/null-baseline.json)",
              findings=("hao-attention-last", "hao-svcca-intermediate-last", "hao-seeds-consistent-low",
                        "hao-datasets-consistent-low", "singh-later-layers-move"),
-             reads=FIRST, declares=AGAINST_NULL),
+             reads=FIRST, declares=AGAINST_NULL,
+             words="the null subtracted"),
     FollowUp("freeze-paper-schedule", ("freeze",),
              "Freeze Your Layers' mechanism is overfitting over 9 epochs at 1e-4; here every arm stopped after "
              "160-560 steps at the model's STS ceiling (0.853-0.864): the paper's schedule, every trial to its end",
              changes=(("trial_steps", 0), ("epochs", 9), ("lr", 1e-4), ("plateau_patience", 0)),
-             findings=("freeze-improves-sts", "freeze-marginal-sst-quora")),
+             findings=("freeze-improves-sts", "freeze-marginal-sst-quora"),
+             words="the paper's schedule"),
     FollowUp("task-dependence-matched", ("task-dependence",),
              "the second task's arm trains on 437 Quora rows against SST's 230 (the paper matched about 670 on "
              "each): the second task at the fraction that gives SST's row count",
-             changes=(("data_fractions", (0.0158,)),), findings=("singh-task-dependence",)),
+             changes=(("data_fractions", (0.0158,)),), findings=("singh-task-dependence",),
+             words="matched data sizes"),
     FollowUp("more-seeds", ("reinit-small", "reinit-large", "task-dependence", "probe", "heads-top", "heads-bottom"),
              "the lines these experiments decide are underpowered at their n (the report's power column): "
              "13 seeds reach tamkin-data-size (needs 9), singh-data-size and singh-task-dependence (13), "
              "singh-probe-peak (12) and college-heads-bottom-hurt (10); college-heads-top-help needs 23 and the "
              "other underpowered lines 25 or more, past this machine's budget, and stay labelled so",
-             seeds=tuple(range(13))),
+             seeds=tuple(range(13)),
+             words="more seeds"),
     FollowUp("tamkin-not-necessary", ("reinit-large",),
              "the 'not necessary' half of Tamkin's probing sentence: only the best probe layer re-drawn (every "
              "other layer pretrained) against the full model",
-             findings=("tamkin-probe-not-necessary",), declares=(NOT_NECESSARY,)),
+             findings=("tamkin-probe-not-necessary",), declares=(NOT_NECESSARY,),
+             words="its own sweep"),
     FollowUp("smart-alone", ("methods",),
              "the 'other tasks in isolation' half of Freeze Your Layers' SMART sentence: SST alone and Quora alone, "
              "with and without SMART", findings=("freeze-smart-alone",),
-             declares=(SMART_ALONE,)),
+             declares=(SMART_ALONE,),
+             words="each task alone"),
 )}

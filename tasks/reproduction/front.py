@@ -15,7 +15,7 @@ import math
 from scipy import stats
 
 from .findings import PAGES
-from .follow_ups import FIRST
+from .follow_ups import FIRST, FOLLOW_UPS
 from .lines import fmt
 from .power import need_text
 from .verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED, decide, level_of
@@ -27,12 +27,6 @@ FRAGILE_WHY = (f"a decisive bound (the lower bound against 0 for a reproduced li
                f"ratios, and a quarter so that a bound a tenth of a point above zero on a one-point SESOI (the "
                f"permute first run) is flagged; chosen with the kept results in view, it labels and changes no "
                f"verdict")
-# what each follow-up changed, as the sensitivity cell says it
-CHANGED = {"cap-small-data": "the small-data cap", "cap-large-data": "the large-data cap",
-           "cap-multitask": "the multitask cap", "equal-epochs": "equal epochs", "lr-2e-5": "lr 2e-5",
-           "hao-null-perturbation": "the null subtracted", "freeze-paper-schedule": "the paper's schedule",
-           "task-dependence-matched": "matched data sizes", "transfer-siamese": "siamese transfer",
-           "tamkin-not-necessary": "its own sweep", "smart-alone": "each task alone", "more-seeds": "more seeds"}
 WORD = {REPRODUCED: "holds", NOT_REPRODUCED: "fails"}
 
 
@@ -161,7 +155,7 @@ def sensitivity(fid: str, by_run: dict, runs: dict, first, name: str = "") -> li
         unlike = first is not None and first.outcome != NOT_RUN and v.outcome != first.outcome \
             and bool(WORD.keys() & {v.outcome, first.outcome})
         groups.setdefault((unlike, WORD.get(v.outcome, "undecided")), {}).setdefault(moved, []).append(
-            CHANGED.get(label, label))
+            FOLLOW_UPS[label].words if label in FOLLOW_UPS else label)
     out = []
     for (unlike, word), by_move in groups.items():
         parts = [", ".join(texts) + (f" and the device changed together ({moved})" if moved else "")
