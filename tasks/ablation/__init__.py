@@ -8,7 +8,7 @@
     plateau.py    the trials' stopping rule: a plateau on held-out rows of their own training data
     progress.py   what a running sweep prints: finished trials, running trials' progress lines
     statistics.py the unit (seed or seed pair) and the interval (plain, paired, jackknife) of every estimate
-    summary.py    summary.csv, the plots and their TensorBoard run, from the finished trials
+    summary.py    summary.csv, the plots and their TensorBoard run from the finished trials, and their learning curves
     drawing.py    what the studies' figures share (error bars, reference lines, legends, the metric's axis)
     arguments.py  option syntax (argparse converters) shared by ablate.py, reproduce.py and the studies
     studies/      one module per --mode, registered in studies/__init__.py, each with its figures (the probe

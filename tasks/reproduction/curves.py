@@ -1,14 +1,11 @@
 """Each kept run's budget and learning curves, as the report shows them under its experiment: how the trials'
 budget ended (a plateau of held-out training rows, or the cap), the plateau rule's warning where a held-out set is
 too small for it, and every trial's held-out score against steps, drawn from the kept results."""
-import math
 from pathlib import Path
 
-import numpy as np
-
-from ..ablation.drawing import legend, new_figure, png_bytes
+from ..ablation.drawing import png_bytes
 from ..ablation.plateau import coarse_holdout
-from ..ablation.summary import Trial
+from ..ablation.summary import Trial, learning_curves
 from ..fileio import atomic_write_bytes
 
 
@@ -72,51 +69,6 @@ def budget_line(sweeps: dict) -> str:
                                    t.plateau.get("tolerance") or 0) or "" for t in trials} - {""})
     return (f"Budget: steps trained {steps[0]}-{steps[-1]} (median {steps[len(steps) // 2]}); {told}."
             + "".join(f" Warning: {note}; the learning curves show it." for note in notes))
-
-
-MAX_COLOURED_GROUPS = 10  # beyond this many configurations a legend is unreadable: every trial is drawn grey
-
-
-def learning_curves(sweeps: dict):
-    """Each sweep's trials as held-out score against steps, a dot where each stopped: whether the budget took the
-    trials to their plateau. Held-out rows are a share of the trial's own training data, never dev. `sweeps` maps
-    a sweep's name to its trial records (`results.jsonl` rows); None when no trial kept a held-out curve."""
-    panels = {}
-    for name, records in sweeps.items():  # one panel per sweep and data fraction: their held-out sets differ
-        trials = [t for t in map(Trial.of, records) if t.heldout_curve]
-        fractions = sorted({t.fraction for t in trials})
-        for fraction in fractions:
-            title = name if len(fractions) == 1 else f"{name}, fraction {fraction:g}"
-            panels[title] = [t for t in trials if t.fraction == fraction]
-    if not panels:
-        return None
-    columns = min(3, len(panels))
-    rows_of_panels = math.ceil(len(panels) / columns)
-    fig = new_figure(figsize=(5.0 * columns, 3.4 * rows_of_panels))
-    axes = np.atleast_1d(fig.subplots(rows_of_panels, columns)).ravel()
-    for ax, (name, trials) in zip(axes, sorted(panels.items())):
-        arms = sorted({t.arm for t in trials})
-        coloured = len(arms) <= MAX_COLOURED_GROUPS
-        labelled = set()
-        for t in sorted(trials, key=lambda t: (t.arm, t.seed)):
-            colour = f"C{arms.index(t.arm) % 10}" if coloured else "0.5"
-            label = t.arm if coloured and t.arm not in labelled else None
-            labelled.add(t.arm)
-            steps, scores = [p["step"] for p in t.heldout_curve], [p["score"] for p in t.heldout_curve]
-            ax.plot(steps, scores, color=colour, linewidth=0.8, alpha=0.7, label=label)
-            ax.plot(steps[-1:], scores[-1:], "o", color=colour, markersize=3)
-        held_out = {task: rows for t in trials for task, rows in t.plateau.get("holdout_rows", {}).items()}
-        ax.set_title(f"{name}: {len(trials)} trials" + (", held-out rows " + ", ".join(
-            f"{task} {rows}" for task, rows in sorted(held_out.items())) if held_out else ""), fontsize=9)
-        ax.set_xlabel("optimizer step")
-        ax.set_ylabel("held-out training rows: score")
-        if coloured:
-            legend(ax)
-    for ax in axes[len(panels):]:
-        ax.set_visible(False)
-    fig.suptitle("Learning curves on each trial's held-out training rows (a dot: where the trial stopped)",
-                 fontsize=10)
-    return fig
 
 
 def learning_curve_link(report_dir: Path, name: str, label: str, sweeps: dict) -> list:
