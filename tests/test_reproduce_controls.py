@@ -2,7 +2,6 @@
 alone against the full model), smart-alone (SST and Quora alone with and without SMART) and the pair form of the
 layer ratios' null (two perturbed copies compared, for Hao's seed-vs-seed and dataset-vs-dataset lines): each sweep
 as declared, each measure's number from fabricated rows, each verdict by its rule, kept results in the real format."""
-import argparse
 import math
 
 import numpy as np
@@ -253,17 +252,3 @@ def test_the_pair_form_kept_beside_the_single_form_is_read_with_it(tmp_path):
     assert null_baseline.load(single) == {"pairs": {"relative": 0.03, "seeds": []}}
     single.write_text('{"relative": 0.03, "seeds": []}')
     assert null_baseline.load(single) == {"relative": 0.03, "seeds": [], "pairs": {"relative": 0.03, "seeds": []}}
-    assert null_baseline.main(["--pairs", "-1"]) == 2
-
-
-def test_the_pair_mode_compares_two_independently_perturbed_copies(pretrained, tokenizer):
-    from tasks.ablation.studies.dynamics import compare_encoders
-    batch = tokenizer.collate(tokenizer.encode(["a short sentence .", "the film is long , slow and dull"]))
-    args = argparse.Namespace(pairs=2, seeds=3, relative=0.03)
-    found = null_baseline.comparisons(pretrained, args, [batch], 6)
-    assert [s["seed"] for s in found] == [[0, 1], [2, 3]]                 # no copy shared: independent pairs
-    expected = compare_encoders(null_baseline.perturb(pretrained, 0.03, 2), null_baseline.perturb(pretrained, 0.03, 3),
-                                [batch])
-    assert found[1]["curves"]["svcca"] == pytest.approx(expected["svcca"])
-    assert found[1]["ratios"] == pytest.approx(null_baseline.pair_ratios(expected, 6))
-    assert found[1]["ratios"]["svcca"] == pytest.approx(null_baseline.ratio(expected["svcca"], "top", "bottom", 1, 6))

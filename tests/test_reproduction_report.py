@@ -172,28 +172,6 @@ def test_the_plan_lists_every_control_with_its_minutes(monkeypatch):
             assert not (whole and f" {name} ~" in line.split("ran already")[0]), (label, name)
 
 
-def test_the_null_baseline_moves_every_layer_by_the_same_share_of_its_norm(pretrained, tokenizer):
-    from tasks.ablation.studies.dynamics import compare_encoders
-    from tasks.reproduction import null_baseline
-    moved = null_baseline.perturb(pretrained, 0.03, seed=0)
-    before, after = dict(pretrained.named_parameters()), dict(moved.named_parameters())
-    for name, p in before.items():
-        shift = float((after[name] - p).detach().norm())
-        if name.startswith("encoder.layer."):
-            assert shift == pytest.approx(0.03 * float(p.detach().norm()), rel=1e-4), name
-        else:
-            assert shift == 0.0, name            # the embeddings stay
-    batch = tokenizer.collate(tokenizer.encode(["a short sentence .", "the film is long , slow and dull"]))
-    curves = compare_encoders(pretrained, moved, [batch])
-    norms = [float(pretrained.encoder.layer[i].output.dense.weight.detach().norm()) for i in range(6)]
-    # the output dense weight's L2 is 0.03 of its norm, so the L2 ratio of an equal relative change is the norm ratio
-    assert curves["weight_l2"] == pytest.approx([0.03 * x for x in norms], rel=1e-4)
-    ratios = null_baseline.ratios(curves, 6)
-    assert ratios["singh-later-layers-move"] == pytest.approx((norms[4] + norms[5]) / (norms[0] + norms[1]) - 1,
-                                                              rel=1e-3)
-    assert set(ratios) == {fid for fid, *_ in null_baseline.RATIOS} and all(fid in BY_ID for fid in ratios)
-
-
 def test_an_undecided_line_names_the_row_that_left_it_undecided():
     from tasks.reproduction import lines, power
     from tasks.reproduction.verdicts import INCONCLUSIVE, Row, Verdict

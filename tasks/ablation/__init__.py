@@ -10,6 +10,8 @@
     statistics.py the unit (seed or seed pair) and the interval (plain, paired, jackknife) of every estimate
     summary.py    summary.csv, the plots and their TensorBoard run from the finished trials, and their learning curves
     drawing.py    what the studies' figures share (error bars, reference lines, legends, the metric's axis)
+    perturbation.py  the null of the dynamics study's layer ratios: every layer moved by the same share of its
+                  norm, compared as a fine-tuning is (python -m tasks.ablation.perturbation)
     arguments.py  option syntax (argparse converters) shared by ablate.py, reproduce.py and the studies
     studies/      one module per --mode, registered in studies/__init__.py, each with its figures (the probe
                   study a package: its features and linear probe beside it)

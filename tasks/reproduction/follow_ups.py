@@ -81,7 +81,7 @@ FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared be
              "Hao's ratios (top third / bottom third - 1) have no null: what ratio does an equal relative "
              "perturbation of every layer's weights give (the same ||dW|| / ||W|| in each layer)? A line is "
              "reproduced against that baseline, not against zero. No training: it re-reads the kept first run "
-             "against the null measured by python -m tasks.reproduction.null_baseline (results/null-baseline.json)",
+             "against the null measured by python -m tasks.ablation.perturbation (results/null-baseline.json)",
              findings=("hao-attention-last", "hao-svcca-intermediate-last", "hao-seeds-consistent-low",
                        "hao-datasets-consistent-low", "singh-later-layers-move"),
              reads=FIRST, declares=AGAINST_NULL,

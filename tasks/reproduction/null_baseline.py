@@ -1,128 +1,23 @@
-"""The null baseline of the layer ratios (Hao et al.'s JS and SVCCA, Singh & Giovanardi's L2): the ratio an equal
-relative perturbation of every layer gives.
-
-Each parameter of each transformer layer moves by the same share of its own norm in a seeded random direction
-(p += relative * ||p|| * g / ||g||; the embeddings stay), and the copy is compared with the pretrained model as a
-fine-tuning is (`compare_encoders`, on the dynamics study's dev sample); each ratio the findings read (top third /
-bottom third - 1, ...) is computed per direction. Depth alone makes upper layers' representations move more, so a
-fine-tuning whose ratio is no larger has not changed its top layers "more" than a change favouring no layer.
-0.03 is the fine-tunings' own size (output-dense L2 about 1.0 against a norm of about 35). The seed-vs-seed and
-dataset-vs-dataset lines compare two fine-tuned encoders, so their null is the pair form (--pairs): two copies
-perturbed in independent directions (pair i: 2i and 2i + 1, so pairs share no copy), compared with each other.
-
-    python -m tasks.reproduction.null_baseline --seeds 3 --relative 0.03     # null-baseline.json
-    python -m tasks.reproduction.null_baseline --pairs 5 --relative 0.03     # null-baseline-pairs.json
-"""
-import argparse
-import copy
+"""The layer ratios' null baseline as the findings read it: the kept ratios of an equal relative perturbation of
+every layer (measured by `python -m tasks.ablation.perturbation`, whose docstring says how; each random direction's
+ratio computed from its curves and floored as `perturbation.ratio` says)."""
 import json
-import sys
-import time
 from pathlib import Path
 
-import numpy as np
-import torch
+from ..ablation.perturbation import FLOOR, PAIRS_PATH, PATH, RATIOS, curve_ratio, layers, ratio
 
-from ..fileio import atomic_write_text
-
-PATH = Path("docs/reproduction/results/null-baseline.json")
-PAIRS_PATH = PATH.with_name("null-baseline-pairs.json")   # the pair form, kept beside it
-PAIR_CURVES = ("svcca", "attention_js")   # the seed-vs-seed and dataset-vs-dataset lines' curves
-# (finding id, curve, upper third(s), lower third(s)): the ratios this null is the baseline of
-RATIOS = (("hao-attention-last", "attention_js", "top", "bottom"),
-          ("hao-svcca-intermediate-last", "svcca", "middle+top", "bottom"),
-          ("hao-seeds-consistent-low", "svcca", "top", "bottom"),
-          ("singh-later-layers-move", "weight_l2", "top", "bottom"))
+# the names the findings, measures and report read here, wherever they are defined
+__all__ = ("CAVEAT", "FLOOR", "PAIRS_PATH", "PATH", "RATIOS", "layers", "load", "ratio", "replicates")
 
 # where the null is measured in another form than the line's effect
 CAVEAT = {"hao-seeds-consistent-low": "perturbed against pretrained: the seed-vs-seed form (two perturbed copies "
                                       "against each other) is the follow-up's"}
 
 
-def perturb(encoder: torch.nn.Module, relative: float, seed: int) -> torch.nn.Module:
-    """A copy with every transformer layer's parameter moved by `relative` of its own norm, in a seeded direction."""
-    moved = copy.deepcopy(encoder)
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in moved.named_parameters():
-            if name.startswith("encoder.layer."):
-                g = torch.randn(p.shape, generator=generator, dtype=torch.float32)
-                p.add_((relative * p.float().norm() * g / g.norm()).to(p.dtype))
-    return moved
-
-
-def layers(n: int, which: str) -> list:
-    """The layers of the "bottom", "middle" or "top" third of n (as `experiments.Context.low` and `.high` cut them),
-    of several joined by + ("middle+top"), or "all"."""
-    low, high = max(1, round(n / 3)), max(2, round(2 * n / 3))
-    parts = {"bottom": range(0, low), "middle": range(low, high), "top": range(high, n), "all": range(n)}
-    return [i for name in which.split("+") for i in parts[name]]
-
-
-# The null's lower mean is read as at least this share of its upper mean (so its ratio is at most 1 / FLOOR - 1 =
-# 9): a perturbation barely moves the bottom layer's attention (the 4-layer mini-20M's layer-0 JS is about 3e-5
-# against 6e-4 at the top), and below a tenth the ratio measures how small the denominator is, not how much more the
-# top moved; each fine-tuned ratio is read as measured.
-FLOOR = 0.1
-
-
-def ratio(curve: list, upper: str, lower: str, offset: int, n: int) -> float:
-    """mean of `curve` over the `upper` layers / over the `lower` ones (floored at FLOOR of the upper's) - 1 (offset
-    1: SVCCA's index 0 is the embeddings' output)."""
-    top, bottom = (float(np.mean([curve[i + offset] for i in layers(n, which)])) for which in (upper, lower))
-    return top / max(bottom, FLOOR * abs(top)) - 1
-
-
-def _ratio(curves: dict, curve: str, upper: str, lower: str, n: int) -> float:
-    return ratio(curves[curve], upper, lower, 1 if curve == "svcca" else 0, n)
-
-
-def ratios(curves: dict, n: int) -> dict:
-    """{finding id: the null's ratio} of one perturbed model's curves."""
-    return {fid: _ratio(curves, *spec, n) for fid, *spec in RATIOS}
-
-
-def pair_ratios(curves: dict, n: int) -> dict:
-    """{curve: top third / bottom third - 1} of one comparison of two perturbed copies."""
-    return {curve: _ratio(curves, curve, "top", "bottom", n) for curve in PAIR_CURVES}
-
-
 def replicates(null: dict, curve: str, upper: str, lower: str, n: int) -> list:
     """The kept null's ratio of `curve` (upper / lower - 1), one per random direction ([] without it)."""
-    return [_ratio(s["curves"], curve, upper, lower, n) for s in (null or {}).get("seeds", ())
+    return [curve_ratio(s["curves"], curve, upper, lower, n) for s in (null or {}).get("seeds", ())
             if curve in (s.get("curves") or {})]
-
-
-def comparisons(encoder, args, batches, n: int) -> list:
-    """Each seed's perturbed copy against the pretrained model, or (--pairs) each pair of copies against each other:
-    [{"seed": direction or [direction, direction], "ratios", "curves"}]."""
-    from ..ablation.studies.dynamics import compare_encoders
-    out = []
-    for i in range(args.pairs or args.seeds):
-        if args.pairs:
-            seed = [2 * i, 2 * i + 1]
-            curves = compare_encoders(*(perturb(encoder, args.relative, s) for s in seed), batches)
-            found = pair_ratios(curves, n)
-        else:
-            seed, curves = i, compare_encoders(encoder, perturb(encoder, args.relative, i), batches)
-            found = ratios(curves, n)
-        out.append({"seed": seed, "ratios": found, "curves": {k: curves[k] for k in ("weight_l2", "attention_js",
-                                                                                       "svcca")}})
-        print(f"null baseline: {'pair' if args.pairs else 'seed'} {seed}: {found}", flush=True)
-    return out
-
-
-def measure(args) -> dict:
-    from ..ablation.studies.dynamics import analysis_batches
-    from ..config import TrainConfig
-    from ..inputs import prepare
-    inputs = prepare(TrainConfig(model=args.model, tasks=args.task, data_dir=args.data_dir, device="cpu",
-                                 precision="fp32"))
-    n = inputs.encoder.num_layers
-    seeds = comparisons(inputs.encoder, args, analysis_batches(inputs, args.examples), n)
-    return {"model": args.model, "task": args.task, "examples": args.examples, "relative": args.relative,
-            "layers": n, "mode": "pairs" if args.pairs else "pretrained", "seeds": seeds,
-            "sitting": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}}
 
 
 def load(path: Path = PATH):
@@ -133,41 +28,3 @@ def load(path: Path = PATH):
     if not pairs.exists():
         return single
     return {**(single or {}), "pairs": json.loads(pairs.read_text(encoding="utf-8"))}
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    what = parser.add_argument_group("the perturbation")
-    what.add_argument("--relative", type=float, default=0.03, help="each parameter's move, a share of its norm "
-                                                                     "(default: %(default)s)")
-    what.add_argument("--seeds", type=int, default=3, help="random directions, one model each, each compared with the "
-                                                           "pretrained model (default: %(default)s)")
-    what.add_argument("--pairs", type=int, default=0, metavar="N",
-                      help="the pair form instead: N pairs of copies perturbed in independent directions (2N models), "
-                           f"each pair compared with each other, written to {PAIRS_PATH.name} by default "
-                           "(default: 0, the single form)")
-    data = parser.add_argument_group("model and data")
-    data.add_argument("--model", default="minilm", help="the pretrained model (default: %(default)s)")
-    data.add_argument("--task", default="sst", help="the dev set sampled (default: %(default)s)")
-    data.add_argument("--examples", type=int, default=500, help="dev examples, as the dynamics study's "
-                                                                 "(default: %(default)s)")
-    data.add_argument("--data-dir", default=None, help="the course's csv files (default: $MINBERT_DATA_DIR)")
-    data.add_argument("--out", default=None, help=f"where the result goes (default: {PATH}, or {PAIRS_PATH} with "
-                                                   "--pairs)")
-    return parser
-
-
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.seeds < 1 or args.pairs < 0 or not 0 < args.relative < 1:
-        print("null_baseline: --seeds must be >= 1, --pairs >= 0 and --relative in (0, 1)", file=sys.stderr)
-        return 2
-    args.out = args.out or str(PAIRS_PATH if args.pairs else PATH)
-    result = measure(args)
-    atomic_write_text(Path(args.out), json.dumps(result, indent=1, sort_keys=True) + "\n")
-    print(f"null baseline: {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
