@@ -1,7 +1,7 @@
 """The layer-ratio lines re-declared against the null baseline (follow-up hao-null-perturbation, protocol 2).
 
 Hao et al.'s JS and SVCCA ratios and Singh & Giovanardi's L2 ratio were first read against zero; an equal relative
-perturbation of every layer (`tasks/reproduction/null_baseline.py`) already gives a ratio, since each layer's output
+perturbation of every layer (`tasks/ablation/perturbation.py`) already gives a ratio, since each layer's output
 feeds the next (Hao et al. say so of SVCCA: "the output representation of higher layers undergoes more
 transformations, so the change of SVCCA distance in higher layers is more dramatic") and L2 follows each layer's
 weight norm. Here each line's effect is the fine-tuned ratio minus the null's, per seed against the null's random
@@ -9,7 +9,7 @@ directions (Welch: the null's spread is in the interval), and its SESOI is the f
 what depth and norms alone give. The papers state no figure in their text (Hao et al. Figs. 1-2 and Singh &
 Giovanardi Fig. 3 are plots without numbers), so no SESOI is taken from them. The seed-vs-seed and
 dataset-vs-dataset lines compare two fine-tuned encoders with each other, so their null is its pair form: two copies
-perturbed in independent directions, compared with each other the same way (`null_baseline.py --pairs`); their rows
+perturbed in independent directions, compared with each other the same way (`perturbation.py --pairs`); their rows
 are pending until it is kept.
 """
 from dataclasses import replace
@@ -30,7 +30,7 @@ def _against(fid: str, tested: str, **keywords):
                    keywords=keywords, pilot=())
 
 
-PAIRS = "python -m tasks.reproduction.null_baseline --pairs 5"
+PAIRS = "python -m tasks.ablation.perturbation --pairs 5"
 
 
 def _against_pairs(fid: str, tested: str, label: str, source: str):
