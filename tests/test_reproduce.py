@@ -330,7 +330,8 @@ def test_reproduce_runs_its_sweeps_keeps_their_results_and_resumes(small_data_di
     assert code == 0, err
     run = json.loads((results_dir / "pairs" / "first" / "run.json").read_text())
     assert run["seeds"] == [0, 1] and run["scale"] == "cpu" and run["model"] == "minilm"
-    assert len(run["sittings"]) == 1 and run["sittings"][0]["trials"] == 8 and run["schema"] == 2
+    assert len(run["sittings"]) == 1 and run["sittings"][0]["trials"] == 8
+    assert run["schema"] == reproduction_runs.SCHEMA
     for sweep in ("sts-cross", "sts-siamese", "quora-cross", "quora-siamese"):
         assert len(read_jsonl(results_dir / "pairs" / "first" / f"{sweep}.jsonl")) == 2
     assert "| [freeze-cross-encoding]" in (tmp_path / "report.md").read_text()
@@ -359,8 +360,7 @@ def test_shards_of_a_run_each_keep_their_trials_and_the_run_its_device_and_weigh
     run = reproduction_runs.read_run(results_dir / "pairs" / "first" / "run.json")
     first, second = run.sittings
     assert 0 < first.trials < 12 and first.trials + second.trials == 12   # 3 seeds x 4
-    from tasks.reproduction.models import identify
-    assert run.device == "cpu" and run.weights == identify("minilm")["weights_sha256"][:12]
+    assert run.device == "cpu" and run.weights == sweeps.weights_of("minilm") and len(run.weights) == 12
     assert "trained on cpu from weights " + run.weights in (tmp_path / "runs.md").read_text()
 
 
@@ -687,9 +687,10 @@ def test_a_follow_ups_line_never_mixes_its_protocol_with_the_first_runs_arms():
         "; its arms trained apart: reinit-large on cpu; reinit-small on cuda, from weights 1ca95c81930f")
 
 
-def test_the_conversion_script_turns_a_schema_1_run_into_the_typed_record(tmp_path):
+def test_the_conversion_script_turns_a_schema_1_or_2_run_into_the_typed_record(tmp_path):
     """tools/convert_kept_runs.py: the device from the trials' own records, the weights from the sittings, only
-    the sittings that added trials; a second run converts nothing; a malformed file is one line, exit 2."""
+    the sittings that added trials; schema 2 loses its model_identity, whose weights it keeps; a second run converts
+    nothing; a malformed file is one line, exit 2."""
     from tools import convert_kept_runs
     folder = tmp_path / "transfer" / "cap-small-data"
     folder.mkdir(parents=True)
@@ -707,12 +708,18 @@ def test_the_conversion_script_turns_a_schema_1_run_into_the_typed_record(tmp_pa
     code, out, err = run_cli(convert_kept_runs.main, [str(tmp_path)])
     assert code == 0 and "1 run.json files converted" in out, err
     run = reproduction_runs.read_run(folder / "run.json")
-    assert (run.device, run.weights, run.schema) == ("cuda", "1ca95c81930f", 2)
+    assert (run.device, run.weights, run.schema) == ("cuda", "1ca95c81930f", reproduction_runs.SCHEMA)
     assert run.sittings == [reproduction_runs.Sitting("2026-11-27 04:20 UTC", "48564adf2791",
                                                       "Intel Xeon with NVIDIA H200", 47.6, 2)]
     assert (run.experiment, run.run, run.seeds, run.sweeps) == ("transfer", "cap-small-data", [0], old["sweeps"])
     code, out, _ = run_cli(convert_kept_runs.main, [str(tmp_path)])
     assert code == 0 and "0 run.json files converted" in out
+    identity = {"slug": "m-01234567", "path": "/m", "hash": "0" * 64, "weights_sha256": "1ca95c81930f" + "0" * 52}
+    (folder / "run.json").write_text(json.dumps({**json.loads((folder / "run.json").read_text()), "schema": 2,
+                                                 "model_identity": identity}))
+    code, out, err = run_cli(convert_kept_runs.main, [str(tmp_path)])
+    assert code == 0 and "1 run.json files converted" in out, err
+    assert reproduction_runs.read_run(folder / "run.json") == run
     (folder / "run.json").write_text(json.dumps({"experiment": "transfer"}))
     code, _, err = run_cli(convert_kept_runs.main, [str(tmp_path)])
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "run.json: not a schema-1 kept run" in err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "run.json: not a kept run of schema 1" in err

@@ -4,6 +4,8 @@ Schema 1 (no "schema" field) kept every sitting's CPU, threads, workers, shard, 
 trained. Schema 2 keeps per run the one kind of device its trials trained on (read from the trials' own records)
 and the weights they started from (the sittings', or a second model's identity), and per sitting only when, from
 which commit, on which machine, how long and how many trials it added; sittings that added no trial are dropped.
+Schema 3 drops schema 2's `model_identity` (a second model's slug, path and hashes, from when a second model's runs
+were kept inside the first's folder): a results folder keeps one model, named by `model` and its `weights`.
 
     python tools/convert_kept_runs.py docs/reproduction/results
 """
@@ -35,23 +37,32 @@ def converted(path: Path, data: dict, records: list) -> KeptRun:
     fields = {k: data[k] for k in ("experiment", "run", "protocol", "scale", "model", "tasks", "seeds", "layers",
                                    "sweeps")}
     return KeptRun(**fields, device=kinds.pop() if kinds else "", weights=weights.pop() if weights else "",
-                   model_identity=identity, sittings=sittings)
+                   sittings=sittings)
+
+
+def upgraded(path: Path, data: dict) -> KeptRun:
+    """The schema-2 record `data` as a KeptRun: its fields less `model_identity`, whose weights it records."""
+    identity = data.pop("model_identity")
+    if identity and data["weights"] != identity["weights_sha256"][:12]:
+        raise UserError(f"{path}: its weights {data['weights']!r} are not its model_identity's; convert it by hand")
+    data.pop("schema")
+    return KeptRun(**{**data, "sittings": [Sitting(**s) for s in data["sittings"]]})
 
 
 def convert(root: Path) -> int:
-    """Convert every schema-1 run.json under `root` in place; the number converted."""
+    """Convert every run.json of schema 1 or 2 under `root` in place; the number converted."""
     done = 0
     for path in sorted(Path(root).glob("**/run.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("schema") == SCHEMA:
             continue
-        if "schema" in data:
+        if data.get("schema", 1) not in (1, 2):
             raise UserError(f"{path}: schema {data['schema']}, which this script does not know")
         records = [r for p in sorted(path.parent.glob("*.jsonl")) for r in read_jsonl(p)]
         try:
-            write_run(path, converted(path, data, records))
-        except KeyError as e:
-            raise UserError(f"{path}: not a schema-1 kept run (no {e})") from None
+            write_run(path, upgraded(path, data) if "schema" in data else converted(path, data, records))
+        except (KeyError, TypeError) as e:
+            raise UserError(f"{path}: not a kept run of schema {data.get('schema', 1)} ({e})") from None
         done += 1
     return done
 

@@ -5,10 +5,11 @@
     RESULTS/EXPERIMENT/RUN/SWEEP.jsonl     the sweep's finished trials, as ablate.py wrote them
 
 RUN is "first" for the declared protocol, or a follow-up's label (follow_ups.py): extra seeds or a changed
-protocol never replace the first run's trials. Storing into a run folder whose record says another protocol or
-another model is refused, and so are trials trained on another kind of device or from other weights than the run's
-(arms paired by seed must differ only by the arm). A trial already kept is never replaced, so a run resumed later
-only adds the trials it lacked; shards of one run kept at once take turns on a lock file in the run's folder.
+protocol never replace the first run's trials. A results folder keeps one model's runs, and gets its own report.
+Storing into a run folder whose record says another protocol or another model is refused, and so are trials trained
+on another kind of device or from other weights than the run's (arms paired by seed must differ only by the arm).
+A trial already kept is never replaced, so a run resumed later only adds the trials it lacked; shards of one run
+kept at once take turns on a lock file in the run's folder.
 """
 import dataclasses
 import fcntl
@@ -24,7 +25,7 @@ from ..fileio import atomic_write_text, read_jsonl, safe_join
 from .follow_ups import FIRST, FOLLOW_UPS
 from .measures import Results
 
-SCHEMA = 2
+SCHEMA = 3
 CONVERT = "python tools/convert_kept_runs.py"   # converts older run.json files, once
 PROTOCOL = ("experiment", "run", "scale", "tasks", "seeds", "sweeps")   # what makes two sittings one run
 
@@ -53,7 +54,6 @@ class KeptRun:
     sweeps: dict                # sweep label -> ablate.py's flags
     device: str = ""            # the kind of device every trial trained on ("cpu", "cuda"); "" before any trial
     weights: str = ""           # sha256 prefix of the weights every trial started from; "" where not recorded
-    model_identity: Optional[dict] = None   # a second model's slug, path and hashes (models.identify)
     sittings: list = field(default_factory=list)   # [Sitting]
     schema: int = SCHEMA
 
@@ -61,14 +61,13 @@ class KeptRun:
     def wall_minutes(self) -> float:
         return sum(s.wall_time_s for s in self.sittings) / 60
 
-    def is_model(self, model: str, identity: Optional[dict] = None) -> bool:
-        """Whether its trials are of this model: by hash where both record one (a path may be written two ways),
-        else by name."""
-        a, b = self.model_identity, identity
-        return a["hash"] == b["hash"] if a and b else self.model == model and not (a or b)
+    def is_model(self, model: str, weights: str = "") -> bool:
+        """Whether its trials are of this model: its name, or its weights where both record them (a path may be
+        written two ways; the same name from other weights is check_trained's to refuse)."""
+        return self.model == model or bool(self.weights and self.weights == weights)
 
     def model_text(self) -> str:
-        return self.model + (f" (hash {self.model_identity['hash'][:12]})" if self.model_identity else "")
+        return self.model + (f" (weights {self.weights})" if self.weights else "")
 
 
 def read_run(path: Path) -> KeptRun:
@@ -101,10 +100,9 @@ def store(results_dir: Path, run: KeptRun, records: dict, sitting: Sitting) -> P
         fcntl.flock(lock, fcntl.LOCK_EX)
         path = folder / "run.json"
         kept = read_run(path) if path.exists() else dataclasses.replace(run, sittings=[], device="")
-        if not kept.is_model(run.model, run.model_identity):
+        if not kept.is_model(run.model, run.weights):
             raise UserError(f"{path}: keeps the runs of model {kept.model_text()}, not {run.model_text()}: one "
-                            f"folder keeps one model's runs (reproduce.py --model keeps another's in "
-                            f"RESULTS/models/SLUG)")
+                            f"folder keeps one model's runs (give --results another folder for another model)")
         changed = [k for k in PROTOCOL if getattr(kept, k) != getattr(run, k)]
         if changed:
             raise UserError(f"{path}: this run was made with other {', '.join(changed)}; extra seeds or a changed "
@@ -192,11 +190,16 @@ def depths(runs: dict) -> set:
     return {run.layers for by_experiment in runs.values() for run, _ in by_experiment.values()}
 
 
-def check_one_setting(runs: dict, scale: str, model: str, identity: Optional[dict] = None) -> None:
-    """A model's results folder holds one scale and one model (by hash where recorded): a report mixes neither."""
+def model_of(runs: dict) -> Optional[str]:
+    """The model a results folder's kept runs record (check_one_setting keeps it one); None where it has none."""
+    return next((run.model for experiments in runs.values() for run, _ in experiments.values()), None)
+
+
+def check_one_setting(runs: dict, scale: str, model: str, weights: str = "") -> None:
+    """A results folder holds one scale and one model (by its weights where recorded): a report mixes neither."""
     for label, experiments in runs.items():
         for experiment, (run, _) in experiments.items():
-            if run.scale != scale or not run.is_model(model, identity):
+            if run.scale != scale or not run.is_model(model, weights):
                 raise UserError(f"the results folder holds {experiment}/{label} at scale {run.scale} with "
                                 f"{run.model_text()}: give --results another folder for scale {scale} with "
                                 f"{model}")
