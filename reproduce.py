@@ -8,6 +8,8 @@ decided by a rule that can fail, and written to docs/reproduction/report.md from
     python reproduce.py --report-only                        # rewrite report.md, report.json, README's counts
     python reproduce.py --scale paper --model bert-base-uncased --task-file glue.json \\
         --tasks primary=sst2,second=qnli --results runs/paper-results --report runs/paper-report.md   # on a GPU
+    python reproduce.py --report-only --results docs/reproduction/mini-20M/results \\
+        --report docs/reproduction/mini-20M/report.md        # another model's report, from its own folder
 
 Each experiment is one or more ablation sweeps, built directly and run through the sweep API
 (tasks/reproduction/sweeps.py) in OUT/EXPERIMENT/RUN/SWEEP/ (the same folders, results and plots as ablate.py
@@ -17,14 +19,14 @@ sitting the commit, CPU, date and wall time); experiments may run in separate si
 Extra seeds or a changed protocol are a follow-up (--follow-up LABEL, declared in
 tasks/reproduction/follow_ups.py), kept beside the first run, never over it.
 
-A second model (--model FOLDER, e.g. a pretrain.py run's RUN/model) keeps its runs apart, in
-RESULTS/models/SLUG/ (SLUG: the folder's name and a short hash of its config and weights; its sweeps in
-OUT/models/SLUG/), and the report shows its verdict beside the first model's on every line
-(tasks/reproduction/models.py, compare.py).
+A results folder keeps one model's runs and gets its own report: another model (--model FOLDER, e.g. a
+pretrain.py run's RUN/model) runs with a --results, --report and --out of its own. The model defaults to the one
+the folder's kept runs record (so --report-only and --plan need no --model), else the scale's.
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -32,12 +34,12 @@ from minbert import DEFAULT_IMPLEMENTATION, IMPLEMENTATION_CHOICES, PRECISIONS, 
 from tasks.ablation import arguments
 from tasks.cli import run_command
 from tasks.machine import resolve_device
-from tasks.reproduction import experiments, follow_ups, kept, models, plan, report
-from tasks.reproduction.sweeps import Setting, run_experiment
+from tasks.reproduction import experiments, follow_ups, kept, plan, report
+from tasks.reproduction.sweeps import Setting, run_experiment, weights_of
 from tasks.training import Interrupted
 
 ROOT = Path(__file__).resolve().parent
-RESULTS = Path("docs/reproduction/results")
+RESULTS = report.RESULTS
 REPORT = Path("docs/reproduction/report.md")
 DEFAULT_MODEL = {"cpu": "minilm", "paper": "bert-base-uncased"}
 
@@ -62,9 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "a measured seconds a step on --device), then each declared follow-up still pending")
     setting = parser.add_argument_group("model, data and machine (passed to every sweep)")
     setting.add_argument("--model", default=None,
-                         help="checkpoint folder, Hugging Face name, or 'minilm' (default: minilm at the cpu scale, "
-                              "bert-base-uncased at the paper scale); another model than the results folder's first "
-                              "keeps its runs in RESULTS/models/SLUG and the report shows it beside the first")
+                         help="checkpoint folder, Hugging Face name, or 'minilm' (default: the model the results "
+                              "folder's kept runs record, else minilm at the cpu scale, bert-base-uncased at the "
+                              "paper scale); a folder keeps one model's runs: give another model its own --results")
     setting.add_argument("--tasks", default=None, metavar="ROLE=TASK,...",
                          help="the tasks the experiments use, by role: " + ", ".join(
                              f"{r} (default {t})" for r, t in experiments.ROLES.items())
@@ -90,8 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "its trials were trained, from their own records")
     where = parser.add_argument_group("where things go")
     where.add_argument("--out", default="runs/reproduce", help="the sweeps' folders (default: %(default)s)")
-    where.add_argument("--results", default=None, help=f"the kept raw results (default: {RESULTS})")
-    where.add_argument("--report", default=None, help=f"the report (default: {REPORT})")
+    where.add_argument("--results", default=None, help=f"the kept raw results, one model's (default: {RESULTS})")
+    where.add_argument("--report", default=None,
+                       help=f"the report (default: {REPORT}; with --results, report.md beside that folder)")
     smoke = parser.add_argument_group("smoke runs (not a reproduction)")
     smoke.add_argument("--max-steps", type=arguments.positive, default=None, metavar="N",
                        help="cap every trial at N steps; needs --results (a smoke run is never kept with the report)")
@@ -117,22 +120,13 @@ def parse_roles(text) -> dict:
     return roles
 
 
-def context(args, num_layers: int, model=None) -> experiments.Context:
-    """The experiments' context for the model run (a second model's heads from its config.json)."""
-    heads = {} if model is None or model.first else {"heads": models.config_of(args.model)["num_attention_heads"]}
+def context(args, num_layers: int) -> experiments.Context:
+    """The experiments' context for the model run (a checkpoint's heads from its config.json, read only where it
+    trains or plans: the report needs none)."""
+    read = not args.report_only and args.model not in DEFAULT_MODEL.values()
+    heads = {"heads": config_of(args.model)["num_attention_heads"]} if read else {}
     return experiments.Context(num_layers, experiments.SCALES[args.scale], parse_roles(args.tasks),
                                model=args.model, task_file=args.task_file, **heads)
-
-
-def first_context(args, root: Path, ctx, model) -> experiments.Context:
-    """The report's first model's context: the run's own where it is the first, else from the root's runs."""
-    if model.first:
-        return ctx
-    name = models.first_name(root, DEFAULT_MODEL[args.scale])
-    depths = kept.depths(kept.load(root))
-    layers = depths.pop() if len(depths) == 1 else layers_of(name)
-    return experiments.Context(layers, experiments.SCALES[args.scale], parse_roles(args.tasks), model=name,
-                               task_file=args.task_file)
 
 
 def setting_of(args) -> Setting:
@@ -149,29 +143,34 @@ def seeds_for(args, experiment, ctx) -> list:
     return list(follow.seeds) if follow and follow.seeds else experiments.seeds_of(experiment, ctx.scale)
 
 
-def print_plan(args, ctx, runs: dict, model) -> None:
+def print_plan(args, ctx, runs: dict) -> None:
     """Each experiment's command and estimated minutes (plan.py: trials x steps x a measured seconds a step, on the
     device the run would train on), what a kept run took beside it, then each declared follow-up still pending."""
-    flag = "" if model.first else f"--model {args.model} "
+    model = "" if args.model in (kept.model_of(runs), DEFAULT_MODEL[args.scale]) else args.model
+    flag = f"--model {model} " if model else ""
     device = resolve_device(args.device).type
-    if not model.first:
-        print(f"Model {model.slug} ({model.identity['path']}): {ctx.n} layers, estimated at the embedded model's "
-              f"rate a step; its runs in {model.results(args.results or RESULTS)}")
     for e in experiments.EXPERIMENTS.values():
         found = plan.experiment_minutes(e, ctx, device)
         estimate = f"~{found:.0f} min" if found is not None else f"no measured rate at scale {args.scale} on {device}"
         took = "".join(f"; {label} run took {by_experiment[e.name][0].wall_minutes:.1f} min on "
                        f"{by_experiment[e.name][0].device or 'an unrecorded device'}"
                        for label, by_experiment in runs.items() if e.name in by_experiment)
-        state = "" if model.first else ("kept, " if took else "pending, ")
-        print(f"{e.name}: {state}{estimate}{took}: python reproduce.py --scale {args.scale} {flag}--only {e.name}")
+        print(report.with_results(f"{e.name}: {estimate}{took}: python reproduce.py --scale {args.scale} {flag}"
+                                  f"--only {e.name}", Path(args.results or RESULTS)))
     print(f"\nDeclared follow-ups (controls) still pending, minutes on {device}:")
-    for line in plan.lines(follow_ups.FOLLOW_UPS, runs, ctx, "" if model.first else args.model, device):
-        print(f"- {line}")
+    for line in plan.lines(follow_ups.FOLLOW_UPS, runs, ctx, model, device):
+        print(f"- {report.with_results(line, Path(args.results or RESULTS))}")
+
+
+def config_of(model: str) -> dict:
+    """The checkpoint's architecture, from its config.json alone (no weights are read)."""
+    from minbert.config import BertConfig
+    from minbert.loading import resolve
+    return dataclasses.asdict(BertConfig.from_json(resolve(model)[0] / "config.json"))
 
 
 def layers_of(model: str) -> int:
-    return models.config_of(model)["num_hidden_layers"]
+    return config_of(model)["num_hidden_layers"]
 
 
 def check_arguments(args) -> None:
@@ -195,23 +194,20 @@ def check_arguments(args) -> None:
                         f"'{follow_ups.FOLLOW_UPS[args.follow_up].reads}': python reproduce.py --report-only shows it")
 
 
-def model_layers(args, runs: dict, model) -> int:
+def model_layers(args, runs: dict) -> int:
     """The model's depth: the kept results' for --report-only and --plan, else the checkpoint's."""
     depths = kept.depths(runs)
     if len(depths) == 1 and (args.report_only or args.plan):
         return depths.pop()
-    if args.plan and model.first and args.model != "minilm":
+    if args.plan and args.model == DEFAULT_MODEL["paper"]:
         return 12  # a plan needs no checkpoint: bert-base's depth
     return layers_of(args.model)
 
 
-def run_selected(args, ctx, runs: dict, model, results_dir: Path, report_dir: Path) -> int:
-    """Run the experiments --only and --follow-up choose (and those their findings read); 1 if a trial failed.
-    A second model's sweeps run in OUT/models/SLUG, its figures named SLUG-..., its results in its own folder."""
+def run_selected(args, ctx, runs: dict, results_dir: Path, report_dir: Path) -> int:
+    """Run the experiments --only and --follow-up choose (and those their findings read); 1 if a trial failed."""
     follow = follow_ups.FOLLOW_UPS.get(args.follow_up) if args.follow_up else None
-    out = Path(args.out) if model.first else Path(args.out) / models.MODELS_DIR / model.slug
-    folders = {"out": out, "results": results_dir, "report": report_dir,
-               "prefix": "" if model.first else f"{model.slug}-"}
+    folders = {"out": Path(args.out), "results": results_dir, "report": report_dir}
     failed = 0
     for e in experiments.selected(args.only):
         if follow and e.name not in follow.experiments:
@@ -221,31 +217,30 @@ def run_selected(args, ctx, runs: dict, model, results_dir: Path, report_dir: Pa
                   f"resume it)", flush=True)
             continue
         print(f"reproduce: {e.name}: {e.what}", flush=True)
-        failed |= run_experiment(e, ctx, setting_of(args), follow, seeds_for(args, e, ctx), folders, ROOT,
-                                 model.identity)
+        failed |= run_experiment(e, ctx, setting_of(args), follow, seeds_for(args, e, ctx), folders, ROOT)
     return failed
 
 
 def parse_args(argv=None):
     args = build_parser().parse_args(argv)
-    args.model = args.model or DEFAULT_MODEL[args.scale]
     check_arguments(args)
     return args
 
 
 def run(args) -> int:
-    root, report_path = Path(args.results or RESULTS), Path(args.report or REPORT)
-    model = models.for_run(args.model, root, DEFAULT_MODEL[args.scale])   # the first, or another in its folder
-    results_dir = model.results(root)
-    runs = kept.load(results_dir)
-    kept.check_one_setting(runs, args.scale, args.model, model.identity)
-    ctx = context(args, model_layers(args, runs, model), model)
+    root = Path(args.results or RESULTS)
+    report_path = Path(args.report) if args.report else root.parent / REPORT.name if args.results else REPORT
+    runs = kept.load(root)
+    args.model = args.model or kept.model_of(runs) or DEFAULT_MODEL[args.scale]   # the folder's model by default
+    trains = not (args.report_only or args.plan)
+    kept.check_one_setting(runs, args.scale, args.model, weights_of(args.model) if trains else "")
+    ctx = context(args, model_layers(args, runs))
     if args.plan:
-        print_plan(args, ctx, runs, model)
+        print_plan(args, ctx, runs)
         return 0
-    failed = 0 if args.report_only else run_selected(args, ctx, runs, model, results_dir, report_path.parent)
+    failed = run_selected(args, ctx, runs, root, report_path.parent) if trains else 0
     readme = ROOT / "README.md" if report_path == REPORT else None   # the README counts the kept report only
-    path = report.write(root, report_path, first_context(args, root, ctx, model), readme)
+    path = report.write(root, report_path, ctx, readme)
     print(f"reproduce: report {path}", flush=True)
     return 1 if failed else 0
 

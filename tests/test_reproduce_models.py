@@ -1,8 +1,7 @@
-"""reproduce.py with a second model: its runs kept apart (RESULTS/models/SLUG, run.json with the model's path and
-hash, a folder that refuses another model), its verdict beside the first model's on every line of report.md and in
-report.json, a disagreement marked, its power from its own pilot only, the first model's lines unchanged by it, and
-one real run of a tiny pretrained model end to end."""
-import dataclasses
+"""reproduce.py with another model than the embedded one: one model per results folder and per report (the model
+read from the folder's kept runs, a folder refusing another model's runs), its power from its own pilot only
+(pilot.py writes RESULTS/pilot.json; no pilot, no power), what was measured of its pretraining on its front page,
+the embedded model's report linking it, and one real run of a tiny pretrained model end to end."""
 import json
 import shutil
 import zlib
@@ -15,14 +14,14 @@ import reproduce
 from conftest import run_cli
 from minbert import UserError
 from tasks.fileio import read_jsonl
-from tasks.reproduction import compare, experiments, judging, kept, models, pilot, report
+from tasks.reproduction import experiments, judging, kept, pilot, power, report
 from tasks.reproduction.findings import FINDINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 KEPT = ROOT / "docs" / "reproduction" / "results"
-CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
-SLUG = "mini-20M-0123abcd"
-IDENTITY = {"slug": SLUG, "path": "/runs/mini-20M/model", "hash": "0123abcd" + "0" * 56}
+MODEL = "/runs/mini-20M/model"
+WEIGHTS = "0a263eb60b67"      # the ladder's mini-20M rung, whose pretraining docs/pretraining-results/ records
+CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES), model=MODEL)
 EXPERIMENTS = ("reinit-small", "reinit-large")
 
 
@@ -31,109 +30,129 @@ def _seed_only(record) -> float:
     return 0.40 + 0.01 * record["seed"] + 0.002 * (zlib.crc32(record["key"].encode()) % 5)
 
 
-def _copy_run(source: Path, target: Path, flatten=False, identity=None) -> None:
-    """A kept run folder copied as it is (the first model's), or with every trial's score made the seed's alone
-    (pretraining does nothing: singh-scarce not reproduced) and the run.json naming the second model."""
+def _copy_run(source: Path, target: Path, model=MODEL, weights=WEIGHTS) -> None:
+    """A kept run folder of the embedded model copied with every trial's score made the seed's alone (pretraining
+    does nothing: singh-scarce not reproduced) and its run.json naming `model` and `weights`."""
     target.mkdir(parents=True)
     for path in source.glob("*.jsonl"):
-        records = read_jsonl(path)
-        if flatten:
-            records = [{**r, "dev": {**r["dev"], "sst": _seed_only(r)}} for r in records]
+        records = [{**r, "dev": {**r["dev"], "sst": _seed_only(r)}} for r in read_jsonl(path)]
         (target / path.name).write_text("".join(json.dumps(r) + "\n" for r in records))
     meta = json.loads((source / "run.json").read_text())
-    if identity:
-        meta.update(model=identity["path"], model_identity=identity)
-    (target / "run.json").write_text(json.dumps(meta))
+    (target / "run.json").write_text(json.dumps({**meta, "model": model, "weights": weights}))
 
 
 @pytest.fixture()
-def two_models(tmp_path):
-    """The kept reinit runs of the first model at the root, and a second model's (the same trials' shape, other
-    scores) in models/SLUG."""
+def other_model(tmp_path):
+    """Another model's kept reinit runs, alone in their results folder."""
     if not all((KEPT / e / "first" / "run.json").exists() for e in EXPERIMENTS):
         pytest.skip("no kept reinit runs")
-    root = tmp_path / "results"
+    root = tmp_path / "other" / "results"
     for e in EXPERIMENTS:
         _copy_run(KEPT / e / "first", root / e / "first")
-        _copy_run(KEPT / e / "first", root / models.MODELS_DIR / SLUG / e / "first", flatten=True, identity=IDENTITY)
     return root
 
 
-def _rows(text: str, model: str = "") -> list:
-    return [x for x in text.splitlines() if x.startswith("| ") and f"| {model} |" in x]
+def _report_only(results: Path, report_md: Path, *extra) -> tuple:
+    return run_cli(reproduce.main, ["--report-only", "--results", str(results), "--report", str(report_md), *extra])
 
 
-def test_the_report_shows_both_models_and_marks_where_they_disagree(two_models, tmp_path, monkeypatch):
+def test_report_only_reads_the_model_from_the_folder_and_says_what_was_measured_of_it(other_model, monkeypatch):
     monkeypatch.setattr(reproduce, "layers_of", lambda model: pytest.fail("--report-only loaded a model"))
-    code, out, err = run_cli(reproduce.main, ["--report-only", "--results", str(two_models),
-                                              "--report", str(tmp_path / "report.md")])
+    code, out, err = run_cli(reproduce.main, ["--report-only", "--results", str(other_model)])   # no --model
     assert code == 0, err
-    text = (tmp_path / "report.md").read_text()
-    assert f"Beside it: model **{SLUG}**" in text
-    assert f"| minilm, first run: verdict, effect [95% CI] | {SLUG}, " in text
+    folder = other_model.parent                         # the report goes beside its results folder
+    text = (folder / "report.md").read_text()
+    assert f"Model **{MODEL}** (6 layers" in text
+    flat = " ".join(text.split())
+    assert "What was measured of it: masked-LM pretraining on the course's text by pretrain.py (not BERT), " \
+           "held-out masked-token accuracy 0.347" in flat and "`docs/pretraining-results/" in flat
+    assert "| first run: verdict, effect [95% CI] | SESOI | after Holm | follow-ups: sensitivity |" in text
     scarce = next(x for x in text.splitlines() if x.startswith("| [singh-scarce](singh.md#singh-scarce) |"))
-    assert scarce.split(" | ")[2].startswith("**reproduced**") and scarce.split(" | ")[3].startswith("**not reproduced")
-    page = (tmp_path / "singh.md").read_text()
-    assert _rows(page, SLUG) and _rows(page, "minilm") and "| first (declared, protocol 1) | minilm | cpu |" in page
-    runs = (tmp_path / "runs.md").read_text()
-    assert f"results/models/{SLUG}/reinit-small/first/" in runs
+    assert scarce.split(" | ")[2].startswith("**not reproduced")
+    data = json.loads((folder / "report.json").read_text())
+    assert data["model"] == MODEL and data["weights"] == WEIGHTS and "0.347" in data["credentials"]
+    assert "models" not in data and all("models" not in line for line in data["lines"])
+    assert f"`{MODEL}`, 6 layers: masked-LM pretraining" in (folder / "runs.md").read_text()
+
+
+def test_a_model_without_a_pilot_of_its_own_gets_no_power(other_model, tmp_path):
+    report.write(other_model, tmp_path / "report.md", CTX)
     data = json.loads((tmp_path / "report.json").read_text())
-    line = next(x for x in data["lines"] if x["finding"] == "singh-scarce" and x["run"] == "first")
-    assert line["verdict"] == "reproduced" and [m["slug"] for m in line["models"]] == [None, SLUG]
-    first, second = line["models"]
-    assert first["verdict"] == "reproduced" and first["models_disagree"] and first["headline"]
-    assert second["verdict"] == "not reproduced" and second["models_disagree"] and second["n"] == 5
-    assert second["power"]["not_computed"].startswith("power not yet computed for this model")
-    assert [m["slug"] for m in data["models"]] == [None, SLUG] and data["models"][1]["identity"] == IDENTITY
+    assert not data["pilot"]
+    firsts = [x for x in data["lines"] if x["run"] == "first" and x["experiment"] in EXPERIMENTS]
+    assert firsts and all(x["power"]["not_computed"].startswith(power.NOT_COMPUTED) for x in firsts)
+    assert all(x["verdict"] != "underpowered" for x in firsts)      # undecided stays inconclusive: no sd borrowed
+    assert f"{power.NOT_COMPUTED}: it has no pilot of its own" in " ".join((tmp_path / "report.md").read_text().split())
 
 
-def test_the_first_models_lines_are_unchanged_by_a_second(two_models, tmp_path):
-    alone = tmp_path / "alone"
-    shutil.copytree(two_models, alone, ignore=shutil.ignore_patterns(models.MODELS_DIR))
-    report.write(alone, tmp_path / "one" / "report.md", CTX)
-    report.write(two_models, tmp_path / "both" / "report.md", CTX)
-    for name in ("tamkin", "singh", "hao", "college", "freeze"):
-        one, both = ((tmp_path / x / f"{name}.md").read_text() for x in ("one", "both"))
-        assert _rows(one, "minilm") == _rows(both, "minilm") and not _rows(one, SLUG)
-    one, both = (json.loads((tmp_path / x / "report.json").read_text())["lines"] for x in ("one", "both"))
-    assert [{k: v for k, v in x.items() if k != "models"} for x in one] == \
-        [{k: v for k, v in x.items() if k != "models"} for x in both]
-    assert all(len(x["models"]) == 1 for x in one)
+def test_a_folders_pilot_json_gives_its_power_and_the_embedded_model_keeps_its_own(other_model):
+    assert power.pilot_of(other_model, MODEL) is None
+    assert power.pilot_of(other_model.parent / "empty", power.PILOT_MODEL) == power.PILOT_SD
+    (other_model / power.PILOT_FILE).write_text(json.dumps({"sd": {"reinit at 0.03": 0.004}, "source": "a test"}))
+    assert power.pilot_of(other_model, MODEL) == {"reinit at 0.03": 0.004}
+    found = report.judged(other_model, CTX).by_run["first"]
+    assert found["singh-scarce"].power["pilot_sd"] == pytest.approx(0.004)     # its own, not the embedded 0.005
+    assert found["singh-data-size"].power["pilot_sd"] is None     # needs "reinit at 0.25" too: not in its pilot
 
 
-def test_a_second_models_power_comes_from_its_own_pilot_only(two_models):
-    second = models.others(two_models)[0]
-    assert second.slug == SLUG and models.pilot(second, two_models) is None
-    (two_models / models.MODELS_DIR / SLUG / models.PILOT_FILE).write_text(
-        json.dumps({"sd": {"reinit at 0.03": 0.004}, "source": "a test"}))
-    column = compare.column(second, two_models, CTX, report.NULL_FILE)
-    assert column.has_pilot
-    power = column.by_run["first"]["singh-scarce"].power
-    assert power["pilot_sd"] == pytest.approx(0.004)          # its own, not the first model's 0.005
-    data_size = column.by_run["first"]["singh-data-size"].power  # needs "reinit at 0.25" too: not in its pilot
-    assert data_size["pilot_sd"] is None
-
-
-def test_the_readme_block_gives_a_line_per_model(two_models, tmp_path):
-    columns = compare.others(two_models, CTX, report.NULL_FILE)
-    readme = tmp_path / "README.md"
-    readme.write_text(f"x\n{report.README_START}\nold\n{report.README_END}\n")
-    report.update_readme(readme, {"reproduced": 1}, compare.readme_lines(columns))
-    block = readme.read_text().split(report.README_START)[1].split(report.README_END)[0].strip().splitlines()
-    assert block[0] == "1 findings, first run: 1 reproduced." and block[1].startswith(f"Model `{SLUG}`: 37 findings")
-
-
-def test_one_folder_refuses_a_second_models_trials(tmp_path):
-    run = kept.KeptRun("pairs", "first", 1, "cpu", "a/model", {}, [0], 6, {}, model_identity=IDENTITY)
+def test_a_folder_refuses_another_models_runs(other_model, tmp_path):
+    run = kept.KeptRun("pairs", "first", 1, "cpu", "a/model", {}, [0], 6, {}, weights="a" * 12)
     sitting = kept.sitting("c", {"minbert_commit": "x"}, 1.0)
     kept.store(tmp_path, run, {"sts": [{"key": "k"}]}, sitting)
-    kept.store(tmp_path, dataclasses.replace(run, model=str(tmp_path / "same")), {"sts": []}, sitting)   # one hash
-    other = dataclasses.replace(run, model_identity={**IDENTITY, "hash": "f" * 64})
-    with pytest.raises(UserError, match="keeps the runs of model a/model .hash 0123abcd0000., not a/model "
-                                        ".hash ffffffffffff.: one folder keeps one model's runs"):
-        kept.store(tmp_path, other, {"sts": []}, sitting)
-    with pytest.raises(UserError, match="one folder keeps one model's runs"):
-        kept.store(tmp_path, dataclasses.replace(run, model_identity=None, model="minilm"), {"sts": []}, sitting)
+    kept.store(tmp_path, kept.KeptRun("pairs", "first", 1, "cpu", str(tmp_path / "same"), {}, [0], 6, {},
+                                      weights="a" * 12), {"sts": []}, sitting)     # one model, its path written apart
+    with pytest.raises(UserError, match="keeps the runs of model a/model .weights aaaaaaaaaaaa., not minilm "
+                                        ".weights bbbbbbbbbbbb.: one folder keeps one model's runs"):
+        kept.store(tmp_path, kept.KeptRun("pairs", "first", 1, "cpu", "minilm", {}, [0], 6, {}, weights="b" * 12),
+                   {"sts": []}, sitting)
+    code, _, err = _report_only(other_model, tmp_path / "r.md", "--model", "minilm")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"with {MODEL} (weights {WEIGHTS})" in err
+
+
+def test_the_embedded_models_report_links_another_models_report_beside_it(other_model, tmp_path):
+    code, _, err = _report_only(other_model, other_model.parent / "report.md")
+    assert code == 0, err
+    embedded = tmp_path / "embedded"
+    for e in EXPERIMENTS:
+        shutil.copytree(KEPT / e / "first", embedded / "results" / e / "first")
+    shutil.copytree(other_model.parent, embedded / "mini")
+    code, _, err = _report_only(embedded / "results", embedded / "report.md")
+    assert code == 0, err
+    text = " ".join((embedded / "report.md").read_text().split())
+    assert f"Another model, in a report of its own: [mini](mini/report.md) (`{MODEL}`, 6 layers; masked-LM" in text
+    assert "37 findings, first run: 0 reproduced" in text
+    assert "What was measured of it" not in text      # the embedded model is described in the departures instead
+    assert "all-MiniLM-L6-v2" in (embedded / "runs.md").read_text()
+
+
+def test_a_pilot_run_writes_pilot_json_that_the_folders_power_then_reads(other_model, tmp_path):
+    """pilot.py: each key's sd is the largest per-unit sd among the rows of the findings declaring that key alone,
+    from the pilot run's own trials; the report's power then reads it."""
+    pilot_root = tmp_path / "pilot"
+    shutil.copytree(other_model, pilot_root)
+    code, out, err = run_cli(pilot.main, ["--pilot-results", str(pilot_root), "--results", str(other_model)])
+    assert code == 0, err
+    written = json.loads((other_model / power.PILOT_FILE).read_text())
+    runs = kept.load(pilot_root)
+    scarce = judging.verdicts(runs, CTX, None, None)["first"]["singh-scarce"]
+    assert written["sd"]["reinit at 0.03"] == pytest.approx(max(r.estimate["std"] for r in scarce.rows))
+    alone = {f.id for f in FINDINGS if tuple(f.pilot) == ("reinit at 0.25",)}   # the findings declaring it alone
+    assert {r["finding"] for r in written["rows"]["reinit at 0.25"]} <= alone
+    assert "permute" not in written["sd"]          # the pilot ran no permute: no sd, none borrowed
+    assert kept.load(other_model / pilot.RAW_DIR) == runs      # its raw trials kept beside it, not read as a run
+    assert {run.experiment for run, _ in kept.load(other_model)["first"].values()} == set(EXPERIMENTS)
+    found = report.judged(other_model, CTX).by_run["first"]
+    assert found["singh-scarce"].power["pilot_sd"] == pytest.approx(written["sd"]["reinit at 0.03"])
+    embedded = tmp_path / "embedded"
+    shutil.copytree(KEPT / "reinit-small" / "first", embedded / "reinit-small" / "first")
+    code, _, err = run_cli(pilot.main, ["--pilot-results", str(embedded), "--results", str(other_model)])
+    assert code == 2 and "whose pilot is power.PILOT_SD" in err
+
+
+def test_a_pilot_without_a_kept_run_is_one_line_and_exit_2(tmp_path):
+    code, out, err = run_cli(pilot.main, ["--pilot-results", str(tmp_path / "none"), "--results",
+                                          str(tmp_path / "results")])
+    assert code == 2 and "--pilot-results" in err and "no kept run" in err and len(err.strip().splitlines()) == 1
 
 
 def test_a_tiny_pretrained_model_runs_an_experiment_into_its_own_folder(small_data_dir, tmp_path):
@@ -151,63 +170,14 @@ def test_a_tiny_pretrained_model_runs_an_experiment_into_its_own_folder(small_da
             str(report_md), "--precision", "fp32", "--device", "cpu"]
     code, out, err = run_cli(reproduce.main, argv)
     assert code == 0, err
-    identity = models.identify(model)
-    assert identity["slug"].startswith("tiny-") and len(identity["slug"]) == len("tiny-") + 8
-    run = json.loads((results / models.MODELS_DIR / identity["slug"] / "pairs" / "first" / "run.json").read_text())
-    assert run["model_identity"] == identity and run["layers"] == 2 and run["model"] == model
-    assert not (results / "pairs").exists() and (tmp_path / "runs" / models.MODELS_DIR / identity["slug"]).is_dir()
-    text = report_md.read_text()
-    assert f"| {identity['slug']}, first run |" in text and "power not yet computed" in text
-    code, out, err = run_cli(reproduce.main, ["--plan", "--model", model, "--results", str(results)])
+    run = kept.read_run(results / "pairs" / "first" / "run.json")
+    assert (run.model, run.layers, run.weights) == (model, 2, reproduce.weights_of(model))
+    text = " ".join(report_md.read_text().split())
+    assert f"Model **{model}** (2 layers" in text and "power not yet computed" in text
+    assert "no pretraining record of its weights" in text
+    code, out, err = run_cli(reproduce.main, ["--plan", "--results", str(results)])   # the folder's model
     assert code == 0, err
     lines = {x.split(":")[0]: x for x in out.splitlines()}
-    assert lines["pairs"].startswith("pairs: kept") and lines["reinit-small"].startswith("reinit-small: pending, ~")
-    assert f"--model {model} --only reinit-small" in lines["reinit-small"]
-    meta_path = results / models.MODELS_DIR / identity["slug"] / "pairs" / "first" / "run.json"
-    meta_path.write_text(json.dumps({**run, "model_identity": {**identity, "hash": "f" * 64}}))
-    code, _, err = run_cli(reproduce.main, argv)     # a folder holding another model's run: refused, nothing run
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "hash ffffffffffff" in err
-
-
-def test_a_run_only_the_second_model_has_shows_in_its_comparison_rows(two_models):
-    folder = two_models / models.MODELS_DIR / SLUG / "reinit-small"
-    shutil.copytree(folder / "first", folder / "cap-small-data")
-    meta = json.loads((folder / "cap-small-data" / "run.json").read_text())
-    (folder / "cap-small-data" / "run.json").write_text(json.dumps({**meta, "run": "cap-small-data"}))
-    report.write(two_models, two_models.parent / "report.md", CTX)
-    text = (two_models.parent / "singh.md").read_text()
-    assert f"| cap-small-data (sensitivity, protocol 2) | {SLUG} |" in text
-    assert "| cap-small-data (sensitivity, protocol 2) | minilm |" not in text     # the first model has no such run
-
-
-def test_a_pilot_run_writes_the_second_models_pilot_json_that_its_power_then_reads(two_models, tmp_path, monkeypatch):
-    """pilot.py: each key's sd is the largest per-unit sd among the rows of the findings declaring that key alone,
-    from the pilot run's own trials; the report's power then reads it."""
-    pilot_root = tmp_path / "pilot"
-    shutil.copytree(two_models / models.MODELS_DIR, pilot_root / models.MODELS_DIR)
-    monkeypatch.setattr(models, "identify", lambda model: IDENTITY)
-    monkeypatch.setattr(models, "config_of", lambda model: {"num_hidden_layers": 6, "num_attention_heads": 12})
-    code, out, err = run_cli(pilot.main, ["--model", IDENTITY["path"], "--pilot-results", str(pilot_root),
-                                          "--results", str(two_models)])
-    assert code == 0, err
-    written = json.loads((two_models / models.MODELS_DIR / SLUG / models.PILOT_FILE).read_text())
-    runs = kept.load(pilot_root / models.MODELS_DIR / SLUG)
-    scarce = judging.verdicts(runs, CTX, None, None)["first"]["singh-scarce"]
-    assert written["sd"]["reinit at 0.03"] == pytest.approx(max(r.estimate["std"] for r in scarce.rows))
-    alone = {f.id for f in FINDINGS if tuple(f.pilot) == ("reinit at 0.25",)}   # the findings declaring it alone
-    assert {r["finding"] for r in written["rows"]["reinit at 0.25"]} <= alone
-    assert "permute" not in written["sd"]          # the pilot ran no permute: no sd, none borrowed
-    raw = two_models / models.MODELS_DIR / SLUG / pilot.RAW_DIR
-    assert kept.load(raw) == runs                  # its raw trials kept beside it, not read as a kept run:
-    assert set(kept.load(two_models / models.MODELS_DIR / SLUG)) == {"first"}
-    assert {run.experiment for run, _ in kept.load(two_models / models.MODELS_DIR / SLUG)["first"].values()
-            } == set(EXPERIMENTS)
-    column = compare.column(models.others(two_models)[0], two_models, CTX, report.NULL_FILE)
-    assert column.by_run["first"]["singh-scarce"].power["pilot_sd"] == pytest.approx(written["sd"]["reinit at 0.03"])
-
-
-def test_a_pilot_without_a_kept_run_is_one_line_and_exit_2(tmp_path, monkeypatch):
-    monkeypatch.setattr(models, "identify", lambda model: IDENTITY)
-    code, out, err = run_cli(pilot.main, ["--model", IDENTITY["path"], "--pilot-results", str(tmp_path / "none"),
-                                          "--results", str(tmp_path / "results")])
-    assert code == 2 and "--pilot-results" in err and "no kept run" in err and len(err.strip().splitlines()) == 1
+    assert "first run took" in lines["pairs"] and f"--results {results} " in lines["reinit-small"]
+    code, _, err = run_cli(reproduce.main, [*argv[:1], "minilm", *argv[2:]])   # another model into its folder
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "with minilm" in err

@@ -2,7 +2,8 @@
 page, the paper pages and the README's counts: a change to the statistics, the declarations or the kept runs
 that moves a verdict shows here as a diff of the committed report); and the report's rules on synthetic lines:
 Holm over a family, the p-value that inverts a line's interval, "fragile" near the decision line, follow-ups never
-in the headline counts, the null baseline's floored ratio; and every control declared with its minutes in --plan."""
+in the headline counts, the null baseline's floored ratio; and every control declared with its minutes in --plan.
+Each results folder holds one model and gets its own report: the embedded model's, and mini-20M's beside it."""
 import json
 import math
 import shutil
@@ -27,8 +28,24 @@ from tasks.reproduction.verdicts import (
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "reproduction" / "results"
+OTHER = ROOT / "docs" / "reproduction" / "mini-20M"     # another model's results folder and report
 CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
 NR = NOT_REPRODUCED
+
+
+def _regenerated(committed: Path, out: Path, ctx, readme=None) -> dict:
+    """The report regenerated into `out` from `committed`'s kept results: report.json and every page as committed."""
+    shutil.copytree(committed / "figures", out / "figures")    # the sweeps' plots the runs page links
+    report.write(committed / "results", out / "report.md", ctx, readme)
+    fresh, kept_json = (json.loads(p.read_text()) for p in (out / "report.json", committed / "report.json"))
+    assert fresh == kept_json
+    for page in ("report.md", "runs.md", *(f"{name}.md" for name in PAGES.values())):
+        assert (out / page).read_text() == (committed / page).read_text(), page
+    front_page = (out / "report.md").read_text().splitlines()
+    assert len(front_page) <= 90 and all(len(x) <= 400 for x in front_page if x.startswith("|"))
+    assert {entry["finding"] for entry in fresh["lines"]} == {f.id for f in FINDINGS}
+    assert (out / report.FOREST).stat().st_size > 10_000
+    return fresh
 
 
 def test_the_report_regenerated_from_the_kept_results_is_the_committed_one(tmp_path):
@@ -37,19 +54,23 @@ def test_the_report_regenerated_from_the_kept_results_is_the_committed_one(tmp_p
     committed = ROOT / "docs" / "reproduction"
     readme = tmp_path / "README.md"
     readme.write_text(f"x\n{report.README_START}\nstale\n{report.README_END}\n")
-    shutil.copytree(committed / "figures", tmp_path / "figures")    # the sweeps' plots the runs page links
-    report.write(RESULTS, tmp_path / "report.md", CTX, readme)
-    fresh, kept_json = (json.loads(p.read_text()) for p in (tmp_path / "report.json", committed / "report.json"))
-    assert fresh == kept_json
-    for page in ("report.md", "runs.md", *(f"{name}.md" for name in PAGES.values())):
-        assert (tmp_path / page).read_text() == (committed / page).read_text(), page
+    (tmp_path / OTHER.name).mkdir()       # the other model's report the front page links
+    shutil.copyfile(OTHER / "report.json", tmp_path / OTHER.name / "report.json")
+    fresh = _regenerated(committed, tmp_path, CTX, readme)
     block = readme.read_text().split(report.README_START)[1].split(report.README_END)[0]
     assert block in (ROOT / "README.md").read_text()
-    assert block.splitlines()[1] == report.counts_line(fresh["counts_first_run"])     # the first runs' alone
-    front_page = (tmp_path / "report.md").read_text().splitlines()
-    assert len(front_page) <= 90 and all(len(x) <= 400 for x in front_page if x.startswith("|"))
-    assert {entry["finding"] for entry in fresh["lines"]} == {f.id for f in FINDINGS}
-    assert (tmp_path / report.FOREST).stat().st_size > 10_000
+    assert block.strip() == report.counts_line(fresh["counts_first_run"])     # the embedded model's alone
+    assert f"[{OTHER.name}]({OTHER.name}/report.md)" in (tmp_path / "report.md").read_text()
+
+
+def test_the_other_models_report_regenerated_from_its_own_kept_results_is_the_committed_one(tmp_path):
+    if not (OTHER / "results").exists():
+        pytest.skip("no kept results of another model")
+    runs = kept.load(OTHER / "results")
+    (layers,) = kept.depths(runs)
+    ctx = experiments.Context(layers, experiments.SCALES["cpu"], dict(experiments.ROLES), model=kept.model_of(runs))
+    fresh = _regenerated(OTHER, tmp_path, ctx)
+    assert fresh["model"] != CTX.model and fresh["pilot"] and "masked-token accuracy" in fresh["credentials"]
 
 
 def _finding(fid="x", sesoi=0.01, kind="direction", combine="single"):

@@ -10,19 +10,18 @@ from ..fileio import atomic_write_bytes
 
 
 def figure_path(report_dir: Path, name: str, label: str, plot: str) -> Path:
-    """Where a run's plot lies beside the report: figures/[SLUG-]EXPERIMENT-RUN-PLOT.png (`name` the experiment's,
-    after a second model's slug and -)."""
+    """Where a run's plot lies beside the report: figures/EXPERIMENT-RUN-PLOT.png (`name` the experiment's)."""
     return Path(report_dir) / "figures" / f"{name}-{label}-{plot}.png"
 
 
-def figure_links(report_dir: Path, experiment, label: str, prefix: str = "") -> list:
-    """The sweeps' plots copied beside the report (`sweeps.copy_figures`; `prefix` a second model's slug and -)."""
-    name = prefix + experiment.name
+def figure_links(report_dir: Path, experiment, label: str) -> list:
+    """The sweeps' plots copied beside the report (`sweeps.copy_figures`)."""
+    name = experiment.name
     return [f"![{name} ({label}): {plot}](figures/{path.name})" for _, plot in experiment.figures
             if (path := figure_path(report_dir, name, label, plot)).exists()]
 
 
-def run_lines(report_dir: Path, experiment, label: str, kept_run: tuple, folder: str, prefix: str = "") -> list:
+def run_lines(report_dir: Path, experiment, label: str, kept_run: tuple, folder: str) -> list:
     """A kept run under its experiment: trials, seeds, folder, device and wall time, its budget and curves."""
     run, sweeps = kept_run
     trials = sum(len(r) for r in sweeps.values())
@@ -32,8 +31,8 @@ def run_lines(report_dir: Path, experiment, label: str, kept_run: tuple, folder:
     missing = f" **Unfinished**: {'; '.join(short)}; its lines read the seeds it has." if short else ""
     return [f"Run `{label}`: {trials} trials, seeds {run.seeds}, in `{folder}{experiment.name}/{label}/`, {where}, "
             f"{run.wall_minutes:.1f} min wall.{missing}", "", budget_line(sweeps), "",
-            *learning_curve_link(report_dir, f"{prefix}{experiment.name}", label, sweeps),
-            *figure_links(report_dir, experiment, label, prefix), ""]
+            *learning_curve_link(report_dir, experiment.name, label, sweeps),
+            *figure_links(report_dir, experiment, label), ""]
 
 
 def unfinished(run, sweeps: dict) -> list:

@@ -1,5 +1,5 @@
-"""The report's front page: a row per finding (each model's first-run verdict, its effect against the SESOI, the
-verdict after Holm, what the follow-ups did), the multiplicity line and the forest plot.
+"""The report's front page: a row per finding (its first-run verdict, its effect against the SESOI, the verdict
+after Holm, what the follow-ups did), the multiplicity line and the forest plot.
 
 The first run, declared before it ran, gives the headline and the counts; a follow-up is a sensitivity analysis,
 never counted, and the row says where one disagrees with the first run.
@@ -76,7 +76,7 @@ MULTIPLICITY = ("Multiplicity: if nothing were real (each direction line's true 
                 "margin), a tested line reads a false \"reproduced\" with probability at most its one-sided alpha: "
                 "0.025 (the 95% interval's lower bound above 0; a line whose rows must all hold needs each row, one "
                 "that needs any is Bonferroni's) or 0.05 (an equivalence's TOST at 90%); the family's expected false "
-                "ones are at most their sum. Holm's step-down over each model's first-run lines with a p-value "
+                "ones are at most their sum. Holm's step-down over the first-run lines with a p-value "
                 "(each p inverts the line's own t-interval, `tasks/reproduction/front.py`) keeps the chance of any "
                 "false one at those alphas; a reproduced line it does not keep reads \"not after Holm\":")
 
@@ -142,7 +142,7 @@ def effect(v) -> str:
     return shown + (f" (of {len(v.rows)} rows)" if len(v.rows) > 1 else "")
 
 
-def sensitivity(fid: str, by_run: dict, runs: dict, first, name: str = "") -> list:
+def sensitivity(fid: str, by_run: dict, runs: dict, first) -> list:
     """What the follow-ups did to the line, in words, grouped by outcome; a disagreement with the first run and a
     change of device (two things changed at once) said."""
     groups = {}
@@ -160,7 +160,7 @@ def sensitivity(fid: str, by_run: dict, runs: dict, first, name: str = "") -> li
     for (unlike, word), by_move in groups.items():
         parts = [", ".join(texts) + (f" and the device changed together ({moved})" if moved else "")
                  for moved, texts in by_move.items()]
-        out.append(f"{name}{'**unlike the first run**: ' if unlike else ''}{word} with {'; '.join(parts)}")
+        out.append(f"{'**unlike the first run**: ' if unlike else ''}{word} with {'; '.join(parts)}")
     return out
 
 
@@ -168,58 +168,47 @@ def page(finding) -> str:
     return f"{PAGES[finding.paper]}.md"
 
 
-def table(findings: list, models: list, cells: dict) -> list:
-    """The front page's table: a row per finding, the first two models' first runs (compare.Column)."""
-    names = [m.name for m in models]
-    lines = [f"| finding | claim | {names[0]}, first run: verdict, effect [95% CI] | "
-             f"{names[1] if len(names) > 1 else 'no other model'}, first run | SESOI | "
-             f"after Holm ({' / '.join(names)}) | follow-ups: sensitivity, {names[0]} unless named |",
-             "|---|---|---|---|---|---|---|"]
+def table(findings: list, first: dict, holm: dict, cells: dict) -> list:
+    """The front page's table: a row per finding, its first run (`first`: {finding id: Verdict}) and Holm's."""
+    lines = ["| finding | claim | first run: verdict, effect [95% CI] | SESOI | after Holm | follow-ups: sensitivity |",
+             "|---|---|---|---|---|---|"]
     for f in findings:
-        pairs = [(m.holm, m.by_run.get(FIRST, {}).get(f.id)) for m in models[:2]] + [({}, None)] * (2 - len(models))
-        marks = [f"{short(v)}{' *fragile*' if v and fragile(v) else ''}: {effect(v)}" if v and effect(v) != "-"
-                 else short(v) for _, v in pairs]
-        adjusted = " / ".join(("same" if h[f.id][2] == v.outcome else f"**{h[f.id][2]}**") if f.id in h else "-"
-                              for h, v in pairs)
+        v = first.get(f.id)
+        mark = f"{short(v)}{' *fragile*' if fragile(v) else ''}: {effect(v)}" if v and effect(v) != "-" else short(v)
+        adjusted = ("same" if holm[f.id][2] == v.outcome else f"**{holm[f.id][2]}**") if f.id in holm else "-"
         sesoi = f"{f.sesoi:g}" + (" (equiv.)" if f.kind == "equivalence" else "")
-        lines.append(f"| [{f.id}]({page(f)}#{f.id}) | {f.claim} | {marks[0]} | {marks[1]} | {sesoi} | "
-                     f"{adjusted} | {'; '.join(cells.get(f.id, [])) or '-'} |")
+        lines.append(f"| [{f.id}]({page(f)}#{f.id}) | {f.claim} | {mark} | {sesoi} | {adjusted} | "
+                     f"{'; '.join(cells.get(f.id, [])) or '-'} |")
     return lines
 
 
-COLOURS = {REPRODUCED: "tab:green", NOT_REPRODUCED: "tab:red", "not after Holm": "tab:orange"}
+COLOURS = {REPRODUCED: "tab:green", NOT_REPRODUCED: "tab:red"}
 
 
-def forest(findings: list, papers: dict, models: list, path) -> None:
+def forest(findings: list, papers: dict, first: dict, path) -> None:
     """One panel per paper: each finding's first-run effect and interval in units of its SESOI (so accuracies and
-    ratios share an axis, symlog beyond +/-2), the SESOI at 1 (the margin +/-1 for an equivalence), marked by
-    verdict (green reproduced, red not reproduced, grey undecided; a circle per model)."""
+    ratios share an axis, symlog beyond +/-2), the SESOI at 1 (the margin +/-1 for an equivalence), coloured by
+    verdict (green reproduced, red not reproduced, grey undecided; hollow: fragile)."""
     from ..ablation.drawing import new_figure, png_bytes
     from ..fileio import atomic_write_bytes
-    per = {p: [f for f in findings if f.paper == p and any(m[1].get(f.id) and decisive(m[1][f.id])[0]
-                                                          for m in models)] for p in papers}
+    per = {p: [f for f in findings if f.paper == p and first.get(f.id) and decisive(first[f.id])[0]] for p in papers}
     per = {p: fs for p, fs in per.items() if fs}
     if not per:
         return
     fig = new_figure(figsize=(8, 1.0 + 0.34 * sum(len(fs) for fs in per.values()) + 0.5 * len(per)))
     axes = fig.subplots(len(per), 1, sharex=True, squeeze=False,
                         height_ratios=[len(fs) + 1 for fs in per.values()])[:, 0]
-    markers = ("o", "s")
     for ax, (paper, fs) in zip(axes, per.items()):
         for y, f in enumerate(fs):
             if f.kind == "equivalence":
                 ax.fill_betweenx([y - 0.4, y + 0.4], -1, 1, color="tab:blue", alpha=0.1, linewidth=0)
-            for k, (name, found) in enumerate(models):
-                v = found.get(f.id)
-                row = decisive(v)[0] if v else None
-                if row is None or row.estimate.get("ci95_low") is None:
-                    continue
-                e, s, dy = row.estimate, f.sesoi, 0.15 - 0.3 * k
-                colour = COLOURS.get(v.outcome, "grey")
-                ax.errorbar(e["mean"] / s, y + dy, xerr=[[(e["mean"] - e["ci95_low"]) / s],
-                                                         [(e["ci95_high"] - e["mean"]) / s]],
-                            fmt=markers[k], color=colour, ms=4, capsize=2, mfc=colour if fragile(v) is False
-                            else "white", label=name if y == 0 and paper == next(iter(per)) else None)
+            v = first[f.id]
+            e, s = decisive(v)[0].estimate, f.sesoi
+            if e.get("ci95_low") is None:
+                continue
+            colour = COLOURS.get(v.outcome, "grey")
+            ax.errorbar(e["mean"] / s, y, xerr=[[(e["mean"] - e["ci95_low"]) / s], [(e["ci95_high"] - e["mean"]) / s]],
+                        fmt="o", color=colour, ms=4, capsize=2, mfc="white" if fragile(v) else colour)
         ax.axvline(0, color="black", linewidth=0.8)
         ax.axvline(1, color="tab:blue", linestyle="--", linewidth=0.8)
         ax.set_yticks(range(len(fs)), [f.id for f in fs], fontsize=7)
@@ -227,6 +216,5 @@ def forest(findings: list, papers: dict, models: list, path) -> None:
         ax.set_title(papers[paper], fontsize=8, loc="left")
         ax.set_xscale("symlog", linthresh=2)
     axes[-1].set_xlabel("first-run effect / SESOI (0: no effect; dashed 1: the SESOI; shaded: an equivalence's "
-                        "margin)\ncircle minilm, square mini-20M; green reproduced, red not reproduced, grey "
-                        "undecided; hollow: fragile", fontsize=7)
+                        "margin)\ngreen reproduced, red not reproduced, grey undecided; hollow: fragile", fontsize=7)
     atomic_write_bytes(path, png_bytes(fig))

@@ -1,6 +1,6 @@
-"""Each model's verdicts from its kept runs: the findings each run is judged on (a follow-up's re-declarations in
+"""A model's verdicts from its kept runs: the findings each run is judged on (a follow-up's re-declarations in
 place of the first's), every line's verdict with its power from the model's own pilot, what decides it, and the
-counts the README shows. report.py writes them; compare.py sets a second model's beside the first's."""
+counts the README shows. report.py writes them."""
 from . import kept, power
 from .findings import FINDINGS
 from .follow_ups import FIRST, FOLLOW_UPS

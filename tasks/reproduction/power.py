@@ -8,10 +8,13 @@ with 80% power when (t95 + t90) se <= margin. The n a line needs is the smallest
 
 The sd: the 2026-11-24 pilot's (`PILOT_SD`, 3 seeds, 120-step trials, before any declared run) and the run's own;
 the larger decides, so a design the pilot flattered is still called underpowered once its run shows the spread.
-Per row at its own level; a finding's power is its weakest row's. Each model's pilot is its own (another model's:
-RESULTS/models/SLUG/pilot.json, models.py); a model without one gets no power labels rather than borrow an sd.
+Per row at its own level; a finding's power is its weakest row's. Each model's pilot is its own: its results folder's
+pilot.json (pilot.py), else PILOT_SD for the embedded model it was measured on; a model without one gets no power
+labels rather than borrow an sd.
 """
+import json
 import math
+from pathlib import Path
 from typing import Optional
 
 from .experiments import EXPERIMENTS, seeds_of
@@ -21,8 +24,19 @@ from .verdicts import INCONCLUSIVE, UNDERPOWERED
 # half-width * sqrt(3) / t(0.975, 2) (docs/measurements/2026-11-24-reproduction.md; its raw trials were not kept).
 PILOT_SD = {"reinit at 0.25": 0.017, "reinit at 0.03": 0.005, "permute": 0.016, "freeze STS": 0.002,
             "transfer": 0.025, "dynamics L2": 0.011}
+PILOT_MODEL = "minilm"      # the model the 2026-11-24 pilot ran on
+PILOT_FILE = "pilot.json"   # RESULTS/pilot.json: another model's own pilot (pilot.py)
 POWER = 0.80
 MAX_N = 200
+
+
+def pilot_of(results_dir: Path, model: str) -> Optional[dict]:
+    """The per-seed sds of the folder's model's own pilot ({PILOT_SD key: sd}): RESULTS/pilot.json's "sd", else
+    PILOT_SD for the model it was measured on; None where the model has none."""
+    path = Path(results_dir) / PILOT_FILE
+    if path.exists():
+        return {k: float(v) for k, v in json.loads(path.read_text(encoding="utf-8"))["sd"].items()}
+    return PILOT_SD if model == PILOT_MODEL else None
 
 
 def _t(q: float, df: float) -> float:
@@ -127,7 +141,7 @@ def apply(verdict, scale, pilot: Optional[dict] = PILOT_SD):
     if finding.experiment is None:
         return verdict
     if pilot is None:
-        verdict.power = {"not_computed": f"{NOT_COMPUTED} (no pilot of its own: RESULTS/models/SLUG/pilot.json)"}
+        verdict.power = {"not_computed": f"{NOT_COMPUTED} (no pilot of its own: RESULTS/{PILOT_FILE})"}
         return verdict
     declared_n = len(seeds_of(EXPERIMENTS[finding.experiment], scale))
     verdict.power = assess(finding, verdict.rows, declared_n, pilot)

@@ -75,15 +75,13 @@ def listed_trials(spec, setting: Setting, seeds, shape: Shape) -> list:
     return config.study.trials(config, shape)
 
 
-def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folders: dict, root: Path,
-                   identity=None) -> int:
+def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folders: dict, root: Path) -> int:
     """Run (or resume) the experiment's sweeps and keep their finished trials; 1 when a trial failed.
 
     `folders`: "out" (the sweeps' folders), "results" (the model's kept results), "report" (the report's folder,
-    for the figures), "prefix" (a second model's figures' names begin with it); `root` the checkout whose commit
-    each sitting records; `identity` a second model's path and hash (models.identify), kept in run.json."""
+    for the figures); `root` the checkout whose commit each sitting records."""
     label = follow.label if follow else FIRST
-    weights = identity["weights_sha256"][:12] if identity else weights_of(setting.model)
+    weights = weights_of(setting.model)
     device = resolve_device(setting.device)
     kept.refuse_mixing(folders["results"], experiment.name, label, weights, "" if setting.gather else device.type)
     started, status, kept_records, recorded = time.time(), 0, {}, {}
@@ -98,9 +96,9 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
         status |= code
         kept_records[spec.label] = records
         recorded[spec.label] = arguments + (["--max-steps", str(setting.max_steps)] if setting.max_steps else [])
-        copy_figures(experiment, spec.label, label, out, Path(folders["report"]), folders.get("prefix", ""))
+        copy_figures(experiment, spec.label, label, out, Path(folders["report"]))
     run = kept.KeptRun(experiment.name, label, follow.protocol if follow else 1, ctx.scale.name, setting.model,
-                       ctx.tasks, seeds, ctx.n, recorded, weights=weights, model_identity=identity)
+                       ctx.tasks, seeds, ctx.n, recorded, weights=weights)
     seconds = time.time() - started
     kept.store(folders["results"], run, kept_records, kept.sitting(cpu_model(), source_commit(root), seconds,
                                                                    device_name(device)))
@@ -125,10 +123,10 @@ def weights_of(model: str) -> str:
     return sha256_of(path)[:12] if path else ""
 
 
-def copy_figures(experiment, sweep_label: str, label: str, out: Path, report_dir: Path, prefix: str = "") -> None:
-    """The sweep's plots the experiment shows, beside the report as figures/[PREFIX]EXPERIMENT-RUN-PLOT.png."""
+def copy_figures(experiment, sweep_label: str, label: str, out: Path, report_dir: Path) -> None:
+    """The sweep's plots the experiment shows, beside the report as figures/EXPERIMENT-RUN-PLOT.png."""
     for plot_sweep, plot in experiment.figures:
-        png, target = out / "plots" / f"{plot}.png", figure_path(report_dir, prefix + experiment.name, label, plot)
+        png, target = out / "plots" / f"{plot}.png", figure_path(report_dir, experiment.name, label, plot)
         if plot_sweep == sweep_label and png.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(png, target)
