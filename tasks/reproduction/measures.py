@@ -12,7 +12,7 @@ from typing import Optional
 import numpy as np
 
 from ..ablation import statistics
-from ..ablation.statistics import crossed_interval, paired_interval, pooled_paired_interval, unit_of
+from ..ablation.statistics import crossed_interval, paired_interval, unit_of
 from ..ablation.summary import trial_metrics
 from . import null_baseline
 from .arms import pending
@@ -151,11 +151,8 @@ def mean_over_heads(results, ctx, experiment: str, sign: int) -> list:
     none = results.values(experiment, "heads", metric, f"from={ctx.n}", large)
     configs = sorted({r["config"] for r in results.select(experiment, "heads") if r["params"].get("scheme") == "head"})
     members = [v for v in (results.values(experiment, "heads", metric, c, large) for c in configs) if v]
-    found = pooled_paired_interval(members, none) if members and none else None
-    if found and sign < 0:
-        low, high = found["ci95_low"], found["ci95_high"]
-        found = {**found, "mean": -found["mean"], "ci95_low": None if high is None else -high,
-                 "ci95_high": None if low is None else -low}
+    heads = {s: float(np.mean([m[s] for m in members])) for s in set(none).intersection(*members)} if members else {}
+    found = paired_interval(*((heads, none) if sign > 0 else (none, heads))) if heads else None
     which = "top" if sign > 0 else "bottom"
     return [Row(f"{'mean over heads minus none' if sign > 0 else 'none minus mean over heads'}, {which} layer, "
                 f"{len(members)} heads, the seed the unit", found)]

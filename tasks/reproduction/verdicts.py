@@ -33,9 +33,7 @@ reproduced. A line whose design cannot reach both verdicts at its n, and whose i
 reads "underpowered" (power.py), a category of its own.
 """
 import math
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Optional
 
 from ..ablation.statistics import at_level
@@ -43,7 +41,6 @@ from ..ablation.statistics import at_level
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, UNDERPOWERED, NOT_RUN, NOT_TESTABLE = \
     "reproduced", "not reproduced", "inconclusive", "underpowered", "not run yet", "not testable here"
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, UNDERPOWERED)
-PAPERS_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "papers"
 
 
 @dataclass(frozen=True)
@@ -144,16 +141,3 @@ def judge(finding: Finding, run: str, rows: list) -> Verdict:
     if not measured:
         return Verdict(finding, run, rows, NOT_RUN)
     return Verdict(finding, run, rows, _combine(finding, rows, measured))
-
-
-def normalise(text: str) -> str:
-    """Whitespace collapsed, so a quote matches across the paper's line breaks."""
-    return re.sub(r"\s+", " ", text).strip()
-
-
-def quote_in_paper(finding: Finding, papers_dir: Path = PAPERS_DIR) -> Optional[bool]:
-    """Whether the finding's quote is verbatim in its paper's text; None when the paper's file is absent."""
-    path = Path(papers_dir) / finding.paper
-    if not path.exists():
-        return None
-    return normalise(finding.quote) in normalise(path.read_text(encoding="utf-8"))
