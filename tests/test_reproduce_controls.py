@@ -24,7 +24,7 @@ from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UND
 
 CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
 LARGE, SEEDS = 0.25, range(5)
-SITTING = kept.sitting("test cpu", {"minbert_commit": "0" * 40}, 600.0)
+SITTING = kept.Sitting("2026-11-25 10:00 UTC", "0" * 12, "test cpu", 600.0, 0)
 
 
 def _record(config, seed, params, dev=None, fraction=LARGE, **extra):
@@ -170,10 +170,11 @@ def test_the_plan_estimates_the_controls_own_sweeps(tmp_path):
     _keep(tmp_path, "reinit-large", FIRST, {"reinit": [_record(f"from={k}", s, {"scheme": "from"}, {"sst": 0.4})
                                                        for k in range(7) for s in SEEDS]})
     runs = kept.load(tmp_path)
-    found = plan.follow_up_minutes(FOLLOW_UPS["tamkin-not-necessary"], "reinit-large", CTX, runs)
+    large = experiments.EXPERIMENTS["reinit-large"]
+    found = plan.experiment_minutes(large, CTX, "cpu", FOLLOW_UPS["tamkin-not-necessary"], runs)
     own = 4 * len(SEEDS) * CTX.scale.expected_steps       # its one-layer sweep: four configurations, not seven
     assert found == pytest.approx(own * plan.SECONDS_PER_STEP[("cpu", "cpu")] / 60)
-    assert found < plan.experiment_minutes(experiments.EXPERIMENTS["reinit-large"], CTX)
+    assert found < plan.experiment_minutes(large, CTX)
     line = next(x for x in plan.lines(FOLLOW_UPS, runs, CTX) if x.startswith("tamkin-not-necessary"))
     assert f"~{found:.0f} min" in line and "needs first" not in line
 
