@@ -539,7 +539,7 @@ def test_a_cost_estimate_is_trials_x_steps_x_the_measured_seconds_a_step():
     assert plan.experiment_minutes(e, CTX, "cpu", epochs, {}) == pytest.approx(
         trials * 3 * plan.STEPS_PER_EPOCH_AT_QUARTER * SMALL / 0.25 * rate / 60)
     transfer = reproduction.EXPERIMENTS["transfer"]
-    listed = sweeps.listed_trials(transfer.sweeps(CTX)[0], sweeps.Setting("minilm"), range(5), Shape(6, 12))
+    listed = sweeps.listed_trials(transfer.sweeps(CTX)[0], CTX, range(5))
     two = sum(2 if t.params.get("via") or t.params.get("steps") == 2 else 1 for t in listed)
     assert plan.experiment_minutes(transfer, CTX) == pytest.approx(two * 350 * rate / 60) and two > len(listed)
 

@@ -15,11 +15,10 @@ from tasks.ablation.statistics import (
     interval,
     pairwise_interval,
 )
-from tasks.ablation.study import Shape
 from tasks.reproduction import experiments, kept, measures, null_baseline, plan, probes, report
 from tasks.reproduction.findings import BY_ID
 from tasks.reproduction.follow_ups import FIRST, FOLLOW_UPS
-from tasks.reproduction.sweeps import Setting, listed_trials
+from tasks.reproduction.sweeps import listed_trials
 from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDERPOWERED
 
 CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
@@ -64,7 +63,7 @@ def test_the_one_layer_sweep_re_draws_the_best_probe_layer_at_reinit_larges_sett
     assert (spec.label, spec.mode) == ("one-layer", "reinit")
     assert settings["block"] == ((2, 1),)                             # probe layer 3 is layer 2's output
     assert {k: settings[k] for k in ("task", "data_fractions")} == {k: first[k] for k in ("task", "data_fractions")}
-    trials = listed_trials(spec, Setting("minilm"), list(SEEDS), Shape(6, 12))
+    trials = listed_trials(spec, CTX, list(SEEDS))
     configs = {t.label for t in trials}
     assert configs == {"from=6", "block=2:1", "keep=2:1", "from=0"} and len(trials) == 4 * len(SEEDS)
     assert not FOLLOW_UPS["tamkin-not-necessary"].changes
@@ -127,7 +126,7 @@ def test_smart_alone_sweeps_each_task_alone_with_and_without_smart():
         assert settings["task"] == task and settings["methods"] == ("smart",)
         assert (settings["pair_mode"], settings["task_heads"], settings["data_fractions"]) == ("siamese", "report",
                                                                                               (LARGE,))
-        trials = listed_trials(spec, Setting("minilm"), list(SEEDS), Shape(6, 12))
+        trials = listed_trials(spec, CTX, list(SEEDS))
         assert sorted({t.label for t in trials}) == ["method=baseline", "method=smart"] and len(trials) == 10
     assert [s.label for s in methods.sweeps_for(CTX)] == ["multitask", "sts"]    # the first run's, unchanged
 

@@ -105,9 +105,8 @@ def store(results_dir: Path, run: KeptRun, records: dict, sitting: Sitting) -> P
         for sweep_path, (old, fresh) in files.items():
             atomic_write_text(sweep_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in old + fresh))
         kept.device = kept.device or next(iter(kinds), "")
-        if added and not kept.sittings:   # a run kept without its weights never claims a later sitting's for all
-            kept.weights = run.weights
-        if added:
+        if added:   # a run kept without its weights never claims a later sitting's for all
+            kept.weights = kept.weights if kept.sittings else run.weights
             kept.sittings.append(dataclasses.replace(sitting, trials=len(added)))
         write_run(path, kept)
     return folder

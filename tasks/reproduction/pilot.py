@@ -31,8 +31,7 @@ RAW_DIR = "pilot-run"    # RESULTS/pilot-run/EXPERIMENT/RUN/: the pilot's own ke
 
 
 def measure(runs: dict, run) -> dict:
-    """{key: [{finding, row, n, sd}]}: the first-run rows with a per-unit sd of the findings declaring the key alone
-    (`run` one of the pilot's KeptRuns: its scale, tasks, depth and model)."""
+    """{key: [{finding, row, n, sd}]} of the pilot's first run (`run` one of its KeptRuns)."""
     ctx = experiments.Context(run.layers, experiments.SCALES[run.scale], run.tasks, model=run.model)
     by_id = judging.verdicts(runs, ctx, None, None)[FIRST]
     rows = {key: [{"finding": f.id, "row": r.label, "n": r.estimate["n"], "sd": r.estimate["std"]}

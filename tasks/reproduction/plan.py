@@ -10,10 +10,9 @@ from typing import Optional
 
 from minbert import UserError
 
-from ..ablation.study import Shape
 from .curves import unfinished
 from .experiments import EXPERIMENTS, seeds_of
-from .sweeps import Setting, listed_trials
+from .sweeps import listed_trials
 
 # docs/measurements/2026-11-28-reproduction-seconds-per-step.md (`python tools/seconds_per_step.py`): 30 kept runs
 # with two one-thread workers on two cores (AMD EPYC), 7 with ten shards at once on one NVIDIA H200.
@@ -42,9 +41,8 @@ def experiment_minutes(experiment, ctx, device: str = "cpu", follow=None, runs=N
         return None
     specs = experiment.sweeps_for(ctx, follow.label, runs) if follow else experiment.sweeps(ctx)
     seeds = list((follow and follow.seeds) or seeds_of(experiment, ctx.scale))
-    setting, shape = Setting(model=ctx.model, task_file=ctx.task_file), Shape(ctx.n, ctx.heads)
     steps = sum(steps_a_trial(trial, ctx.scale, dict(follow.changes if follow else ())) for spec in specs
-                for trial in listed_trials(spec, setting, seeds, shape))
+                for trial in listed_trials(spec, ctx, seeds))
     return steps * rate / 60
 
 

@@ -62,10 +62,10 @@ def sweep_config(mode: str, settings, setting: Setting, seeds, out=None) -> Swee
                          shard=setting.shard, shard_salt=salt, **fixed)
 
 
-def listed_trials(spec, setting: Setting, seeds, shape: Shape) -> list:
-    """The trials a sweep of `spec` lists at `seeds` on a model of `shape` (nothing loaded)."""
-    config = sweep_config(spec.mode, spec.settings, setting, seeds)
-    return config.study.trials(config, shape)
+def listed_trials(spec, ctx, seeds) -> list:
+    """The trials a sweep of `spec` lists at `seeds` on the context's model (nothing loaded)."""
+    config = sweep_config(spec.mode, spec.settings, Setting(ctx.model, task_file=ctx.task_file), seeds)
+    return config.study.trials(config, Shape(ctx.n, ctx.heads))
 
 
 def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folders: dict, root: Path) -> int:
