@@ -201,7 +201,7 @@ def _trials(config, scores):
 def _keep(results_dir, top, every):
     run = kept.KeptRun("freeze", "first", 1, "cpu", "minilm", dict(experiments.ROLES), [0, 1, 2, 3, 4], 6, {})
     kept.store(results_dir, run, {"sst-top": _trials("from=6", top), "sst-all": _trials("from=6", every)},
-               kept.sitting("test CPU", {"minbert_commit": "abc"}, 60.0))
+               kept.Sitting("2026-11-25 10:00 UTC", "abc", "test CPU", 60.0, 0))
 
 
 def test_a_new_finding_gets_its_verdict_from_kept_results(tmp_path, monkeypatch):

@@ -454,7 +454,7 @@ def test_a_run_says_where_its_trials_trained_even_when_another_machine_kept_them
     rows = _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)[SMALL]
     gpu = [dict(r, device="cuda:0") for r in rows]     # trained on a device, gathered and kept on a CPU
     reproduction_runs.store(tmp_path / "results", _run("reinit-small", "first", range(5)), {"reinit": gpu},
-                            reproduction_runs.sitting("test CPU", {"minbert_commit": "f" * 40}, 5.0))
+                            _sitting(wall_time_s=5.0))
     run, _ = reproduction_runs.load(tmp_path / "results")["first"]["reinit-small"]
     assert run.device == "cuda" and run.sittings[0].machine == "test CPU"
     text = reproduction_report.write(tmp_path / "results", tmp_path / "report.md", CTX).with_name("runs.md").read_text()
@@ -540,14 +540,14 @@ def test_a_cost_estimate_is_trials_x_steps_x_the_measured_seconds_a_step():
     assert plan.experiment_minutes(three, CTX, "cuda") == pytest.approx(
         3 * 13 * CTX.scale.expected_steps * plan.SECONDS_PER_STEP[("cpu", "cuda")] / 60)
     cap = follow_ups.FOLLOW_UPS["cap-small-data"]            # the plateau off: every trial trains the cap, 600
-    assert plan.follow_up_minutes(cap, "reinit-small", CTX, {}) == pytest.approx(trials * 600 * rate / 60)
+    assert plan.experiment_minutes(e, CTX, "cpu", cap, {}) == pytest.approx(trials * 600 * rate / 60)
     more = follow_ups.FOLLOW_UPS["more-seeds"]                # 13 seeds
-    assert plan.follow_up_minutes(more, "reinit-small", CTX, {}) == pytest.approx(13 * (CTX.n + 1) * 350 * rate / 60)
+    assert plan.experiment_minutes(e, CTX, "cpu", more, {}) == pytest.approx(13 * (CTX.n + 1) * 350 * rate / 60)
     epochs = follow_ups.FOLLOW_UPS["equal-epochs"]            # 3 epochs of SST at 0.03
-    assert plan.follow_up_minutes(epochs, "reinit-small", CTX, {}) == pytest.approx(
+    assert plan.experiment_minutes(e, CTX, "cpu", epochs, {}) == pytest.approx(
         trials * 3 * plan.STEPS_PER_EPOCH_AT_QUARTER * SMALL / 0.25 * rate / 60)
     transfer = reproduction.EXPERIMENTS["transfer"]
-    listed = sweeps.listed_trials(transfer.sweeps(CTX)[0], sweeps.Setting("minilm"), range(5), Shape(6, 12))
+    listed = sweeps.listed_trials(transfer.sweeps(CTX)[0], CTX, range(5))
     two = sum(2 if t.params.get("via") or t.params.get("steps") == 2 else 1 for t in listed)
     assert plan.experiment_minutes(transfer, CTX) == pytest.approx(two * 350 * rate / 60) and two > len(listed)
 

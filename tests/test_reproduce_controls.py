@@ -15,16 +15,15 @@ from tasks.ablation.statistics import (
     interval,
     pairwise_interval,
 )
-from tasks.ablation.study import Shape
 from tasks.reproduction import experiments, kept, measures, null_baseline, plan, probes, report
 from tasks.reproduction.findings import BY_ID
 from tasks.reproduction.follow_ups import FIRST, FOLLOW_UPS
-from tasks.reproduction.sweeps import Setting, listed_trials
+from tasks.reproduction.sweeps import listed_trials
 from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDERPOWERED
 
 CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
 LARGE, SEEDS = 0.25, range(5)
-SITTING = kept.sitting("test cpu", {"minbert_commit": "0" * 40}, 600.0)
+SITTING = kept.Sitting("2026-11-25 10:00 UTC", "0" * 12, "test cpu", 600.0, 0)
 
 
 def _record(config, seed, params, dev=None, fraction=LARGE, **extra):
@@ -64,7 +63,7 @@ def test_the_one_layer_sweep_re_draws_the_best_probe_layer_at_reinit_larges_sett
     assert (spec.label, spec.mode) == ("one-layer", "reinit")
     assert settings["block"] == ((2, 1),)                             # probe layer 3 is layer 2's output
     assert {k: settings[k] for k in ("task", "data_fractions")} == {k: first[k] for k in ("task", "data_fractions")}
-    trials = listed_trials(spec, Setting("minilm"), list(SEEDS), Shape(6, 12))
+    trials = listed_trials(spec, CTX, list(SEEDS))
     configs = {t.label for t in trials}
     assert configs == {"from=6", "block=2:1", "keep=2:1", "from=0"} and len(trials) == 4 * len(SEEDS)
     assert not FOLLOW_UPS["tamkin-not-necessary"].changes
@@ -127,7 +126,7 @@ def test_smart_alone_sweeps_each_task_alone_with_and_without_smart():
         assert settings["task"] == task and settings["methods"] == ("smart",)
         assert (settings["pair_mode"], settings["task_heads"], settings["data_fractions"]) == ("siamese", "report",
                                                                                               (LARGE,))
-        trials = listed_trials(spec, Setting("minilm"), list(SEEDS), Shape(6, 12))
+        trials = listed_trials(spec, CTX, list(SEEDS))
         assert sorted({t.label for t in trials}) == ["method=baseline", "method=smart"] and len(trials) == 10
     assert [s.label for s in methods.sweeps_for(CTX)] == ["multitask", "sts"]    # the first run's, unchanged
 
@@ -170,10 +169,11 @@ def test_the_plan_estimates_the_controls_own_sweeps(tmp_path):
     _keep(tmp_path, "reinit-large", FIRST, {"reinit": [_record(f"from={k}", s, {"scheme": "from"}, {"sst": 0.4})
                                                        for k in range(7) for s in SEEDS]})
     runs = kept.load(tmp_path)
-    found = plan.follow_up_minutes(FOLLOW_UPS["tamkin-not-necessary"], "reinit-large", CTX, runs)
+    large = experiments.EXPERIMENTS["reinit-large"]
+    found = plan.experiment_minutes(large, CTX, "cpu", FOLLOW_UPS["tamkin-not-necessary"], runs)
     own = 4 * len(SEEDS) * CTX.scale.expected_steps       # its one-layer sweep: four configurations, not seven
     assert found == pytest.approx(own * plan.SECONDS_PER_STEP[("cpu", "cpu")] / 60)
-    assert found < plan.experiment_minutes(experiments.EXPERIMENTS["reinit-large"], CTX)
+    assert found < plan.experiment_minutes(large, CTX)
     line = next(x for x in plan.lines(FOLLOW_UPS, runs, CTX) if x.startswith("tamkin-not-necessary"))
     assert f"~{found:.0f} min" in line and "needs first" not in line
 

@@ -97,11 +97,11 @@ def test_a_folders_pilot_json_gives_its_power_and_the_embedded_model_keeps_its_o
 
 def test_a_folder_refuses_another_models_runs(other_model, tmp_path):
     run = kept.KeptRun("pairs", "first", 1, "cpu", "a/model", {}, [0], 6, {}, weights="a" * 12)
-    sitting = kept.sitting("c", {"minbert_commit": "x"}, 1.0)
+    sitting = kept.Sitting("2026-11-25 10:00 UTC", "x", "c", 1.0, 0)
     kept.store(tmp_path, run, {"sts": [{"key": "k"}]}, sitting)
     kept.store(tmp_path, kept.KeptRun("pairs", "first", 1, "cpu", str(tmp_path / "same"), {}, [0], 6, {},
                                       weights="a" * 12), {"sts": []}, sitting)     # one model, its path written apart
-    with pytest.raises(UserError, match="keeps the runs of model a/model .weights aaaaaaaaaaaa., not minilm "
+    with pytest.raises(UserError, match="with a/model .weights aaaaaaaaaaaa., not scale cpu with minilm "
                                         ".weights bbbbbbbbbbbb.: one folder keeps one model's runs"):
         kept.store(tmp_path, kept.KeptRun("pairs", "first", 1, "cpu", "minilm", {}, [0], 6, {}, weights="b" * 12),
                    {"sts": []}, sitting)

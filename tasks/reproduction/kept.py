@@ -6,15 +6,12 @@
 
 RUN is "first" for the declared protocol, or a follow-up's label (follow_ups.py): extra seeds or a changed
 protocol never replace the first run's trials. A results folder keeps one model's runs, and gets its own report.
-Storing into a run folder whose record says another protocol or another model is refused, and so are trials trained
-on another kind of device or from other weights than the run's (arms paired by seed must differ only by the arm).
 A trial already kept is never replaced, so a run resumed later only adds the trials it lacked; shards of one run
 kept at once take turns on a lock file in the run's folder.
 """
 import dataclasses
 import fcntl
 import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -26,7 +23,6 @@ from .follow_ups import FIRST, FOLLOW_UPS
 from .measures import Results
 
 SCHEMA = 3
-CONVERT = "python tools/convert_kept_runs.py"   # converts older run.json files, once
 PROTOCOL = ("experiment", "run", "scale", "tasks", "seeds", "sweeps")   # what makes two sittings one run
 
 
@@ -61,21 +57,13 @@ class KeptRun:
     def wall_minutes(self) -> float:
         return sum(s.wall_time_s for s in self.sittings) / 60
 
-    def is_model(self, model: str, weights: str = "") -> bool:
-        """Whether its trials are of this model: its name, or its weights where both record them (a path may be
-        written two ways; the same name from other weights is check_trained's to refuse)."""
-        return self.model == model or bool(self.weights and self.weights == weights)
-
-    def model_text(self) -> str:
-        return self.model + (f" (weights {self.weights})" if self.weights else "")
-
 
 def read_run(path: Path) -> KeptRun:
     """A run.json as its KeptRun; one line naming the file where it is of another schema or malformed."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if data.get("schema") != SCHEMA:
         raise UserError(f"{path}: a kept run of schema {data.get('schema', 1)}, this code reads schema {SCHEMA}: "
-                        f"convert the results folder once ({CONVERT} RESULTS)")
+                        "convert the results folder once (python tools/convert_kept_runs.py RESULTS)")
     try:
         return KeptRun(**{**data, "sittings": [Sitting(**s) for s in data["sittings"]]})
     except (KeyError, TypeError) as e:
@@ -92,75 +80,63 @@ def device_kind(record: dict) -> str:
 
 
 def store(results_dir: Path, run: KeptRun, records: dict, sitting: Sitting) -> Path:
-    """Keep a run's finished trials ({sweep label: records}) and this sitting; refuse another protocol, model,
-    device or weights. Every check comes before any write: a refused sitting leaves the run as it was."""
+    """Keep a run's finished trials ({sweep label: records}) and this sitting; refuse another protocol or model,
+    and trials that would mix (`refuse`). Every check comes before any write: a refused sitting leaves the run as
+    it was."""
     folder = safe_join(Path(results_dir), run.experiment, run.run)
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".lock", "a") as lock:   # shards keeping at once take turns; closing the file unlocks it
         fcntl.flock(lock, fcntl.LOCK_EX)
         path = folder / "run.json"
         kept = read_run(path) if path.exists() else dataclasses.replace(run, sittings=[], device="")
-        if not kept.is_model(run.model, run.weights):
-            raise UserError(f"{path}: keeps the runs of model {kept.model_text()}, not {run.model_text()}: one "
-                            f"folder keeps one model's runs (give --results another folder for another model)")
+        check_one_setting({run.run: {run.experiment: (kept, {})}}, run.scale, run.model, run.weights)
         changed = [k for k in PROTOCOL if getattr(kept, k) != getattr(run, k)]
         if changed:
             raise UserError(f"{path}: this run was made with other {', '.join(changed)}; extra seeds or a changed "
-                            f"protocol are a follow-up with its own label (FOLLOW_UPS in "
-                            f"tasks/reproduction/follow_ups.py, then --follow-up LABEL), never a replacement")
+                            f"protocol are a follow-up (tasks/reproduction/follow_ups.py), never a replacement")
         files = {}
         for label, new in records.items():
-            sweep_path = safe_join(folder, f"{label}.jsonl")
-            old = read_jsonl(sweep_path)
+            old = read_jsonl(sweep_path := safe_join(folder, f"{label}.jsonl"))
             keys = {r["key"] for r in old}
             files[sweep_path] = (old, [r for r in new if r["key"] not in keys])
-            check_fingerprints(sweep_path, *files[sweep_path])
         added = [r for _, fresh in files.values() for r in fresh]
         kinds = {device_kind(r) for r in added} - {""}
-        check_trained(path, kept, kinds, run.weights if added else "")
+        refuse(path, kept, kinds, run.weights if added else "", files.values())
         for sweep_path, (old, fresh) in files.items():
             atomic_write_text(sweep_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in old + fresh))
         kept.device = kept.device or next(iter(kinds), "")
-        if added and not kept.sittings:   # a run kept without its weights never claims a later sitting's for all
-            kept.weights = run.weights
-        if added:
+        if added:   # a run kept without its weights never claims a later sitting's for all
+            kept.weights = kept.weights if kept.sittings else run.weights
             kept.sittings.append(dataclasses.replace(sitting, trials=len(added)))
         write_run(path, kept)
     return folder
 
 
-def check_trained(path: Path, kept: KeptRun, kinds: set, weights: str) -> None:
-    """Refuse trials trained on another kind of device, or from other weights, than the run's kept trials: arms
-    paired by seed differ only by the arm, and two devices' kernels (or a copy of the weights rounded to fp16) would
-    read as the arm's effect. What the run does not record yet is not compared."""
-    devices = kinds | ({kept.device} - {""})
-    if len(devices) > 1:
-        raise UserError(f"{path}: this run's trials trained on {kept.device or 'one kind of device'}, these on "
-                        f"{', '.join(sorted(kinds))}: arms paired by seed would differ by device as well as by arm; "
-                        f"resume it on {kept.device or 'one kind'}, or keep these in another --results folder")
-    if weights and kept.weights and weights != kept.weights:
-        raise UserError(f"{path}: this run's trials were trained from weights {kept.weights}, these from {weights} "
-                        f"(the same model name, other weights: a rounded copy?): keep them in another --results "
-                        f"folder")
+def refuse(path: Path, kept: KeptRun, kinds: set, weights: str, sweeps=()) -> None:
+    """Refuse trials trained on another kind of device, from other weights, or (`sweeps`: (kept trials, new trials)
+    of each sweep) with another sweep fingerprint (every training option, the weights' and data's hashes) than the
+    run's kept trials: arms paired by seed differ only by the arm, and two devices' kernels or a copy of the weights
+    rounded to fp16 would read as the arm's effect. What the run does not record yet is not compared."""
+    prints = [({r.get("fingerprint") for r in old} - {None}, {r.get("fingerprint") for r in new} - {None})
+              for old, new in sweeps]
+    other = next(((sorted(had), sorted(got - had)) for had, got in prints if had and got - had), None)
+    if len(kinds | ({kept.device} - {""})) > 1:
+        why = f"trained on {kept.device or 'one kind of device'}, these on {', '.join(sorted(kinds))}"
+    elif weights and kept.weights and weights != kept.weights:
+        why = f"trained from weights {kept.weights}, these from {weights} (the same model name, other weights)"
+    elif other:
+        why = f"trained with fingerprint {', '.join(other[0])}, these with {', '.join(other[1])} (other options)"
+    else:
+        return
+    raise UserError(f"{path}: this run's trials {why}: arms paired by seed would differ by more than the arm; resume "
+                    f"it as it trained, or keep these in another --results folder (or a declared follow-up)")
 
 
 def refuse_mixing(results_dir: Path, experiment: str, label: str, weights: str, device: str = "") -> None:
-    """Before any training: refuse a sitting whose weights or kind of device differ from the kept run's (its trials
-    would train, then not be kept). `device` "" where nothing trains (--gather)."""
+    """`refuse` before any training (its trials would train, then not be kept); `device` "" where nothing trains."""
     path = safe_join(Path(results_dir), experiment, label) / "run.json"
     if path.exists():
-        check_trained(path, read_run(path), {device} - {""}, weights)
-
-
-def check_fingerprints(path: Path, old: list, fresh: list) -> None:
-    """Refuse trials whose sweep fingerprint (every training option, the weights' and data's hashes) differs from
-    the kept trials' of the same sweep: one sweep of a run is one protocol on one model and data."""
-    kept_prints = {r.get("fingerprint") for r in old} - {None}
-    other = {r.get("fingerprint") for r in fresh} - {None} - kept_prints
-    if kept_prints and other:
-        raise UserError(f"{path}: its trials were trained with fingerprint {', '.join(sorted(kept_prints))}, these "
-                        f"with {', '.join(sorted(other))} (other training options, weights or data): keep them in "
-                        f"another --results folder, or declare a follow-up")
+        refuse(path, read_run(path), {device} - {""}, weights)
 
 
 def load(results_dir: Path) -> dict:
@@ -196,17 +172,14 @@ def model_of(runs: dict) -> Optional[str]:
 
 
 def check_one_setting(runs: dict, scale: str, model: str, weights: str = "") -> None:
-    """A results folder holds one scale and one model (by its weights where recorded): a report mixes neither."""
+    """A results folder holds one scale and one model: a report mixes neither. A model is its name, or its weights
+    where both record them (a path may be written two ways; the same name from other weights is `refuse`'s)."""
+    def named(model, weights):
+        return model + (f" (weights {weights})" if weights else "")
     for label, experiments in runs.items():
         for experiment, (run, _) in experiments.items():
-            if run.scale != scale or not run.is_model(model, weights):
+            if run.scale != scale or not (run.model == model or (run.weights and run.weights == weights)):
                 raise UserError(f"the results folder holds {experiment}/{label} at scale {run.scale} with "
-                                f"{run.model_text()}: give --results another folder for scale {scale} with "
-                                f"{model}")
+                                f"{named(run.model, run.weights)}, not scale {scale} with {named(model, weights)}: "
+                                f"one folder keeps one model's runs (give --results another folder)")
 
-
-def sitting(cpu: str, commit: dict, seconds: float, device: str = "cpu") -> Sitting:
-    """This process's sitting: its CPU (and the GPU it trained on), commit and wall time."""
-    return Sitting(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                   commit.get("minbert_commit", "?")[:12] + ("+changes" if commit.get("minbert_dirty") else ""),
-                   cpu + (f" with {device}" if device != "cpu" else ""), round(seconds, 1), 0)

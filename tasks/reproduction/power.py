@@ -6,11 +6,10 @@ reproduced" one of at most SESOI - (t95 + t80) se; when that is below zero not e
 reproduced: the design is **underpowered**. An equivalence (90% interval, TOST) calls an absent effect reproduced
 with 80% power when (t95 + t90) se <= margin. The n a line needs is the smallest at which it is powered.
 
-The sd: the 2026-11-24 pilot's (`PILOT_SD`, 3 seeds, 120-step trials, before any declared run) and the run's own;
-the larger decides, so a design the pilot flattered is still called underpowered once its run shows the spread.
-Per row at its own level; a finding's power is its weakest row's. Each model's pilot is its own: its results folder's
-pilot.json (pilot.py), else PILOT_SD for the embedded model it was measured on; a model without one gets no power
-labels rather than borrow an sd.
+The sd: the model's pilot's (measured before any declared run) and the run's own; the larger decides, so a design
+the pilot flattered is still called underpowered once its run shows the spread. Per row at its own level; a finding's
+power is its weakest row's. Each model's pilot is its own (its results folder's pilot.json, pilot.py; PILOT_SD for
+the embedded model): a model without one gets no power labels rather than borrow an sd.
 """
 import json
 import math
@@ -28,11 +27,11 @@ PILOT_MODEL = "minilm"      # the model the 2026-11-24 pilot ran on
 PILOT_FILE = "pilot.json"   # RESULTS/pilot.json: another model's own pilot (pilot.py)
 POWER = 0.80
 MAX_N = 200
+NOT_COMPUTED = "power not yet computed for this model"
 
 
 def pilot_of(results_dir: Path, model: str) -> Optional[dict]:
-    """The per-seed sds of the folder's model's own pilot ({PILOT_SD key: sd}): RESULTS/pilot.json's "sd", else
-    PILOT_SD for the model it was measured on; None where the model has none."""
+    """{PILOT_SD key: sd} of the folder's model's own pilot; None where the model has none."""
     path = Path(results_dir) / PILOT_FILE
     if path.exists():
         return {k: float(v) for k, v in json.loads(path.read_text(encoding="utf-8"))["sd"].items()}
@@ -44,62 +43,41 @@ def _t(q: float, df: float) -> float:
     return float(stats.t.ppf(q, df))
 
 
-NOT_COMPUTED = "power not yet computed for this model"
-
-
-def pilot_sd(keys: tuple, pilot: Optional[dict] = None) -> Optional[float]:
-    """The pilot's sd of a line whose effect combines the pilot's effects `keys` (independent: in quadrature);
-    None where the pilot (PILOT_SD unless given) lacks one of them."""
-    pilot = PILOT_SD if pilot is None else pilot
-    if not keys or any(k not in pilot for k in keys):
-        return None
-    return math.sqrt(sum(pilot[k] ** 2 for k in keys))
-
-
 def reach(sd: float, n: int, sesoi: float, kind: str = "direction") -> dict:
     """What a design of n units with per-unit sd `sd` calls reproduced and not reproduced with 80% power."""
     if n < 2 or sd is None or not math.isfinite(sd):
         return {"n": n, "sd": sd, "powered": False, "reproduced_from": None, "not_reproduced_below": None}
     se, df = sd / math.sqrt(n), n - 1
+    t_power = _t(POWER, df)
     if kind == "equivalence":
-        t_level, t_power = _t(0.95, df), _t(POWER, df)
-        return {"n": n, "sd": sd, "powered": (t_level + _t(1 - (1 - POWER) / 2, df)) * se <= sesoi,
-                "reproduced_within": sesoi - (t_level + t_power) * se,
-                "not_reproduced_beyond": sesoi + (t_level + t_power) * se}
-    t_level, t_power = _t(0.975, df), _t(POWER, df)
-    below = sesoi - (t_level + t_power) * se
-    return {"n": n, "sd": sd, "powered": below >= 0, "not_reproduced_below": below,
-            "reproduced_from": max(sesoi + t_power * se, (t_level + t_power) * se)}
+        reach_se = (_t(0.95, df) + t_power) * se
+        return {"n": n, "sd": sd, "powered": (_t(0.95, df) + _t(1 - (1 - POWER) / 2, df)) * se <= sesoi,
+                "reproduced_within": sesoi - reach_se, "not_reproduced_beyond": sesoi + reach_se}
+    reach_se = (_t(0.975, df) + t_power) * se
+    return {"n": n, "sd": sd, "powered": sesoi - reach_se >= 0, "not_reproduced_below": sesoi - reach_se,
+            "reproduced_from": max(sesoi + t_power * se, reach_se)}
 
 
 def needs(sd: float, sesoi: float, kind: str = "direction") -> Optional[int]:
-    """The smallest n at which the design is powered (None beyond MAX_N)."""
-    if sd is None or not math.isfinite(sd):
-        return None
-    for n in range(2, MAX_N + 1):
-        if reach(sd, n, sesoi, kind)["powered"]:
-            return n
-    return None
+    """The smallest n at which the design is powered (None beyond MAX_N, or without an sd)."""
+    return next((n for n in range(2, MAX_N + 1) if reach(sd, n, sesoi, kind)["powered"]), None)
 
 
-def assess(finding, rows: list, declared_n: int, pilot: Optional[dict] = None) -> Optional[dict]:
+def assess(finding, rows: list, declared_n: int, pilot: dict) -> Optional[dict]:
     """The finding's power: its pilot's design at the declared n, its run's (each row's sd and n), and the label's:
-    the weakest row at the larger of the two sds."""
+    the weakest row at the larger of the two sds. A line whose effect combines the pilot's effects `finding.pilot`
+    (independent) has their sds in quadrature; none where the pilot lacks one of them."""
+    keys = tuple(finding.pilot)
+    declared = math.sqrt(sum(pilot[k] ** 2 for k in keys)) if keys and set(keys) <= set(pilot) else None
     measured = [r.estimate for r in rows if r.estimate and r.estimate.get("std") is not None]
-    declared = pilot_sd(finding.pilot, pilot)
     if not measured and declared is None:
         return None
-    worst = None
+    found = []
     for estimate in measured or [{"n": declared_n, "std": None}]:
-        n = estimate["n"] or 0
-        sds = [x for x in (declared, estimate.get("std")) if x is not None]
-        sd = max(sds) if sds else None
-        found = {**reach(sd, n, finding.sesoi, finding.kind), "needs": needs(sd, finding.sesoi, finding.kind),
-                 "achieved_sd": estimate.get("std")}
-        if worst is None or (found["needs"] or MAX_N + 1) > (worst["needs"] or MAX_N + 1):
-            worst = found
-    worst["pilot_sd"] = declared
-    return worst
+        sd = max((x for x in (declared, estimate["std"]) if x is not None), default=None)
+        found.append({**reach(sd, estimate["n"] or 0, finding.sesoi, finding.kind), "pilot_sd": declared,
+                      "needs": needs(sd, finding.sesoi, finding.kind), "achieved_sd": estimate["std"]})
+    return max(found, key=lambda f: f["needs"] or MAX_N + 1)
 
 
 def need_text(power: dict) -> str:
@@ -114,37 +92,34 @@ def label(power: Optional[dict]) -> str:
     return f"underpowered at n = {power['n']}, needs {need_text(power)}"
 
 
-def describe(power: Optional[dict], sesoi: float, kind: str) -> str:
+def describe(power: dict, sesoi: float, kind: str) -> str:
     """One cell: what the design can call reproduced and not reproduced at its n (80% power)."""
-    if power and power.get("not_computed"):
-        return power["not_computed"]
-    if not power or power.get("sd") is None:
-        return "no sd to compute it from"
-    sds = f"sd {power['sd']:.3g}" + (f" (pilot {power['pilot_sd']:.3g})" if power.get("pilot_sd") else
-                                     " (no pilot: the run's own)")
+    if power.get("not_computed") or power.get("sd") is None:
+        return power.get("not_computed") or "no sd to compute it from"
+    pilot = f" (pilot {power['pilot_sd']:.3g})" if power.get("pilot_sd") else " (no pilot: the run's own)"
+    what = f"n = {power['n']}, sd {power['sd']:.3g}{pilot}: "
     if kind == "equivalence":
         within = power["reproduced_within"]
-        what = (f"n = {power['n']}, {sds}: reproduced when the 90% interval lies within -/+ {sesoi:g} ("
-                + (f"80% power for |effect| <= {within:.3g})" if within > 0 else "under 80% power even at a true 0)")
-                + f"; not reproduced (80% power) if |effect| >= {power['not_reproduced_beyond']:.3g}")
+        what += (f"reproduced when the 90% interval lies within -/+ {sesoi:g} ("
+                 + (f"80% power for |effect| <= {within:.3g})" if within > 0 else "under 80% power even at a true 0)")
+                 + f"; not reproduced (80% power) if |effect| >= {power['not_reproduced_beyond']:.3g}")
     else:
-        what = (f"n = {power['n']}, {sds}: reproduced if effect >= {power['reproduced_from']:.3g}, not reproduced "
-                f"if effect <= {power['not_reproduced_below']:+.3g}")
+        what += (f"reproduced if effect >= {power['reproduced_from']:.3g}, not reproduced if effect <= "
+                 f"{power['not_reproduced_below']:+.3g}")
     return what + ("; powered for both" if power.get("powered") else f"; both at 80% power need {need_text(power)}")
 
 
 def apply(verdict, scale, pilot: Optional[dict] = PILOT_SD):
-    """The verdict's power at its n (the declared seeds before a run), from the model's `pilot` (None: the model has
-    none, and its power is not computed); an inconclusive line whose design cannot reach both verdicts reads
-    "underpowered" instead: its interval could not have decided it."""
+    """The verdict's power at its n (the declared seeds before a run), from the model's `pilot` (None: not computed);
+    an inconclusive line whose design cannot reach both verdicts reads "underpowered": its interval could not have
+    decided it."""
     finding = verdict.finding
     if finding.experiment is None:
         return verdict
     if pilot is None:
         verdict.power = {"not_computed": f"{NOT_COMPUTED} (no pilot of its own: RESULTS/{PILOT_FILE})"}
-        return verdict
-    declared_n = len(seeds_of(EXPERIMENTS[finding.experiment], scale))
-    verdict.power = assess(finding, verdict.rows, declared_n, pilot)
-    if verdict.outcome == INCONCLUSIVE and verdict.power and not verdict.power["powered"]:
-        verdict.outcome = UNDERPOWERED
+    else:
+        verdict.power = assess(finding, verdict.rows, len(seeds_of(EXPERIMENTS[finding.experiment], scale)), pilot)
+        if verdict.outcome == INCONCLUSIVE and verdict.power and not verdict.power["powered"]:
+            verdict.outcome = UNDERPOWERED
     return verdict

@@ -1,10 +1,8 @@
 """An experiment's sweeps as `SweepConfig`s, run through the sweep API, and their finished trials kept.
 
-A sweep's protocol is its settings (`experiments.SweepSpec`), then the scale's budget and plateau, then a
-follow-up's changes: (name, value) pairs, named as ablate.py's flags name them, the last of a name
-winning. `sweep_config` turns them and the `Setting` (model, data, machine) into a SweepConfig;
-`as_arguments` writes them as ablate.py's command line, which run.json records (and `--plan` prints), so a
-later sitting can tell whether it runs the same protocol.
+A sweep's protocol (`protocol`) is (name, value) pairs named as ablate.py's flags, the last of a name winning;
+run.json records it as ablate.py's command line (`as_arguments`), so a later sitting can tell whether it runs the
+same protocol.
 """
 import dataclasses
 import shutil
@@ -12,6 +10,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+
+import torch
 
 from minbert import DEFAULT_IMPLEMENTATION
 
@@ -39,29 +39,22 @@ class Setting:
     shard: Optional[tuple] = None       # (I, N): this process runs shard I of N of every sweep; None: all
     gather: bool = False                # train nothing: keep the trials already finished in the sweeps' folders
 
-    def training(self) -> dict:
-        """The training options it fixes (TrainConfig's fields)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("workers", "shard", "gather")}
-
 
 def protocol(spec, scale, follow) -> tuple:
-    """What a sweep's trials measure, besides seeds and model: recorded in run.json and compared across sittings."""
+    """The sweep's settings (`experiments.SweepSpec`), the scale's budget and plateau, a follow-up's changes."""
     return (*spec.settings, *scale.budget, *scale.plateau, *(follow.changes if follow else ()))
 
 
 def as_arguments(mode: str, settings) -> list:
     """The settings as ablate.py's flags: ["--task", "sst", "--from-layer", "none,5,...,all", ...]."""
-    options = STUDIES[mode].Options
-    out = []
-    for name, value in settings:
-        text = as_argument(options, name, value)
-        out += [f"--{name.replace('_', '-')}"] + ([] if text is None else [text])
-    return out
+    flags = [(f"--{name.replace('_', '-')}", as_argument(STUDIES[mode].Options, name, value))
+             for name, value in settings]
+    return [x for flag in flags for x in flag if x is not None]
 
 
 def sweep_config(mode: str, settings, setting: Setting, seeds, out=None) -> SweepConfig:
-    """The sweep, built directly: its settings (the last of a name wins), the setting, the seeds and folder."""
-    fixed = setting.training()
+    """The sweep, built directly: its settings, the setting's training options, the seeds and folder."""
+    fixed = {k: v for k, v in dataclasses.asdict(setting).items() if k not in ("workers", "shard", "gather")}
     if out is not None:
         fixed["out"] = str(out)
     salt = f"{Path(out).name}/" if out is not None and setting.shard else ""   # sweeps' trials share names
@@ -69,17 +62,15 @@ def sweep_config(mode: str, settings, setting: Setting, seeds, out=None) -> Swee
                          shard=setting.shard, shard_salt=salt, **fixed)
 
 
-def listed_trials(spec, setting: Setting, seeds, shape: Shape) -> list:
-    """The trials a sweep of `spec` lists at `seeds` on a model of `shape` (nothing loaded)."""
-    config = sweep_config(spec.mode, spec.settings, setting, seeds)
-    return config.study.trials(config, shape)
+def listed_trials(spec, ctx, seeds) -> list:
+    """The trials a sweep of `spec` lists at `seeds` on the context's model (nothing loaded)."""
+    config = sweep_config(spec.mode, spec.settings, Setting(ctx.model, task_file=ctx.task_file), seeds)
+    return config.study.trials(config, Shape(ctx.n, ctx.heads))
 
 
 def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folders: dict, root: Path) -> int:
-    """Run (or resume) the experiment's sweeps and keep their finished trials; 1 when a trial failed.
-
-    `folders`: "out" (the sweeps' folders), "results" (the model's kept results), "report" (the report's folder,
-    for the figures); `root` the checkout whose commit each sitting records."""
+    """Run (or resume) the experiment's sweeps and keep their finished trials; 1 when a trial failed. `folders`:
+    "out" (the sweeps'), "results" (the kept results), "report" (for the figures); `root`: the commit's checkout."""
     label = follow.label if follow else FIRST
     weights = weights_of(setting.model)
     device = resolve_device(setting.device)
@@ -99,18 +90,15 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
         copy_figures(experiment, spec.label, label, out, Path(folders["report"]))
     run = kept.KeptRun(experiment.name, label, follow.protocol if follow else 1, ctx.scale.name, setting.model,
                        ctx.tasks, seeds, ctx.n, recorded, weights=weights)
-    seconds = time.time() - started
-    kept.store(folders["results"], run, kept_records, kept.sitting(cpu_model(), source_commit(root), seconds,
-                                                                   device_name(device)))
+    seconds, commit = time.time() - started, source_commit(root)
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type   # as the report names it
+    kept.store(folders["results"], run, kept_records, kept.Sitting(
+        time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        commit.get("minbert_commit", "?")[:12] + ("+changes" if commit.get("minbert_dirty") else ""),
+        cpu_model() + (f" with {gpu}" if gpu != "cpu" else ""), round(seconds, 1), 0))
     print(f"reproduce: {experiment.name} ({label}) done in {seconds / 60:.1f} min; kept in {folders['results']}",
           flush=True)
     return status
-
-
-def device_name(device) -> str:
-    """What the trials trained on: 'cpu', or the GPU's name (as the report names machines)."""
-    import torch
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
 
 
 def weights_of(model: str) -> str:
