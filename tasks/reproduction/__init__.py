@@ -1,29 +1,18 @@
 """The reproduction: the five papers' headline findings, tested by ablation sweeps (reproduce.py).
 
-    findings/      one module per paper: each finding quoted, with its measure (a function, with keywords), its
-                   smallest effect of interest and its experiment, declared before any run
-    verdicts.py    what a finding is (Finding), and the rule that decides it
-    power.py       what each line's design can decide at its n; "underpowered"
-    measures.py    each measure: a finding's signed effect from its experiments' finished trials (arms.py: two
-                   training arms compared, with their steps; a quote's pending part)
-    lines.py       each line's disclosure, what decides it, its report.json record
-    probes.py      the probe run's scores, the best probe layer, and the measure that re-draws it alone
-    null_baseline.py  the layer ratios' null: an equal relative perturbation of every layer (--pairs: its pair
-                   form, two perturbed copies compared)
-    plan.py        an experiment's or follow-up's minutes: trials x steps x a measured seconds a step
-    experiments.py the experiments (their sweeps' typed settings; `controls`: a follow-up's own sweeps in
-                   their place), scales and task roles
-    follow_ups.py  labelled runs after the first, each declared with its reason before it runs
-    sweeps.py      an experiment's sweeps built as SweepConfigs and run through tasks/ablation's sweep API
-    kept.py        the raw results kept with the report: one typed KeptRun per run (run.json: its protocol, where
-                   and from which weights its trials trained, its sittings) and each sweep's finished trials
-    models.py      which model a run's results are for: the first at the results folder's root, another in
-                   models/SLUG (named by its folder and hash), each with its own pilot
-    judging.py     a model's verdicts on its kept runs (power from its own pilot), what decides them, counts
-    compare.py     another model's verdict beside the first's on every line, and where they disagree
-    curves.py      a kept run's budget and learning curves, as the report shows them
-    report.py      report.md and report.json from the kept results (reproduce.py --report-only), and the
-                   README's counts
+    findings/      one module per paper: each finding quoted, with its measure, SESOI and experiment, declared
+                   before any run; verdicts.py: what a finding is and the rule that decides it
+    experiments.py the experiments (their sweeps' settings), scales and task roles; follow_ups.py: labelled runs
+                   after the first, each declared with its reason before it runs
+    measures.py    each finding's signed effect from its experiments' finished trials (arms.py: two training arms
+                   compared; probes.py: the best probe layer; null_baseline.py: the layer ratios' kept null)
+    power.py       what each line's design can decide at its n, from the model's pilot (pilot.py measures another
+                   model's); plan.py: an experiment's minutes, trials x steps x a measured seconds a step
+    sweeps.py      an experiment's sweeps run through tasks/ablation's sweep API; kept.py: one typed KeptRun per
+                   run and each sweep's finished trials, kept with the report
+    judging.py     a results folder's verdicts on its kept runs; lines.py, front.py, curves.py, report.py: the
+                   report (report.md's front page, a page per paper, runs.md, report.json, README's counts)
 
-This package imports tasks/ablation (the sweep API, its statistics); tasks/ablation never imports it.
+One results folder holds one model's runs and gets one report. This package imports tasks/ablation (the sweep API,
+its statistics, the perturbation that measures the null); tasks/ablation never imports it.
 """
