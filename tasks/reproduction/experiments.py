@@ -1,15 +1,9 @@
 """The reproduction's experiments: the ablate.py sweeps that test the papers' findings (`findings/`), at a scale.
 
-An experiment is one or more sweeps (a study's --mode and its settings, named as ablate.py's flags name
-them; the scale's budget, the seeds, model and data are added: sweeps.py) and the findings whose
-`experiment` names it. Its measures (`measures.py`) turn the sweeps' finished trials into each finding's
-signed effect; `verdicts.py` decides. Its raw results are kept with the report (`kept.py`), so the report
-is rebuilt without training. Its cost estimate counts the trials its sweeps list (`plan.py`).
-
-Scales: `cpu` (the embedded 6-layer model, the course's data cut to small fractions: the data is cut, not the
-convergence; `plan.py` says what each experiment costs) and `paper` (the papers'
-schedule: 3 epochs at 2e-5, batch 32, the whole data set against a tenth, for a GPU and bert-base). The layer
-choices are in thirds of the model's depth, so a 12-layer model runs the same protocol.
+An experiment is one or more sweeps (a study's --mode and its settings, named as ablate.py's flags name them;
+sweeps.py adds the scale's budget, the seeds, model and data) and the findings whose `experiment` names it. Scales:
+`cpu` (the course's data cut to small fractions: the data is cut, not the convergence) and `paper` (the papers'
+schedule, for a GPU and bert-base). Layer choices are thirds of the model's depth, so any depth runs the same protocol.
 """
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -164,11 +158,7 @@ def _one_layer(ctx, runs):
     """Follow-up tamkin-not-necessary: at reinit-large's settings, the layer whose output is the best probe layer
     (the probe experiment's kept first run, chosen on held-out training rows) re-drawn alone, against the full model
     (the reinit study's block scheme also lists the block's complement and every layer re-drawn)."""
-    first = kept.results_for(runs, FIRST)
-    if not first.has("probe"):
-        raise UserError("--follow-up tamkin-not-necessary: it re-draws the best probe layer, read from the probe "
-                        "experiment's kept results, and there are none: run python reproduce.py --only probe first")
-    layer, why = layer_to_redraw(first, ctx)
+    layer, why = layer_to_redraw(kept.results_for(runs, FIRST), ctx)
     if layer is None:
         raise UserError(f"--follow-up tamkin-not-necessary: {why}")
     return _one(ONE_LAYER, "reinit", ("large",), lambda c: dict(block=((layer, 1),)))(ctx)

@@ -44,7 +44,7 @@ def layer_to_redraw(results, ctx) -> tuple:
     to re-draw; why not, '' where there is one)."""
     best, _ = best_probe(results, ctx, ctx.scale.large)
     if best is None:
-        return None, "no probe results at the large fraction (the probe experiment's kept run)"
+        return None, "no kept probe results at the large fraction: run python reproduce.py --only probe first"
     if best == 0:
         return None, "the best probe layer is the embeddings' output (probe layer 0): no transformer layer to re-draw"
     return best - 1, ""
