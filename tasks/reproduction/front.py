@@ -1,7 +1,6 @@
 """The report's front page: a row per finding (each model's first-run verdict and effect against the SESOI, the
-verdict after Holm, what the follow-ups did), the multiplicity line and the forest plot; and the rules behind them
-(P_VALUES, FRAGILE_WHY, MULTIPLICITY), which runs.md states. The first run, declared before it ran, gives the
-headline and the counts; a follow-up is a sensitivity analysis, never counted, said where it disagrees."""
+verdict after Holm, what the follow-ups did), the multiplicity line and the forest plot; and the rules behind them,
+which runs.md states. The first run gives the headline; a follow-up is a sensitivity analysis, never counted."""
 import math
 
 from scipy import stats
@@ -12,24 +11,20 @@ from .lines import fmt
 from .power import need_text
 from .verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED, decide, level_of
 
-P_VALUES = ("p-values. Every line's interval is a t-interval, mean -/+ t(df) sd / sqrt(n), whatever its unit (paired, "
-            "Welch, jackknife, the two-level crossed model: `tasks/ablation/statistics.py`, whose `at_level` redraws "
-            "it at any level), so inverting it gives the one-sided p of \"effect > 0\" exactly: 1 - T_df(mean / (sd / "
-            "sqrt(n))). An equivalence's p is TOST's (the larger of the two one-sided p's against -/+ the margin); a "
-            "line whose rows must all hold takes its largest row p (intersection-union), one that needs any row the "
-            "smallest times the rows (Bonferroni).")
+P_VALUES = ("p-values. Every line's interval is a t-interval, mean -/+ t(df) sd / sqrt(n), whatever its unit "
+            "(`tasks/ablation/statistics.py`), so inverting it gives the one-sided p of \"effect > 0\" exactly. An "
+            "equivalence's p is TOST's (the larger of its two one-sided p's); a line whose rows must all hold takes "
+            "its largest row p (intersection-union), one that needs any row the smallest times the rows (Bonferroni).")
 FRAGILE = 0.25   # a decisive bound within this share of the SESOI of its decision line reads "fragile"
 FRAGILE_WHY = (f"A decisive bound (the lower one against 0 for a reproduced line, the upper against the SESOI for a "
                f"not reproduced one, the nearer margin for an equivalence) within {FRAGILE:g} x the SESOI of its line "
                f"reads *fragile*: a share of the SESOI means the same on accuracies and ratios; a quarter flags a "
                f"bound a tenth of a point above 0 on a one-point SESOI (the permute first run). Chosen with the kept "
                f"results in view, it changes no verdict.")
-MULTIPLICITY = ("Multiplicity: if nothing were real (each direction line's true effect 0, each equivalence's at its "
-                "margin), a tested line reads a false \"reproduced\" with probability at most its one-sided alpha: "
-                "0.025 (the 95% interval's lower bound above 0; a line whose rows must all hold needs each row, one "
-                "that needs any is Bonferroni's) or 0.05 (an equivalence's TOST at 90%); the family's expected false "
-                "ones are at most their sum. Holm's step-down over the first-run lines with a p-value "
-                "(each p inverts the line's own t-interval, `tasks/reproduction/front.py`) keeps the chance of any "
+MULTIPLICITY = ("Multiplicity: if nothing were real, a tested line reads a false \"reproduced\" with probability at "
+                "most its one-sided alpha, 0.025 (a direction's 95% lower bound above 0; Bonferroni's for a line that "
+                "needs any row) or 0.05 (an equivalence's TOST at 90%), so the family's expected false ones are at "
+                "most their sum. Holm's step-down over the first-run lines with a p-value keeps the chance of any "
                 "false one at those alphas; a reproduced line it does not keep reads \"not after Holm\":")
 WORD = {REPRODUCED: "holds", NOT_REPRODUCED: "fails"}
 COLOURS = {REPRODUCED: "tab:green", NOT_REPRODUCED: "tab:red"}
@@ -40,31 +35,23 @@ def alpha(finding) -> float:
     return (1 - level_of(finding.kind)) / 2
 
 
-def _p_row(e: dict, finding) -> float:
-    if not e.get("n") or not 0 < (e.get("std") or math.nan) < math.inf:
-        return math.nan
-    se, df = e["std"] / math.sqrt(e["n"]), e.get("df", e["n"] - 1)
-    if finding.kind == "equivalence":
-        margin = finding.sesoi
-        return max(stats.t.sf((e["mean"] + margin) / se, df), stats.t.sf((margin - e["mean"]) / se, df))
-    return float(stats.t.sf(e["mean"] / se, df))
-
-
 def p_value(v) -> float:
     """The line's one-sided p for its "reproduced" side (P_VALUES); nan where it has none."""
-    rows = [r for r in v.rows if r.estimate and not r.pending]
-    if v.outcome in (NOT_RUN, NOT_TESTABLE) or not rows or any(r.pending for r in v.rows):
+    rows = [r.estimate for r in v.rows if r.estimate and not r.pending]
+    if v.outcome in (NOT_RUN, NOT_TESTABLE) or not rows or any(r.pending for r in v.rows) \
+            or not all(e.get("n") and 0 < (e.get("std") or math.nan) < math.inf for e in rows):
         return math.nan
-    ps = [_p_row(r.estimate, v.finding) for r in rows]
-    if any(math.isnan(p) for p in ps):
-        return math.nan
+    ps, margin = [], v.finding.sesoi
+    for e in rows:
+        se, df = e["std"] / math.sqrt(e["n"]), e.get("df", e["n"] - 1)
+        ps.append(max(stats.t.sf((e["mean"] + margin) / se, df), stats.t.sf((margin - e["mean"]) / se, df))
+                  if v.finding.kind == "equivalence" else float(stats.t.sf(e["mean"] / se, df)))
     return min(1.0, len(ps) * min(ps)) if v.finding.combine == "any" else max(ps)
 
 
 def holm(found: dict) -> dict:
-    """{finding id: (p, Holm-adjusted p on the line's own alpha scale, verdict after Holm)} over the lines with a p.
-    Each p is divided by its line's alpha, so a line passes alone at <= 1 and Holm's step-down compares the sorted
-    ratios with 1 / (m - i); only a "reproduced" can change (to "not after Holm")."""
+    """{finding id: (p, Holm-adjusted p, verdict after Holm)} over the lines with a p. Each p is divided by its line's
+    alpha, so Holm's step-down compares the sorted ratios with 1 / (m - i); only a "reproduced" can change."""
     ratios = {fid: p_value(v) / alpha(v.finding) for fid, v in found.items()}
     ratios = {fid: q for fid, q in ratios.items() if not math.isnan(q)}
     out, running, m = {}, 0.0, len(ratios)
@@ -117,25 +104,23 @@ def device(runs: dict, v) -> str:
     return "+".join(sorted(kinds - {""})) or "-"
 
 
-def headline(v) -> tuple:
-    """A first-run line as the front page shows it: (verdict, power, fragile, the decisive row's estimate, rows)."""
-    row = decisive(v)[0]
-    return v.outcome, v.power, fragile(v), row.estimate if row else None, len(v.rows)
-
-
-def headline_of(line: dict) -> tuple:
-    """The same from a report.json line (another model's report): its `decisive` row's index names the row."""
+def estimate_of(line: dict):
+    """The estimate of a report.json line's decisive row (Judged.record), None where it has none."""
     row = line["rows"][line["decisive"]] if line["decisive"] is not None else None
-    e = row and {"mean": row["effect"], "ci95_low": row["interval"][0], "ci95_high": row["interval"][1],
-                 "level": row["level"]}
-    return line["verdict"], line["power"], line["fragile"], e, len(line["rows"])
+    return row and {"mean": row["effect"], "ci95_low": row["interval"][0], "ci95_high": row["interval"][1],
+                    "level": row["level"]}
 
 
-def verdict_cell(outcome: str, power, is_fragile: bool, estimate, rows: int) -> str:
-    text = f"**{outcome}**" if outcome in WORD else f"underpowered ({need_text(power)})" \
+def verdict_cell(line) -> str:
+    """A first-run line on the front page: its verdict (an underpowered one with the n it needs), fragile, and its
+    decisive row's effect [interval]; `line` report.json's record of it, None where the model has none."""
+    if line is None:
+        return "-"
+    outcome, e, rows = line["verdict"], estimate_of(line), len(line["rows"])
+    text = f"**{outcome}**" if outcome in WORD else f"underpowered ({need_text(line['power'])})" \
         if outcome == UNDERPOWERED else outcome
-    effect = f": {fmt(estimate, n=False)}" + (f" (of {rows} rows)" if rows > 1 else "") if estimate else ""
-    return text + (" *fragile*" if is_fragile else "") + effect
+    effect = f": {fmt(e, n=False)}" + (f" (of {rows} rows)" if rows > 1 else "") if e else ""
+    return text + (" *fragile*" if line["fragile"] else "") + effect
 
 
 def sensitivity(fid: str, by_run: dict, runs: dict, first) -> list:
@@ -157,32 +142,33 @@ def sensitivity(fid: str, by_run: dict, runs: dict, first) -> list:
         for moved, texts in by_move.items()) for (unlike, word), by_move in groups.items()]
 
 
-def table(findings: list, model: str, first: dict, holm: dict, cells: dict, others: dict) -> list:
-    """A row per finding: the model's first run (`first`: {finding id: Verdict}), each other model's (`others`:
-    {its report's folder: {finding id: headline}}), the SESOI, Holm's verdict and the follow-ups' cell."""
-    lines = [f"| finding | claim | `{model}` first run: verdict, effect [95% CI] | "
-             + "".join(f"[{name}]({name}/report.md) first run | " for name in others)
-             + "SESOI | after Holm | follow-ups: sensitivity |", "|---" * (6 + len(others)) + "|"]
+def table(findings: list, models: dict, cells: dict) -> list:
+    """A row per finding: each model's first-run line (`models`: {name: {finding id: report.json record}}, the
+    report's own model first, then each other named by its report's folder), the SESOI, Holm's verdict on the first
+    and what the follow-ups did (`cells`)."""
+    names = list(models)
+    lines = [" | ".join(["| finding | claim", f"`{names[0]}` first run: verdict, effect [95% CI]",
+                         *(f"[{n}]({n}/report.md) first run" for n in names[1:]),
+                         "SESOI | after Holm | follow-ups: sensitivity |"]), "|---" * (5 + len(names)) + "|"]
     for f in findings:
-        v = first[f.id]
-        adjusted = ("same" if holm[f.id][2] == v.outcome else f"**{holm[f.id][2]}**") if f.id in holm else "-"
-        lines.append(f"| [{f.id}]({PAGES[f.paper]}.md#{f.id}) | {f.claim} | {verdict_cell(*headline(v))} | "
-                     + "".join(f"{verdict_cell(*h[f.id]) if f.id in h else '-'} | " for h in others.values())
-                     + f"{f.sesoi:g}{' (equiv.)' if f.kind == 'equivalence' else ''} | {adjusted} | "
-                     f"{'; '.join(cells[f.id]) or '-'} |")
+        own, equivalence = models[names[0]][f.id], " (equiv.)" if f.kind == "equivalence" else ""
+        after = own["holm"]["verdict"] if own["holm"] else "-"
+        lines.append(" | ".join([f"| [{f.id}]({PAGES[f.paper]}.md#{f.id})", f.claim,
+                                 *(verdict_cell(by_id.get(f.id)) for by_id in models.values()),
+                                 f"{f.sesoi:g}{equivalence}", "same" if after == own["verdict"] else
+                                 after if after == "-" else f"**{after}**", "; ".join(cells[f.id]) or "-"]) + " |")
     return lines
 
 
 def forest(findings: list, papers: dict, models: dict, path) -> None:
     """One panel per paper: each finding's first-run effect and interval in units of its SESOI (so accuracies and
     ratios share an axis, symlog beyond +/-2), the SESOI at 1 (the margin +/-1 for an equivalence), coloured by
-    verdict (green reproduced, red not reproduced, grey undecided; hollow: fragile). `models`: {name: {finding id:
-    headline}}, the report's own model first (a dot), each other model a diamond below it."""
+    verdict (green reproduced, red not reproduced, grey undecided; hollow: fragile); `models` as `table`'s, the
+    report's own model a dot, each other a diamond below it."""
     from ..ablation.drawing import new_figure, png_bytes
     from ..fileio import atomic_write_bytes
-    per = {p: [f for f in findings if f.paper == p and any(f.id in h and h[f.id][3] for h in models.values())]
-           for p in papers}
-    per = {p: fs for p, fs in per.items() if fs}
+    shown = {f.id: [estimate_of(m[f.id]) if f.id in m else None for m in models.values()] for f in findings}
+    per = {p: fs for p in papers if (fs := [f for f in findings if f.paper == p and any(shown[f.id])])}
     if not per:
         return
     fig = new_figure(figsize=(8, 1.0 + 0.34 * sum(len(fs) for fs in per.values()) + 0.5 * len(per)))
@@ -191,14 +177,12 @@ def forest(findings: list, papers: dict, models: dict, path) -> None:
         for y, f in enumerate(fs):
             if f.kind == "equivalence":
                 ax.fill_betweenx([y - 0.4, y + 0.4], -1, 1, color="tab:blue", alpha=0.1, linewidth=0)
-            for i, heads in enumerate(models.values()):
-                outcome, _, hollow, e, _ = heads.get(f.id, (None,) * 5)
+            for i, (m, e) in enumerate(zip(models.values(), shown[f.id])):
                 if e:
-                    colour, s = COLOURS.get(outcome, "grey"), f.sesoi
+                    colour, s = COLOURS.get(m[f.id]["verdict"], "grey"), f.sesoi
                     ax.errorbar(e["mean"] / s, y + 0.3 * i, xerr=[[(e["mean"] - e["ci95_low"]) / s],
-                                                                  [(e["ci95_high"] - e["mean"]) / s]],
-                                fmt="D" if i else "o", color=colour, ms=3 if i else 4, capsize=2,
-                                mfc="white" if hollow else colour, alpha=0.6 if i else 1)
+                                [(e["ci95_high"] - e["mean"]) / s]], fmt="D" if i else "o", color=colour,
+                                ms=3 if i else 4, capsize=2, mfc="white" if m[f.id]["fragile"] else colour)
         ax.axvline(0, color="black", linewidth=0.8)
         ax.axvline(1, color="tab:blue", linestyle="--", linewidth=0.8)
         ax.set_yticks(range(len(fs)), [f.id for f in fs], fontsize=7)

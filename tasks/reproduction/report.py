@@ -38,7 +38,7 @@ EMBEDDED = ("at the cpu scale the embedded all-MiniLM-L6-v2 (6 x 384, a sentence
 
 @dataclass
 class Judged:
-    """A results folder's model judged on its kept runs."""
+    """A results folder's model judged on its kept runs, and each line as data (report.json's, the pages show it)."""
     ctx: experiments.Context
     runs: dict                  # kept.load
     by_run: dict                # {run label: {finding id: Verdict}}
@@ -52,6 +52,31 @@ class Judged:
         self.cut = frozenset((label, name) for label, by_experiment in self.runs.items()
                              for name, kept_run in by_experiment.items() if unfinished(*kept_run))
         self.cells = {f.id: front.sensitivity(f.id, self.by_run, self.runs, self.first[f.id]) for f in FINDINGS}
+        self.lines = [self.record(label, v) for label, found in self.by_run.items() for v in found.values()]
+
+    def record(self, label: str, v) -> dict:
+        f, row = v.finding, front.decisive(v)[0]
+        rows = [{"label": r.label, "effect": _number(e.get("mean")), "level": e.get("level", 0.95) if e else None,
+                 "interval": [_number(e.get("ci95_low")), _number(e.get("ci95_high"))], "n": e.get("n"),
+                 "verdict": r.verdict, "pending": r.pending or None} for r in v.rows for e in [r.estimate or {}]]
+        one = {k: rows[0][k] if len(rows) == 1 else None for k in ("effect", "interval", "n")}
+        p, adjusted, after = self.holm[f.id] if label == FIRST and f.id in self.holm else (None,) * 3
+        return {"finding": f.id, "paper": f.paper, "quote": f.quote, "tested": f.tested if f.experiment else None,
+                "run": label, "headline": label == FIRST, "experiment": f.experiment,
+                "protocol": FOLLOW_UPS[label].protocol if label in FOLLOW_UPS else f.protocol,
+                "reads": [{"experiment": e, "run": source} for e, source in v.reads], **one, "rows": rows,
+                "decisive": v.rows.index(row) if row else None,
+                "sesoi": f.sesoi, "kind": f.kind, "combine": f.combine, "sesoi_reason": f.sesoi_reason,
+                "sesoi_from_pilot": f.sesoi_from_pilot, "verdict": v.outcome, "verdict_text": outcome_text(v),
+                "power": {k: _number(x) for k, x in v.power.items()} if v.power else None, "decides": decides(v),
+                "disclosure": disclosure(self.runs, v, label), "device": front.device(self.runs, v),
+                "fragile": front.fragile(v), "unfinished_run": (label, f.experiment) in self.cut,
+                "holm": {"p": p, "p_adjusted": adjusted, "verdict": after} if after else None}
+
+
+def _number(x):
+    """A float as JSON has it (None for nan or infinity); anything else as it is."""
+    return (float(x) if math.isfinite(x) else None) if isinstance(x, float) else x
 
 
 def judged(results_dir: Path, ctx) -> Judged:
@@ -71,9 +96,8 @@ def credentials(weights: str) -> Optional[str]:
     seed) of a model pretrained here whose weights' sha256 begins `weights`, from its pretraining record
     (docs/pretraining-results/*/summary.csv names each rung by its weights' hash; ladder.json holds the accuracy)."""
     for summary in sorted(PRETRAINING.glob("*/summary.csv")) if weights else ():
-        with open(summary, newline="", encoding="utf-8") as handle:
-            rows = [r for r in csv.DictReader(handle) if f"weights={weights}" in r["config"]
-                    and r["metric"] == "dev/sst" and r["change_mean"]]
+        rows = [r for r in csv.DictReader(summary.read_text(encoding="utf-8").splitlines())
+                if f"weights={weights}" in r["config"] and r["metric"] == "dev/sst" and r["change_mean"]]
         if rows:
             tokens = int(rows[0]["config"].split("tokens=")[1].split(",")[0])   # the rung whose weights match
             ladder = json.loads((summary.parent / "ladder.json").read_text(encoding="utf-8"))["rungs"].values()
@@ -116,25 +140,20 @@ def paper_page(paper: str, m: Judged) -> list:
                   *([f"Experiment: [{f.experiment}](runs.md#experiment-{f.experiment})."
                      + (f" Not tested here: {f.untestable}." if f.untestable else ""), ""] if f.experiment else []),
                   *([f"Where it can be tested: `{f.elsewhere}`.", ""] if f.elsewhere else [])]
-        found = {label: by_id[f.id] for label, by_id in m.by_run.items() if f.id in by_id}
-        if not found:
-            continue
-        lines += ["| run | device | effect [95% CI] | verdict | after Holm | power (80%) |", "|---" * 6 + "|"]
-        for label, v in found.items():
-            g = v.finding   # a follow-up may re-declare it (its own measure and SESOI)
-            kind = f"sensitivity, protocol {FOLLOW_UPS[label].protocol}" if label in FOLLOW_UPS \
-                else f"declared, protocol {g.protocol}"
-            lines.append(f"| {label} ({kind}{'; its run is unfinished' if (label, g.experiment) in m.cut else ''}) "
-                         f"| {front.device(m.runs, v)} | {cell(effect_cell(v))} | **{outcome_text(v)}**"
-                         f"{' *fragile*' if front.fragile(v) else ''} | "
-                         f"{m.holm[f.id][2] if label == FIRST and f.id in m.holm else '-'} | "
-                         f"{cell(power.describe(v.power, g.sesoi, g.kind)) if v.power else '-'} |")
-        lines.append("")
-        for label, v in found.items():
-            disclosed = disclosure(m.runs, v, label)
-            lines.append(f"- {label}: {decides(v)}" + (f" Tested: {v.finding.tested}." if v.finding.tested != f.tested
-                                                       else "") + (f" Run: {disclosed}." if disclosed else ""))
-        lines.append("")
+        found = [x for x in m.lines if x["finding"] == f.id]
+        if found:
+            lines += ["| run | device | effect [95% CI] | verdict | after Holm | power (80%) |", "|---" * 6 + "|"]
+        for x in found:
+            v = m.by_run[x["run"]][f.id]   # a follow-up may re-declare its finding (its own measure and SESOI)
+            lines.append(f"| {x['run']} ({'sensitivity' if x['run'] in FOLLOW_UPS else 'declared'}, protocol "
+                         f"{x['protocol']}{'; its run is unfinished' if x['unfinished_run'] else ''}) | "
+                         f"{x['device']} | {cell(effect_cell(v))} | **{x['verdict_text']}**"
+                         f"{' *fragile*' if x['fragile'] else ''} | "
+                         f"{x['holm']['verdict'] if x['holm'] else '-'} | "
+                         f"{cell(power.describe(v.power, v.finding.sesoi, v.finding.kind)) if v.power else '-'} |")
+        lines += [""] * bool(found) + [
+            f"- {x['run']}: {x['decides']}" + (f" Tested: {x['tested']}." if x["tested"] not in (f.tested, None) else "")
+            + (f" Run: {x['disclosure']}." if x["disclosure"] else "") for x in found] + [""] * bool(found)
     return lines
 
 
@@ -187,8 +206,8 @@ def update_readme(readme: Path, counts: dict) -> bool:
     return True
 
 
-def front_page(m: Judged, others: dict, heads: dict) -> list:
-    """`others`: {folder: report.json} of the other models' reports beside it; `heads`: their first-run lines."""
+def front_page(m: Judged, others: dict, models: dict) -> list:
+    """`others`: {folder: report.json} of the other models' reports beside it; `models`: front.table's."""
     ctx = m.ctx
     pilot = "" if m.pilot else f"; {power.NOT_COMPUTED}: it has no pilot of its own"
     return ["# Reproduction report", "",
@@ -214,7 +233,7 @@ def front_page(m: Judged, others: dict, heads: dict) -> list:
             *(["**Unfinished** runs (some trials lack seeds; see [the runs](runs.md)): "
                + ", ".join(f"{e} ({label})" for label, e in sorted(m.cut)) + ".", ""] if m.cut else []),
             f"![Forest plot: each finding's first-run effect in units of its SESOI, per paper]({FOREST})", "",
-            *front.table(FINDINGS, ctx.model, m.first, m.holm, m.cells, heads),
+            *front.table(FINDINGS, models, m.cells),
             "", "Details, a page per paper: " + ", ".join(f"[{PAGES[p]}]({PAGES[p]}.md)" for p in PAPERS)
             + "; [the rule, the experiments and the runs](runs.md).", ""]
 
@@ -224,13 +243,12 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
     (one model's: `ctx`'s)."""
     m, report_dir = judged(results_dir, ctx), Path(report_path).parent
     others = other_reports(report_dir)
-    heads = {name: {x["finding"]: front.headline_of(x) for x in data["lines"] if x["headline"]}
-             for name, data in others.items()}
+    models = {name: {x["finding"]: x for x in data["lines"] if x["headline"]}
+              for name, data in {ctx.model: {"lines": m.lines}, **others}.items()}
     (report_dir / "figures").mkdir(parents=True, exist_ok=True)
-    front.forest(FINDINGS, PAPERS, {ctx.model: {fid: front.headline(v) for fid, v in m.first.items()}, **heads},
-                 report_dir / FOREST)
-    atomic_write_text(report_path, "\n".join(x if x[:1] in "|#!-" else textwrap.fill(
-        x, 120, break_long_words=False, break_on_hyphens=False) for x in front_page(m, others, heads)))   # prose at 120
+    front.forest(FINDINGS, PAPERS, models, report_dir / FOREST)
+    atomic_write_text(report_path, "\n".join(x if x[:1] in "|#!-" else textwrap.fill(   # prose at 120 a line
+        x, 120, break_long_words=False, break_on_hyphens=False) for x in front_page(m, others, models)))
     for paper in PAPERS:
         atomic_write_text(report_dir / f"{PAGES[paper]}.md", "\n".join(paper_page(paper, m)))
     atomic_write_text(report_dir / "runs.md", "\n".join(runs_page(m, report_dir, results_dir)))
@@ -240,40 +258,13 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
     return Path(report_path)
 
 
-def _number(x):
-    return float(x) if isinstance(x, float) and math.isfinite(x) else None if isinstance(x, float) else x
-
-
 def write_json(path: Path, m: Judged) -> None:
-    """report.json: every line as data (finding, paper, quote, what was tested, run, effect, interval, n, rows and
-    the decisive one's index, SESOI, power, verdict, what decides it, what was run, where it trained, Holm, fragile),
-    and what was measured of the model (`credentials`, null for the embedded one)."""
-    lines = []
-    for label, found in m.by_run.items():
-        for v in found.values():
-            f, row = v.finding, front.decisive(v)[0]
-            rows = [{"label": r.label, "effect": _number((r.estimate or {}).get("mean")), "interval": [
-                _number((r.estimate or {}).get("ci95_low")), _number((r.estimate or {}).get("ci95_high"))],
-                     "level": r.estimate.get("level", 0.95) if r.estimate else None, "n": (r.estimate or {}).get("n"),
-                     "verdict": r.verdict, "pending": r.pending or None} for r in v.rows]
-            one = rows[0] if len(rows) == 1 else dict.fromkeys(("effect", "interval", "n"))
-            p, adjusted, after = m.holm[f.id] if label == FIRST and f.id in m.holm else (None,) * 3
-            lines.append({
-                "finding": f.id, "paper": f.paper, "quote": f.quote, "tested": f.tested if f.experiment else None,
-                "run": v.run, "headline": label == FIRST, "experiment": f.experiment,
-                "protocol": FOLLOW_UPS[label].protocol if label in FOLLOW_UPS else f.protocol,
-                "reads": [{"experiment": e, "run": source} for e, source in v.reads], "effect": one["effect"],
-                "interval": one["interval"], "n": one["n"], "rows": rows,
-                "decisive": v.rows.index(row) if row else None, "sesoi": f.sesoi, "kind": f.kind,
-                "combine": f.combine, "sesoi_reason": f.sesoi_reason, "sesoi_from_pilot": f.sesoi_from_pilot,
-                "power": {k: _number(x) for k, x in v.power.items()} if v.power else None, "verdict": v.outcome,
-                "verdict_text": outcome_text(v), "decides": decides(v), "disclosure": disclosure(m.runs, v, label),
-                "device": front.device(m.runs, v), "fragile": front.fragile(v),
-                "unfinished_run": (label, f.experiment) in m.cut,
-                "holm": {"p": p, "p_adjusted": adjusted, "verdict": after} if after else None})
+    """report.json: every line as data (Judged.record: finding, quote, run, effect, interval, n, rows and the
+    decisive one's index, SESOI, power, verdict, what decides it, what was run, where it trained, Holm, fragile), and
+    what was measured of the model (`credentials`, null for the embedded one)."""
     ctx = m.ctx
     data = {"scale": ctx.scale.name, "model": ctx.model, "layers": ctx.n, "tasks": ctx.tasks, "weights": m.weights,
-            "credentials": m.credentials, "pilot": m.pilot, "counts_first_run": m.counts, "lines": lines,
+            "credentials": m.credentials, "pilot": m.pilot, "counts_first_run": m.counts, "lines": m.lines,
             "multiplicity": front.multiplicity(m.first, ctx.model), "fragile_margin_share_of_sesoi": front.FRAGILE,
             "sensitivity": {fid: [x.replace("**", "") for x in cell] for fid, cell in m.cells.items()}}
     atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
