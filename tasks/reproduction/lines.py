@@ -49,33 +49,27 @@ def _row_reason(row, sesoi: float, kind: str) -> str:
     if kind == "equivalence":
         inside = {REPRODUCED: "lies within", NOT_REPRODUCED: "lies wholly outside"}.get(row.verdict, "crosses")
         return f"{where} {inside} -/+ {sesoi:g}"
-    if row.verdict == REPRODUCED:
-        return f"{where} lies above 0 and the estimate {e['mean']:+.3f} reaches {sesoi:g}"
-    if row.verdict == NOT_REPRODUCED:
-        return f"{where} ends below the SESOI {sesoi:g}"
-    return f"{where} holds 0 or the estimate {e['mean']:+.3f} falls short of {sesoi:g}"
+    return where + {REPRODUCED: f" lies above 0 and the estimate {e['mean']:+.3f} reaches {sesoi:g}",
+                    NOT_REPRODUCED: f" ends below the SESOI {sesoi:g}"}.get(
+        row.verdict, f" holds 0 or the estimate {e['mean']:+.3f} falls short of {sesoi:g}")
 
 
 def decides(v) -> str:
     """One sentence: what decides this line (the row and the comparison that give its verdict)."""
-    f = v.finding
+    f, pending = v.finding, [r for r in v.rows if r.pending]
     if v.outcome == NOT_TESTABLE:
         return f"Not testable here: {f.untestable}."
-    pending = [r for r in v.rows if r.pending]
     if v.outcome == NOT_RUN:
         return (f"Not run yet: the follow-up `{pending[0].pending}` would measure it ({pending[0].label})." if pending
                 else "Not run yet: its experiment has no kept results.")
     measured = [r for r in v.rows if r.estimate and not r.pending]
-    name = v.outcome[0].upper() + v.outcome[1:]
-    if len(measured) == 1:
-        lead = f"{name}: {_row_reason(measured[0], f.sesoi, f.kind)}"
-    else:   # the row that gives the verdict; an undecided line names the row that left it undecided
-        wanted = (INCONCLUSIVE, UNDERPOWERED) if v.outcome in (INCONCLUSIVE, UNDERPOWERED) else (v.outcome,)
-        key = next((r for r in measured if r.verdict in wanted), measured[0])
-        which = "every row, e.g." if f.combine == "all" and v.outcome == REPRODUCED else "row"
-        lead = f"{name}: {which} '{key.label}': {_row_reason(key, f.sesoi, f.kind)}"
-        if f.combine == "all" and v.outcome == NOT_REPRODUCED:
-            lead += " (one failing row fails the whole: tested at 1 - alpha/rows)"
+    wanted = (INCONCLUSIVE, UNDERPOWERED) if v.outcome in (INCONCLUSIVE, UNDERPOWERED) else (v.outcome,)
+    key = next((r for r in measured if r.verdict in wanted), measured[0])   # undecided: the row that left it so
+    every = f.combine == "all" and v.outcome == REPRODUCED
+    which = "" if len(measured) == 1 else f"{'every row, e.g.' if every else 'row'} '{key.label}': "
+    lead = f"{v.outcome[0].upper()}{v.outcome[1:]}: {which}{_row_reason(key, f.sesoi, f.kind)}"
+    if which and f.combine == "all" and v.outcome == NOT_REPRODUCED:
+        lead += " (one failing row fails the whole: tested at 1 - alpha/rows)"
     if v.outcome == UNDERPOWERED:
         lead += f"; {power.label(v.power)}: at this n even an absent effect would not read not reproduced"
     elif v.outcome == INCONCLUSIVE and pending:
@@ -104,8 +98,3 @@ def effect_cell(v) -> str:
                        f"{r.label}: {fmt(r.estimate)} ({r.verdict}" + (
                            f"; Bonferroni {fmt(r.adjusted, n=False)}" if r.adjusted is not r.estimate and r.adjusted
                            and r.adjusted.get("ci95_low") is not None else "") + ")" for r in v.rows)
-
-
-def outcome_text(v) -> str:
-    """The verdict as the pages show it: an underpowered line says its n and what it needs."""
-    return power.label(v.power) if v.outcome == UNDERPOWERED else v.outcome

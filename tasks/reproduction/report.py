@@ -1,7 +1,6 @@
-"""The report of one results folder's model from its kept results alone (`kept.py`; `reproduce.py --report-only` is
-this; nothing here trains): report.md, the front page (front.py); a page per paper (each finding's quote once, its
-setting, each run's line and what decides it); runs.md (the rule, the experiments, the pending follow-ups);
-report.json, every line as data. Another model's report, kept in a folder beside this one, gets a column."""
+"""The report of one results folder's model from its kept results alone (`reproduce.py --report-only`; nothing here
+trains): report.md, the front page (front.py); a page per paper (each finding's quote once, each run's line and what
+decides it); runs.md (the rule, the experiments, the pending follow-ups); report.json, every line as data."""
 import csv
 import json
 import math
@@ -18,7 +17,8 @@ from .curves import run_lines, unfinished
 from .findings import FINDINGS, PAGES, PAPERS
 from .follow_ups import FIRST, FOLLOW_UPS
 from .judging import counts_line, counts_of
-from .lines import decides, disclosure, effect_cell, outcome_text
+from .lines import decides, disclosure, effect_cell
+from .verdicts import UNDERPOWERED
 
 README_START = "<!-- reproduction-counts: rewritten by `python reproduce.py --report-only`, do not edit -->"
 README_END = "<!-- /reproduction-counts -->"
@@ -26,12 +26,11 @@ FOREST = "figures/forest.png"
 CHECKOUT = Path(__file__).resolve().parents[2]
 PRETRAINING = CHECKOUT / "docs" / "pretraining-results"
 RESULTS = Path("docs/reproduction/results")   # reproduce.py's default --results: the embedded model's
-UNITS = ("Where configurations share one reference the interval carries the reference's noise: the seed is the unit "
-         "for the heads of a layer, a two-level model over seeds and orders for random layer orders "
-         "(`tasks/ablation/statistics.py`; each shape's coverage in `tests/test_interval_coverage.py`). Underpowered: "
-         "`tasks/reproduction/power.py`. Rules and SESOIs were declared before the declared runs "
-         "(`tasks/reproduction/findings/`), after a 3-seed pilot (2026-11-24) whose spread informed the SESOIs marked "
-         "so. The first run gives the headline; a later run is a sensitivity analysis, chosen after it, never counted.")
+UNITS = ("Where configurations share one reference the interval carries its noise: the seed is the unit for the "
+         "heads of a layer, a two-level model over seeds and orders for random layer orders "
+         "(`tasks/ablation/statistics.py`; coverage: `tests/test_interval_coverage.py`). Rules and SESOIs were "
+         "declared (`tasks/reproduction/findings/`) before the declared runs, after a 3-seed pilot (2026-11-24) whose "
+         "spread informed the SESOIs marked so.")
 EMBEDDED = ("at the cpu scale the embedded all-MiniLM-L6-v2 (6 x 384, a sentence-pair contrastive encoder trained on "
             "Quora duplicates and NLI among others, zero-shot STS 0.838, not an MLM). Each line says what it can carry")
 
@@ -65,9 +64,9 @@ class Judged:
                 "run": label, "headline": label == FIRST, "experiment": f.experiment,
                 "protocol": FOLLOW_UPS[label].protocol if label in FOLLOW_UPS else f.protocol,
                 "reads": [{"experiment": e, "run": source} for e, source in v.reads], **one, "rows": rows,
-                "decisive": v.rows.index(row) if row else None,
-                "sesoi": f.sesoi, "kind": f.kind, "combine": f.combine, "sesoi_reason": f.sesoi_reason,
-                "sesoi_from_pilot": f.sesoi_from_pilot, "verdict": v.outcome, "verdict_text": outcome_text(v),
+                "decisive": v.rows.index(row) if row else None, "sesoi": f.sesoi, "kind": f.kind, "combine": f.combine,
+                "sesoi_reason": f.sesoi_reason, "sesoi_from_pilot": f.sesoi_from_pilot, "verdict": v.outcome,
+                "verdict_text": power.label(v.power) if v.outcome == UNDERPOWERED else v.outcome,
                 "power": {k: _number(x) for k, x in v.power.items()} if v.power else None, "decides": decides(v),
                 "disclosure": disclosure(self.runs, v, label), "device": front.device(self.runs, v),
                 "fragile": front.fragile(v), "unfinished_run": (label, f.experiment) in self.cut,
@@ -113,12 +112,11 @@ def credentials(weights: str) -> Optional[str]:
 
 def other_reports(report_dir: Path) -> dict:
     """{folder: report.json} of each other model's report kept in a folder beside this one."""
-    out = {}
-    for path in sorted(Path(report_dir).glob("*/report.json")):
-        out[path.parent.name] = json.loads(path.read_text(encoding="utf-8"))
-        if any("decisive" not in line for line in out[path.parent.name]["lines"]):
-            raise UserError(f"{path}: written by an older report: rewrite it first (python reproduce.py "
-                            f"--report-only --results {path.parent / 'results'})")
+    out = {p.parent.name: json.loads(p.read_text(encoding="utf-8")) for p in sorted(report_dir.glob("*/report.json"))}
+    for name, data in out.items():
+        if any("decisive" not in x for x in data["lines"]):   # a report.json older than the column it feeds
+            raise UserError(f"{report_dir / name}/report.json is stale: rewrite it with python reproduce.py "
+                            f"--report-only --results {report_dir / name / 'results'}")
     return out
 
 
@@ -151,15 +149,14 @@ def paper_page(paper: str, m: Judged) -> list:
                          f"{' *fragile*' if x['fragile'] else ''} | "
                          f"{x['holm']['verdict'] if x['holm'] else '-'} | "
                          f"{cell(power.describe(v.power, v.finding.sesoi, v.finding.kind)) if v.power else '-'} |")
-        lines += [""] * bool(found) + [
-            f"- {x['run']}: {x['decides']}" + (f" Tested: {x['tested']}." if x["tested"] not in (f.tested, None) else "")
-            + (f" Run: {x['disclosure']}." if x["disclosure"] else "") for x in found] + [""] * bool(found)
+        lines += [""] * bool(found) + [f"- {x['run']}: {x['decides']}" + (
+            f" Tested: {x['tested']}." if x["tested"] not in (f.tested, None) else "") + (
+            f" Run: {x['disclosure']}." if x["disclosure"] else "") for x in found] + [""] * bool(found)
     return lines
 
 
 def with_results(command: str, results_dir: Path) -> str:
-    """A reproduce.py command given --results where the folder is not the default one (a path in the checkout
-    relative to it)."""
+    """A reproduce.py command given --results where the folder is not the default one (relative in the checkout)."""
     folder = Path(results_dir).resolve()
     shown = folder.relative_to(CHECKOUT) if folder.is_relative_to(CHECKOUT) else folder
     flag = "" if shown == RESULTS else f"--results {shown} "
@@ -220,15 +217,14 @@ def front_page(m: Judged, others: dict, models: dict) -> list:
             *[x for name, data in others.items() for x in (
                 f"Another model, in a report of its own: [{name}]({name}/report.md) (`{data['model']}`, "
                 f"{data['layers']} layers; {data['credentials']}; {counts_line(data['counts_first_run'])[:-1]}).", "")],
-            "**How to read it.** The first run, declared with its rule and SESOI before it ran, gives each "
-            "headline verdict and the counts; follow-ups (the last column) are sensitivity analyses chosen after "
-            "it, never counted. Reproduced: the 95% interval above 0 and the estimate at least the SESOI; not "
-            "reproduced: the interval below the SESOI; underpowered: undecided, and the design could not have "
-            "decided it ([the whole rule](runs.md#the-rule)). Effects are signed so that the paper's direction is "
-            f"positive. *Fragile*: the decisive bound within {front.FRAGILE:g} x the SESOI of its decision line. The "
-            f"null baseline's ratio (follow-up hao-null-perturbation) floors its lower third's mean at "
-            f"{null_baseline.FLOOR:g} of its upper's: a near-zero bottom-layer attention JS would otherwise make the "
-            "ratio measure its denominator.", "", counts_line(m.counts), "",
+            "**How to read it.** The first run, declared with its rule and SESOI before it ran, gives each headline "
+            "verdict and the counts; follow-ups (the last column) are sensitivity analyses chosen after it, never "
+            "counted. Reproduced: the 95% interval above 0 and the estimate at least the SESOI; not reproduced: the "
+            "interval below the SESOI; underpowered: undecided, and the design could not have decided it ([the rule]"
+            "(runs.md#the-rule)); effects signed so that the paper's direction is positive. *Fragile*: the decisive "
+            f"bound within {front.FRAGILE:g} x the SESOI of its decision line. The null baseline's ratio floors its "
+            f"lower third at {null_baseline.FLOOR:g} of its upper, lest a near-zero bottom-layer attention JS make "
+            "the ratio measure its denominator.", "", counts_line(m.counts), "",
             front.MULTIPLICITY, "", front.multiplicity(m.first, ctx.model), "",
             *(["**Unfinished** runs (some trials lack seeds; see [the runs](runs.md)): "
                + ", ".join(f"{e} ({label})" for label, e in sorted(m.cut)) + ".", ""] if m.cut else []),
@@ -239,8 +235,8 @@ def front_page(m: Judged, others: dict, models: dict) -> list:
 
 
 def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
-    """report.md, the paper pages, runs.md, report.json and the README's counts from the folder's kept results
-    (one model's: `ctx`'s)."""
+    """report.md, the paper pages, runs.md, report.json (every line as data: Judged.record; what was measured of the
+    model: null for the embedded one) and the README's counts from the folder's kept results (`ctx`'s model's)."""
     m, report_dir = judged(results_dir, ctx), Path(report_path).parent
     others = other_reports(report_dir)
     models = {name: {x["finding"]: x for x in data["lines"] if x["headline"]}
@@ -252,19 +248,11 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
     for paper in PAPERS:
         atomic_write_text(report_dir / f"{PAGES[paper]}.md", "\n".join(paper_page(paper, m)))
     atomic_write_text(report_dir / "runs.md", "\n".join(runs_page(m, report_dir, results_dir)))
-    write_json(Path(report_path).with_suffix(".json"), m)
-    if readme:
-        update_readme(readme, m.counts)
-    return Path(report_path)
-
-
-def write_json(path: Path, m: Judged) -> None:
-    """report.json: every line as data (Judged.record: finding, quote, run, effect, interval, n, rows and the
-    decisive one's index, SESOI, power, verdict, what decides it, what was run, where it trained, Holm, fragile), and
-    what was measured of the model (`credentials`, null for the embedded one)."""
-    ctx = m.ctx
     data = {"scale": ctx.scale.name, "model": ctx.model, "layers": ctx.n, "tasks": ctx.tasks, "weights": m.weights,
             "credentials": m.credentials, "pilot": m.pilot, "counts_first_run": m.counts, "lines": m.lines,
             "multiplicity": front.multiplicity(m.first, ctx.model), "fragile_margin_share_of_sesoi": front.FRAGILE,
             "sensitivity": {fid: [x.replace("**", "") for x in cell] for fid, cell in m.cells.items()}}
-    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    atomic_write_text(Path(report_path).with_suffix(".json"), json.dumps(data, indent=1, sort_keys=True) + "\n")
+    if readme:
+        update_readme(readme, m.counts)
+    return Path(report_path)
