@@ -120,10 +120,6 @@ def other_reports(report_dir: Path) -> dict:
     return out
 
 
-def cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def paper_page(paper: str, m: Judged) -> list:
     """Each finding of the paper: its quote, setting and SESOI once, then a row per run and what decides each."""
     lines = [f"# {PAPERS[paper]}", "", f"[Front page](report.md) · [the rule and the runs](runs.md) · the paper's "
@@ -143,12 +139,12 @@ def paper_page(paper: str, m: Judged) -> list:
             lines += ["| run | device | effect [95% CI] | verdict | after Holm | power (80%) |", "|---" * 6 + "|"]
         for x in found:
             v = m.by_run[x["run"]][f.id]   # a follow-up may re-declare its finding (its own measure and SESOI)
+            can = power.describe(v.power, v.finding.sesoi, v.finding.kind).replace("|", "\\|") if v.power else "-"
             lines.append(f"| {x['run']} ({'sensitivity' if x['run'] in FOLLOW_UPS else 'declared'}, protocol "
                          f"{x['protocol']}{'; its run is unfinished' if x['unfinished_run'] else ''}) | "
-                         f"{x['device']} | {cell(effect_cell(v))} | **{x['verdict_text']}**"
-                         f"{' *fragile*' if x['fragile'] else ''} | "
-                         f"{x['holm']['verdict'] if x['holm'] else '-'} | "
-                         f"{cell(power.describe(v.power, v.finding.sesoi, v.finding.kind)) if v.power else '-'} |")
+                         f"{x['device']} | {effect_cell(v)} | **{x['verdict_text']}**"
+                         f"{' *fragile*' if x['fragile'] else ''} | {x['holm']['verdict'] if x['holm'] else '-'} | "
+                         f"{can} |")
         lines += [""] * bool(found) + [f"- {x['run']}: {x['decides']}" + (
             f" Tested: {x['tested']}." if x["tested"] not in (f.tested, None) else "") + (
             f" Run: {x['disclosure']}." if x["disclosure"] else "") for x in found] + [""] * bool(found)
