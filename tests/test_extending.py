@@ -212,10 +212,10 @@ def test_a_new_finding_gets_its_verdict_from_kept_results(tmp_path, monkeypatch)
     ctx = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
     every = [0.40, 0.42, 0.41, 0.43, 0.40]
     _keep(tmp_path / "close", [s + 0.001 * (-1) ** i for i, s in enumerate(every)], every)
-    verdict = report.verdicts(kept.load(tmp_path / "close"), ctx)["first"][EXAMPLE.id]
+    verdict = judging.verdicts(kept.load(tmp_path / "close"), ctx)["first"][EXAMPLE.id]
     assert verdict.outcome == REPRODUCED and verdict.rows[0].label == "sst: top third minus all"
     _keep(tmp_path / "far", [s - 0.05 + 0.001 * i for i, s in enumerate(every)], every)
-    assert report.verdicts(kept.load(tmp_path / "far"), ctx)["first"][EXAMPLE.id].outcome == NOT_REPRODUCED
+    assert judging.verdicts(kept.load(tmp_path / "far"), ctx)["first"][EXAMPLE.id].outcome == NOT_REPRODUCED
     text = report.write(tmp_path / "close", tmp_path / "report.md", ctx).read_text()
     line = next(x for x in text.splitlines() if x.startswith(f"| [{EXAMPLE.id}](example.md#{EXAMPLE.id}) |"))
     assert "**reproduced**" in line

@@ -20,7 +20,7 @@ from tasks.ablation.statistics import crossed_interval, interval
 from tasks.ablation.studies import STUDIES
 from tasks.ablation.study import Shape
 from tasks.fileio import read_jsonl
-from tasks.reproduction import arms, curves, follow_ups, measures, plan, sweeps
+from tasks.reproduction import arms, curves, follow_ups, judging, lines, measures, plan, sweeps
 from tasks.reproduction import experiments as reproduction
 from tasks.reproduction import kept as reproduction_runs
 from tasks.reproduction import report as reproduction_report
@@ -276,7 +276,7 @@ def test_a_follow_up_never_overwrites_the_first_run(tmp_path, monkeypatch):
     monkeypatch.setitem(follow_ups.FOLLOW_UPS, "five-seeds", follow)
     reproduction_runs.store(results_dir, _run("reinit-small", "five-seeds", range(5)), {"reinit": strong[SMALL]},
                             _sitting())
-    by_run = reproduction_report.verdicts(reproduction_runs.load(results_dir), CTX)
+    by_run = judging.verdicts(reproduction_runs.load(results_dir), CTX)
     first, second = by_run["first"]["singh-scarce"], by_run["five-seeds"]["singh-scarce"]
     assert first.outcome == NOT_REPRODUCED and second.outcome == REPRODUCED
     report = reproduction_report.write(results_dir, tmp_path / "report.md", CTX).read_text()
@@ -635,22 +635,22 @@ def test_the_budget_shows_learning_curves_and_flags_a_held_out_set_too_small_to_
     small = {"reinit": [_trial("from=0", 26, curve), _trial("from=6", 26, curve)]}
     large = {"reinit": [_trial("from=0", 400, curve, fraction=0.25)]}
     pearson = {"sts": [_trial("from=6", 26, curve, metric="sts")]}   # a correlation moves by no one sentence
-    line = reproduction_report.budget_line(small)
+    line = curves.budget_line(small)
     assert "Warning: sst: 26 held-out rows, so one sentence is 0.038 of accuracy" in line
-    assert "Warning" not in reproduction_report.budget_line(large)
-    assert "Warning" not in reproduction_report.budget_line(pearson)
-    links = reproduction_report.learning_curve_link(tmp_path, "reinit-small", "first", small)
+    assert "Warning" not in curves.budget_line(large)
+    assert "Warning" not in curves.budget_line(pearson)
+    links = curves.learning_curve_link(tmp_path, "reinit-small", "first", small)
     assert links == ["![reinit-small (first): learning curves on held-out training rows]"
                      "(figures/reinit-small-first-learning-curves.png)"]
     assert (tmp_path / "figures" / "reinit-small-first-learning-curves.png").read_bytes()[:4] == b"\x89PNG"
     no_curves = {"reinit": [dict(_trial("from=0", 26, curve), budget={})]}
-    assert reproduction_report.learning_curve_link(tmp_path, "x", "first", no_curves) == []
+    assert curves.learning_curve_link(tmp_path, "x", "first", no_curves) == []
 
 
 def test_a_probe_experiments_budget_says_probes_not_steps():
     probes = {"probe": [{**_record("layer=0,pooling=mean", s, 0.03, info={"converged": s == 0}, mode="probe"),
                          "steps": 0} for s in range(2)]}
-    line = reproduction_report.budget_line(probes)
+    line = curves.budget_line(probes)
     assert "linear probes on frozen layers, 1 of 2 converged" in line and "steps trained" not in line
 
 
@@ -672,7 +672,7 @@ def test_a_follow_ups_line_never_mixes_its_protocol_with_the_first_runs_arms():
             "lr-2e-5": {"reinit-large": (meta, {"reinit": capped[LARGE]})},           # reinit-small not run yet
             "cap-small-data": {"reinit-small": (meta, {"reinit": capped[SMALL]})},
             "cap-large-data": {"reinit-large": (meta, {"reinit": capped[LARGE]})}}
-    by_run = reproduction_report.verdicts(runs, CTX)
+    by_run = judging.verdicts(runs, CTX)
     two = [f.id for f in FINDINGS if f.experiment == "reinit-large" and f.id in by_run["first"]
            and {e for e, _ in by_run["first"][f.id].reads} == {"reinit-small", "reinit-large"}]
     assert "tamkin-data-size" in two and "college-downstream-smaller-drop" in by_run["lr-2e-5"]   # reinit-large alone
@@ -681,17 +681,17 @@ def test_a_follow_ups_line_never_mixes_its_protocol_with_the_first_runs_arms():
     assert follow_ups.FOLLOW_UPS["cap-large-data"].over == ("cap-small-data",)
     line = by_run["cap-large-data"]["tamkin-data-size"]
     assert dict(line.reads) == {"reinit-large": "cap-large-data", "reinit-small": "cap-small-data"}
-    explained = reproduction_report.explain(runs, by_run)
-    assert "reinit-small (cap-small-data run)" in explained["cap-large-data"]["tamkin-data-size"][0]
-    assert "reinit-small (first run)" in explained["first"]["tamkin-data-size"][0]    # both arms disclosed
-    assert "trained apart" not in explained["cap-large-data"]["tamkin-data-size"][0]
+    capped_line = lines.disclosure(runs, line, "cap-large-data")
+    assert "reinit-small (cap-small-data run)" in capped_line
+    assert "reinit-small (first run)" in lines.disclosure(runs, by_run["first"]["tamkin-data-size"], "first")   # both
+    assert "trained apart" not in capped_line
     # arms from runs trained on other devices or weights (a device's capped 0.03 arms): the line says so
     device = _run("reinit-small", "cap-small-data", range(5), device="cuda", weights="1ca95c81930f")
     runs["cap-small-data"]["reinit-small"] = (device, {"reinit": capped[SMALL]})
     runs["cap-large-data"]["reinit-large"] = (_run("reinit-large", "cap-large-data", range(5), device="cpu"),
                                               {"reinit": capped[LARGE]})
-    disclosed = reproduction_report.explain(runs, reproduction_report.verdicts(runs, CTX))
-    assert disclosed["cap-large-data"]["tamkin-data-size"][0].endswith(
+    again = judging.verdicts(runs, CTX)["cap-large-data"]["tamkin-data-size"]
+    assert lines.disclosure(runs, again, "cap-large-data").endswith(
         "; its arms trained apart: reinit-large on cpu; reinit-small on cuda, from weights 1ca95c81930f")
 
 

@@ -15,7 +15,7 @@ from tasks.ablation.statistics import (
     interval,
     pairwise_interval,
 )
-from tasks.reproduction import experiments, kept, measures, null_baseline, plan, probes, report
+from tasks.reproduction import experiments, judging, kept, measures, null_baseline, plan, probes
 from tasks.reproduction.findings import BY_ID
 from tasks.reproduction.follow_ups import FIRST, FOLLOW_UPS
 from tasks.reproduction.sweeps import listed_trials
@@ -106,7 +106,7 @@ def test_not_necessary_is_an_equivalence_within_a_point(tmp_path, cost, expected
     _keep(tmp_path, "probe", FIRST, {"probe": results.records[("probe", "probe")]})
     _keep(tmp_path, "reinit-large", "tamkin-not-necessary",
           {"one-layer": results.records[("reinit-large", "one-layer")]})
-    by_run = report.verdicts(kept.load(tmp_path), CTX)
+    by_run = judging.verdicts(kept.load(tmp_path), CTX)
     assert set(by_run["tamkin-not-necessary"]) == {"tamkin-probe-not-necessary"}    # its finding, nothing else
     v = by_run["tamkin-not-necessary"]["tamkin-probe-not-necessary"]
     assert v.finding.kind == "equivalence" and v.rows[0].estimate["level"] == 0.90       # TOST
@@ -156,7 +156,7 @@ def test_smart_alone_is_smart_minus_without_per_task_paired_by_seed():
                                               ({"sst": 0.0, "quora": 0.0099}, UNDERPOWERED)])
 def test_smart_alone_holds_only_when_both_tasks_do(tmp_path, change, expected):
     _keep(tmp_path, "methods", "smart-alone", _alone(change))
-    by_run = report.verdicts(kept.load(tmp_path), CTX)
+    by_run = judging.verdicts(kept.load(tmp_path), CTX)
     assert set(by_run["smart-alone"]) == {"freeze-smart-alone"}
     v = by_run["smart-alone"]["freeze-smart-alone"]
     assert v.finding.combine == "all" and v.outcome == expected
@@ -237,12 +237,12 @@ def test_the_consistency_lines_are_read_against_the_pair_form_null():
 def test_the_pair_lines_verdict_against_the_pair_null(null_top, expected):
     runs = {FIRST: {"dynamics": (_kept_run("dynamics"), {"dynamics": _seed_pairs()}),
                     "datasets": (_kept_run("datasets"), {"dynamics": _datasets()})}}
-    by_run = report.verdicts(runs, CTX, {"relative": 0.03, "seeds": [], "pairs": _pair_null(null_top)})
+    by_run = judging.verdicts(runs, CTX, {"relative": 0.03, "seeds": [], "pairs": _pair_null(null_top)})
     null = by_run["hao-null-perturbation"]
     for fid in ("hao-seeds-consistent-low", "hao-datasets-consistent-low"):
         assert null[fid].outcome == expected and len(null[fid].rows) == 2 and null[fid].finding.combine == "all"
         assert null[fid].finding.quote == BY_ID[fid].quote
-    assert report.verdicts(runs, CTX, None)["hao-null-perturbation"]["hao-seeds-consistent-low"].outcome == NOT_RUN
+    assert judging.verdicts(runs, CTX, None)["hao-null-perturbation"]["hao-seeds-consistent-low"].outcome == NOT_RUN
 
 
 def test_the_pair_form_kept_beside_the_single_form_is_read_with_it(tmp_path):

@@ -10,7 +10,7 @@ from scipy import stats
 import reproduce
 from conftest import run_cli
 from tasks.ablation.statistics import difference_interval, interval
-from tasks.reproduction import experiments, follow_ups, kept, measures, plan, report
+from tasks.reproduction import experiments, follow_ups, judging, kept, measures, plan
 from tasks.reproduction.findings import BY_ID
 from tasks.reproduction.findings.null import AGAINST_NULL
 from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED
@@ -102,7 +102,7 @@ def test_the_null_follow_up_re_reads_the_first_run_and_judges_the_re_declared_li
     dynamics = _dynamics(0.5)
     run = kept.KeptRun("dynamics", "first", 1, "cpu", "minilm", CTX.tasks, list(range(5)), 6, {})
     runs = {"first": {"dynamics": (run, {"dynamics": dynamics.records[("dynamics", "dynamics")]})}}
-    by_run = report.verdicts(runs, CTX, dynamics.null)
+    by_run = judging.verdicts(runs, CTX, dynamics.null)
     first, null = by_run["first"], by_run["hao-null-perturbation"]
     assert first["hao-attention-last"].outcome == REPRODUCED                 # against zero
     assert null["hao-attention-last"].outcome == NOT_REPRODUCED              # against the null: depth's alone

@@ -14,9 +14,9 @@ import pytest
 import reproduce
 from conftest import run_cli
 from tasks.ablation.statistics import at_level, interval
-from tasks.reproduction import experiments, follow_ups, front, kept, null_baseline, report
+from tasks.reproduction import curves, experiments, follow_ups, front, kept, lines, null_baseline, power, report
 from tasks.reproduction.findings import BY_ID, FINDINGS, PAGES
-from tasks.reproduction.judging import counts_of
+from tasks.reproduction.judging import counts_line, counts_of
 from tasks.reproduction.verdicts import (
     NOT_REPRODUCED,
     REPRODUCED,
@@ -59,7 +59,7 @@ def test_the_report_regenerated_from_the_kept_results_is_the_committed_one(tmp_p
     fresh = _regenerated(committed, tmp_path, CTX, readme)
     block = readme.read_text().split(report.README_START)[1].split(report.README_END)[0]
     assert block in (ROOT / "README.md").read_text()
-    assert block.strip() == report.counts_line(fresh["counts_first_run"])     # the embedded model's alone
+    assert block.strip() == counts_line(fresh["counts_first_run"])     # the embedded model's alone
     assert f"[{OTHER.name}]({OTHER.name}/report.md)" in (tmp_path / "report.md").read_text()
 
 
@@ -129,7 +129,7 @@ def test_follow_ups_are_never_counted_and_a_disagreement_is_said():
     first = _line([0.0, 0.02, -0.02, 0.01, -0.01], "x")
     later = _line([0.05, 0.051, 0.049, 0.052, 0.05], "x", run="lr-2e-5")
     by_run = {"first": {"x": first}, "lr-2e-5": {"x": later}}
-    assert first.outcome != REPRODUCED and counts_of(by_run)[REPRODUCED] == 0
+    assert first.outcome != REPRODUCED and counts_of(by_run["first"])[REPRODUCED] == 0
     assert "0 reproduced" in front.multiplicity(by_run["first"], "m")
     said = front.sensitivity("x", by_run, {}, first)
     assert said == ["**unlike the first run**: holds with lr 2e-5"]
@@ -152,7 +152,7 @@ def test_an_equivalences_power_cell_says_its_rule():
     v = _line([0.002, -0.02, 0.015, -0.01, 0.005], kind="equivalence")
     v.power = {"n": 5, "sd": 0.017, "pilot_sd": None, "powered": False, "needs": 27, "reproduced_within": -0.01,
                "not_reproduced_beyond": 0.033}
-    cell = report.power.describe(v.power, 0.01, "equivalence")
+    cell = power.describe(v.power, 0.01, "equivalence")
     assert "reproduced when the 90% interval lies within -/+ 0.01" in cell and "no effect is called" not in cell
     assert UNDERPOWERED not in cell
 
@@ -189,12 +189,11 @@ def test_the_plan_lists_every_control_with_its_minutes(monkeypatch):
     for label, follow in follow_ups.FOLLOW_UPS.items():   # an experiment kept whole is never listed as pending
         line = next((x for x in out.splitlines() if x.startswith(f"- {label} (declared, pending")), "")
         for name in follow.experiments:
-            whole = name in kept_runs.get(label, {}) and not report.unfinished(*kept_runs[label][name])
+            whole = name in kept_runs.get(label, {}) and not curves.unfinished(*kept_runs[label][name])
             assert not (whole and f" {name} ~" in line.split("ran already")[0]), (label, name)
 
 
 def test_an_undecided_line_names_the_row_that_left_it_undecided():
-    from tasks.reproduction import lines, power
     from tasks.reproduction.verdicts import INCONCLUSIVE, Row, Verdict
     finding = BY_ID["college-intermediate-task"]       # any pair reproduces it
     rows = [Row("quora then sts", {"mean": -0.013, "ci95_low": -0.018, "ci95_high": -0.008, "n": 5}, NR),

@@ -14,25 +14,19 @@ def figure_path(report_dir: Path, name: str, label: str, plot: str) -> Path:
     return Path(report_dir) / "figures" / f"{name}-{label}-{plot}.png"
 
 
-def figure_links(report_dir: Path, experiment, label: str) -> list:
-    """The sweeps' plots copied beside the report (`sweeps.copy_figures`)."""
-    name = experiment.name
-    return [f"![{name} ({label}): {plot}](figures/{path.name})" for _, plot in experiment.figures
-            if (path := figure_path(report_dir, name, label, plot)).exists()]
-
-
 def run_lines(report_dir: Path, experiment, label: str, kept_run: tuple, folder: str) -> list:
-    """A kept run under its experiment: trials, seeds, folder, device and wall time, its budget and curves."""
+    """A kept run under its experiment: trials, seeds, folder, device and wall time, its budget and curves, and the
+    sweeps' plots copied beside the report (`sweeps.copy_figures`)."""
     run, sweeps = kept_run
-    trials = sum(len(r) for r in sweeps.values())
-    where = f"trained on {run.device or 'an unrecorded device'}" + (f" from weights {run.weights}" if run.weights
-                                                                     else "")
+    where = f"on {run.device or 'an unrecorded device'}" + (f" from weights {run.weights}" if run.weights else "")
     short = unfinished(run, sweeps)
     missing = f" **Unfinished**: {'; '.join(short)}; its lines read the seeds it has." if short else ""
-    return [f"Run `{label}`: {trials} trials, seeds {run.seeds}, in `{folder}{experiment.name}/{label}/`, {where}, "
-            f"{run.wall_minutes:.1f} min wall.{missing}", "", budget_line(sweeps), "",
-            *learning_curve_link(report_dir, experiment.name, label, sweeps),
-            *figure_links(report_dir, experiment, label), ""]
+    name = experiment.name
+    return [f"Run `{label}`: {sum(map(len, sweeps.values()))} trials, seeds {run.seeds}, in `{folder}{name}/{label}/`, "
+            f"trained {where}, {run.wall_minutes:.1f} min wall.{missing}", "", budget_line(sweeps), "",
+            *learning_curve_link(report_dir, name, label, sweeps),
+            *(f"![{name} ({label}): {plot}](figures/{path.name})" for _, plot in experiment.figures
+              if (path := figure_path(report_dir, name, label, plot)).exists()), ""]
 
 
 def unfinished(run, sweeps: dict) -> list:

@@ -1,15 +1,6 @@
-"""The report's front page: a row per finding (its first-run verdict, its effect against the SESOI, the verdict
-after Holm, what the follow-ups did), the multiplicity line and the forest plot.
-
-The first run, declared before it ran, gives the headline and the counts; a follow-up is a sensitivity analysis,
-never counted, and the row says where one disagrees with the first run.
-
-p-values. Every line's interval is a t-interval, mean -/+ t(df) sd / sqrt(n), whatever its unit (paired, Welch,
-jackknife, the two-level crossed model: `tasks/ablation/statistics.py`, whose `at_level` redraws it at any level),
-so inverting it gives the one-sided p of "effect > 0" exactly: 1 - T_df(mean / (sd / sqrt(n))). An equivalence's p
-is TOST's (the larger of the two one-sided p's against -/+ the margin); a line whose rows must all hold takes its
-largest row p (intersection-union), one that needs any row the smallest times the rows (Bonferroni).
-"""
+"""The report's front page: a row per finding (each model's first-run verdict and effect against the SESOI, the
+verdict after Holm, what the follow-ups did), the multiplicity line and the forest plot; and the rules behind them,
+which runs.md states. The first run gives the headline; a follow-up is a sensitivity analysis, never counted."""
 import math
 
 from scipy import stats
@@ -20,14 +11,23 @@ from .lines import fmt
 from .power import need_text
 from .verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED, decide, level_of
 
+P_VALUES = ("p-values. Every line's interval is a t-interval, mean -/+ t(df) sd / sqrt(n), whatever its unit "
+            "(`tasks/ablation/statistics.py`), so inverting it gives the one-sided p of \"effect > 0\" exactly. An "
+            "equivalence's p is TOST's (the larger of its two one-sided p's); a line whose rows must all hold takes "
+            "its largest row p (intersection-union), one that needs any row the smallest times the rows (Bonferroni).")
 FRAGILE = 0.25   # a decisive bound within this share of the SESOI of its decision line reads "fragile"
-FRAGILE_WHY = (f"a decisive bound (the lower bound against 0 for a reproduced line, the upper against the SESOI "
-               f"for a not reproduced one, the nearer margin for an equivalence) within {FRAGILE:g} x the line's "
-               f"SESOI of its line reads *fragile*: a share of the SESOI so that it means the same on accuracies and "
-               f"ratios, and a quarter so that a bound a tenth of a point above zero on a one-point SESOI (the "
-               f"permute first run) is flagged; chosen with the kept results in view, it labels and changes no "
-               f"verdict")
+FRAGILE_WHY = (f"A decisive bound (the lower one against 0 for a reproduced line, the upper against the SESOI for a "
+               f"not reproduced one, the nearer margin for an equivalence) within {FRAGILE:g} x the SESOI of its line "
+               f"reads *fragile*: a share of the SESOI means the same on accuracies and ratios; a quarter flags a "
+               f"bound a tenth of a point above 0 on a one-point SESOI (the permute first run). Chosen with the kept "
+               f"results in view, it changes no verdict.")
+MULTIPLICITY = ("Multiplicity: if nothing were real, a tested line reads a false \"reproduced\" with probability at "
+                "most its one-sided alpha, 0.025 (a direction's 95% lower bound above 0; Bonferroni's for a line that "
+                "needs any row) or 0.05 (an equivalence's TOST at 90%), so the family's expected false ones are at "
+                "most their sum. Holm's step-down over the first-run lines with a p-value keeps the chance of any "
+                "false one at those alphas; a reproduced line it does not keep reads \"not after Holm\":")
 WORD = {REPRODUCED: "holds", NOT_REPRODUCED: "fails"}
+COLOURS = {REPRODUCED: "tab:green", NOT_REPRODUCED: "tab:red"}
 
 
 def alpha(finding) -> float:
@@ -35,31 +35,23 @@ def alpha(finding) -> float:
     return (1 - level_of(finding.kind)) / 2
 
 
-def _p_row(e: dict, finding) -> float:
-    if not e or e.get("std") is None or not e.get("n") or not math.isfinite(e["std"]) or e["std"] <= 0:
-        return math.nan
-    se, df = e["std"] / math.sqrt(e["n"]), e.get("df", e["n"] - 1)
-    if finding.kind == "equivalence":
-        margin = finding.sesoi
-        return max(stats.t.sf((e["mean"] + margin) / se, df), stats.t.sf((margin - e["mean"]) / se, df))
-    return float(stats.t.sf(e["mean"] / se, df))
-
-
 def p_value(v) -> float:
-    """The line's one-sided p for its "reproduced" side (module docstring); nan where it has none."""
-    rows = [r for r in v.rows if r.estimate and not r.pending]
-    if v.outcome in (NOT_RUN, NOT_TESTABLE) or not rows or any(r.pending for r in v.rows):
+    """The line's one-sided p for its "reproduced" side (P_VALUES); nan where it has none."""
+    rows = [r.estimate for r in v.rows if r.estimate and not r.pending]
+    if v.outcome in (NOT_RUN, NOT_TESTABLE) or not rows or any(r.pending for r in v.rows) \
+            or not all(e.get("n") and 0 < (e.get("std") or math.nan) < math.inf for e in rows):
         return math.nan
-    ps = [_p_row(r.estimate, v.finding) for r in rows]
-    if any(math.isnan(p) for p in ps):
-        return math.nan
+    ps, margin = [], v.finding.sesoi
+    for e in rows:
+        se, df = e["std"] / math.sqrt(e["n"]), e.get("df", e["n"] - 1)
+        ps.append(max(stats.t.sf((e["mean"] + margin) / se, df), stats.t.sf((margin - e["mean"]) / se, df))
+                  if v.finding.kind == "equivalence" else float(stats.t.sf(e["mean"] / se, df)))
     return min(1.0, len(ps) * min(ps)) if v.finding.combine == "any" else max(ps)
 
 
 def holm(found: dict) -> dict:
-    """{finding id: (p, Holm-adjusted p on the line's own alpha scale, verdict after Holm)} over the lines with a p.
-    Each p is divided by its line's alpha, so a line passes alone at <= 1 and Holm's step-down compares the sorted
-    ratios with 1 / (m - i); only a "reproduced" can change (to "not after Holm")."""
+    """{finding id: (p, Holm-adjusted p, verdict after Holm)} over the lines with a p. Each p is divided by its line's
+    alpha, so Holm's step-down compares the sorted ratios with 1 / (m - i); only a "reproduced" can change."""
     ratios = {fid: p_value(v) / alpha(v.finding) for fid, v in found.items()}
     ratios = {fid: q for fid, q in ratios.items() if not math.isnan(q)}
     out, running, m = {}, 0.0, len(ratios)
@@ -67,43 +59,29 @@ def holm(found: dict) -> dict:
         running = max(running, (m - i) * q)
         v = found[fid]
         kept = v.outcome != REPRODUCED or running <= 1
-        out[fid] = (q * alpha(v.finding), min(1.0, running * alpha(v.finding)), v.outcome if kept else
-                    "not after Holm")
+        out[fid] = (q * alpha(v.finding), min(1.0, running * alpha(v.finding)), v.outcome if kept else "not after Holm")
     return out
-
-
-MULTIPLICITY = ("Multiplicity: if nothing were real (each direction line's true effect 0, each equivalence's at its "
-                "margin), a tested line reads a false \"reproduced\" with probability at most its one-sided alpha: "
-                "0.025 (the 95% interval's lower bound above 0; a line whose rows must all hold needs each row, one "
-                "that needs any is Bonferroni's) or 0.05 (an equivalence's TOST at 90%); the family's expected false "
-                "ones are at most their sum. Holm's step-down over the first-run lines with a p-value "
-                "(each p inverts the line's own t-interval, `tasks/reproduction/front.py`) keeps the chance of any "
-                "false one at those alphas; a reproduced line it does not keep reads \"not after Holm\":")
 
 
 def multiplicity(found: dict, name: str) -> str:
     """The family's expected false "reproduced" if nothing were real, and how many it shows before and after Holm."""
     tested = [v for v in found.values() if not math.isnan(p_value(v))]
-    bound = sum(alpha(v.finding) for v in tested)
-    equivalences = sum(v.finding.kind == "equivalence" for v in tested)
-    shown = sum(v.outcome == REPRODUCED for v in tested)
     after = sum(x[2] == REPRODUCED for x in holm(found).values())
-    return (f"**{name}**: {len(tested)} first-run lines tested ({equivalences} equivalences): at most {bound:.2f} "
-            f"false \"reproduced\" expected by chance; {shown} reproduced, {after} after Holm.")
+    return (f"**{name}**: {len(tested)} first-run lines tested ({sum(v.finding.kind == 'equivalence' for v in tested)} "
+            f"equivalences): at most {sum(alpha(v.finding) for v in tested):.2f} false \"reproduced\" expected by "
+            f"chance; {sum(v.outcome == REPRODUCED for v in tested)} reproduced, {after} after Holm.")
 
 
 def decisive(v):
-    """(the row that decides the line, its bound's distance from its decision line) for a decided line, else (row,
-    None). Where one row decides (an "all" line's failing row, an "any" line's holding one, at Bonferroni's level:
-    verdicts.py) it is the clearest such row; where every row must, the nearest."""
+    """(the row that decides the line, its bound's distance from its decision line) for a decided line, else (its
+    first row with an interval or None, None). Where one row decides (an "all" line's failing row, an "any" line's
+    holding one, at Bonferroni's level: verdicts.py) it is the clearest such row; where every row must, the nearest."""
     rows = [r for r in v.rows if r.estimate and not r.pending and r.estimate.get("ci95_low") is not None]
-    if not rows:
-        return None, None
     f, best = v.finding, None
     union = (f.combine, v.outcome) in (("all", NOT_REPRODUCED), ("any", REPRODUCED))
-    for r in rows:
+    for r in rows if v.outcome in WORD else ():
         e = r.adjusted if union and r.adjusted else r.estimate
-        if v.outcome not in (REPRODUCED, NOT_REPRODUCED) or decide(e, f.sesoi, f.kind) != v.outcome:
+        if decide(e, f.sesoi, f.kind) != v.outcome:
             continue
         low, high = e["ci95_low"], e["ci95_high"]
         if f.kind == "equivalence":
@@ -112,7 +90,7 @@ def decisive(v):
             gap = low if v.outcome == REPRODUCED else f.sesoi - high
         if best is None or (gap > best[1] if union else gap < best[1]):
             best = (r, gap)
-    return best or (rows[0], None)
+    return best or (rows[0] if rows else None, None)
 
 
 def fragile(v) -> bool:
@@ -122,24 +100,27 @@ def fragile(v) -> bool:
 
 def device(runs: dict, v) -> str:
     """Where the line's trials trained (cpu, cuda): the kind each kept run it read records (KeptRun.device)."""
-    kinds = {runs[source][experiment][0].device for experiment, source in v.reads
-             if experiment in runs.get(source, {})}
+    kinds = {runs[source][experiment][0].device for experiment, source in v.reads if experiment in runs.get(source, {})}
     return "+".join(sorted(kinds - {""})) or "-"
 
 
-def short(v) -> str:
-    """The verdict as the front page shows it."""
-    if v is None or v.outcome != UNDERPOWERED:
-        return "-" if v is None else f"**{v.outcome}**" if v.outcome in WORD else v.outcome
-    return f"underpowered ({need_text(v.power or {})})"
+def estimate_of(line: dict):
+    """The estimate of a report.json line's decisive row (Judged.record), None where it has none."""
+    row = line["rows"][line["decisive"]] if line["decisive"] is not None else None
+    return row and {"mean": row["effect"], "ci95_low": row["interval"][0], "ci95_high": row["interval"][1],
+                    "level": row["level"]}
 
 
-def effect(v) -> str:
-    row = decisive(v)[0]
-    if row is None:
+def verdict_cell(line) -> str:
+    """A first-run line on the front page: its verdict (an underpowered one with the n it needs), fragile, and its
+    decisive row's effect [interval]; `line` report.json's record of it, None where the model has none."""
+    if line is None:
         return "-"
-    shown = fmt(row.estimate).split(", n=")[0]
-    return shown + (f" (of {len(v.rows)} rows)" if len(v.rows) > 1 else "")
+    outcome, e, rows = line["verdict"], estimate_of(line), len(line["rows"])
+    text = f"**{outcome}**" if outcome in WORD else f"underpowered ({need_text(line['power'])})" \
+        if outcome == UNDERPOWERED else outcome
+    effect = f": {fmt(e, n=False)}" + (f" (of {rows} rows)" if rows > 1 else "") if e else ""
+    return text + (" *fragile*" if line["fragile"] else "") + effect
 
 
 def sensitivity(fid: str, by_run: dict, runs: dict, first) -> list:
@@ -150,71 +131,66 @@ def sensitivity(fid: str, by_run: dict, runs: dict, first) -> list:
         v = found.get(fid)
         if label == FIRST or v is None or v.outcome in (NOT_RUN, NOT_TESTABLE):
             continue
-        before, after = device(runs, first) if first else "-", device(runs, v)
+        before, after = device(runs, first), device(runs, v)
         moved = f"{before} to {after}" if "-" not in (before, after) and before != after else ""
-        unlike = first is not None and first.outcome != NOT_RUN and v.outcome != first.outcome \
-            and bool(WORD.keys() & {v.outcome, first.outcome})
+        unlike = first.outcome != NOT_RUN and v.outcome != first.outcome and bool(WORD.keys() & {v.outcome,
+                                                                                                  first.outcome})
         groups.setdefault((unlike, WORD.get(v.outcome, "undecided")), {}).setdefault(moved, []).append(
             FOLLOW_UPS[label].words if label in FOLLOW_UPS else label)
-    out = []
-    for (unlike, word), by_move in groups.items():
-        parts = [", ".join(texts) + (f" and the device changed together ({moved})" if moved else "")
-                 for moved, texts in by_move.items()]
-        out.append(f"{'**unlike the first run**: ' if unlike else ''}{word} with {'; '.join(parts)}")
-    return out
+    return [f"{'**unlike the first run**: ' if unlike else ''}{word} with " + "; ".join(
+        ", ".join(texts) + (f" and the device changed together ({moved})" if moved else "")
+        for moved, texts in by_move.items()) for (unlike, word), by_move in groups.items()]
 
 
-def page(finding) -> str:
-    return f"{PAGES[finding.paper]}.md"
-
-
-def table(findings: list, first: dict, holm: dict, cells: dict) -> list:
-    """The front page's table: a row per finding, its first run (`first`: {finding id: Verdict}) and Holm's."""
-    lines = ["| finding | claim | first run: verdict, effect [95% CI] | SESOI | after Holm | follow-ups: sensitivity |",
-             "|---|---|---|---|---|---|"]
+def table(findings: list, models: dict, cells: dict) -> list:
+    """A row per finding: each model's first-run line (`models`: {name: {finding id: report.json record}}, the
+    report's own model first, then each other named by its report's folder), the SESOI, Holm's verdict on the first
+    and what the follow-ups did (`cells`)."""
+    names = list(models)
+    lines = [" | ".join(["| finding | claim", f"`{names[0]}` first run: verdict, effect [95% CI]",
+                         *(f"[{n}]({n}/report.md) first run" for n in names[1:]),
+                         "SESOI | after Holm | follow-ups: sensitivity |"]), "|---" * (5 + len(names)) + "|"]
     for f in findings:
-        v = first.get(f.id)
-        mark = f"{short(v)}{' *fragile*' if fragile(v) else ''}: {effect(v)}" if v and effect(v) != "-" else short(v)
-        adjusted = ("same" if holm[f.id][2] == v.outcome else f"**{holm[f.id][2]}**") if f.id in holm else "-"
-        sesoi = f"{f.sesoi:g}" + (" (equiv.)" if f.kind == "equivalence" else "")
-        lines.append(f"| [{f.id}]({page(f)}#{f.id}) | {f.claim} | {mark} | {sesoi} | {adjusted} | "
-                     f"{'; '.join(cells.get(f.id, [])) or '-'} |")
+        own, equivalence = models[names[0]][f.id], " (equiv.)" if f.kind == "equivalence" else ""
+        after = own["holm"]["verdict"] if own["holm"] else "-"
+        lines.append(" | ".join([f"| [{f.id}]({PAGES[f.paper]}.md#{f.id})", f.claim,
+                                 *(verdict_cell(by_id.get(f.id)) for by_id in models.values()),
+                                 f"{f.sesoi:g}{equivalence}", "same" if after == own["verdict"] else
+                                 after if after == "-" else f"**{after}**", "; ".join(cells[f.id]) or "-"]) + " |")
     return lines
 
 
-COLOURS = {REPRODUCED: "tab:green", NOT_REPRODUCED: "tab:red"}
-
-
-def forest(findings: list, papers: dict, first: dict, path) -> None:
+def forest(findings: list, papers: dict, models: dict, path) -> None:
     """One panel per paper: each finding's first-run effect and interval in units of its SESOI (so accuracies and
     ratios share an axis, symlog beyond +/-2), the SESOI at 1 (the margin +/-1 for an equivalence), coloured by
-    verdict (green reproduced, red not reproduced, grey undecided; hollow: fragile)."""
+    verdict (green reproduced, red not reproduced, grey undecided; hollow: fragile); `models` as `table`'s, the
+    report's own model a dot, each other a diamond below it."""
     from ..ablation.drawing import new_figure, png_bytes
     from ..fileio import atomic_write_bytes
-    per = {p: [f for f in findings if f.paper == p and first.get(f.id) and decisive(first[f.id])[0]] for p in papers}
-    per = {p: fs for p, fs in per.items() if fs}
+    shown = {f.id: [estimate_of(m[f.id]) if f.id in m else None for m in models.values()] for f in findings}
+    per = {p: fs for p in papers if (fs := [f for f in findings if f.paper == p and any(shown[f.id])])}
     if not per:
         return
     fig = new_figure(figsize=(8, 1.0 + 0.34 * sum(len(fs) for fs in per.values()) + 0.5 * len(per)))
-    axes = fig.subplots(len(per), 1, sharex=True, squeeze=False,
-                        height_ratios=[len(fs) + 1 for fs in per.values()])[:, 0]
-    for ax, (paper, fs) in zip(axes, per.items()):
+    axes = fig.subplots(len(per), 1, sharex=True, squeeze=False, height_ratios=[len(fs) + 1 for fs in per.values()])
+    for ax, (paper, fs) in zip(axes[:, 0], per.items()):
         for y, f in enumerate(fs):
             if f.kind == "equivalence":
                 ax.fill_betweenx([y - 0.4, y + 0.4], -1, 1, color="tab:blue", alpha=0.1, linewidth=0)
-            v = first[f.id]
-            e, s = decisive(v)[0].estimate, f.sesoi
-            if e.get("ci95_low") is None:
-                continue
-            colour = COLOURS.get(v.outcome, "grey")
-            ax.errorbar(e["mean"] / s, y, xerr=[[(e["mean"] - e["ci95_low"]) / s], [(e["ci95_high"] - e["mean"]) / s]],
-                        fmt="o", color=colour, ms=4, capsize=2, mfc="white" if fragile(v) else colour)
+            for i, (m, e) in enumerate(zip(models.values(), shown[f.id])):
+                if e:
+                    colour, s = COLOURS.get(m[f.id]["verdict"], "grey"), f.sesoi
+                    ax.errorbar(e["mean"] / s, y + 0.3 * i, xerr=[[(e["mean"] - e["ci95_low"]) / s],
+                                [(e["ci95_high"] - e["mean"]) / s]], fmt="D" if i else "o", color=colour,
+                                ms=3 if i else 4, capsize=2, mfc="white" if m[f.id]["fragile"] else colour)
         ax.axvline(0, color="black", linewidth=0.8)
         ax.axvline(1, color="tab:blue", linestyle="--", linewidth=0.8)
         ax.set_yticks(range(len(fs)), [f.id for f in fs], fontsize=7)
-        ax.set_ylim(len(fs) - 0.5, -0.6)
+        ax.set_ylim(len(fs) - 0.3, -0.6)
         ax.set_title(papers[paper], fontsize=8, loc="left")
         ax.set_xscale("symlog", linthresh=2)
-    axes[-1].set_xlabel("first-run effect / SESOI (0: no effect; dashed 1: the SESOI; shaded: an equivalence's "
-                        "margin)\ngreen reproduced, red not reproduced, grey undecided; hollow: fragile", fontsize=7)
+    names = list(models)
+    axes[-1, 0].set_xlabel("first-run effect / SESOI (0: no effect; dashed 1: the SESOI; shaded: an equivalence's "
+                           "margin)\ngreen reproduced, red not reproduced, grey undecided; hollow: fragile"
+                           + (f"; dots {names[0]}, diamonds {', '.join(names[1:])}" if names[1:] else ""), fontsize=7)
     atomic_write_bytes(path, png_bytes(fig))
