@@ -189,3 +189,9 @@ def test_a_head_kinds_name_is_compared_in_its_module_only():
             if isinstance(node, ast.Constant) and node.value in HEAD_KINDS:
                 found.append(f"{rel}:{node.lineno} {node.value!r}")
     assert found == []
+
+
+def test_the_reproduction_stays_within_its_size():
+    """Issue 49's cap on tasks/reproduction/ (findings, measures, verdicts, report): at most 2,800 lines in all."""
+    lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in (REPO / "tasks/reproduction").rglob("*.py"))
+    assert lines <= 2800, f"tasks/reproduction/ is {lines} lines"

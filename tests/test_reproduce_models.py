@@ -1,6 +1,6 @@
 """reproduce.py with another model than the embedded one: one model per results folder and per report (the model
 read from the folder's kept runs, a folder refusing another model's runs), its power from its own pilot only
-(pilot.py writes RESULTS/pilot.json; no pilot, no power), what was measured of its pretraining on its front page,
+(its pilot run in RESULTS/pilot-run; no pilot, no power), what was measured of its pretraining on its front page,
 the embedded model's report linking it, and one real run of a tiny pretrained model end to end."""
 import json
 import shutil
@@ -14,8 +14,7 @@ import reproduce
 from conftest import run_cli
 from minbert import UserError
 from tasks.fileio import read_jsonl
-from tasks.reproduction import experiments, judging, kept, pilot, power, report
-from tasks.reproduction.findings import FINDINGS
+from tasks.reproduction import experiments, judging, kept, power, report
 
 ROOT = Path(__file__).resolve().parents[1]
 KEPT = ROOT / "docs" / "reproduction" / "results"
@@ -85,13 +84,19 @@ def test_a_model_without_a_pilot_of_its_own_gets_no_power(other_model, tmp_path)
     assert f"{power.NOT_COMPUTED}: it has no pilot of its own" in " ".join((tmp_path / "report.md").read_text().split())
 
 
-def test_a_folders_pilot_json_gives_its_power_and_the_embedded_model_keeps_its_own(other_model):
-    assert power.pilot_of(other_model, MODEL) is None
-    assert power.pilot_of(other_model.parent / "empty", power.PILOT_MODEL) == power.PILOT_SD
-    (other_model / power.PILOT_FILE).write_text(json.dumps({"sd": {"reinit at 0.03": 0.004}, "source": "a test"}))
-    assert power.pilot_of(other_model, MODEL) == {"reinit at 0.03": 0.004}
+def test_a_folders_pilot_run_gives_its_power_and_the_embedded_model_keeps_its_own(other_model):
+    """judging.pilot_of: each key's sd is the largest per-unit sd among the first-run rows of the findings declaring
+    that key alone, in the folder's pilot run; the embedded model's is PILOT_SD; no pilot run, no sd borrowed."""
+    assert judging.pilot_of(other_model, MODEL) is None
+    assert judging.pilot_of(other_model.parent / "empty", power.PILOT_MODEL) == power.PILOT_SD
+    shutil.copytree(other_model / "reinit-small", other_model / power.PILOT_DIR / "reinit-small")
+    sds = judging.pilot_of(other_model, MODEL)
+    scarce = judging.verdicts(kept.load(other_model / power.PILOT_DIR), CTX, None, None)["first"]["singh-scarce"]
+    assert set(sds) == {"reinit at 0.03"}          # the pilot ran reinit-small only: no other key, none borrowed
+    assert sds["reinit at 0.03"] >= max(r.estimate["std"] for r in scarce.rows) > 0
+    assert {run.experiment for run, _ in kept.load(other_model)["first"].values()} == set(EXPERIMENTS)
     found = report.judged(other_model, CTX).by_run["first"]
-    assert found["singh-scarce"].power["pilot_sd"] == pytest.approx(0.004)     # its own, not the embedded 0.005
+    assert found["singh-scarce"].power["pilot_sd"] == pytest.approx(sds["reinit at 0.03"])   # its own, not 0.005
     assert found["singh-data-size"].power["pilot_sd"] is None     # needs "reinit at 0.25" too: not in its pilot
 
 
@@ -123,36 +128,6 @@ def test_the_embedded_models_report_links_another_models_report_beside_it(other_
     assert "37 findings, first run: 0 reproduced" in text
     assert "What was measured of it" not in text      # the embedded model is described in the departures instead
     assert "all-MiniLM-L6-v2" in (embedded / "runs.md").read_text()
-
-
-def test_a_pilot_run_writes_pilot_json_that_the_folders_power_then_reads(other_model, tmp_path):
-    """pilot.py: each key's sd is the largest per-unit sd among the rows of the findings declaring that key alone,
-    from the pilot run's own trials; the report's power then reads it."""
-    pilot_root = tmp_path / "pilot"
-    shutil.copytree(other_model, pilot_root)
-    code, out, err = run_cli(pilot.main, ["--pilot-results", str(pilot_root), "--results", str(other_model)])
-    assert code == 0, err
-    written = json.loads((other_model / power.PILOT_FILE).read_text())
-    runs = kept.load(pilot_root)
-    scarce = judging.verdicts(runs, CTX, None, None)["first"]["singh-scarce"]
-    assert written["sd"]["reinit at 0.03"] == pytest.approx(max(r.estimate["std"] for r in scarce.rows))
-    alone = {f.id for f in FINDINGS if tuple(f.pilot) == ("reinit at 0.25",)}   # the findings declaring it alone
-    assert {r["finding"] for r in written["rows"]["reinit at 0.25"]} <= alone
-    assert "permute" not in written["sd"]          # the pilot ran no permute: no sd, none borrowed
-    assert kept.load(other_model / pilot.RAW_DIR) == runs      # its raw trials kept beside it, not read as a run
-    assert {run.experiment for run, _ in kept.load(other_model)["first"].values()} == set(EXPERIMENTS)
-    found = report.judged(other_model, CTX).by_run["first"]
-    assert found["singh-scarce"].power["pilot_sd"] == pytest.approx(written["sd"]["reinit at 0.03"])
-    embedded = tmp_path / "embedded"
-    shutil.copytree(KEPT / "reinit-small" / "first", embedded / "reinit-small" / "first")
-    code, _, err = run_cli(pilot.main, ["--pilot-results", str(embedded), "--results", str(other_model)])
-    assert code == 2 and "whose pilot is power.PILOT_SD" in err
-
-
-def test_a_pilot_without_a_kept_run_is_one_line_and_exit_2(tmp_path):
-    code, out, err = run_cli(pilot.main, ["--pilot-results", str(tmp_path / "none"), "--results",
-                                          str(tmp_path / "results")])
-    assert code == 2 and "--pilot-results" in err and "no kept run" in err and len(err.strip().splitlines()) == 1
 
 
 def test_a_tiny_pretrained_model_runs_an_experiment_into_its_own_folder(small_data_dir, tmp_path):

@@ -6,8 +6,8 @@
                    after the first, each declared with its reason before it runs
     measures.py    each finding's signed effect from its experiments' finished trials (arms.py: two training arms
                    compared; probes.py: the best probe layer; null_baseline.py: the layer ratios' kept null)
-    power.py       what each line's design can decide at its n, from the model's pilot (pilot.py measures another
-                   model's); plan.py: an experiment's minutes, trials x steps x a measured seconds a step
+    power.py       what each line's design can decide at its n, from the model's pilot (judging.pilot_of: another
+                   model's pilot run); plan.py: an experiment's minutes, trials x steps x a measured seconds a step
     sweeps.py      an experiment's sweeps run through tasks/ablation's sweep API; kept.py: one typed KeptRun per
                    run and each sweep's finished trials, kept with the report
     judging.py     a results folder's verdicts on its kept runs; lines.py, front.py, curves.py, report.py: the

@@ -34,7 +34,7 @@ SCALES = {
     # apart, so a trial stops about 120 steps after its best: 350 expected, capped at 600.
     "cpu": Scale("cpu", (("trial_steps", 600), ("batch_size", 16), ("eval_every", 40)), 0.03, 0.25, 5, 350,
                  plateau=(("plateau_patience", 3), ("plateau_tolerance", 0.005)),
-                 note="embedded 6-layer model; SST-5 at 0.03 (256 sentences) and 0.25 (2,136); at most 600 steps of "
+                 note="SST-5 at 0.03 (256 sentences) and 0.25 (2,136); at most 600 steps of "
                       "16, stopped on a plateau of a held-out tenth of the trial's training rows (3 evaluations "
                       "40 steps apart without a 0.005 gain); 350 steps expected"),
     "paper": Scale("paper", (("trial_steps", 0), ("epochs", 3), ("lr", 2e-5), ("batch_size", 32), ("eval_every", 0)),

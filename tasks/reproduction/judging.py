@@ -1,7 +1,10 @@
 """A model's verdicts from its kept runs: the findings each run is judged on (a follow-up's re-declarations in
 place of the first's), every line's verdict with its power from the model's own pilot, and the counts the README
 shows. report.py writes them."""
-from . import kept, power
+from pathlib import Path
+from typing import Optional
+
+from . import experiments, kept, power
 from .findings import FINDINGS
 from .follow_ups import FIRST, FOLLOW_UPS
 from .verdicts import NOT_RUN, NOT_TESTABLE, VERDICTS, judge
@@ -55,3 +58,23 @@ def counts_line(counts: dict) -> str:
     """'37 findings, first run: 8 reproduced, ...', in the verdicts' order whatever the dict's."""
     return f"{sum(counts.values())} findings, first run: " + ", ".join(
         f"{counts[v]} {v}" for v in ORDER if v in counts) + "."
+
+
+def pilot_of(results_dir: Path, model: str) -> Optional[dict]:
+    """{PILOT_SD key: sd} of the model's own pilot run (RESULTS/pilot-run: 3 seeds, trials of at most 120 steps,
+    before any declared run; docs/reproduction/README.md): each key's largest per-unit sd among the first-run rows
+    of the findings that declare that key alone, so rows sharing a key that differ in spread call a line
+    underpowered rather than flatter it; a key no row measured has no sd. PILOT_SD for the embedded model; None
+    without a pilot run."""
+    runs = kept.load(Path(results_dir) / power.PILOT_DIR)
+    if FIRST not in runs:
+        return power.PILOT_SD if model == power.PILOT_MODEL else None
+    run = next(iter(runs[FIRST].values()))[0]
+    kept.check_one_setting(runs, run.scale, model)
+    ctx = experiments.Context(run.layers, experiments.SCALES[run.scale], run.tasks, model=run.model)
+    found, sds = verdicts(runs, ctx, None, None)[FIRST], {}
+    for f in (f for f in FINDINGS if len(f.pilot) == 1 and f.id in found):
+        for e in (r.estimate for r in found[f.id].rows if r.estimate and (r.estimate.get("n") or 0) >= 2):
+            if e.get("std") is not None:
+                sds[f.pilot[0]] = max(sds.get(f.pilot[0], 0.0), e["std"])
+    return sds or None

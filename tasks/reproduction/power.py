@@ -8,12 +8,10 @@ with 80% power when (t95 + t90) se <= margin. The n a line needs is the smallest
 
 The sd: the model's pilot's (measured before any declared run) and the run's own; the larger decides, so a design
 the pilot flattered is still called underpowered once its run shows the spread. Per row at its own level; a finding's
-power is its weakest row's. Each model's pilot is its own (its results folder's pilot.json, pilot.py; PILOT_SD for
-the embedded model): a model without one gets no power labels rather than borrow an sd.
+power is its weakest row's. Each model's pilot is its own (its results folder's pilot run, judging.pilot_of;
+PILOT_SD for the embedded model): a model without one gets no power labels rather than borrow an sd.
 """
-import json
 import math
-from pathlib import Path
 from typing import Optional
 
 from .experiments import EXPERIMENTS, seeds_of
@@ -24,18 +22,10 @@ from .verdicts import INCONCLUSIVE, UNDERPOWERED
 PILOT_SD = {"reinit at 0.25": 0.017, "reinit at 0.03": 0.005, "permute": 0.016, "freeze STS": 0.002,
             "transfer": 0.025, "dynamics L2": 0.011}
 PILOT_MODEL = "minilm"      # the model the 2026-11-24 pilot ran on
-PILOT_FILE = "pilot.json"   # RESULTS/pilot.json: another model's own pilot (pilot.py)
+PILOT_DIR = "pilot-run"     # RESULTS/pilot-run/EXPERIMENT/RUN: another model's own pilot run (judging.pilot_of)
 POWER = 0.80
 MAX_N = 200
 NOT_COMPUTED = "power not yet computed for this model"
-
-
-def pilot_of(results_dir: Path, model: str) -> Optional[dict]:
-    """{PILOT_SD key: sd} of the folder's model's own pilot; None where the model has none."""
-    path = Path(results_dir) / PILOT_FILE
-    if path.exists():
-        return {k: float(v) for k, v in json.loads(path.read_text(encoding="utf-8"))["sd"].items()}
-    return PILOT_SD if model == PILOT_MODEL else None
 
 
 def _t(q: float, df: float) -> float:
@@ -117,7 +107,7 @@ def apply(verdict, scale, pilot: Optional[dict] = PILOT_SD):
     if finding.experiment is None:
         return verdict
     if pilot is None:
-        verdict.power = {"not_computed": f"{NOT_COMPUTED} (no pilot of its own: RESULTS/{PILOT_FILE})"}
+        verdict.power = {"not_computed": f"{NOT_COMPUTED} (no pilot run of its own: RESULTS/{PILOT_DIR})"}
     else:
         verdict.power = assess(finding, verdict.rows, len(seeds_of(EXPERIMENTS[finding.experiment], scale)), pilot)
         if verdict.outcome == INCONCLUSIVE and verdict.power and not verdict.power["powered"]:

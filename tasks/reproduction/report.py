@@ -41,7 +41,7 @@ class Judged:
     ctx: experiments.Context
     runs: dict                  # kept.load
     by_run: dict                # {run label: {finding id: Verdict}}
-    pilot: bool                 # whether its power has a pilot of its own (power.pilot_of)
+    pilot: bool                 # whether its power has a pilot of its own (judging.pilot_of)
     weights: str                # the sha256 prefix of the weights its runs record
     credentials: Optional[str]  # what was measured of it; None for the embedded model the pilot ran on (EMBEDDED)
 
@@ -82,7 +82,7 @@ def judged(results_dir: Path, ctx) -> Judged:
     """The model's verdicts on the folder's kept runs, with its own pilot (power) and null baseline."""
     runs = kept.load(results_dir)
     kept.check_one_setting(runs, ctx.scale.name, ctx.model)
-    null, pilot = null_baseline.load(results_dir / null_baseline.PATH.name), power.pilot_of(results_dir, ctx.model)
+    null, pilot = null_baseline.load(results_dir / null_baseline.PATH.name), judging.pilot_of(results_dir, ctx.model)
     weights = min({run.weights for by_experiment in runs.values() for run, _ in by_experiment.values()} - {""},
                   default="")
     measured = None if ctx.model == power.PILOT_MODEL else credentials(weights) or (
