@@ -52,8 +52,7 @@ def p_value(v) -> float:
 def holm(found: dict) -> dict:
     """{finding id: (p, Holm-adjusted p, verdict after Holm)} over the lines with a p. Each p is divided by its line's
     alpha, so Holm's step-down compares the sorted ratios with 1 / (m - i); only a "reproduced" can change."""
-    ratios = {fid: p_value(v) / alpha(v.finding) for fid, v in found.items()}
-    ratios = {fid: q for fid, q in ratios.items() if not math.isnan(q)}
+    ratios = {fid: q for fid, v in found.items() if not math.isnan(q := p_value(v) / alpha(v.finding))}
     out, running, m = {}, 0.0, len(ratios)
     for i, (fid, q) in enumerate(sorted(ratios.items(), key=lambda x: x[1])):
         running = max(running, (m - i) * q)
@@ -149,15 +148,23 @@ def table(findings: list, models: dict, cells: dict) -> list:
     names = list(models)
     lines = [" | ".join(["| finding | claim", f"`{names[0]}` first run: verdict, effect [95% CI]",
                          *(f"[{n}]({n}/report.md) first run" for n in names[1:]),
-                         "SESOI | after Holm | follow-ups: sensitivity |"]), "|---" * (5 + len(names)) + "|"]
+                         f"SESOI | after Holm ({' / '.join(names)}) | follow-ups: sensitivity |"]),
+             "|---" * (5 + len(names)) + "|"]
     for f in findings:
-        own, equivalence = models[names[0]][f.id], " (equiv.)" if f.kind == "equivalence" else ""
-        after = own["holm"]["verdict"] if own["holm"] else "-"
+        equivalence = " (equiv.)" if f.kind == "equivalence" else ""
         lines.append(" | ".join([f"| [{f.id}]({PAGES[f.paper]}.md#{f.id})", f.claim,
                                  *(verdict_cell(by_id.get(f.id)) for by_id in models.values()),
-                                 f"{f.sesoi:g}{equivalence}", "same" if after == own["verdict"] else
-                                 after if after == "-" else f"**{after}**", "; ".join(cells[f.id]) or "-"]) + " |")
+                                 f"{f.sesoi:g}{equivalence}", " / ".join(after_holm(m.get(f.id)) for m in
+                                                                          models.values()),
+                                 "; ".join(cells[f.id]) or "-"]) + " |")
     return lines
+
+
+def after_holm(line) -> str:
+    """'same' where Holm keeps a first-run line's verdict, its verdict after Holm where not, '-' without a p."""
+    if line is None or line["holm"] is None:
+        return "-"
+    return "same" if line["holm"]["verdict"] == line["verdict"] else f"**{line['holm']['verdict']}**"
 
 
 def forest(findings: list, papers: dict, models: dict, path) -> None:

@@ -75,10 +75,6 @@ def ratio_minus_one(a: float, b: float) -> float:
     return a / b - 1 if b else math.nan
 
 
-def _mean(series: list) -> dict:
-    return combine(lambda *v: float(np.mean(v)), *series) if series and all(series) else {}
-
-
 # ---------------------------------------------------------------------------- partial reinitialisation
 
 
@@ -231,12 +227,12 @@ def tamkin_probe_align(results, ctx):
 
 def _layers_mean(results, ctx, curve: str, which: str, fraction, group=None, where=None) -> dict:
     """{unit: mean of `curve` over the layers `which` names}: of the dynamics' fine-tunings against the pretrained
-    model, or of `group`'s trials (seed-vs-seed), or of the trials `where` = (experiment, sweep, config) names.
-    SVCCA's index 0 is the embeddings' output, so its layer i is index i + 1."""
+    model, or of `group`'s trials (seed-vs-seed), or of the trials `where` = (experiment, sweep, config) names."""
     experiment, sweep, config = where or ("dynamics", "dynamics", None if group else "finetune")
-    offset = 1 if curve == "svcca" else 0
-    return _mean([results.values(experiment, sweep, f"{curve}/{i + offset}", config, fraction, group)
-                  for i in null_baseline.layers(ctx.n, which)])
+    offset = 1 if curve == "svcca" else 0   # SVCCA's index 0: the embeddings' output
+    series = [results.values(experiment, sweep, f"{curve}/{i + offset}", config, fraction, group)
+              for i in null_baseline.layers(ctx.n, which)]
+    return combine(lambda *v: float(np.mean(v)), *series) if series and all(series) else {}
 
 
 def _ratios(results, ctx, curve: str, upper: str, lower: str, fraction: float, group=None, where=None) -> dict:
