@@ -146,8 +146,8 @@ def seeds_for(args, experiment, ctx) -> list:
 def print_plan(args, ctx, runs: dict) -> None:
     """Each experiment's command and estimated minutes (plan.py: trials x steps x a measured seconds a step, on the
     device the run would train on), what a kept run took beside it, then each declared follow-up still pending."""
-    model = "" if args.model in (kept.model_of(runs), DEFAULT_MODEL[args.scale]) else args.model
-    flag = f"--model {model} " if model else ""
+    model = "" if args.model in (kept.model_of(runs), DEFAULT_MODEL[args.scale]) else f"--model {args.model} "
+    results = report.results_flag(Path(args.results or RESULTS))
     device = resolve_device(args.device).type
     for e in experiments.EXPERIMENTS.values():
         found = plan.experiment_minutes(e, ctx, device)
@@ -155,11 +155,10 @@ def print_plan(args, ctx, runs: dict) -> None:
         took = "".join(f"; {label} run took {by_experiment[e.name][0].wall_minutes:.1f} min on "
                        f"{by_experiment[e.name][0].device or 'an unrecorded device'}"
                        for label, by_experiment in runs.items() if e.name in by_experiment)
-        print(report.with_results(f"{e.name}: {estimate}{took}: python reproduce.py --scale {args.scale} {flag}"
-                                  f"--only {e.name}", Path(args.results or RESULTS)))
+        print(f"{e.name}: {estimate}{took}: python reproduce.py {results}--scale {args.scale} {model}--only {e.name}")
     print(f"\nDeclared follow-ups (controls) still pending, minutes on {device}:")
-    for line in plan.lines(follow_ups.FOLLOW_UPS, runs, ctx, model, device):
-        print(f"- {report.with_results(line, Path(args.results or RESULTS))}")
+    for line in plan.lines(follow_ups.FOLLOW_UPS, runs, ctx, results + model, device):
+        print(f"- {line}")
 
 
 def config_of(model: str) -> dict:

@@ -46,10 +46,10 @@ def experiment_minutes(experiment, ctx, device: str = "cpu", follow=None, runs=N
     return steps * rate / 60
 
 
-def lines(follow_ups: dict, runs: dict, ctx, model: str = "", device: str = "cpu") -> list:
+def lines(follow_ups: dict, runs: dict, ctx, flags: str = "", device: str = "cpu") -> list:
     """One line per declared follow-up still pending: its experiments, their estimated minutes, its command (with
-    `--model MODEL` for a second model, whose own kept runs `runs` are)."""
-    command = "python reproduce.py " + (f"--model {model} " if model else "")
+    `flags`, e.g. the --results folder whose kept runs `runs` are)."""
+    command = "python reproduce.py " + flags
     out = []
     for label, follow in follow_ups.items():
         if follow.reads:

@@ -151,12 +151,12 @@ def paper_page(paper: str, m: Judged) -> list:
     return lines
 
 
-def with_results(command: str, results_dir: Path) -> str:
-    """A reproduce.py command given --results where the folder is not the default one (relative in the checkout)."""
+def results_flag(results_dir: Path) -> str:
+    """A reproduce.py command's '--results FOLDER ' where the folder is not the default one (relative in the
+    checkout), else ''."""
     folder = Path(results_dir).resolve()
     shown = folder.relative_to(CHECKOUT) if folder.is_relative_to(CHECKOUT) else folder
-    flag = "" if shown == RESULTS else f"--results {shown} "
-    return command.replace("python reproduce.py ", f"python reproduce.py {flag}", 1)
+    return "" if shown == RESULTS else f"--results {shown} "
 
 
 def runs_page(m: Judged, report_dir: Path, results_dir: Path) -> list:
@@ -177,9 +177,9 @@ def runs_page(m: Judged, report_dir: Path, results_dir: Path) -> list:
             if e.name in by_experiment:
                 lines += run_lines(report_dir, e, label, by_experiment[e.name], "results/")
     lines += ["## Pending follow-ups", "", "Minutes on a CPU, `tasks/reproduction/plan.py`:", ""]
-    lines += [f"- {with_results(line, results_dir).replace(': python', ': `python', 1)}`: "
-              f"{FOLLOW_UPS[line.split(' ', 1)[0]].reason}."
-              for line in plan.lines(FOLLOW_UPS, m.runs, ctx) if not FOLLOW_UPS[line.split(' ', 1)[0]].reads]
+    lines += [f"- {line.replace(': python', ': `python', 1)}`: {FOLLOW_UPS[line.split(' ', 1)[0]].reason}."
+              for line in plan.lines(FOLLOW_UPS, m.runs, ctx, results_flag(results_dir))
+              if not FOLLOW_UPS[line.split(' ', 1)[0]].reads]
     model = f"`{ctx.model}`, {ctx.n} layers: {m.credentials}" if m.credentials else EMBEDDED
     return lines + ["", "## Departures from the papers", "", f"- The model: {model}.",
                     "- The data: the course's SST-5, Quora and STS in place of GLUE; GLUE tasks run through "
