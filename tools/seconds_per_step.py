@@ -19,6 +19,7 @@ from minbert import UserError  # noqa: E402
 from tasks.ablation.summary import Trial  # noqa: E402
 from tasks.cli import run_command  # noqa: E402
 from tasks.fileio import read_jsonl  # noqa: E402
+from tasks.reproduction.kept import device_kind  # noqa: E402
 
 
 def run_rate(records: list):
@@ -28,7 +29,7 @@ def run_rate(records: list):
     ends = [datetime.strptime(r["finished_at"], "%Y-%m-%dT%H:%M:%SZ") for r in records]
     starts = [end - timedelta(seconds=r["wall_time_s"]) for end, r in zip(ends, records)]
     steps = sum(Trial.of(r).total_steps or 0 for r in records)
-    kinds = {str(r.get("device", "?")).split(":")[0] for r in records}
+    kinds = {device_kind(r) or "?" for r in records}
     return (kinds.pop(), steps, (max(ends) - min(starts)).total_seconds()) if steps and len(kinds) == 1 else None
 
 

@@ -53,10 +53,16 @@ def perturb(encoder: torch.nn.Module, relative: float, seed: int) -> torch.nn.Mo
     return moved
 
 
+def thirds(n: int) -> tuple:
+    """(low, high): where the bottom third of n layers ends and the top third begins, each at least one layer
+    (the reproduction's `experiments.Context.low` and `.high`)."""
+    return max(1, round(n / 3)), max(2, round(2 * n / 3))
+
+
 def layers(n: int, which: str) -> list:
-    """The layers of the "bottom", "middle" or "top" third of n (as the reproduction's `experiments.Context.low`
-    and `.high` cut them), of several joined by + ("middle+top"), or "all"."""
-    low, high = max(1, round(n / 3)), max(2, round(2 * n / 3))
+    """The layers of the "bottom", "middle" or "top" third of n (`thirds`), of several joined by + ("middle+top"),
+    or "all"."""
+    low, high = thirds(n)
     parts = {"bottom": range(0, low), "middle": range(low, high), "top": range(high, n), "all": range(n)}
     return [i for name in which.split("+") for i in parts[name]]
 

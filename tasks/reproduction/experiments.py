@@ -10,6 +10,7 @@ from typing import Callable, Optional
 
 from minbert import UserError
 
+from ..ablation.perturbation import thirds
 from . import kept
 from .arms import alone_sweep
 from .follow_ups import FIRST
@@ -60,11 +61,11 @@ class Context:
 
     @property
     def low(self) -> int:
-        return max(1, round(self.n / 3))
+        return thirds(self.n)[0]
 
     @property
     def high(self) -> int:
-        return max(2, round(2 * self.n / 3))
+        return thirds(self.n)[1]
 
 
 @dataclass(frozen=True)

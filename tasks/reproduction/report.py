@@ -18,7 +18,6 @@ from .findings import FINDINGS, PAGES, PAPERS
 from .follow_ups import FIRST, FOLLOW_UPS
 from .judging import counts_line, counts_of
 from .lines import decides, disclosure, effect_cell
-from .verdicts import UNDERPOWERED
 
 README_START = "<!-- reproduction-counts: rewritten by `python reproduce.py --report-only`, do not edit -->"
 README_END = "<!-- /reproduction-counts -->"
@@ -66,7 +65,7 @@ class Judged:
                 "reads": [{"experiment": e, "run": source} for e, source in v.reads], **one, "rows": rows,
                 "decisive": v.rows.index(row) if row else None, "sesoi": f.sesoi, "kind": f.kind, "combine": f.combine,
                 "sesoi_reason": f.sesoi_reason, "sesoi_from_pilot": f.sesoi_from_pilot, "verdict": v.outcome,
-                "verdict_text": power.label(v.power) if v.outcome == UNDERPOWERED else v.outcome,
+                "verdict_text": power.label(v.power) if v.outcome == verdicts.UNDERPOWERED else v.outcome,
                 "power": {k: _number(x) for k, x in v.power.items()} if v.power else None, "decides": decides(v),
                 "disclosure": disclosure(self.runs, v, label), "device": front.device(self.runs, v),
                 "fragile": front.fragile(v), "unfinished_run": (label, f.experiment) in self.cut,
