@@ -75,17 +75,18 @@ def parse_args(argv=None):
     return args
 
 
-def build_run(args):
-    """The run train_multitask.py would build with these options, nothing written."""
+def run_for(options: list, data_dir=None):
+    """The run train_multitask.py would build with these options (and --data-dir), nothing written."""
     from tasks.inputs import prepare
     from tasks.training import build_run, parse_train_command
+    config = parse_train_command(options + (["--data-dir", data_dir] if data_dir else [])).config
+    return build_run(config, prepare(config, warn=lambda message: None))
+
+
+def build_run(args):
+    """The run of the profiled options."""
     extra = [a for a in args.train_options if a != "--"]
-    options = ["--model", args.model, "--precision", args.precision, *extra]
-    if args.data_dir:
-        options += ["--data-dir", args.data_dir]
-    config = parse_train_command(options).config
-    inputs = prepare(config, warn=lambda message: None)
-    return build_run(config, inputs)
+    return run_for(["--model", args.model, "--precision", args.precision, *extra], args.data_dir)
 
 
 def count_ops(folder: str, implementation: str, precision: str, data_dir=None, batch_size: int = 32) -> dict:
@@ -94,12 +95,8 @@ def count_ops(folder: str, implementation: str, precision: str, data_dir=None, b
     import torch
 
     from bench.step_profile import profile_steps
-    from tasks.inputs import prepare
-    from tasks.training import build_run, parse_train_command
-    options = ["--model", folder, "--implementation", implementation, "--precision", precision, "--device", "cpu",
-               "--batch-size", str(batch_size), *(["--data-dir", data_dir] if data_dir else [])]
-    config = parse_train_command(options).config
-    run = build_run(config, prepare(config, warn=lambda message: None))
+    run = run_for(["--model", folder, "--implementation", implementation, "--precision", precision, "--device", "cpu",
+                   "--batch-size", str(batch_size)], data_dir)
     plan = run.sampler.plan(0)
     firsts = {}
     for step in plan[1:]:
