@@ -215,3 +215,29 @@ def test_help_documents_every_option():
         assert action.help, action.dest
         for flag in action.option_strings:
             assert flag in text
+
+
+def test_seeds_trains_each_seed_once_keeps_a_finished_one_and_ensembles_them(runs, tmp_path, tiny_model,
+                                                                             small_data_dir):  # noqa: F811
+    out = tmp_path / "three"
+    kept = Path(shutil.copytree(runs[0], out / "seed-0"))
+    before = {p: p.read_bytes() for p in kept.rglob("*") if p.is_file()}
+    code, stdout, err = run_cli(train_multitask.main, [
+        "--device", "cpu", "--model", str(tiny_model), "--data-dir", str(small_data_dir), "--batch-size", "16",
+        "--eval-batch-size", "64", "--precision", "fp32", "--epochs", "1", "--seeds", "0,1", "--out", str(out)])
+    assert code == 0, err
+    assert f"seed 0: finished in {kept}; kept, not trained again" in stdout and "seed 1: training in" in stdout
+    assert {p: p.read_bytes() for p in kept.rglob("*") if p.is_file()} == before  # not touched
+    assert json.loads((out / "seed-1" / "config.json").read_text())["seed"] == 1
+    manifest = json.loads((out / "ensemble" / "ensemble.json").read_text())
+    assert [m["seed"] for m in manifest["members"]] == [0, 1]
+    # seed 1 of --seeds trained as seed-1 of the fixture did: the ensemble is ensemble.py's of the fixture's runs
+    assert build(*runs, "--out", tmp_path / "by-hand")[0] == 0
+    for name in ("sst-dev-output.csv", "para-dev-output.csv", "sts-test-output.csv"):
+        assert (out / "ensemble" / "predictions" / name).read_bytes() == (
+            tmp_path / "by-hand" / "predictions" / name).read_bytes()
+    code, _, err = run_cli(train_multitask.main, ["--seeds", "0,1", "--resume", str(out / "seed-1")])
+    assert code == 2 and "--seeds trains its runs itself" in err
+    with pytest.raises(SystemExit) as exit_:  # argparse's own usage error
+        run_cli(train_multitask.main, ["--seeds", "0,0", "--out", str(out)])
+    assert exit_.value.code == 2
