@@ -26,7 +26,7 @@ from minbert import DEFAULT_IMPLEMENTATION, IMPLEMENTATION_CHOICES, PRECISIONS, 
 from tasks.cli import run_command
 from tasks.data import DATA_DIR_ENV
 from tasks.encoded import encode_split
-from tasks.evaluation import predict, write_all_predictions
+from tasks.evaluation import predict, with_scores, write_all_predictions
 from tasks.fileio import atomic_write_text
 from tasks.heads import task_spec
 from tasks.machine import resolve_device
@@ -127,17 +127,10 @@ def score_input(args, device) -> None:
     cfg, spec = get_task(args.task), task_spec(args.task, trained.config.pair_mode, trained.config.task_heads)
     part = encode_split(rows, trained.tokenizer, trained.config.pair_mode, trained.max_lengths[args.task])
     header = [cfg.kind.prediction_column, *cfg.kind.probability_columns(cfg)]
-    if spec.probabilities is None:  # a score
-
-        def values(outputs):
-            return spec.predict(outputs)[:, None]
-    else:  # the class, then each class's probability (one logit: P(1))
-
-        def values(outputs):
-            probabilities = spec.probabilities(outputs).reshape(len(outputs), -1)
-            return torch.cat([spec.predict(outputs)[:, None].float(), probabilities], -1)
+    # the class, then each class's probability (one logit: P(1)); or the score
     found = predict(trained.model, part, trained.tokenizer, device, args.batch_size or trained.config.eval_batch_size,
-                    inference_precision(args.precision, trained, device), label=f"scoring {args.task}", values=values)
+                    inference_precision(args.precision, trained, device), label=f"scoring {args.task}",
+                    values=with_scores(spec))
     lines = ["\t".join(["id", *header])]
     for example_id, row in zip(part.ids, found):
         if cfg.kind.integer_labels:

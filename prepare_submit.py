@@ -20,6 +20,8 @@ would not accept:
   mixed-spellings  Part 1 files of both the 2023 (pretrain-*) and 2024 (last-linear-layer-*) spellings
 
 --allow KIND,... hands such files in on purpose; the manifest records what was allowed.
+An ensemble (ensemble.py) is judged by its members: it is refused for what any
+of them would be refused for.
 """
 import argparse
 import sys
@@ -42,8 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     files = parser.add_argument_group("files")
     files.add_argument("--predictions-dir", default=None, metavar="DIR",
-                       help=f"the course-level prediction folder (default: ${PREDICTIONS_DIR_ENV}, else "
-                            f"predictions/)")
+                       help=f"the course-level prediction folder, or an ensemble's folder (ensemble.py --out) "
+                            f"(default: ${PREDICTIONS_DIR_ENV}, else predictions/)")
     files.add_argument("--out", default=SUBMISSION_ZIP, help="the zip to write (default: %(default)s)")
     checks = parser.add_argument_group("checks")
     checks.add_argument("--allow", default=None, metavar="KIND,...",

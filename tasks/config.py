@@ -38,6 +38,12 @@ EARLY_BETA, LATE_BETA, EARLY_PERCENT = 0.99, 0.999, 10
 # starter's 1e-5 (docs/training.md, "The learning rate").
 COMPACT_LR, BERT_BASE_LR = 1e-4, 2e-5
 BERT_BASE_LAYERS, BERT_BASE_HIDDEN = 12, 768
+# A bert-base-sized model of which --freeze-until leaves only a few top layers to train takes the rate of the
+# report that introduced that recipe: Gorti and Thiesmeyer, "Freeze Your Layers" (CS224N default project), "we
+# froze all the layers of minBERT except the final three and the pooling layer. A learning rate of 1e-4 was
+# used for 9 epochs." (/work/shared/papers/002_d220c808c256bba9.txt, docs/course.md). 2e-5 is a rate for moving
+# every layer a little; a few top layers over frozen features move further.
+TOP_LAYERS_LR, TOP_LAYERS = 1e-4, 3
 LR_GIVEN = "given (--lr, or the command's own recipe)"
 GRAPH_CHOICES = ("auto", "on", "off")   # --cuda-graphs (tasks/training/graphs.py decides what each means)
 
@@ -178,17 +184,24 @@ def with_environment(config: TrainConfig) -> TrainConfig:
     return dataclasses.replace(config, **changes)
 
 
-def lr_for_model(lr: Optional[float], model_config, heads_only: bool = False) -> tuple:
+def lr_for_model(lr: Optional[float], model_config, freeze_until: Union[int, str] = 0) -> tuple:
     """(the learning rate, why): `lr` when given; else by the size of the model `model_config` describes (its
-    num_hidden_layers and hidden_size), bert-base's (12 x 768) or larger in both, or compact. `heads_only`
-    (--freeze-until all): no encoder weight trains, so the model's size does not count: the compact rate."""
+    num_hidden_layers and hidden_size), bert-base's (12 x 768) or larger in both, or compact. `freeze_until`
+    (--freeze-until): "all", or every encoder layer frozen, leaves only the heads to train, and the model's size
+    does not count: the compact rate; a bert-base-sized model with only its top TOP_LAYERS layers training (bert-base
+    --freeze-until 9) takes the rate of the report that trained so (TOP_LAYERS_LR)."""
     if lr is not None:
         return lr, LR_GIVEN
     layers, hidden = model_config.num_hidden_layers, model_config.hidden_size
-    if heads_only:
-        return COMPACT_LR, (f"default when only the heads train (--freeze-until all; the model {layers} x "
+    if freeze_until == "all" or freeze_until >= layers:
+        return COMPACT_LR, (f"default when only the heads train (--freeze-until {freeze_until}; the model {layers} x "
                             f"{hidden}): this project's recipe")
     if layers >= BERT_BASE_LAYERS and hidden >= BERT_BASE_HIDDEN:
+        if layers - freeze_until <= TOP_LAYERS:
+            return TOP_LAYERS_LR, (f"default when only the top {layers - freeze_until} layers of a bert-base-sized "
+                                   f"model train (--freeze-until {freeze_until}; {layers} x {hidden}): "
+                                   f"Gorti and Thiesmeyer, 'Freeze Your Layers' (CS224N), the last three layers at "
+                                   f"1e-4 for 9 epochs")
         return BERT_BASE_LR, (f"default for bert-base-sized models ({layers} x {hidden}: at least 12 x 768): "
                               f"Devlin et al. 2019, appendix A.3")
     return COMPACT_LR, (f"default for compact models ({layers} x {hidden}: under 12 layers or under 768 wide): "

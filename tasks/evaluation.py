@@ -5,6 +5,7 @@ studies, none of which needs the training loop for it.
 """
 import sys
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -20,6 +21,7 @@ from .inputs import RunInputs
 from .machine import LOW_PRECISION, autocast
 from .metrics import compute_metric, overall_score, raw_mean_score
 from .registry import get_task
+from .saved.score_file import ScoreFile
 
 
 def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch_size: int,
@@ -99,16 +101,51 @@ def linear_weights_cast(model: nn.Module, precision: str):
             module._parameters[name] = param
 
 
+@dataclass(frozen=True)
+class Predicted:
+    """One task's split as one forward pass gives it: the predictions (what its prediction file holds) and, per
+    example, the values an ensemble averages (a score file's `values`: tasks/saved/score_file.py)."""
+    predictions: list
+    scores: list
+
+
+def with_scores(spec) -> Callable:
+    """`predict`'s `values` for a head of `spec` (tasks.heads.task_spec): per example its prediction, then its
+    class probabilities (or P(1)); a score is its own prediction. The prediction is the head's own, as
+    `predict` gives it by default, so a prediction file's bytes do not depend on the scores beside it."""
+    if spec.probabilities is None:
+        return lambda outputs: spec.predict(outputs)[:, None]
+    return lambda outputs: torch.cat([spec.predict(outputs)[:, None].float(),
+                                      spec.probabilities(outputs).reshape(len(outputs), -1).float()], -1)
+
+
+def predict_with_scores(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch_size: int,
+                        precision: str, world: World = SINGLE, label: Optional[str] = None) -> Predicted:
+    """`predict` of the split, with each example's scores from the same pass."""
+    rows = predict(model, split, tokenizer, device, batch_size, precision, world, label,
+                   values=with_scores(task_spec(split.task, model.pair_mode, model.task_heads)))
+    cfg = get_task(split.task)
+    if cfg.kind.probabilities is None:
+        return Predicted([row[0] for row in rows], [row[0] for row in rows])
+    listed = cfg.kind.has_classes  # a list of the classes' probabilities, or P(1)
+    return Predicted([row[0] for row in rows], [row[1:] if listed else row[1] for row in rows])
+
+
 def evaluate(model, inputs: RunInputs, batch_size: int, split: str = "dev", show: bool = False,
              predictions: Optional[dict] = None) -> dict:
-    """The split's metrics per task and overall; each task's predictions also go into `predictions` if given."""
+    """The split's metrics per task and overall; each task's `Predicted` also goes into `predictions` if given."""
     metrics = {}
     for task in inputs.tasks:
         part = inputs.data[task][split]
-        preds = predict(model, part, inputs.tokenizer, inputs.device, batch_size, inputs.precision, inputs.world,
-                        label=f"{split} {task}" if show else None)
+        label = f"{split} {task}" if show else None
         if predictions is not None:
-            predictions[task, split] = preds
+            found = predict_with_scores(model, part, inputs.tokenizer, inputs.device, batch_size, inputs.precision,
+                                        inputs.world, label)
+            predictions[task, split] = found
+            preds = found.predictions
+        else:
+            preds = predict(model, part, inputs.tokenizer, inputs.device, batch_size, inputs.precision, inputs.world,
+                            label=label)
         metrics[task] = compute_metric(get_task(task).metric, preds, part.labels.tolist())
     by_task = dict(metrics)
     metrics["overall"] = overall_score(by_task)        # the course's, which picks the best evaluation
@@ -119,21 +156,26 @@ def evaluate(model, inputs: RunInputs, batch_size: int, split: str = "dev", show
 def write_all_predictions(model, inputs: RunInputs, folder: Path, config: TrainConfig, show: bool = False,
                           splits=("dev", "test"), known: Optional[dict] = None) -> dict:
     """Dev and test predictions of every task, under the course's names (Part 1's when
-    `config.prediction_mode` names a Part-1 mode); returns {(task, split): predictions}.
-    `known`: predictions already made by this model, {(task, split): list}, written as they are."""
+    `config.prediction_mode` names a Part-1 mode), and beside them each one's score file
+    (`scores/<task>-<split>.json`, tasks/saved/score_file.py) from the same pass; returns
+    {(task, split): predictions}. `known`: what this model already predicted, {(task, split): Predicted},
+    written as it is."""
     written = {}
     for task in inputs.tasks:
         for split in splits:
             part = inputs.data[task].get(split)
             if part is None:
                 continue  # the reader already said, in one line, that the file is missing
-            values = (known or {}).get((task, split))
-            if values is None:
-                values = predict(model, part, inputs.tokenizer, inputs.device, config.eval_batch_size,
-                                 inputs.precision, inputs.world, label=f"{split} predictions {task}" if show else None)
+            found = (known or {}).get((task, split))
+            if found is None:
+                found = predict_with_scores(model, part, inputs.tokenizer, inputs.device, config.eval_batch_size,
+                                            inputs.precision, inputs.world,
+                                            label=f"{split} predictions {task}" if show else None)
             if inputs.world.main:
-                write_predictions(folder, task, split, part.ids, values, config.prediction_mode)
-            written[task, split] = values
+                write_predictions(folder, task, split, part.ids, found.predictions, config.prediction_mode)
+                ScoreFile(task, split, get_task(task).head_kind, tuple(part.ids), tuple(
+                    tuple(v) if isinstance(v, list) else v for v in found.scores)).write(folder)
+            written[task, split] = found.predictions
     return written
 
 

@@ -4,7 +4,8 @@ A task's record (`tasks/registry.py`) names its head kind ("classify", "binary" 
 and everything that depends on the kind reads the kind's `HeadKind` record below: how labels are
 parsed and stored (`tasks/data.py`, `tasks/encoded.py`), the head's width, loss, prediction,
 probabilities and SMART divergence (`tasks/heads.py`), which values a prediction file may hold
-(`tasks/course/formats.py`), the columns `predict.py --input` prints, what `tasks.json` says a
+(`tasks/course/formats.py`), what a score file holds and how an ensemble decides from its averages
+(`tasks/saved/score_file.py`, `tasks/ensemble/`), the columns `predict.py --input` prints, what `tasks.json` says a
 head reads (`tasks/saved/model_folder.py`), which metrics and prediction format a declared task
 may have (`tasks/task_file.py`) and which estimator a linear probe fits (the probe study). Adding
 a head kind with one label per row (say ordinal) is adding one record to `HEAD_KINDS` and its tests
@@ -54,6 +55,8 @@ class HeadKind:
     siamese_cosine: bool       # a siamese pair's output is the cosine of its two sentence vectors (no parameters)
     report_pair_head: Optional[str]  # the report's head for a siamese pair: "bilinear", "projected-cosine", or None
     output_note: Callable      # TaskConfig -> what a cross-encoded head's output becomes, in tasks.json's words
+    decide: Callable           # scores (as `probabilities` gives them, or the score) -> the predictions: an ensemble's
+    holds: str                 # what a score file's value per example is (tasks/saved/score_file.py)
 
     def outputs(self, cfg) -> int:  # cfg: a tasks.registry.TaskConfig (registry imports this module)
         """The width of the head's last layer: a logit per class, or one logit or score."""
@@ -93,7 +96,7 @@ CLASSIFY = HeadKind(
     classes=lambda cfg: range(cfg.num_classes),
     probability_columns=lambda cfg: [f"p_{c}" for c in range(cfg.num_classes)],
     prediction_column="prediction", probe="logistic", siamese_cosine=False, report_pair_head=None,
-    output_note=lambda cfg: "")
+    output_note=lambda cfg: "", decide=lambda p: p.argmax(-1), holds="each class's probability")
 BINARY = HeadKind(
     name="binary", word="binary classification", label_dtype=torch.float32, integer_labels=True, has_classes=False,
     metrics=("accuracy", "mcc", "f1", "macro_f1"), declared_format="label",
@@ -101,7 +104,8 @@ BINARY = HeadKind(
     predict=lambda o, r: (o > 0).long(), divergence=lambda a, b: _sym_kl(_binary_logits(a), _binary_logits(b)),
     probabilities=lambda o: torch.sigmoid(o.float()), classes=lambda cfg: range(2),
     probability_columns=lambda cfg: ["p_1"], prediction_column="prediction", probe="logistic",
-    siamese_cosine=False, report_pair_head="bilinear", output_note=lambda cfg: "")
+    siamese_cosine=False, report_pair_head="bilinear", output_note=lambda cfg: "", decide=lambda p: (p > 0.5).long(),
+    holds="P(1)")
 REGRESS = HeadKind(
     name="regress", word="regression", label_dtype=torch.float32, integer_labels=False, has_classes=False,
     metrics=("pearson", "spearman"), declared_format="float",
@@ -109,7 +113,8 @@ REGRESS = HeadKind(
     divergence=lambda a, b: F.mse_loss(a.float(), b.float()), probabilities=None,
     classes=lambda cfg: None, probability_columns=lambda cfg: [], prediction_column="score", probe="ridge",
     siamese_cosine=True, report_pair_head="projected-cosine",
-    output_note=lambda cfg: f", score {cfg.label_range[1]} * sigmoid(logit)")
+    output_note=lambda cfg: f", score {cfg.label_range[1]} * sigmoid(logit)", decide=lambda score: score,
+    holds="the predicted score")
 
 HEAD_KINDS = {kind.name: kind for kind in (CLASSIFY, BINARY, REGRESS)}
 

@@ -171,7 +171,7 @@ def test_part1_run_writes_the_course_files(spelling, prefix, part1_data, tmp_pat
         "--batch_size", "4", "--precision", "fp32", "--out", str(out), "--predictions-dir", str(course)])
     assert code == 0, err
     names = {f"{prefix}-{t}-{s}-out.csv" for t in CLASSIFIER_TASKS for s in ("dev", "test")}
-    assert {p.name for p in (out / "predictions").iterdir()} == names
+    assert {p.name for p in (out / "predictions").iterdir() if p.is_file()} == names
     assert names <= {p.name for p in course.iterdir()}
     assert not Path(os.environ["MINBERT_PREDICTIONS_DIR"]).exists()
     for task in CLASSIFIER_TASKS:
@@ -289,12 +289,12 @@ def test_part1_resume_keeps_finished_tasks(part1_data, tmp_path, tiny_model):
             "--max-steps", "2", "--batch_size", "4", "--precision", "fp32", "--out", str(out)]
     code, _, err = run_cli(classifier.main, argv)
     assert code == 0, err
-    first = {p.name: p.read_bytes() for p in (out / "predictions").iterdir()}
+    first = {p: p.read_bytes() for p in (out / "predictions").rglob("*") if p.is_file()}  # with the score files
     (out / "cfimdb" / "metrics.json").unlink()  # as if stopped after cfimdb's final checkpoint
     code, stdout, err = run_cli(classifier.main, ["--device", "cpu", "--resume", str(out)])
     assert code == 0, err
     assert "sst: already finished" in stdout
-    assert {p.name: p.read_bytes() for p in (out / "predictions").iterdir()} == first
+    assert {p: p.read_bytes() for p in (out / "predictions").rglob("*") if p.is_file()} == first
     code, _, err = run_cli(classifier.main, argv)
     assert code == 2 and "--resume" in err
 

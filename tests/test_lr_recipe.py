@@ -9,7 +9,7 @@ import minbert
 import multitask_classifier
 import train_multitask
 from conftest import run_cli
-from tasks.config import BERT_BASE_LR, COMPACT_LR, LR_GIVEN, lr_for_model
+from tasks.config import BERT_BASE_LR, COMPACT_LR, LR_GIVEN, TOP_LAYERS_LR, lr_for_model
 
 
 def shape(layers: int, hidden: int) -> minbert.BertConfig:
@@ -27,8 +27,20 @@ def test_the_rate_follows_the_models_size_and_says_why(layers, hidden, expected)
 
 def test_a_given_rate_wins_and_a_frozen_encoder_takes_the_heads_rate():
     assert lr_for_model(3e-4, shape(12, 768)) == (3e-4, LR_GIVEN)
-    lr, reason = lr_for_model(None, shape(12, 768), heads_only=True)
+    lr, reason = lr_for_model(None, shape(12, 768), freeze_until="all")
     assert lr == COMPACT_LR and "--freeze-until all" in reason
+    assert lr_for_model(None, shape(12, 768), freeze_until=12)[0] == COMPACT_LR  # every layer frozen
+
+
+@pytest.mark.parametrize("freeze_until, expected", [(9, TOP_LAYERS_LR), (10, TOP_LAYERS_LR), (8, BERT_BASE_LR),
+                                                    (0, BERT_BASE_LR)])
+def test_bert_base_training_its_top_three_layers_takes_the_reports_rate(freeze_until, expected):
+    lr, reason = lr_for_model(None, shape(12, 768), freeze_until=freeze_until)
+    assert lr == expected
+    quoted = "Freeze Your Layers" in reason and f"--freeze-until {freeze_until}" in reason
+    assert quoted == (expected == TOP_LAYERS_LR)
+    # a compact model keeps its rate, frozen or not: the embedded model's default run and figures
+    assert lr_for_model(None, shape(6, 384), freeze_until=freeze_until)[0] == COMPACT_LR
 
 
 def test_a_run_on_a_bert_base_sized_encoder_records_its_rate(tiny_model, small_data_dir):  # noqa: F811
@@ -51,6 +63,8 @@ def test_a_run_on_a_bert_base_sized_encoder_records_its_rate(tiny_model, small_d
     assert compact.config.lr == COMPACT_LR and "2 x 32" in compact.lr_reason
     frozen = build_run(dataclasses.replace(config, freeze_until="all"), inputs, encoder=base)
     assert frozen.config.lr == COMPACT_LR
+    top = build_run(dataclasses.replace(config, freeze_until=9), inputs, encoder=base)
+    assert top.config.lr == TOP_LAYERS_LR and "Freeze Your Layers" in run_record(top)["lr"]["reason"]
 
 
 def train(main, argv, out):

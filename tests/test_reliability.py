@@ -171,8 +171,9 @@ def assert_same_run(reference: Path, resumed: Path):
     assert_same(*(torch.load(d / "best.pt", weights_only=True) for d in (reference, resumed)))
     metrics_a, metrics_b = (json.loads((d / "metrics.json").read_text()) for d in (reference, resumed))
     assert without_times(metrics_a) == without_times(metrics_b)
-    for pred in (reference / "predictions").iterdir():
-        assert (resumed / "predictions" / pred.name).read_bytes() == pred.read_bytes(), pred.name
+    for pred in (p for p in (reference / "predictions").rglob("*") if p.is_file()):  # with the score files
+        name = pred.relative_to(reference / "predictions")
+        assert (resumed / "predictions" / name).read_bytes() == pred.read_bytes(), name
     for exported in ("model.safetensors", "heads.safetensors", "tasks.json"):
         assert (resumed / "model" / exported).read_bytes() == (reference / "model" / exported).read_bytes(), exported
     assert scalars(resumed) == scalars(reference)  # each step once: the killed process's extra steps are purged

@@ -9,6 +9,9 @@ What the course would not accept, each a kind `prepare_submit.py --allow KIND` c
 a smoke run (--max-steps stopped it early), a partial one (--data-fraction < 1), an interrupted
 one (fewer steps than planned), a model other than the course's bert-base-uncased (the embedded
 fallback, or any other), a file no run of this project wrote, and Part 1 files of both spellings.
+
+An ensemble's folder (ensemble.py: an `ensemble.json` manifest) is judged by its members: the course would not
+accept it for whatever it would not accept of any one of them.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ REFUSALS = {   # kind -> why the course would not take such a file
     "mixed-spellings": "Part 1 files of both the 2023 (pretrain/finetune) and 2024 spellings",
 }
 INCOMPLETE = ("smoke", "partial-data", "interrupted")  # a run that does not publish on its own
+ENSEMBLE_MANIFEST = "ensemble.json"  # an ensemble's folder: its members, each with its provenance
 
 
 def _read(path: Path) -> Optional[dict]:
@@ -53,6 +57,9 @@ def run_provenance(run_dir: str | os.PathLike) -> dict:
     """What the run in `run_dir` was: model, steps trained and planned, data fraction, best dev score, date
     (without its config.json, only the folder: run_problems calls that unknown origin)."""
     run_dir = Path(run_dir).resolve()
+    manifest = _read(run_dir / ENSEMBLE_MANIFEST)
+    if manifest is not None:
+        return ensemble_provenance(run_dir, manifest)
     config = _read(run_dir / "config.json")
     if config is None:  # no record of the run: its files are of unknown origin
         return {"run": str(run_dir), "date": None}
@@ -72,10 +79,26 @@ def run_provenance(run_dir: str | os.PathLike) -> dict:
             "finished": metrics is not None, "dev": dev}
 
 
+def ensemble_provenance(folder: Path, manifest: dict) -> dict:
+    """An ensemble's record: its members' own (kept in its manifest when it was built), the model they share, its
+    dev score (its metrics.json)."""
+    members = [m.get("provenance") or {} for m in manifest.get("members") or ()]
+    metrics = _read(folder / "metrics.json")
+    models = sorted({str(m.get("model")) for m in members})
+    return {"run": str(folder), "date": _date(folder / "metrics.json"),
+            "model": models[0] if len(models) == 1 else "mixed: " + ", ".join(models),
+            "model_lineage": members[0].get("model_lineage") if len(models) == 1 and members else None,
+            "steps": None, "total_steps": None, "max_steps": None, "data_fraction": None,
+            "finished": metrics is not None, "dev": ((metrics or {}).get("ensemble") or {}).get("overall"),
+            "members": members}
+
+
 def run_problems(record: Optional[dict]) -> list:
     """(kind, one-line reason) for each thing about the run behind a file that the course would not accept."""
     if not record or not record.get("run") or "model" not in record:
         return [("unknown-origin", REFUSALS["unknown-origin"])]
+    if "members" in record:
+        return ensemble_problems(record)
     problems = []
     steps, planned, max_steps = record.get("steps"), record.get("planned_steps"), record.get("max_steps")
     if max_steps is not None and (planned is None or max_steps < planned):
@@ -95,6 +118,18 @@ def run_problems(record: Optional[dict]) -> list:
         if not continued:
             problems.append(("other-model", f"model {name}: {REFUSALS['other-model']}" + (f" ({why})" if why else "")))
     return problems
+
+
+def ensemble_problems(record: dict) -> list:
+    """An ensemble's: each kind any member has, once, naming the members with each reason."""
+    if not record["members"] or not record.get("finished"):
+        return [("unknown-origin", "an ensemble without members or without its metrics.json")]
+    found = {}
+    for member in record["members"]:
+        for kind, text in run_problems(member):
+            found.setdefault(kind, {}).setdefault(text, []).append(Path(str(member.get("run"))).name)
+    return [(kind, "; ".join(f"ensemble member{'s' if len(names) > 1 else ''} {', '.join(names)}: {text}"
+                             for text, names in texts.items())) for kind, texts in found.items()]
 
 
 def course_lineage(lineage: Optional[dict]) -> tuple:

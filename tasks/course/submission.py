@@ -24,7 +24,13 @@ from typing import Iterable, Optional
 
 from minbert.errors import UserError
 from minbert.loading import sha256_of
-from tasks.course.provenance import incomplete_reason, lineage_text, run_problems, run_provenance
+from tasks.course.provenance import (
+    ENSEMBLE_MANIFEST,
+    incomplete_reason,
+    lineage_text,
+    run_problems,
+    run_provenance,
+)
 from tasks.fileio import atomic_write_bytes, atomic_write_json
 from tasks.registry import CLASSIFIER_TASKS, MULTITASK_TASKS, get_task
 
@@ -92,6 +98,21 @@ def write_outputs(run_dir: str | os.PathLike, predictions: Path, outputs, comman
         lines + replaced
 
 
+def record_sources(folder: Path, files: list, record: dict, command: list) -> None:
+    """Record, in `folder`'s sources.json, that the run of `record` wrote `files` there (an ensemble's own
+    folder, which prepare_submit.py then takes as it is)."""
+    when, sources = _now(), _load_sources(folder)
+    for path in files:
+        sources[Path(path).name] = _source(record, command, when, Path(path))
+    atomic_write_json(Path(folder) / SOURCES, sources)
+
+
+def _source(record: dict, command: list, when: datetime.datetime, path: Path) -> dict:
+    """A file's entry in sources.json: its run's provenance, the command, when, and the bytes' sha256."""
+    return {**record, "command": list(command), "published": when.isoformat(timespec="seconds"),
+            "sha256": sha256_of(path)}
+
+
 def _place(placed: list, command: list) -> tuple:
     """Copy (source, target, provenance) triples, recording each in its folder's sources.json and moving a
     file it replaces into that folder's replaced/<date-time>/. Returns (count, lines naming what was replaced)."""
@@ -107,8 +128,7 @@ def _place(placed: list, command: list) -> tuple:
                 kept = _archive(target, archive, old)
                 replaced.setdefault(((old or {}).get("run"), kept), []).append(target.name)
             atomic_write_bytes(target, data)
-            sources[target.name] = {**record, "command": list(command),
-                                    "published": when.isoformat(timespec="seconds"), "sha256": sha256_of(target)}
+            sources[target.name] = _source(record, command, when, target)
         atomic_write_json(folder / SOURCES, sources)
     lines = [f"replaced {len(names)} files of {'run ' + run if run else 'unknown origin'} ({', '.join(names)}): "
              f"kept in {archive}/" for (run, archive), names in replaced.items()]
@@ -252,6 +272,8 @@ def make_submission(zip_path: str | os.PathLike, code_root: str | os.PathLike,
     SubmissionRefused, and nothing is written.
     """
     code_root, predictions_dir = Path(code_root), Path(predictions_dir)
+    if (predictions_dir / ENSEMBLE_MANIFEST).is_file():  # an ensemble's folder: its own predictions
+        predictions_dir = predictions_dir / "predictions"
     if not code_root.is_dir():
         raise UserError(f"code folder {code_root} does not exist")
     predictions = sorted(p for p in predictions_dir.iterdir() if p.is_file() and p.name != SOURCES) \

@@ -118,7 +118,7 @@ def build_run(config: TrainConfig, inputs: RunInputs, callbacks=(), encoder: Opt
     random.seed(config.seed)
     np.random.seed(config.seed)
     lr, lr_reason = lr_for_model(config.lr, (inputs.encoder if encoder is None else encoder).config,
-                                 heads_only=config.freeze_until == "all")
+                                 freeze_until=config.freeze_until)
     config = dataclasses.replace(config, lr=lr)  # what config.json's arguments record, and --resume keeps
     model = job.build_model(config, inputs, encoder)
     train, sampler_name, sampler = job.plan(config, inputs)

@@ -5,7 +5,8 @@ benchmarks call `train_command`; `bench.profile` and `bench.optimizer` build the
 
 A run folder receives config.json, TensorBoard events (tensorboard/), checkpoint.pt (latest) and best.pt
 (best overall dev score), metrics.json, the course's prediction files (predictions/) and, once finished,
-model/: the best model in Hugging Face format with its task heads (predict.py uses a run).
+model/: the best model in Hugging Face format with its task heads (predict.py uses a run). With --seeds, one
+such run per seed under --out, and their ensemble (tasks/ensemble/) in --out/ensemble.
 """
 import argparse
 import dataclasses
@@ -22,6 +23,7 @@ from ..cli import interrupted_resumable, run_command
 from ..config import TrainConfig, validate
 from ..course.submission import SUBMISSION_ZIP, SubmissionRefused, make_submission, publish_predictions, write_outputs
 from ..distributed import SINGLE, barrier, broadcast_from_main, init_world, shutdown
+from ..ensemble import ensemble_runs
 from ..inputs import announcement, prepare
 from ..saved.checkpoint_files import CHECKPOINT, no_checkpoint_error
 from .loop import Interrupted, fit
@@ -41,7 +43,22 @@ def train_parser(description: Optional[str] = None) -> argparse.ArgumentParser:
     run.add_argument("--submission", action="store_true",
                      help="also zip the code and the course-level prediction folder as the course's "
                           "submission (as prepare_submit.py does)")
+    run.add_argument("--seeds", type=seed_list, default=None, metavar="S,S,...",
+                     help="train one run per seed in turn, each an ordinary run folder --out/seed-S (a finished "
+                          "one is kept, not trained again; a killed one resumes), then average them as "
+                          "ensemble.py does into --out/ensemble, which is what is published (instead of --seed)")
     return parser
+
+
+def seed_list(text: str) -> tuple:
+    """--seeds 0,1,2: distinct integers."""
+    try:
+        seeds = tuple(int(s) for s in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"a seed is named twice: {text!r}")
+    return seeds
 
 
 @dataclass(frozen=True)
@@ -52,6 +69,7 @@ class TrainCommand:
     submission: bool = False
     publish_always: bool = False   # --predictions-dir named: publish even a smoke or partial run
     outputs: tuple = ()            # (prediction file name, where a copy goes): multitask_classifier.py's --*_out
+    seeds: tuple = ()              # --seeds: a run per seed, then their ensemble
 
     def options(self) -> dict:
         """This command's own options, recorded in config.json with the training options."""
@@ -64,6 +82,10 @@ def parse_train_command(argv, outputs: tuple = (), parser: Optional[argparse.Arg
     parser = parser or train_parser()
     args = parser.parse_args(argv)
     args.publish_always = args.predictions_dir is not None  # before the environment's default fills it
+    seeds = tuple(getattr(args, "seeds", None) or ())
+    if seeds and (args.resume or args.submission or outputs):
+        raise UserError("--seeds trains its runs itself: run the same command again to continue it (no --resume); "
+                        "zip its ensemble with prepare_submit.py --predictions-dir OUT/ensemble (no --submission)")
     if args.resume:
         args = saved_arguments(parser, args)
     elif args.out is not None and (Path(args.out) / "config.json").exists():
@@ -76,7 +98,7 @@ def parse_train_command(argv, outputs: tuple = (), parser: Optional[argparse.Arg
         raise UserError(f"{Path(args.resume) / 'config.json'}: an argument has the wrong type") from None
     if config.out is None:
         config = dataclasses.replace(config, out=str(Path("runs") / time.strftime("%Y%m%d-%H%M%S")))
-    return TrainCommand(config, args.resume, args.submission, args.publish_always, tuple(outputs))
+    return TrainCommand(config, args.resume, args.submission, args.publish_always, tuple(outputs), seeds)
 
 
 def recorded_arguments(parser: argparse.ArgumentParser, record: Path, **given) -> tuple:
@@ -107,7 +129,8 @@ def train_command(argv=None, callbacks=(), outputs=(), parser: Optional[argparse
     take part in the training (tasks.training.Callback): bench/epoch.py times it this way. `outputs`:
     (prediction file name, path) pairs, where copies of the run's files go (multitask_classifier.py)."""
     return run_command(argv, lambda given: parse_train_command(given, outputs, parser),
-                       lambda command: train(command, callbacks), stops=(Interrupted,), interrupted=interrupted_line)
+                       lambda command: (train_seeds if command.seeds else train)(command, callbacks),
+                       stops=(Interrupted,), interrupted=interrupted_line)
 
 
 def train(command: TrainCommand, callbacks=()) -> int:
@@ -134,8 +157,31 @@ def train(command: TrainCommand, callbacks=()) -> int:
         shutdown(world)
 
 
+def train_seeds(command: TrainCommand, callbacks=()) -> int:
+    """--seeds: each seed's run in turn in --out/seed-S (kept if finished, resumed if killed), then their ensemble
+    in --out/ensemble, published as a run's files are. The seeds' own runs publish nothing."""
+    out, config = Path(command.config.out), command.config
+    folders = [out / f"seed-{seed}" for seed in command.seeds]
+    for seed, folder in zip(command.seeds, folders):
+        if (folder / "metrics.json").exists():
+            print(f"seed {seed}: finished in {folder}; kept, not trained again", flush=True)
+            continue
+        if (folder / "config.json").exists():  # killed: its own recorded arguments, from its last checkpoint
+            print(f"seed {seed}: resuming {folder}", flush=True)
+            train(parse_train_command(["--resume", str(folder)]), callbacks)
+            continue
+        print(f"seed {seed}: training in {folder}", flush=True)
+        seed_config = dataclasses.replace(config, seed=seed, out=str(folder), predictions_dir="")
+        train(TrainCommand(seed_config), callbacks)
+    ensemble_runs(folders, out / "ensemble", config.data_dir, config.device,
+                  config.predictions_dir if command.publish_always else None, sys.argv)
+    return 0
+
+
 def interrupted_line(command: Optional[TrainCommand]) -> str:
     """Ctrl-C before training started, or a second one: how to resume, where a checkpoint exists."""
+    if command is not None and command.seeds:
+        return "interrupted; run the same command again: finished seeds are kept and a killed one resumes"
     return interrupted_resumable(command.config.out if command is not None else None, CHECKPOINT)
 
 

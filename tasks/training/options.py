@@ -14,6 +14,8 @@ from ..config import (
     EARLY_PERCENT,
     GRAPH_CHOICES,
     LATE_BETA,
+    TOP_LAYERS,
+    TOP_LAYERS_LR,
     TrainConfig,
     valid_beta,
 )
@@ -140,7 +142,9 @@ def _training_flags(parser, D: TrainConfig):
 
 LR_HELP = (f"peak learning rate (default: by the model's size, recorded in config.json with its reason: "
            f"{BERT_BASE_LR:g} for {BERT_BASE_LAYERS} layers x {BERT_BASE_HIDDEN} wide or larger, bert-base's, after "
-           f"Devlin et al. 2019, appendix A.3; {COMPACT_LR:g} for smaller models, the embedded one's)")
+           f"Devlin et al. 2019, appendix A.3, and {TOP_LAYERS_LR:g} when --freeze-until leaves it only its top "
+           f"{TOP_LAYERS} layers to train, after the report 'Freeze Your Layers'; {COMPACT_LR:g} for smaller models, "
+           f"the embedded one's)")
 PRECISION_HELP = ("bf16 or fp16 autocast (fp16 with a gradient scaler; CUDA only) or full fp32; auto = bf16 where "
                   "the device computes bf16 natively (CUDA from Ampere on, CPUs with AMX or AVX512-BF16), else fp16 "
                   "on a CUDA GPU with tensor cores (V100, T4), else fp32, since an emulated 16-bit format trains "

@@ -84,7 +84,7 @@ class Run:
     callbacks: list = field(default_factory=list)
     folder: Optional[Path] = None  # the run folder (checkpoints, --resume); None for a run kept in memory
     state: TrainState = field(default_factory=TrainState)
-    best_predictions: Optional[dict] = None  # (task, split) -> the best evaluation's predictions, in this process
+    best_predictions: Optional[dict] = None  # (task, split) -> the best evaluation's Predicted, in this process
     started: float = 0.0         # time.time() when this process began training: history's elapsed_s
     scaler: torch.amp.GradScaler = field(default_factory=lambda: torch.amp.GradScaler("cpu", enabled=False))
     # fp16's loss scaling (step.py); disabled, it passes everything through
