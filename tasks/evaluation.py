@@ -117,12 +117,12 @@ def evaluate(model, inputs: RunInputs, batch_size: int, split: str = "dev", show
 
 
 def write_all_predictions(model, inputs: RunInputs, folder: Path, config: TrainConfig, show: bool = False,
-                          splits=("dev", "test"), known: Optional[dict] = None) -> dict:
-    """Dev and test predictions of every task, under the course's names (Part 1's when
-    `config.prediction_mode` names a Part-1 mode); returns {(task, split): predictions}.
+                          splits=("dev", "test"), known: Optional[dict] = None, tasks=None) -> dict:
+    """Dev and test predictions of every task (of `tasks` only, when given), under the course's names (Part 1's
+    when `config.prediction_mode` names a Part-1 mode); returns {(task, split): predictions}.
     `known`: predictions already made by this model, {(task, split): list}, written as they are."""
     written = {}
-    for task in inputs.tasks:
+    for task in inputs.tasks if tasks is None else tasks:
         for split in splits:
             part = inputs.data[task].get(split)
             if part is None:
