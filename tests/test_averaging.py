@@ -243,3 +243,25 @@ def test_a_sweep_that_averages_is_fingerprinted_apart(small_data_dir):
                              precision="fp32", precision_requested="auto")
     averaged = args.replace(training=dataclasses.replace(args.training, average="ema"))
     assert sweep.fingerprint(averaged, inputs) != sweep.fingerprint(args, inputs)
+
+
+def test_two_processes_keep_the_averages_and_task_bests_of_one(base, tmp_path):
+    from test_distributed import WEIGHT_TOLERANCE, torchrun
+    argv = base + ["--batch-size", "7", "--max-steps", "6", "--dropout", "0", "--eval-every", "2",
+                   "--average", "ema,swa", "--swa-start", "0.5", "--per-task-best"]
+    code, _, err = run_cli(train_multitask.main, argv + ["--out", str(tmp_path / "one")])
+    assert code == 0, err
+    code, out, err = torchrun(tmp_path, argv + ["--out", str(tmp_path / "two")])
+    assert code == 0, err
+    for kind in ("ema", "swa"):
+        one, two = (averages_in(tmp_path / r, kind) for r in ("one", "two"))
+        assert one.keys() == two.keys()
+        assert max((one[k] - two[k]).abs().max().item() for k in one) < WEIGHT_TOLERANCE
+    m1, m2 = (json.loads((tmp_path / r / "metrics.json").read_text()) for r in ("one", "two"))
+    assert m1["averages"]["swa_start_step"] == m2["averages"]["swa_start_step"] == 3
+    assert m1["per_task_best"]["tasks"].keys() == m2["per_task_best"]["tasks"].keys() == {"sst", "quora", "sts"}
+    assert sorted(p.name for p in (tmp_path / "two").glob("best*.pt")) == \
+        ["best-quora.pt", "best-sst.pt", "best-sts.pt", "best.pt"]
+    assert {p.name for p in (tmp_path / "two" / "predictions").glob("*.csv")} == \
+        {p.name for p in (tmp_path / "one" / "predictions").glob("*.csv")}
+    assert out.count("best dev") == 1  # rank 0 alone reports
