@@ -47,6 +47,18 @@ TOP_LAYERS_LR, TOP_LAYERS = 1e-4, 3
 LR_GIVEN = "given (--lr, or the command's own recipe)"
 GRAPH_CHOICES = ("auto", "on", "off")   # --cuda-graphs (tasks/training/graphs.py decides what each means)
 
+# --average: the copies of the weights a run keeps (tasks/training/averaging.py); the first named is the run's model.
+AVERAGE_KINDS = ("none", "ema", "swa")  # none: the trained weights themselves
+# EMA's decay, sized for a run of about 2,000 steps (the default run: 962 steps a pass, two passes): its weights
+# have a mean age of d / (1 - d) = 199 steps, the last tenth of the run, and what is left of the starting weights
+# after 2,000 steps is 0.995^2000 = 4e-5; at torch's default 0.999 it would be 0.999^2000 = 14%, untrained heads
+# included.
+EMA_DECAY = 0.995
+# SWA's equal average over the last quarter of the planned steps: the linear schedule has fallen to about a quarter
+# of its peak there, so the iterates averaged are the small-step ones near the end; from earlier on it would mix in
+# weights far from where training ends. A choice, not a measured optimum (no SWALR: the schedule stays the run's).
+SWA_START = 0.75
+
 
 @dataclass
 class SmartConfig:
@@ -137,6 +149,11 @@ class TrainConfig:
     eval_batch_size: int = 128
     log_every: int = 50                       # steps between host reads of the logged values (tasks/training/reads.py)
     predictions_dir: Optional[str] = None
+    # what the run keeps (tasks/training/averaging.py, and each task's best evaluation)
+    average: str = "none"                     # a comma list of AVERAGE_KINDS; the first is the run's model
+    ema_decay: float = EMA_DECAY
+    swa_start: float = SWA_START              # the fraction of the planned steps after which SWA averages
+    per_task_best: bool = False               # each task's predictions from the weights of its best evaluation
     prediction_mode: Optional[str] = None     # Part 2's file names; classifier.py sets its Part-1 mode
 
     @classmethod
@@ -161,6 +178,11 @@ class TrainConfig:
     @property
     def task_list(self) -> tuple:
         return parse_tasks(self.tasks)
+
+    @property
+    def average_list(self) -> tuple:
+        """--average's copies, the run's model first."""
+        return parse_averages(self.average)
 
     def smart_config(self) -> SmartConfig:
         return SmartConfig(lambda_s=self.smart_lambda_s, eps=self.smart_eps, sigma=self.smart_sigma,
@@ -209,14 +231,23 @@ def lr_for_model(lr: Optional[float], model_config, freeze_until: Union[int, str
 
 
 def parse_tasks(text: str) -> tuple:
-    tasks = tuple(t.strip() for t in text.split(",") if t.strip())
-    unknown = [t for t in tasks if t not in REGISTRY]
-    if unknown or not tasks:
-        raise UserError(f"--tasks: unknown task {unknown[0]!r}; choose from {', '.join(REGISTRY)} (or declare "
-                        f"your own with --task-file)" if unknown else "--tasks: no task given")
-    if len(set(tasks)) != len(tasks):
-        raise UserError(f"--tasks: a task is named twice in {text!r}")
-    return tasks
+    return name_list(text, "--tasks", tuple(REGISTRY), "task", " (or declare your own with --task-file)")
+
+
+def parse_averages(text: str) -> tuple:
+    return name_list(text, "--average", AVERAGE_KINDS, "copy", ", a comma list whose first is the run's model")
+
+
+def name_list(text: str, flag: str, choices: tuple, noun: str, hint: str) -> tuple:
+    """`text`'s comma-separated names, each one of `choices` and none twice; else one line naming `flag`."""
+    names = tuple(t.strip() for t in text.split(",") if t.strip())
+    unknown = [t for t in names if t not in choices]
+    if unknown or not names:
+        raise UserError(f"{flag}: unknown {noun} {unknown[0]!r}; choose from {', '.join(choices)}{hint}" if unknown
+                        else f"{flag}: no {noun} given")
+    if len(set(names)) != len(names):
+        raise UserError(f"{flag}: a {noun} is named twice in {text!r}")
+    return names
 
 
 def validate(c: TrainConfig) -> None:
@@ -224,6 +255,7 @@ def validate(c: TrainConfig) -> None:
     those: the declarations of an earlier command in this process go)."""
     declare_tasks(c.task_file)
     tasks = parse_tasks(c.tasks)
+    averages = parse_averages(c.average)
     checks = [
         (c.lr is None or c.lr > 0, f"--lr must be > 0, got {c.lr}"),
         (c.lr_schedule in SCHEDULES, f"--lr-schedule must be one of {', '.join(SCHEDULES)}, got {c.lr_schedule!r}"),
@@ -249,6 +281,12 @@ def validate(c: TrainConfig) -> None:
          and c.smart_lambda_s >= 0 and c.smart_mu >= 0 and valid_beta(c.smart_beta),
          f"--smart-*: constants must be >= 0 and --smart-beta in [0, 1] or {BETA_SCHEDULE!r}"),
         (c.surgery == "none" or len(tasks) > 1, "--surgery needs at least two tasks"),
+        (0 < c.ema_decay < 1, f"--ema-decay must be in (0, 1), got {c.ema_decay}"),
+        (0 <= c.swa_start < 1, f"--swa-start must be in [0, 1), got {c.swa_start}"),
+        (c.ema_decay == EMA_DECAY or "ema" in averages, "--ema-decay applies only with ema in --average"),
+        (c.swa_start == SWA_START or "swa" in averages, "--swa-start applies only with swa in --average"),
+        (not c.per_task_best or len(tasks) > 1, "--per-task-best needs at least two tasks: with one, the task's "
+                                                "best evaluation is the run's best"),
     ]
     for ok, message in checks:
         if not ok:

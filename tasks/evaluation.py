@@ -154,14 +154,14 @@ def evaluate(model, inputs: RunInputs, batch_size: int, split: str = "dev", show
 
 
 def write_all_predictions(model, inputs: RunInputs, folder: Path, config: TrainConfig, show: bool = False,
-                          splits=("dev", "test"), known: Optional[dict] = None) -> dict:
-    """Dev and test predictions of every task, under the course's names (Part 1's when
-    `config.prediction_mode` names a Part-1 mode), and beside them each one's score file
+                          splits=("dev", "test"), known: Optional[dict] = None, tasks=None) -> dict:
+    """Dev and test predictions of every task (of `tasks` only, when given), under the course's names (Part 1's
+    when `config.prediction_mode` names a Part-1 mode), and beside them each one's score file
     (`scores/<task>-<split>.json`, tasks/saved/score_file.py) from the same pass; returns
     {(task, split): predictions}. `known`: what this model already predicted, {(task, split): Predicted},
     written as it is."""
     written = {}
-    for task in inputs.tasks:
+    for task in inputs.tasks if tasks is None else tasks:
         for split in splits:
             part = inputs.data[task].get(split)
             if part is None:

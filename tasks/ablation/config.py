@@ -84,6 +84,8 @@ def check(c: SweepConfig) -> None:
                                                                  f"{rule.tolerance}"),
         (0 < rule.holdout_share < 1, f"--plateau-holdout must be in (0, 1), got {rule.holdout_share}"),
         (rule.holdout_max >= 1, f"--plateau-holdout-max must be >= 1, got {rule.holdout_max}"),
+        (not c.training.per_task_best, "--per-task-best writes a run folder's predictions: a sweep's trials keep "
+                                       "none (train_multitask.py takes it)"),
     ]
     for ok, message in checks:
         if not ok:

@@ -188,6 +188,10 @@ def _utc_now() -> str:
 # ---------------------------------------------------------------------------- the fingerprint
 
 
+KEPT_OPTIONS = ("average", "ema_decay", "swa_start", "per_task_best")  # what a run keeps (docs/training.md)
+DEFAULTS = TrainConfig()
+
+
 def fingerprint(sweep_config: SweepConfig, inputs: RunInputs) -> str:
     """Hash of everything a trial's result depends on besides its own seed, fraction and configuration.
 
@@ -202,6 +206,9 @@ def fingerprint(sweep_config: SweepConfig, inputs: RunInputs) -> str:
     values = {k: getattr(config, k) for k in sorted(set(TrainConfig.names()) - {
         "seed", "data_fraction", "out", "checkpoint_every", "model", "data_dir", "device", "implementation",
         "cuda_graphs", "task_file"})}
+    for name in KEPT_OPTIONS:  # at their defaults, absent: a sweep keeps the fingerprint it had before they existed
+        if values[name] == getattr(DEFAULTS, name):
+            del values[name]
     # config.precision is the one asked for (auto: each machine's fast one), not the one it became here
     values["tasks"] = ",".join(config.task_list)
     values["weights"] = inputs.encoder.source.weights_sha256 if inputs.encoder.source else config.model

@@ -2,8 +2,9 @@
 
 A run's provenance is read from its own folder when its files are published (`config.json`: the
 model and its weights' sha256, --max-steps, --data-fraction, the planned steps; `metrics.json`:
-the steps trained and the best dev score) and kept with each file in the course-level folder's
-`sources.json`, so the zip can judge a file after its run folder is gone.
+the steps trained and the best dev score, or with --per-task-best that of each task's best) and
+kept with each file in the course-level folder's `sources.json`, so the zip can judge a file after
+its run folder is gone.
 
 What the course would not accept, each a kind `prepare_submit.py --allow KIND` can override:
 a smoke run (--max-steps stopped it early), a partial one (--data-fraction < 1), an interrupted
@@ -70,6 +71,8 @@ def run_provenance(run_dir: str | os.PathLike) -> dict:
     dev = best.get("overall")
     if dev is None and len(best) >= 1:  # a one-task run (Part 1): that task's score
         dev = next((v for k, v in best.items() if k != "overall" and v is not None), None)
+    if "per_task_best" in (metrics or {}):  # --per-task-best: each task's files are from its own best evaluation
+        dev = metrics["per_task_best"]["overall"]
     return {"run": str(run_dir), "date": _date(run_dir / "metrics.json"), "model": model.get("name"),
             "model_resolved_from": model.get("resolved_from"), "model_sha256": model.get("weights_sha256"),
             "model_lineage": (model.get("pretraining") or {}).get("lineage"),

@@ -18,6 +18,11 @@ STAGED_CHECKPOINT = "checkpoint.next.pt"
 BEST = "best.pt"
 
 
+def task_best_file(task: str) -> str:
+    """--per-task-best: the weights of `task`'s best dev evaluation, beside best.pt (the overall best's)."""
+    return f"best-{task}.pt"
+
+
 def first_line(e: Exception) -> str:
     text = str(e).strip()
     return text.splitlines()[0][:160] if text else type(e).__name__

@@ -6,6 +6,8 @@
     build.py        a run built once: model (frozen where asked), data order, optimizer, schedule
     step.py         one optimizer step: task losses, backward, gradient surgery's merge, clipping, non-finite
     reads.py        when the step's logged values are read from the device (--log-every)
+    averaging.py    --average: EMA and SWA copies of the weights, evaluated in the model's place or beside it
+    task_best.py    --per-task-best: each task's best evaluation, whose weights write its predictions
     graphs.py       --cuda-graphs, decided once: the step as CUDA graphs, its static widths, the device lr
     state.py        Run (what build_run makes, with its callbacks; request_stop) and TrainState (checkpointed)
     callbacks.py    the one hook protocol (Callback), TensorBoard's curves, the console, progress lines

@@ -21,6 +21,7 @@ from ..evaluation import evaluate
 from ..heads import MultitaskModel, task_spec
 from ..inputs import RunInputs, multitask_model, subsample_split
 from ..schedules import lr_lambda
+from .averaging import build_averages
 from .graphs import StepGraphs, device_lr, graphed_loss, resolve_graphs
 from .job import Job
 from .outputs import folder_callbacks
@@ -134,7 +135,8 @@ def build_run(config: TrainConfig, inputs: RunInputs, callbacks=(), encoder: Opt
                loss_fn=graphed_loss(job.loss(model, config, inputs, smart), graphs), graphs=graphs,
                callbacks=list(callbacks), folder=None if folder is None else Path(folder),
                scaler=torch.amp.GradScaler(inputs.device.type, enabled=inputs.precision == "fp16"), job=job,
-               lr_reason=lr_reason)
+               lr_reason=lr_reason,
+               averages=build_averages(model, config.average_list, config.ema_decay, config.swa_start, total))
 
 
 def start(run: Run) -> None:

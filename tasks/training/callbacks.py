@@ -12,6 +12,7 @@ loop calls each hook on each, in order:
     on_epoch_end(run)                training returns to the loop: the epoch's or the run's last step, or an evaluation
     on_evaluate(run, metrics, s)     dev metrics, already in run.state.history; `s`: the evaluation's seconds
     on_best(run)                     the current weights have the best dev score so far
+    on_task_best(run, tasks)         --per-task-best: the current weights have these tasks' best dev metrics so far
     on_checkpoint(run)               the run's position is to be saved (every rank takes part)
     on_finish(run, result)           the run is done; whatever kept the best weights puts them back first
     on_close(run)                    the run ends, finished or not: close what on_begin opened
@@ -58,6 +59,9 @@ class Callback:
 
     def on_best(self, run: Run) -> None:
         """The current weights have the best dev score so far."""
+
+    def on_task_best(self, run: Run, tasks: list) -> None:
+        """--per-task-best: the current weights have the best dev metric so far of each of `tasks`."""
 
     def on_checkpoint(self, run: Run) -> None:
         """The run's position is to be saved: under torchrun every rank calls it."""
@@ -109,6 +113,11 @@ class TensorBoard(Callback):
             for name, value in metrics.items():
                 if value is not None:
                     self.writer.add_scalar(f"dev/{name}", value, run.state.global_step)
+            entry = run.state.history[-1]
+            for kind, record in entry["copies"].items() if "copies" in entry else ():  # --average's copies
+                for name, value in record["dev"].items():
+                    if value is not None:
+                        self.writer.add_scalar(f"dev-{kind}/{name}", value, run.state.global_step)
 
     def on_log(self, run, name, value):
         if self.writer is not None:
@@ -169,9 +178,14 @@ class Console(Callback):
         if not self.prints:
             return
         entry = run.state.history[-1]
-        print(f"epoch {entry['epoch']} step {entry['step']}: " +
-              " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if v is not None) +
-              f" ({entry['elapsed_s']:.0f}s)", flush=True)
+        print(f"epoch {entry['epoch']} step {entry['step']}: " + _scores(metrics) + f" ({entry['elapsed_s']:.0f}s)",
+              flush=True)
+        for kind, record in entry["copies"].items() if "copies" in entry else ():  # --average's copies
+            print(f"  weights {kind}: {_scores(record['dev'])}", flush=True)
+
+
+def _scores(metrics: dict) -> str:
+    return " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if v is not None)
 
 
 def _print(text: str) -> None:

@@ -91,8 +91,8 @@ def save_checkpoint(out_dir: Path, state: dict):
 
 
 def restore(run: Run) -> None:
-    """Continue from the last checkpoint: weights, optimizer, schedule, fp16's loss scale, SMART's EMA copy, every
-    RNG, the position."""
+    """Continue from the last checkpoint: weights, optimizer, schedule, fp16's loss scale, SMART's EMA copy, the
+    averaged copies (--average), every RNG, the position."""
     if run.folder is None:
         raise CheckpointError("nothing to resume from: this run keeps no checkpoints")
     path = run.folder / CHECKPOINT
@@ -105,6 +105,8 @@ def restore(run: Run) -> None:
         settle_lr(run.optimizer, run.scheduler, run.graphs, run.inputs.device)
         if run.smart is not None:
             run.smart.load_state_dict(ckpt["smart"])
+        if run.averages is not None:
+            run.averages.load_state_dict(ckpt["averages"])
         if ckpt.get("scaler"):  # fp16's loss scale and its growth count
             run.scaler.load_state_dict(ckpt["scaler"])
         run.surgery_rng.bit_generator.state = json.loads(ckpt["surgery_rng"])

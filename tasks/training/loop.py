@@ -10,20 +10,24 @@ the same result as an unbroken one.
 """
 import signal
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
 import minbert
+from minbert import UserError
 
 from ..config import TrainConfig
 from ..distributed import agreed_signal
 from ..inputs import RunInputs
+from .averaging import averages_summary, copy_record
 from .build import MULTITASK, build_run, distribute, start
 from .callbacks import Callback, Console
 from .checkpoint import restore
 from .job import Job
 from .state import Run, StepInfo
 from .step import prefetch, train_step
+from .task_best import keep_task_bests, note_single_evaluation, task_best_summary
 
 
 class _Stop:
@@ -68,11 +72,16 @@ def fit(config: TrainConfig, inputs: RunInputs, outputs, encoder: Optional[minbe
     run folder's checkpoint. `job`: what is trained (job.py), by default the task heads on the encoder.
     """
     folder = Path(outputs) if isinstance(outputs, (str, Path)) else None
+    if config.per_task_best and folder is None:
+        raise UserError("--per-task-best writes each task's predictions from its own best weights: it needs a run "
+                        "folder, not a run kept in memory (an ablation trial)")
     if folder is not None:
         outputs = job.folder_callbacks(folder, command_options)
     elif isinstance(outputs, Callback):
         outputs = [outputs]
     run = build_run(config, inputs, [*outputs, *callbacks], encoder, folder, job)
+    if config.per_task_best:
+        note_single_evaluation(run)
     if resume:
         restore(run)
     else:
@@ -137,6 +146,8 @@ def run_epoch(run: Run, stop: "_Stop") -> None:
             state.scaler_skipped += 1
         else:
             run.scheduler.step()
+            if run.averages is not None:
+                run.averages.update(state.global_step + 1)
             if run.smart is not None:
                 run.smart.update_ema(state.global_step + 1 - state.scaler_skipped, run.total_steps)
         state.step_in_epoch += 1
@@ -166,21 +177,38 @@ def read_logs(run: Run) -> None:
 
 
 def evaluate_and_keep_best(run: Run) -> dict:
-    """Dev metrics of the current weights into the history; the callbacks keep them if they are the best yet."""
-    state = run.state
-    clock = time.perf_counter()
-    metrics, predictions = run.job.evaluate(run, _shows_progress(run))
-    seconds = time.perf_counter() - clock
-    entry = {"epoch": state.epoch + 1, "step": state.global_step, "dev": metrics,
-             "elapsed_s": round(time.time() - run.started, 1)}
-    state.history.append(entry)
-    run.notify("on_evaluate", metrics, seconds)
-    score = run.job.score
-    if state.best is None or (metrics[score] or 0) > state.best["dev"][score]:
-        state.best = entry
-        run.best_predictions = predictions  # the finished run's dev files, not predicted again
-        run.notify("on_best")
+    """Dev metrics of the run's model (with --average, its first copy's weights, put in the model for the while)
+    into the history; the callbacks keep them if they are the best yet (and with --per-task-best, each task's
+    best). The other copies are evaluated first and recorded beside them."""
+    state, averages, show = run.state, run.averages, _shows_progress(run)
+    others = evaluate_other_copies(run, show)
+    with averages.loaded(averages.model_kind) if averages is not None else nullcontext():
+        clock = time.perf_counter()
+        metrics, predictions = run.job.evaluate(run, show)
+        seconds = time.perf_counter() - clock
+        entry = {"epoch": state.epoch + 1, "step": state.global_step, "dev": metrics,
+                 "elapsed_s": round(time.time() - run.started, 1)}
+        if averages is not None:
+            entry["copies"] = {averages.model_kind: copy_record(averages, averages.model_kind, metrics), **others}
+        state.history.append(entry)
+        run.notify("on_evaluate", metrics, seconds)
+        score = run.job.score
+        if state.best is None or (metrics[score] or 0) > state.best["dev"][score]:
+            state.best = entry
+            run.best_predictions = predictions  # the finished run's dev files, not predicted again
+            run.notify("on_best")
+        if run.config.per_task_best:
+            keep_task_bests(run, entry, predictions)
     return metrics
+
+
+def evaluate_other_copies(run: Run, show: bool) -> dict:
+    """--average: the record of each copy of the weights but the run's model (its dev metrics), recorded only."""
+    averages, records = run.averages, {}
+    for kind in averages.kinds[1:] if averages is not None else ():
+        with averages.loaded(kind):
+            records[kind] = copy_record(averages, kind, run.job.evaluate(run, show)[0])
+    return records
 
 
 def finish(run: Run) -> dict:
@@ -193,6 +221,11 @@ def finish(run: Run) -> dict:
         result["scaler_skipped"] = state.scaler_skipped  # fp16 overflows: the scaler's routine, not failures
     if state.stop_reason is not None:
         result["stop_reason"] = state.stop_reason
+    if run.averages is not None:
+        result["averages"] = averages_summary(run.averages, state.history, run.job.score)
+        run.averages.put_in(run.averages.model_kind)  # the final evaluation's weights, as the loop leaves them
+    if run.config.per_task_best:
+        result["per_task_best"] = task_best_summary(run)
     run.notify("on_finish", result)
     return result
 

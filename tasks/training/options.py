@@ -5,6 +5,7 @@ import argparse
 from minbert import IMPLEMENTATION_CHOICES, PRECISIONS
 
 from ..config import (
+    AVERAGE_KINDS,
     BERT_BASE_HIDDEN,
     BERT_BASE_LAYERS,
     BERT_BASE_LR,
@@ -44,7 +45,7 @@ def add_training_args(parser: argparse.ArgumentParser, lr_by_model: bool = False
     `lr_by_model`: --lr left out is None, the rate then chosen by the model's size (tasks.config.lr_for_model),
     as train_multitask.py does; ablate.py's studies keep the fixed default their sweeps record."""
     D = TrainConfig(lr=None) if lr_by_model else TrainConfig()
-    adders = (_model_flags, _data_flags, _training_flags, _compute_flags, _smart_flags, _output_flags)
+    adders = (_model_flags, _data_flags, _training_flags, _compute_flags, _smart_flags, _keep_flags, _output_flags)
     groups = [adder(parser, D) for adder in adders]
     parser.set_defaults(prediction_mode=D.prediction_mode)  # Part 2 file names; classifier.py sets its Part-1 mode
     flags = {a.dest for g in groups for a in g._group_actions} | {"prediction_mode"}
@@ -192,6 +193,35 @@ def _smart_flags(parser, D: TrainConfig):
                             f"{EARLY_BETA} for the first {EARLY_PERCENT}%% of the updates and {LATE_BETA} after "
                             f"(default: %(default)s)")
     return smart
+
+
+AVERAGE_HELP = (f"copies of the weights to keep, a comma list of {', '.join(AVERAGE_KINDS)}: none = the trained "
+                "weights, ema = their exponential moving average (--ema-decay), swa = their equal average over the "
+                "last steps (--swa-start), both torch.optim.swa_utils.AveragedModel, updated after every optimizer "
+                "step. The first is the run's model: its evaluations choose the best, and best.pt, predictions/ "
+                "and model/ are its weights; the others are evaluated beside it at every evaluation and only "
+                "recorded (metrics.json), a paired comparison over one training. Keeping an average changes "
+                "nothing of the training (no RNG draw, no learning-rate change); each copy costs the trainable "
+                "weights' memory once more and an evaluation each time one is due")
+PER_TASK_BEST_HELP = ("keep, per task, the weights of the run's model at that task's best dev evaluation "
+                      "(best-TASK.pt, one model's size on disk each) and write that task's predictions from them; "
+                      "model/ stays the overall best. Needs several evaluations (--eval-every); the dev figures "
+                      "are a maximum over them and flatter the run: the test score will be lower on average")
+
+
+def _keep_flags(parser, D: TrainConfig):
+    keep = parser.add_argument_group("what the run keeps: averaged weights, each task's best")
+    keep.add_argument("--average", default=D.average, metavar="COPY[,COPY...]",
+                      help=AVERAGE_HELP + " (default: %(default)s)")
+    keep.add_argument("--ema-decay", type=float, default=D.ema_decay, metavar="D",
+                      help="EMA's decay per step: the average's weights have a mean age of D / (1 - D) steps; "
+                           "the default is sized for a run of about 2,000 steps (docs/training.md, weight averaging) "
+                           "(default: %(default)s)")
+    keep.add_argument("--swa-start", type=float, default=D.swa_start, metavar="FRACTION",
+                      help="SWA averages the weights after every step past this fraction of the planned steps "
+                           "(before, its copy is the trained weights) (default: %(default)s, the last quarter)")
+    keep.add_argument("--per-task-best", action="store_true", help=PER_TASK_BEST_HELP)
+    return keep
 
 
 def _output_flags(parser, D: TrainConfig):

@@ -10,11 +10,12 @@ import torch
 from ..distributed import barrier
 from ..evaluation import write_all_predictions
 from ..fileio import atomic_save_torch, atomic_write_json, remove_stale_temp_files
-from ..saved.checkpoint_files import BEST
+from ..saved.checkpoint_files import BEST, task_best_file
 from ..saved.model_folder import MODEL_DIR, export_model
 from .callbacks import Callback, Console, TensorBoard
 from .checkpoint import rng_states, save_checkpoint, writing
 from .record import run_record
+from .task_best import tasks_from_other_weights
 
 
 def folder_callbacks(folder, command_options: Optional[dict] = None) -> list:
@@ -25,6 +26,8 @@ def folder_callbacks(folder, command_options: Optional[dict] = None) -> list:
 class RunFolder(Callback):
     """A command's run (in `run.folder`): config.json, checkpoint.pt, best.pt, metrics.json, predictions/ and,
     once finished, model/ (the best weights in Hugging Face format with the heads: tasks/saved/model_folder.py).
+    With --per-task-best, best-TASK.pt holds each task's best weights, and each task's predictions are written
+    from them; model/ stays the overall best.
 
     Under torchrun every rank takes part in the collectives (RNG states, predictions); rank 0 alone writes.
     `command_options`: the command's own options, recorded with the training options in config.json.
@@ -53,26 +56,45 @@ class RunFolder(Callback):
         per_rank = rng_states(run.inputs.world)  # a collective: every rank takes part
         if not self.writes:
             return
+        averages = {"averages": run.averages.state_dict()} if run.averages is not None else {}
         save_checkpoint(run.folder, {
             "model": run.model.state_dict(), "optimizer": run.optimizer.state_dict(),
             "scheduler": run.scheduler.state_dict(), "smart": run.smart.state_dict() if run.smart else None,
             "surgery_rng": json.dumps(run.surgery_rng.bit_generator.state), "progress": run.state.to_json(),
             "rng": per_rank[0], "rng_ranks": per_rank if run.inputs.world.active else None,
-            "scaler": run.scaler.state_dict()})
+            "scaler": run.scaler.state_dict(), **averages})
 
     def on_best(self, run):
         if self.writes:
-            with writing(run.folder / BEST):
-                atomic_save_torch(run.folder / BEST, {"model": run.model.state_dict(), "epoch": run.state.epoch + 1})
+            self.save_weights(run, BEST)
+
+    def on_task_best(self, run, tasks):
+        if self.writes:
+            for task in tasks:
+                self.save_weights(run, task_best_file(task))
+
+    @staticmethod
+    def save_weights(run, name: str) -> None:
+        with writing(run.folder / name):
+            atomic_save_torch(run.folder / name, {"model": run.model.state_dict(), "epoch": run.state.epoch + 1})
 
     def on_finish(self, run, result):
         folder = run.folder
         if not run.state.best_is_current():
             barrier(run.inputs.world)  # rank 0 has written best.pt
-            run.model.load_state_dict(torch.load(folder / BEST, map_location="cpu", weights_only=True)["model"])
+            load_weights(run, BEST)
+        own = tasks_from_other_weights(run) if run.config.per_task_best else []
         with writing(folder / "predictions"):
             write_all_predictions(run.model, run.inputs, folder / "predictions", run.config, show=True,
-                                  known=run.best_predictions)
+                                  known=run.best_predictions, tasks=[t for t in run.inputs.tasks if t not in own])
+            if own:
+                barrier(run.inputs.world)  # rank 0 has written best-TASK.pt
+            for task in own:  # --per-task-best: each from its best evaluation's weights
+                load_weights(run, task_best_file(task))
+                write_all_predictions(run.model, run.inputs, folder / "predictions", run.config, show=True,
+                                      known=run.task_best_predictions.get(task), tasks=[task])
+        if own:
+            load_weights(run, BEST)  # model/ is the overall best
         if self.writes:
             # Before metrics.json, which tells classifier.py's --resume that the task is done.
             record = json.loads((folder / "config.json").read_text(encoding="utf-8"))
@@ -80,6 +102,11 @@ class RunFolder(Callback):
                 export_model(folder / MODEL_DIR, run.model, record, result, run.inputs.encoder.source.folder)
             with writing(folder / "metrics.json"):
                 atomic_write_json(folder / "metrics.json", result)
+
+
+def load_weights(run, name: str) -> None:
+    """The weights a run saved in its folder as `name` (best.pt, best-TASK.pt) into its model."""
+    run.model.load_state_dict(torch.load(run.folder / name, map_location="cpu", weights_only=True)["model"])
 
 
 class InMemory(Callback):

@@ -54,7 +54,7 @@ def model_record(source) -> Optional[dict]:
 
 
 _HPARAMS = ("lr", "batch_size", "grad_accum", "epochs", "sampler", "surgery", "smart", "freeze_until", "pair_mode",
-            "pooling", "task_heads", "precision", "seed", "data_fraction", "model")
+            "pooling", "task_heads", "precision", "seed", "data_fraction", "model", "average", "per_task_best")
 
 
 def hparams(run: Run) -> dict:

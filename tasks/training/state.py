@@ -12,6 +12,7 @@ from torch import nn
 
 from ..config import TrainConfig
 from ..inputs import RunInputs
+from .averaging import Averages
 from .graphs import StepGraphs
 from .job import Job
 from .reads import PendingLogs
@@ -30,11 +31,14 @@ class TrainState:
     nonfinite_skipped: int = 0
     scaler_skipped: int = 0                      # fp16 steps the gradient scaler skipped (overflow)
     stop_reason: Optional[str] = None            # why a callback ended the run before its last step (request_stop)
+    task_best: dict = field(default_factory=dict)  # --per-task-best: task -> its best evaluation's epoch, step, dev
 
     def to_json(self) -> str:
         saved = dataclasses.asdict(self)
         if saved["stop_reason"] is None:  # a run that was not stopped keeps the checkpoint it always had
             del saved["stop_reason"]
+        if not saved["task_best"]:  # as one without --per-task-best
+            del saved["task_best"]
         return json.dumps(saved)
 
     @classmethod
@@ -93,6 +97,9 @@ class Run:
     prefetched: Optional[tuple] = None  # (step, its batches) built ahead on CUDA (step.py's prefetch)
     graphs: StepGraphs = field(default_factory=StepGraphs)  # graphed or eager, and the batches' widths (graphs.py)
     lr_reason: str = ""          # why config.lr is the rate it is (tasks.config.lr_for_model): config.json's "lr"
+    averages: Optional[Averages] = None  # --average's copies of the weights (averaging.py); None: none kept
+    task_best_predictions: dict = field(default_factory=dict)  # --per-task-best: task -> its best evaluation's
+    #                                                            dev predictions {(task, "dev"): list}, in this process
 
     def notify(self, hook: str, *args) -> None:
         """Call `hook` on every callback that has it, in the list's order."""
