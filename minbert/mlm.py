@@ -100,10 +100,6 @@ class BertForMaskedLM(nn.Module):
         self.cls.predictions.transform.apply(self.bert._init_weights)
         nn.init.zeros_(self.cls.predictions.bias)
 
-    def tie_weights(self):
-        """Make the decoder's tensors the word embeddings and the head's bias again (after an edit replaced one)."""
-        self.cls.predictions.tie(self.bert.embeddings.word_embeddings.weight)
-
     @property
     def num_layers(self) -> int:
         return self.bert.num_layers

@@ -104,10 +104,6 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
 
-    def split_heads(self, x):
-        B, T, _ = x.shape
-        return x.view(B, T, self.num_heads, self.head_size).transpose(1, 2)     # (B, heads, T, head_size)
-
     def written_out(self, q, k, v, keys):
         """q, k, v: (B, heads, T, head_size); keys: `attention_keys`' (B, 1, 1, T key) mask or None.
         Returns (B, heads, T, head_size) and the (B, heads, T query, T key) probabilities."""

@@ -20,7 +20,7 @@ from minbert import DEFAULT_IMPLEMENTATION, DEFAULT_MODEL, UserError
 
 from .course.submission import course_predictions_dir
 from .data import DATA_DIR_ENV, TASKS
-from .heads import HEAD_DESIGNS, POOLING_ALIASES, canonical_pooling, report_heads_problem
+from .heads import HEAD_DESIGNS, report_heads_problem
 from .registry import REGISTRY
 from .schedules import SCHEDULES
 from .task_file import declare_tasks
@@ -170,10 +170,8 @@ class TrainConfig:
     def from_record(cls, arguments: dict) -> "TrainConfig":
         """The options a run recorded (config.json's "arguments"); an option it lacks (a run of an older
         version) takes its default."""
-        config = cls(**{name: arguments[name] for name in cls.names() if name in arguments})
-        if config.pooling in POOLING_ALIASES:
-            config = dataclasses.replace(config, pooling=canonical_pooling(config.pooling))
-        return config
+        arguments = upgraded_arguments(arguments)
+        return cls(**{name: arguments[name] for name in cls.names() if name in arguments})
 
     @property
     def task_list(self) -> tuple:
@@ -192,6 +190,15 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
+def upgraded_arguments(arguments: dict) -> dict:
+    """A run's recorded "arguments" (config.json, a model folder's options) in today's names: runs before
+    --pooling's names said what they are recorded pooler as "cls" and cls-token as "first"."""
+    older = {"cls": "pooler", "first": "cls-token"}
+    if arguments.get("pooling") not in older:
+        return arguments
+    return {**arguments, "pooling": older[arguments["pooling"]]}
+
+
 def with_environment(config: TrainConfig) -> TrainConfig:
     """--data-dir defaults to $MINBERT_DATA_DIR, --predictions-dir to $MINBERT_PREDICTIONS_DIR, else predictions/."""
     changes = {}
@@ -201,8 +208,6 @@ def with_environment(config: TrainConfig) -> TrainConfig:
         changes["task_file"] = str(Path(config.task_file).expanduser().resolve())
     if config.predictions_dir is None:
         changes["predictions_dir"] = course_predictions_dir()
-    if config.pooling in POOLING_ALIASES:  # an older name, e.g. from a resumed run's config.json
-        changes["pooling"] = canonical_pooling(config.pooling)
     return dataclasses.replace(config, **changes)
 
 

@@ -26,15 +26,7 @@ SEQ_KEYS = ("input_ids", "token_type_ids", "attention_mask")
 # The sentence vector of a single sequence: the mean of the token states, BERT's pooler (a tanh
 # layer over the [CLS] state, what the course's classifier reads), or the raw [CLS] state.
 POOLINGS = ("mean", "pooler", "cls-token")
-POOLING_ALIASES = {"cls": "pooler", "first": "cls-token"}  # the names earlier runs and sweeps recorded
 HEAD_DESIGNS = ("default", "report")  # the designs of the task heads (--task-heads)
-
-
-def canonical_pooling(name: str) -> str:
-    name = POOLING_ALIASES.get(name, name)
-    if name not in POOLINGS:
-        raise ValueError(f"unknown pooling {name!r}; expected one of {', '.join(POOLINGS)}")
-    return name
 
 
 def sequences(batch: dict) -> list[dict]:
@@ -75,20 +67,29 @@ def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return torch.cat([u, v, (u - v).abs(), u * v], -1)
 
 
+def _check_design(tasks, pair_mode: str, pooling: str, task_heads: str) -> None:
+    """ValueError naming the first of MultitaskModel's options that is not one it knows, or that the tasks
+    cannot take."""
+    if pair_mode not in ("cross", "siamese"):
+        raise ValueError(f"unknown pair mode {pair_mode!r}")
+    if pooling not in POOLINGS:
+        raise ValueError(f"unknown pooling {pooling!r}; expected one of {', '.join(POOLINGS)}")
+    if task_heads not in HEAD_DESIGNS:
+        raise ValueError(f"unknown task-head design {task_heads!r}; "
+                         f"expected one of {', '.join(HEAD_DESIGNS)}")
+    if task_heads == "report" and report_heads_problem(tasks, pair_mode):
+        raise ValueError(report_heads_problem(tasks, pair_mode))
+
+
 class MultitaskModel(nn.Module):
     def __init__(self, encoder: BertModel, tasks=MULTITASK_TASKS, pair_mode: str = "cross",
                  pooling: str = "mean", dropout: float = 0.1, task_heads: str = "default"):
         super().__init__()
-        if pair_mode not in ("cross", "siamese"):
-            raise ValueError(f"unknown pair mode {pair_mode!r}")
-        if task_heads not in HEAD_DESIGNS:
-            raise ValueError(f"unknown task-head design {task_heads!r}; expected one of {', '.join(HEAD_DESIGNS)}")
-        if task_heads == "report" and report_heads_problem(tasks, pair_mode):
-            raise ValueError(report_heads_problem(tasks, pair_mode))
+        _check_design(tasks, pair_mode, pooling, task_heads)
         self.encoder = encoder
         self.tasks = tuple(tasks)
         self.pair_mode = pair_mode
-        self.pooling = canonical_pooling(pooling)
+        self.pooling = pooling
         self.task_heads = task_heads
         self.dropout = nn.Dropout(dropout)
         h = encoder.config.hidden_size

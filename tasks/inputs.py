@@ -34,7 +34,6 @@ class RunInputs:
     device: torch.device
     tasks: tuple = ()
     max_lengths: dict = field(default_factory=dict)  # task -> tokens per sequence
-    extra: dict = field(default_factory=dict)
     world: World = SINGLE         # the processes torchrun started (tasks.distributed)
     precision: str = "fp32"       # what the run computes in: --precision resolved for this device
     precision_requested: str = "fp32"  # what --precision asked for (auto, bf16 or fp32)

@@ -70,6 +70,14 @@ def small_data_dir(data_dir, tmp_path_factory):
     return out
 
 
+def prediction_rows(path) -> list:
+    """(id, value) strings of a course prediction file (`id \\t <header>`, then `<id> , <value>` rows),
+    in file order."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    assert lines and lines[0].split("\t")[0].strip() == "id", f"{path} is not a prediction file"
+    return [tuple(field.strip() for field in line.split(",")) for line in lines[1:] if line.strip()]
+
+
 def run_cli(main, argv):
     """Call a script's main() in-process; returns (exit status, stdout, stderr)."""
     import contextlib

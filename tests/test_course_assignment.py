@@ -14,9 +14,9 @@ from test_reliability import TINY, tiny_model  # noqa: F401 (fixture)
 import classifier
 import prepare_submit
 import train_multitask
-from conftest import run_cli
+from conftest import prediction_rows, run_cli
 from tasks import data
-from tasks.course.formats import read_predictions, write_predictions
+from tasks.course.formats import write_predictions
 from tasks.course.submission import MANIFEST, SubmissionRefused, expected_files, make_submission, publish_predictions
 from tasks.encoded import encode_split
 from tasks.heads import MultitaskModel, task_spec
@@ -68,7 +68,7 @@ def test_every_task_is_read_encoded_and_headed_from_its_record(task, data_dir, t
     path = write_predictions(Path(os.environ["MINBERT_PREDICTIONS_DIR"]), task, "dev", part.ids, values,
                              mode="finetune" if "multitask" not in cfg.outputs else None)
     assert path.read_text().startswith(f"id \t {cfg.prediction_header} \n")
-    assert [i for i, _ in read_predictions(path)] == part.ids
+    assert [i for i, _ in prediction_rows(path)] == part.ids
 
 
 def test_cfimdb_keeps_long_reviews(data_dir, tokenizer):
@@ -140,7 +140,7 @@ def test_a_test_row_with_an_empty_sentence_or_a_repeated_id_still_gets_one_predi
         "--model", str(tiny_model), "--data-dir", str(quirky_data), "--tasks", "sst", "--max-steps", "2",
         "--batch-size", "8", "--precision", "fp32", "--out", str(out)])
     assert code == 0, err
-    ids = [i for i, _ in read_predictions(out / "predictions" / "sst-test-output.csv")]
+    ids = [i for i, _ in prediction_rows(out / "predictions" / "sst-test-output.csv")]
     assert ids == [f"t{i:03d}" for i in range(12)]  # each id exactly once, in file order
     assert "(duplicate id: 1) at lines 14" in err
 
@@ -178,7 +178,7 @@ def test_part1_run_writes_the_course_files(spelling, prefix, part1_data, tmp_pat
         for split, suffix in (("dev", "dev"), ("test", "test-student")):
             path = out / "predictions" / f"{prefix}-{task}-{split}-out.csv"
             assert path.read_text().splitlines()[0] == "id \t Predicted_Sentiment "
-            assert [i for i, _ in read_predictions(path)] == \
+            assert [i for i, _ in prediction_rows(path)] == \
                 course_ids(part1_data / REGISTRY[task].files[split])
             assert (course / path.name).read_bytes() == path.read_bytes()
         assert f"dev acc {task} ({prefix}) :: " in stdout
@@ -299,13 +299,20 @@ def test_part1_resume_keeps_finished_tasks(part1_data, tmp_path, tiny_model):
     assert code == 2 and "--resume" in err
 
 
-def test_older_pooling_names_mean_what_they_meant():
-    from tasks.config import TrainConfig, with_environment
-    from tasks.heads import canonical_pooling
-    assert with_environment(TrainConfig(pooling="cls")).pooling == "pooler"  # a resumed older run
-    assert canonical_pooling("first") == "cls-token" and canonical_pooling("mean") == "mean"
-    with pytest.raises(ValueError):
-        canonical_pooling("max")
+def test_older_pooling_names_in_a_record_mean_what_they_meant(tmp_path):
+    """--pooling takes today's names only; a run that recorded `cls` or `first` predicts (from_record) and
+    resumes (its config.json's arguments) with the pooling it trained with."""
+    from tasks.config import TrainConfig
+    from tasks.training import recorded_arguments, train_parser
+    assert TrainConfig.from_record({"pooling": "cls"}).pooling == "pooler"
+    assert TrainConfig.from_record({"pooling": "mean"}).pooling == "mean"
+    (tmp_path / "config.json").write_text(json.dumps({"arguments": {"pooling": "first", "lr": 1e-3}}))
+    resumed, _ = recorded_arguments(train_parser(), tmp_path / "config.json")
+    assert (resumed.pooling, resumed.lr) == ("cls-token", 1e-3)
+    with pytest.raises(SystemExit):
+        train_parser().parse_args(["--pooling", "cls"])
+    with pytest.raises(ValueError, match="unknown pooling 'max'"):
+        MultitaskModel(None, ("sst",), pooling="max")  # refused before the encoder is read
 
 
 def test_a_wholly_frozen_encoder_trains_its_heads_without_dropout_inside(part1_data, tiny_model):

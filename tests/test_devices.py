@@ -37,6 +37,13 @@ def attention_inputs(lengths=(13, 1, 7, 12), seq=13):
     return attention, x, mask
 
 
+def split_heads(attention, x):
+    """(B, T, hidden) -> (B, heads, T, head_size), from one `Linear`'s output: the three projections
+    apart, not the model's stacked `project_qkv`."""
+    B, T, _ = x.shape
+    return x.view(B, T, attention.num_heads, attention.head_size).transpose(1, 2)
+
+
 def outputs_and_grads(attention, x, mask, how):
     """The attention's output on the real tokens, and the gradients of a weighted sum of it."""
     x.grad = None
@@ -45,7 +52,8 @@ def outputs_and_grads(attention, x, mask, how):
         y, probs = attention(x, attention_keys(mask))
         assert probs is None
     else:
-        q, k, v = (attention.split_heads(layer(x)) for layer in (attention.query, attention.key, attention.value))
+        layers = (attention.query, attention.key, attention.value)
+        q, k, v = (split_heads(attention, layer(x)) for layer in layers)
         y, _ = attention.written_out(q, k, v, attention_keys(mask))
         y = y.transpose(1, 2).reshape(x.shape)
     y = y * mask[..., None]  # padding positions mean nothing

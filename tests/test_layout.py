@@ -20,35 +20,35 @@ def runtime_imports(path: Path, everywhere: bool = False) -> set:
     `from pkg import name` counts as importing pkg.name when that is a module."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
-    found = set()
+    statements = ast.walk(tree) if everywhere else module_level(tree.body)
+    return {name for node in statements for name in imported(node, package)}
 
-    def visit(nodes):
-        for node in nodes:
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                continue
-            if isinstance(node, (ast.If, ast.Try)):
-                visit(node.body + node.orelse + getattr(node, "finalbody", []) +
-                      [n for h in getattr(node, "handlers", []) for n in h.body])
-            else:
-                add(node)
 
-    def add(node):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
+def module_level(nodes):
+    """The statements run on import: `nodes`, and those inside their `if` and `try` blocks, less the blocks of
+    `if TYPE_CHECKING:`."""
+    for node in nodes:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        if isinstance(node, (ast.If, ast.Try)):
+            yield from module_level(node.body + node.orelse + getattr(node, "finalbody", []) +
+                                    [n for h in getattr(node, "handlers", []) for n in h.body])
+        else:
+            yield node
 
-    if everywhere:
-        for node in ast.walk(tree):
-            add(node)
-    else:
-        visit(tree.body)
-    return found
+
+def imported(node: ast.AST, package: str) -> set:
+    """The modules an import statement names (none for another node); relative ones resolved within
+    `package`."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if not isinstance(node, ast.ImportFrom):
+        return set()
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")
+        base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+    return {base} | {f"{base}.{alias.name}" for alias in node.names}
 
 
 def graph(root: Path = REPO, everywhere: bool = False) -> dict:
@@ -191,7 +191,170 @@ def test_a_head_kinds_name_is_compared_in_its_module_only():
     assert found == []
 
 
+def non_blank_characters(folder: Path) -> int:
+    return sum(sum(not c.isspace() for c in p.read_text(encoding="utf-8")) for p in folder.rglob("*.py"))
+
+
 def test_the_reproduction_stays_within_its_size():
-    """Issue 49's cap on tasks/reproduction/ (findings, measures, verdicts, report): at most 2,800 lines in all."""
-    lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in (REPO / "tasks/reproduction").rglob("*.py"))
-    assert lines <= 2800, f"tasks/reproduction/ is {lines} lines"
+    """tasks/reproduction/ (findings, measures, verdicts, report) in characters a reader reads: 137,336
+    non-blank characters when this cap was set, 138,772 once the planner computed its seconds a step
+    (from a tool outside it), plus a 1% margin. A cap on lines (issue 49's 2,800)
+    rewarded packing more on a line, which costs a reader more; characters count what there is to read
+    however it is laid out."""
+    size = non_blank_characters(REPO / "tasks/reproduction")
+    assert size <= 140_000, f"tasks/reproduction/ is {size:,} non-blank characters"
+
+
+# ------------------------------------------------------------------------------------ complexity
+# radon's cyclomatic complexity (`radon cc`), counted here with ast so that the suite needs no radon:
+# 1 for the function, plus 1 for each decision a reader has to follow.
+MAX_COMPLEXITY = 20
+# Today's functions above MAX_COMPLEXITY, at their figure when the limit came: none may grow; an entry
+# goes when its function comes under the limit. tasks/reproduction/ and bench/ are being rewritten
+# (issue 55, items 1 and 2).
+COMPLEXITY_ALLOWED = {
+    "bench/epoch.py:main": 28,
+    "bench/gpu_compare.py:time_models": 25,
+    "bench/part1_reference.py:run_task": 25,
+    "minbert/loading.py:load_mlm_into": 25,
+    "tasks/ablation/studies/permute.py:permutation_strip": 24,
+    "tasks/ablation/studies/probe/__init__.py:probe_curve": 24,
+    "tasks/ablation/summary.py:learning_curves": 24,
+    "tasks/reproduction/judging.py:verdicts": 24,
+    "tests/test_ablate.py:test_reinit_sweep_writes_results_summary_plots_and_tensorboard": 24,
+    "tasks/ablation/studies/reinit.py:reinit_blocks": 23,
+    "tasks/task_file.py:_head": 23,
+    "tests/test_data.py:test_real_labels_and_sentences": 23,
+    "tasks/reproduction/front.py:forest": 22,
+    "tasks/reproduction/report.py:paper_page": 22,
+    "tests/test_user_tasks.py:test_train_multitask_on_declared_cola_and_mrpc": 22,
+    "tasks/ablation/studies/reinit.py:heads_by_layer": 21,
+    "tasks/reproduction/lines.py:decides": 21,
+    "tasks/saved/user_input.py:read_user_file": 21,
+}
+
+
+def decisions(node: ast.AST) -> int:
+    """The decisions one node adds, as radon counts them: if, elif, conditional expression, assert; a
+    loop and its else; an except clause and try's else; each operand of and/or after the first; a
+    comprehension's for and each of its ifs; each case of a match but a catch-all."""
+    if isinstance(node, (ast.If, ast.IfExp, ast.Assert)):
+        return 1
+    if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+        return 1 + bool(node.orelse)
+    if isinstance(node, ast.Try):
+        return len(node.handlers) + bool(node.orelse)
+    if isinstance(node, ast.BoolOp):
+        return len(node.values) - 1
+    if isinstance(node, ast.comprehension):
+        return 1 + len(node.ifs)
+    if isinstance(node, ast.Match):
+        return len(node.cases) - any(isinstance(c.pattern, ast.MatchAs) and c.pattern.pattern is None
+                                     for c in node.cases)
+    return 0
+
+
+def complexity(function: ast.AST) -> int:
+    """1 plus the decisions in `function`'s body; a nested function or class counts for itself, and (as radon)
+    nothing inside an assert's expression counts."""
+    total, todo = 1, list(function.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        total += decisions(node)
+        if not isinstance(node, ast.Assert):
+            todo.extend(ast.iter_child_nodes(node))
+    return total
+
+
+def functions(tree: ast.AST, prefix: str = ""):
+    """(qualified name, node) of every function in `tree`: a method as Class.method, a closure as
+    outer.inner."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield prefix + node.name, node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield from functions(node, f"{prefix}{node.name}.")
+        else:
+            yield from functions(node, prefix)
+
+
+def house_files():
+    for path in sorted(REPO.rglob("*.py")):
+        if path.relative_to(REPO).parts[0] not in (".venv", ".git", ".gpu", "runs"):
+            yield path
+
+
+def house_complexities() -> dict:
+    """{"path:qualified name": complexity} of every function in the house: packages, scripts, bench/,
+    tests/."""
+    return {f"{path.relative_to(REPO).as_posix()}:{name}": complexity(node) for path in house_files()
+            for name, node in functions(ast.parse(path.read_text(encoding="utf-8")))}
+
+
+RADON_EXAMPLE = '''
+def a(x, ys):                       # radon cc: a 13, a.b 3, C.m 2
+    if x and ys or not x:           # if 1, and/or 2
+        x = [y for y in ys if y if x]   # for 1, ifs 2
+    elif x:                         # 1
+        pass
+    for y in ys:                    # 1, with its else 1
+        x = 1 if y else 2           # 1
+    else:
+        pass
+    try:
+        pass
+    except ValueError:              # 1
+        pass
+    finally:
+        pass
+    assert x and ys, [y for y in ys if y]   # 1, nothing inside
+    def b():
+        while x or ys:              # 1 + 1
+            pass
+    return b
+class C:
+    def m(self):
+        with open(self) as f:       # a with is no decision
+            return f if f else None
+'''
+
+
+def test_the_complexity_is_radons():
+    """The figures `radon cc -s` gives the example (radon 6.0.1). When the limit came, this count and
+    radon's agreed on every one of the 2,138 functions radon reports in the house (radon leaves out
+    methods of a class defined inside a function; they count here)."""
+    found = {name: complexity(node) for name, node in functions(ast.parse(RADON_EXAMPLE))}
+    assert found == {"a": 13, "a.b": 3, "C.m": 2}
+
+
+def test_no_function_grows_past_the_complexity_limit():
+    house = house_complexities()
+    over = {name: figure for name, figure in house.items()
+            if figure > COMPLEXITY_ALLOWED.get(name, MAX_COMPLEXITY)}
+    assert over == {}, "above the limit (MAX_COMPLEXITY, or its figure in COMPLEXITY_ALLOWED): split them"
+    stale = {name: house.get(name) for name in COMPLEXITY_ALLOWED if house.get(name, 0) <= MAX_COMPLEXITY}
+    assert stale == {}, "these are gone or under the limit now: take them out of COMPLEXITY_ALLOWED"
+
+
+# ------------------------------------------------------------------------------------ line length
+def lines_over(width: int = 110) -> dict:
+    """{package: [lines, lines longer than `width`]}: each of tasks/' packages on its own, tests, bench,
+    minbert, and the scripts at the root. ruff holds the house at 120 today; run this file
+    (`python tests/test_layout.py`) to see what 110 would cost where."""
+    counts = {}
+    for path in house_files():
+        parts = path.relative_to(REPO).parts
+        package = ("/".join(parts[:2]) if len(parts) > 2 else "tasks/*.py") if parts[0] == "tasks" else \
+            parts[0] if len(parts) > 1 else "(scripts)"
+        lines = path.read_text(encoding="utf-8").splitlines()
+        count = counts.setdefault(package, [0, 0])
+        count[0] += len(lines)
+        count[1] += sum(len(line) > width for line in lines)
+    return counts
+
+
+if __name__ == "__main__":
+    for package, (lines, over) in sorted(lines_over().items(), key=lambda kv: -kv[1][1]):
+        print(f"{package:24} {over:5} of {lines:6} lines over 110 characters ({over / lines:.1%})")

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from minbert.errors import DataError, UserError
-from tasks.course.formats import read_predictions, write_predictions
+from conftest import prediction_rows
+from minbert.errors import UserError
+from tasks.course.formats import write_predictions
 from tasks.metrics import accuracy, overall_score, pearson
 from tasks.registry import REGISTRY
 
@@ -47,9 +48,9 @@ def test_prediction_files_round_trip_with_exact_format(tmp_path):
     assert sst.read_text() == "id \t Predicted_Sentiment \nc3a1 , 4 \n0b7f , 0 \n9e22 , 2 \n"
     assert quora.read_text() == "id \t Predicted_Is_Paraphrase \nc3a1 , 1.0 \n0b7f , 0.0 \n9e22 , 1.0 \n"
     assert sts.read_text().splitlines()[0] == "id \t Predicted_Similiary "
-    assert read_predictions(sst) == [("c3a1", "4"), ("0b7f", "0"), ("9e22", "2")]
-    assert read_predictions(quora) == [("c3a1", "1.0"), ("0b7f", "0.0"), ("9e22", "1.0")]
-    assert [float(v) for _, v in read_predictions(sts)] == [3.25, 0.0, 4.5]
+    assert prediction_rows(sst) == [("c3a1", "4"), ("0b7f", "0"), ("9e22", "2")]
+    assert prediction_rows(quora) == [("c3a1", "1.0"), ("0b7f", "0.0"), ("9e22", "1.0")]
+    assert [float(v) for _, v in prediction_rows(sts)] == [3.25, 0.0, 4.5]
     part1 = write_predictions(tmp_path, "cfimdb", "test", ids, [1, 0, 1], mode="finetune")
     assert part1.name == "finetune-cfimdb-test-out.csv"
     assert part1.read_text() == "id \t Predicted_Sentiment \nc3a1 , 1 \n0b7f , 0 \n9e22 , 1 \n"
@@ -69,7 +70,3 @@ def test_bad_predictions_are_refused(tmp_path):
     with pytest.raises(UserError):
         write_predictions(tmp_path, "sst", "train", ["a"], [1])
     assert list(tmp_path.iterdir()) == []
-    bad = tmp_path / "bad.csv"
-    bad.write_text("sentence,label\n")
-    with pytest.raises(DataError):
-        read_predictions(bad)

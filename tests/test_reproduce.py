@@ -426,7 +426,7 @@ def test_a_kept_run_is_one_typed_record_read_back_as_written_and_an_old_one_is_r
     assert reproduction_runs.read_run(path) == run
     old = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("schema", "device", "weights")}
     path.write_text(json.dumps(old))
-    with pytest.raises(UserError, match=r"run.json: a kept run of schema 1, .*tools/convert_kept_runs.py RESULTS"):
+    with pytest.raises(UserError, match=r"run.json: a kept run of schema 1, this code reads schema 3"):
         reproduction_runs.load(tmp_path)
     code, _, err = run_cli(reproduce.main, ["--report-only", "--results", str(tmp_path), "--report",
                                             str(tmp_path / "r.md")])
@@ -532,13 +532,13 @@ def test_every_declared_follow_up_names_real_experiments_and_its_options_reach_t
 def test_a_cost_estimate_is_trials_x_steps_x_the_measured_seconds_a_step():
     """Seeds come from the experiment (or its scale) alone: the estimate lists the trials at those seeds; a
     follow-up's cap or epochs set its steps, a transfer trial trains two stages."""
-    rate = plan.SECONDS_PER_STEP[("cpu", "cpu")]
+    rate = plan.seconds_per_step()[("cpu", "cpu")]
     e = reproduction.EXPERIMENTS["reinit-small"]
     trials = len(reproduction.seeds_of(e, CTX.scale)) * (CTX.n + 1)
     assert plan.experiment_minutes(e, CTX) == pytest.approx(trials * CTX.scale.expected_steps * rate / 60)
     three = reproduction.EXPERIMENTS["heads-top"]      # seeds=3: 3 x (12 heads + the unmodified model)
     assert plan.experiment_minutes(three, CTX, "cuda") == pytest.approx(
-        3 * 13 * CTX.scale.expected_steps * plan.SECONDS_PER_STEP[("cpu", "cuda")] / 60)
+        3 * 13 * CTX.scale.expected_steps * plan.seconds_per_step()[("cpu", "cuda")] / 60)
     cap = follow_ups.FOLLOW_UPS["cap-small-data"]            # the plateau off: every trial trains the cap, 600
     assert plan.experiment_minutes(e, CTX, "cpu", cap, {}) == pytest.approx(trials * 600 * rate / 60)
     more = follow_ups.FOLLOW_UPS["more-seeds"]                # 13 seeds
@@ -693,41 +693,3 @@ def test_a_follow_ups_line_never_mixes_its_protocol_with_the_first_runs_arms():
     again = judging.verdicts(runs, CTX)["cap-large-data"]["tamkin-data-size"]
     assert lines.disclosure(runs, again, "cap-large-data").endswith(
         "; its arms trained apart: reinit-large on cpu; reinit-small on cuda, from weights 1ca95c81930f")
-
-
-def test_the_conversion_script_turns_a_schema_1_or_2_run_into_the_typed_record(tmp_path):
-    """tools/convert_kept_runs.py: the device from the trials' own records, the weights from the sittings, only
-    the sittings that added trials; schema 2 loses its model_identity, whose weights it keeps; a second run converts
-    nothing; a malformed file is one line, exit 2."""
-    from tools import convert_kept_runs
-    folder = tmp_path / "transfer" / "cap-small-data"
-    folder.mkdir(parents=True)
-    old = {"experiment": "transfer", "run": "cap-small-data", "protocol": 2, "scale": "cpu", "model": "minilm",
-           "tasks": dict(reproduction.ROLES), "seeds": [0], "layers": 6, "sweeps": {"transfer": ["--x"]},
-           "sittings": [{"commit": "48564adf2791", "cpu": "Intel Xeon", "date": "2026-11-27 04:20 UTC",
-                         "device": "NVIDIA H200", "shard": "1/2, run at once", "threads": 16, "trained_before": 0,
-                         "trained_on": {"cuda": 2}, "trials_added": 2, "wall_time_s": 47.6, "weights": "1ca95c81930f",
-                         "workers": "2"},
-                        {"commit": "48564adf2791", "cpu": "Intel Xeon", "date": "2026-11-27 04:21 UTC",
-                         "device": "NVIDIA H200", "shard": "2/2, run at once", "threads": 16, "trained_on": {},
-                         "trials_added": 0, "wall_time_s": 3.0, "weights": "1ca95c81930f", "workers": "2"}]}
-    (folder / "run.json").write_text(json.dumps(old))
-    (folder / "transfer.jsonl").write_text("".join(json.dumps({"key": k, "device": "cuda:0"}) + "\n" for k in "ab"))
-    code, out, err = run_cli(convert_kept_runs.main, [str(tmp_path)])
-    assert code == 0 and "1 run.json files converted" in out, err
-    run = reproduction_runs.read_run(folder / "run.json")
-    assert (run.device, run.weights, run.schema) == ("cuda", "1ca95c81930f", reproduction_runs.SCHEMA)
-    assert run.sittings == [reproduction_runs.Sitting("2026-11-27 04:20 UTC", "48564adf2791",
-                                                      "Intel Xeon with NVIDIA H200", 47.6, 2)]
-    assert (run.experiment, run.run, run.seeds, run.sweeps) == ("transfer", "cap-small-data", [0], old["sweeps"])
-    code, out, _ = run_cli(convert_kept_runs.main, [str(tmp_path)])
-    assert code == 0 and "0 run.json files converted" in out
-    identity = {"slug": "m-01234567", "path": "/m", "hash": "0" * 64, "weights_sha256": "1ca95c81930f" + "0" * 52}
-    (folder / "run.json").write_text(json.dumps({**json.loads((folder / "run.json").read_text()), "schema": 2,
-                                                 "model_identity": identity}))
-    code, out, err = run_cli(convert_kept_runs.main, [str(tmp_path)])
-    assert code == 0 and "1 run.json files converted" in out, err
-    assert reproduction_runs.read_run(folder / "run.json") == run
-    (folder / "run.json").write_text(json.dumps({"experiment": "transfer"}))
-    code, _, err = run_cli(convert_kept_runs.main, [str(tmp_path)])
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "run.json: not a kept run of schema 1" in err

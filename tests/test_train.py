@@ -6,8 +6,7 @@ import torch
 from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 import train_multitask
-from conftest import run_cli
-from tasks.course.formats import read_predictions
+from conftest import prediction_rows, run_cli
 
 BASE = ["--model", "minilm", "--batch-size", "8", "--eval-batch-size", "64", "--precision", "fp32", "--device", "cpu"]
 
@@ -31,7 +30,7 @@ def test_short_run_writes_everything(small_data_dir, tmp_path):
                 "sts-dev-output.csv", "sts-test-output.csv"}
     assert {p.name for p in preds.iterdir()} == expected
     dev_ids = [line.split("\t")[1] for line in (small_data_dir / "ids-sst-dev.csv").read_text().splitlines()[1:]]
-    assert [i for i, _ in read_predictions(preds / "sst-dev-output.csv")] == dev_ids
+    assert [i for i, _ in prediction_rows(preds / "sst-dev-output.csv")] == dev_ids
     assert not (tmp_path / "course-predictions").exists()  # MINBERT_PREDICTIONS_DIR (conftest): a smoke run
     assert "did not publish" in stdout                         # never replaces a real run's files there
 
@@ -57,8 +56,9 @@ def test_training_moves_the_dev_metric(small_data_dir, tmp_path):
 def test_freezing_keeps_frozen_weights_bit_identical(small_data_dir, tmp_path, pretrained):
     out = tmp_path / "frozen"
     code, _, err = run_cli(train_multitask.main, BASE + ["--data-dir", str(small_data_dir),
-                                                         "--freeze-until", "4", "--max-steps", "3", "--pooling", "cls",
-                                                         "--out", str(out), "--tasks", "sst"])
+                                                         "--freeze-until", "4", "--max-steps", "3",
+                                                         "--pooling", "pooler", "--out", str(out),
+                                                         "--tasks", "sst"])
     assert code == 0, err
     trained = torch.load(out / "checkpoint.pt", weights_only=True)["model"]
     original = pretrained.state_dict()

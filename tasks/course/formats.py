@@ -23,7 +23,6 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from minbert.errors import DataError
 from tasks.fileio import atomic_write_text
 from tasks.registry import TaskConfig, get_task
 
@@ -74,19 +73,3 @@ def write_predictions(out_dir: str | os.PathLike, task: str, split: str, ids: Se
     name = get_task(task).prediction_file(split, mode)
     return atomic_write_text(Path(out_dir) / name, prediction_text(task, ids, values))
 
-
-def read_predictions(path: str | os.PathLike) -> list[tuple[str, str]]:
-    """(id, value) pairs of a prediction file, in file order, as strings."""
-    path = Path(path)
-    lines = path.read_text(encoding="utf-8").splitlines()
-    if not lines or lines[0].split("\t")[0].strip() != "id":
-        raise DataError(f"{path}: not a prediction file (the first line must be 'id \\t <header>')")
-    rows = []
-    for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
-        fields = line.split(",")
-        if len(fields) != 2 or not fields[0].strip():
-            raise DataError(f"{path}: line {number} is not 'id , value'")
-        rows.append((fields[0].strip(), fields[1].strip()))
-    return rows

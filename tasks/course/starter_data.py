@@ -10,6 +10,7 @@ truncated CSV behind. Network problems become one-line `DataError`s.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pathlib
 import socket
@@ -59,6 +60,18 @@ def _resolve_host(host: str, port: int, timeout: float) -> None:
         raise DataError(f"cannot reach {host}: {one_line(result['error'])}")
 
 
+def _stream(response, out) -> tuple:
+    """Copy `response` into the file `out` a chunk at a time, then to disk; (bytes, the first 4 KiB)."""
+    size, first = 0, b""
+    while chunk := response.read(_CHUNK):
+        first += chunk[: 4096 - len(first)]
+        out.write(chunk)
+        size += len(chunk)
+    out.flush()
+    os.fsync(out.fileno())
+    return size, first
+
+
 def _fetch(url: str, target: pathlib.Path, timeout: float) -> int:
     """Download `url` into `target` atomically; returns the number of bytes."""
     name = target.name
@@ -66,19 +79,8 @@ def _fetch(url: str, target: pathlib.Path, timeout: float) -> int:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=target.parent)
-            size = 0
-            first = b""
             with os.fdopen(fd, "wb") as out:
-                while True:
-                    chunk = response.read(_CHUNK)
-                    if not chunk:
-                        break
-                    if len(first) < 4096:
-                        first += chunk[: 4096 - len(first)]
-                    out.write(chunk)
-                    size += len(chunk)
-                out.flush()
-                os.fsync(out.fileno())
+                size, first = _stream(response, out)
         header = first.split(b"\n", 1)[0]
         if b"\tid\t" not in header and not header.endswith(b"\tid"):
             raise DataError(
@@ -98,10 +100,8 @@ def _fetch(url: str, target: pathlib.Path, timeout: float) -> int:
         raise DataError(f"{name}: download from {url} failed: {one_line(exc)}") from None
     finally:
         if tmp_name is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp_name)
-            except OSError:
-                pass
 
 
 def download_course_data(

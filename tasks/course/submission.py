@@ -213,46 +213,75 @@ def check_predictions(folder: Path, allow: Iterable[str] = ()) -> tuple:
     allow = set(allow)
     names = {p.name for p in folder.iterdir() if p.is_file() and p.name != SOURCES} if folder.is_dir() else set()
     sources = _load_sources(folder)
-    warnings, refusals, groups, missing = [], [], {}, []
     files = {name: _file_record(folder, name, sources) for name in sorted(names)}
+    groups, missing, warnings = _groups(names, files)
+    manifest_files, table, refusals = _judge(files, _problems(names, files), allow)
+    if missing:
+        expected = sum(len(v) for v in expected_files().values())
+        warnings.append(f"missing {len(missing)} of {expected} expected prediction files: "
+                        f"{', '.join(missing)}")
+    manifest = {"created": _now().isoformat(timespec="seconds"), "allowed": sorted(allow),
+                "files": manifest_files, "groups": groups, "missing": missing}
+    return manifest, table, warnings, refusals
+
+
+# What the manifest keeps of each file's provenance, in this order.
+_MANIFEST_KEYS = ("run", "model", "model_lineage", "model_sha256", "steps", "max_steps", "data_fraction",
+                  "dev", "date")
+
+
+def _judge(files: dict, problems: dict, allow: set) -> tuple:
+    """({file: its manifest entry}, the table's lines, a refusal line per problem of a kind not in
+    `allow`)."""
+    manifest_files, refusals = {}, []
+    table = [_TABLE.format("file", "run", "model", "steps", "dev", "finished", "status")]
+    for name, record in files.items():
+        record = record or {}
+        kinds = [kind for kind, _ in problems[name]]
+        refused = [(k, text) for k, text in problems[name] if k not in allow]
+        refusals += [f"predictions/{name}: {text} (--allow {k} to hand it in anyway)" for k, text in refused]
+        table.append(_table_row(name, record, kinds, [k for k, _ in refused]))
+        manifest_files[name] = {**{key: record.get(key) for key in _MANIFEST_KEYS},
+                                "allowed": [k for k in kinds if k in allow]}
+    return manifest_files, table, refusals
+
+
+def _groups(names: set, files: dict) -> tuple:
+    """({group: its files found and their runs}, the expected files missing, a warning per group whose
+    files come from more than one run)."""
+    groups, missing, warnings = {}, [], []
     for group, expected in expected_files().items():
         found = [f for f in (_present(n, names) for n in expected) if f]
         missing += [n for n in expected if not _present(n, names)]
         runs = sorted({files[f]["run"] for f in found if files[f]})
         groups[group] = {"files": found, "runs": runs}
         if len(runs) > 1:
+            of_run = {r: [f for f in found if files[f] and files[f]["run"] == r] for r in runs}
             warnings.append(f"warning: {group} predictions come from {len(runs)} different runs: " +
-                            "; ".join(f"{r} ({', '.join(f for f in found if (files[f] or {}).get('run') == r)})"
-                                      for r in runs))
+                            "; ".join(f"{r} ({', '.join(of_run[r])})" for r in runs))
+    return groups, missing, warnings
+
+
+def _problems(names: set, files: dict) -> dict:
+    """{file: [(kind, text)]}: its run's problems (provenance.run_problems), and Part 1 files of both
+    spellings."""
     problems = {name: run_problems(record) for name, record in files.items()}
     if _spellings(names) == {"2023", "2024"}:
         part1 = [n for n in sorted(names) if _spellings([n])]
         problems[part1[0]] = problems[part1[0]] + [
             ("mixed-spellings", f"Part 1 files of both spellings: {', '.join(part1)} (keep one course version's)")]
-    manifest_files, table = {}, [_TABLE.format("file", "run", "model", "steps", "dev", "finished", "status")]
-    for name, record in files.items():
-        kinds = [kind for kind, _ in problems[name]]
-        refused = [(k, text) for k, text in problems[name] if k not in allow]
-        refusals += [f"predictions/{name}: {text} (--allow {k} to hand it in anyway)" for k, text in refused]
-        record = record or {}
-        status = ("refused: " + ",".join(k for k, _ in refused)) if refused else \
-            ("allowed: " + ",".join(kinds)) if kinds else "ok"
-        table.append(_TABLE.format(name, Path(record["run"]).name if record.get("run") else "?",
-                                   lineage_text(record.get("model_lineage")) or record.get("model") or "?",
-                                   _text(record.get("steps")), _text(record.get("dev")),
-                                   (record.get("date") or "?")[:16], status))
-        manifest_files[name] = {"run": record.get("run"), "model": record.get("model"),
-                                "model_lineage": record.get("model_lineage"),
-                                "model_sha256": record.get("model_sha256"), "steps": record.get("steps"),
-                                "max_steps": record.get("max_steps"), "data_fraction": record.get("data_fraction"),
-                                "dev": record.get("dev"), "date": record.get("date"),
-                                "allowed": [k for k in kinds if k in allow]}
-    if missing:
-        warnings.append(f"missing {len(missing)} of {sum(len(v) for v in expected_files().values())} expected "
-                        f"prediction files: {', '.join(missing)}")
-    manifest = {"created": _now().isoformat(timespec="seconds"), "allowed": sorted(allow),
-                "files": manifest_files, "groups": groups, "missing": missing}
-    return manifest, table, warnings, refusals
+    return problems
+
+
+def _table_row(name: str, record: dict, kinds: list, refused: list) -> str:
+    """One file's line of the table: its run, model, steps, dev score, date and status ({} for no record)."""
+    status = "ok"
+    if kinds:
+        status = ("refused: " + ",".join(refused)) if refused else ("allowed: " + ",".join(kinds))
+    return _TABLE.format(name, Path(record["run"]).name if record.get("run") else "?",
+                         lineage_text(record.get("model_lineage")) or record.get("model") or "?",
+                         _text(record.get("steps")), _text(record.get("dev")),
+                         (record.get("date") or "?")[:16], status)
 
 
 _TABLE = "  {:38s} {:24s} {:40s} {:>6s} {:>7s} {:16s} {}"

@@ -63,7 +63,8 @@ def read_run(path: Path) -> KeptRun:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if data.get("schema") != SCHEMA:
         raise UserError(f"{path}: a kept run of schema {data.get('schema', 1)}, this code reads schema {SCHEMA}: "
-                        "convert the results folder once (python tools/convert_kept_runs.py RESULTS)")
+                        "a folder kept before 2026-11-28 converts with "
+                        "git show 624dd4f:tools/convert_kept_runs.py")
     try:
         return KeptRun(**{**data, "sittings": [Sitting(**s) for s in data["sittings"]]})
     except (KeyError, TypeError) as e:

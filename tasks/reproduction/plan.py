@@ -2,22 +2,58 @@
 
 The trials are those its sweeps list at its seeds (nothing is loaded). The steps a trial: the scale's expected
 steps, or a follow-up's own (its cap where it turns the plateau off, its epochs x SST's steps an epoch); a transfer
-trial trains twice the steps, probes and comparisons of saved models none. The seconds a step are one constant per
-scale and kind of device, measured once over the kept runs (a run's span over its trials' steps, so fixed costs and
-workers or shards at once are in it); multitask and SMART steps cost about twice that, another machine otherwise.
+trial trains twice the steps, probes and comparisons of saved models none. The seconds a step: one figure
+per scale and kind of device, the median over the embedded model's kept runs (`seconds_per_step`);
+multitask and SMART steps cost about twice that, another machine otherwise.
 """
+import functools
+import statistics
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Optional
 
 from minbert import UserError
 
+from ..ablation.summary import Trial
 from .curves import unfinished
 from .experiments import EXPERIMENTS, seeds_of
+from .kept import device_kind, load
 from .sweeps import listed_trials
 
-# docs/measurements/2026-11-28-reproduction-seconds-per-step.md (`python tools/seconds_per_step.py`): 30 kept runs
-# with two one-thread workers on two cores (AMD EPYC), 7 with ten shards at once on one NVIDIA H200.
-SECONDS_PER_STEP = {("cpu", "cpu"): 0.23, ("cpu", "cuda"): 0.014}
+# The embedded model's kept runs (reproduce.py's default --results), found from the code, not the
+# working folder.
+MEASURED = Path(__file__).resolve().parents[2] / "docs" / "reproduction" / "results"
 STEPS_PER_EPOCH_AT_QUARTER = 121   # SST at fraction 0.25, batch 16, less the held-out tenth (the kept trials')
+
+
+def run_rate(records: list) -> Optional[tuple]:
+    """(kind of device, seconds a step) of one kept run's trials: the span from its first trial's start
+    (its `finished_at` less its `wall_time_s`) to its last trial's end, over their fine-tuning steps (both
+    stages of a transfer trial), so a trial's fixed costs and the workers or shards that ran at once are in
+    it. None where a trial lacks its times, none trained, or they trained on two kinds of device."""
+    if not records or any("finished_at" not in r or "wall_time_s" not in r for r in records):
+        return None
+    ends = [datetime.strptime(r["finished_at"], "%Y-%m-%dT%H:%M:%SZ") for r in records]
+    starts = [end - timedelta(seconds=r["wall_time_s"]) for end, r in zip(ends, records)]
+    steps = sum(Trial.of(r).total_steps or 0 for r in records)
+    kinds = {device_kind(r) or "?" for r in records}
+    if not steps or len(kinds) != 1:
+        return None
+    return kinds.pop(), (max(ends) - min(starts)).total_seconds() / steps
+
+
+@functools.cache
+def seconds_per_step(results_dir: Path = MEASURED) -> dict:
+    """{(scale, kind of device): the median of `run_rate` over the kept runs in `results_dir`}: read at
+    plan and report time, so a run kept there moves the estimate; {} where the folder is absent. Each run's
+    rate: docs/measurements/2026-11-28-reproduction-seconds-per-step.md."""
+    rates = {}
+    for by_experiment in load(results_dir).values():
+        for run, sweeps in by_experiment.values():
+            found = run_rate([r for records in sweeps.values() for r in records])
+            if found:
+                rates.setdefault((run.scale, found[0]), []).append(found[1])
+    return {key: statistics.median(values) for key, values in rates.items()}
 
 
 def steps_a_trial(trial, scale, changes: dict) -> float:
@@ -35,8 +71,8 @@ def steps_a_trial(trial, scale, changes: dict) -> float:
 def experiment_minutes(experiment, ctx, device: str = "cpu", follow=None, runs=None) -> Optional[float]:
     """Minutes of the experiment's declared run, or of the follow-up `follow`'s on it (its own sweeps where it trains
     them, built from the kept `runs`: UserError, one line, where they cannot be yet; its seeds and changes): trials
-    x steps x SECONDS_PER_STEP; None where no rate was measured for the scale and device."""
-    rate = SECONDS_PER_STEP.get((ctx.scale.name, device))
+    x steps x `seconds_per_step`; None where no rate was measured for the scale and device."""
+    rate = seconds_per_step().get((ctx.scale.name, device))
     if rate is None:
         return None
     specs = experiment.sweeps_for(ctx, follow.label, runs) if follow else experiment.sweeps(ctx)

@@ -20,7 +20,7 @@ from typing import Optional
 from minbert import UserError
 
 from ..cli import interrupted_resumable, run_command
-from ..config import TrainConfig, validate
+from ..config import TrainConfig, upgraded_arguments, validate
 from ..course.submission import SUBMISSION_ZIP, SubmissionRefused, make_submission, publish_predictions, write_outputs
 from ..distributed import SINGLE, barrier, broadcast_from_main, init_world, shutdown
 from ..ensemble import ensemble_runs
@@ -106,7 +106,7 @@ def recorded_arguments(parser: argparse.ArgumentParser, record: Path, **given) -
     each option `parser` knows; what that lacks (a run of an older version) takes its default; `given` last,
     the record's arguments as written)."""
     try:
-        saved = json.loads(record.read_text(encoding="utf-8"))["arguments"]
+        saved = upgraded_arguments(json.loads(record.read_text(encoding="utf-8"))["arguments"])
     except (OSError, ValueError, KeyError) as e:
         raise UserError(f"{record}: cannot read the run's arguments ({e})") from None
     defaults = vars(parser.parse_args([]))

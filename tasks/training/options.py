@@ -22,7 +22,7 @@ from ..config import (
 )
 from ..course.submission import PREDICTIONS_DIR_ENV
 from ..data import DATA_DIR_ENV
-from ..heads import HEAD_DESIGNS, POOLING_ALIASES, POOLINGS
+from ..heads import HEAD_DESIGNS, POOLINGS
 from ..registry import REGISTRY
 from ..schedules import SCHEDULES, schedules_help
 from .graphs import GRAPHS_HELP
@@ -63,11 +63,10 @@ def _model_flags(parser, D: TrainConfig):
     model.add_argument("--pair-mode", choices=("cross", "siamese"), default=D.pair_mode,
                        help="cross: one sequence [CLS] a [SEP] b [SEP]; siamese: each sentence encoded "
                             "alone (Sentence-BERT) (default: %(default)s)")
-    model.add_argument("--pooling", choices=POOLINGS + tuple(POOLING_ALIASES), default=D.pooling,
+    model.add_argument("--pooling", choices=POOLINGS, default=D.pooling,
                        help="sentence vector for the heads: mean = the mean of the token states, pooler = "
                             "BERT's pooler (a tanh layer over the [CLS] state, as the course's classifier), "
-                            "cls-token = the raw [CLS] state; cls and first are older names of pooler and "
-                            "cls-token (default: %(default)s)")
+                            "cls-token = the raw [CLS] state (default: %(default)s)")
     model.add_argument("--task-heads", choices=HEAD_DESIGNS, default=D.task_heads,
                        help="default: a linear layer on the sentence vector (siamese pairs: [u, v, |u-v|, u*v], "
                             "STS the cosine); report: the CS224N report 'Freeze Your Layers': single sentences a "

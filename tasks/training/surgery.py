@@ -134,25 +134,6 @@ def combine(matrix: Tensor, tasks: list, method: str, rng: np.random.Generator) 
     return weights.to(matrix.dtype) @ matrix, stats
 
 
-def _as_matrix(grads: dict[str, Tensor]) -> Tensor:
-    if not grads:
-        raise ValueError("gradient surgery needs at least one task gradient")
-    shapes = {tuple(g.shape) for g in grads.values()}
-    if len(shapes) != 1 or len(next(iter(shapes))) != 1:
-        raise ValueError(f"task gradients must be 1-D vectors of one length, got shapes {sorted(shapes)}")
-    return torch.stack([g.detach().float() for g in grads.values()])
-
-
-def pcgrad(grads: dict[str, Tensor], rng: np.random.Generator) -> tuple[Tensor, SurgeryStats]:
-    """PCGrad of named 1-D task gradients: the merged gradient (float32) and the stats."""
-    return combine(_as_matrix(grads), list(grads), "pcgrad", rng)
-
-
-def dominant(grads: dict[str, Tensor]) -> tuple[Tensor, SurgeryStats]:
-    """Dominant-gradient surgery of named 1-D task gradients: the merged gradient (float32) and the stats."""
-    return combine(_as_matrix(grads), list(grads), "dominant", np.random.default_rng(0))
-
-
 def flatten_grads(params: Iterable[torch.nn.Parameter]) -> Tensor:
     """All parameters' gradients as one float32 vector; a missing gradient is zeros."""
     pieces = []

@@ -36,7 +36,6 @@ class ProbeFit:
     converged: bool                  # every fit reached lbfgs's tolerance (ridge: always)
     iterations: int                  # of the final fit (0 for ridge)
     model: object = field(repr=False, default=None)  # the final sklearn pipeline (scaler, estimator)
-    dev_predictions: np.ndarray = field(repr=False, default=None)
 
 
 def make_probe(kind: str, penalty: float, seed: int = 0):
@@ -90,8 +89,6 @@ def fit_probe(train_x: np.ndarray, train_y: np.ndarray, dev_x: np.ndarray, dev_y
         scores[penalty] = compute_metric(metric, probe.predict(train_x[held]), train_y[held])
     best = max(scores, key=lambda p: (scores[p], p))
     probe, converged = _fit(kind, best, train_x, train_y, seed)
-    predictions = probe.predict(dev_x)
     iterations = int(np.max(getattr(probe[-1], "n_iter_", 0) or 0))
-    return ProbeFit(dev=compute_metric(metric, predictions, dev_y), penalty=best, holdout=scores,
-                    converged=all_converged and converged, iterations=iterations, model=probe,
-                    dev_predictions=predictions)
+    return ProbeFit(dev=compute_metric(metric, probe.predict(dev_x), dev_y), penalty=best, holdout=scores,
+                    converged=all_converged and converged, iterations=iterations, model=probe)
