@@ -66,6 +66,21 @@ def averages_in(folder: Path, kind: str) -> dict:
 AVERAGED = ["--max-steps", "6", "--eval-every", "2", "--ema-decay", "0.5", "--swa-start", "0.5"]
 
 
+def assert_summary_of_copies(metrics: dict) -> None:
+    """metrics.json of an `--average ema,none,swa` run (decay 0.5, SWA from step 3): each copy per evaluation
+    and the summary, the run's model (ema) first."""
+    summary = metrics["averages"]
+    assert summary["model"] == "ema" and summary["ema_decay"] == 0.5 and summary["swa_start_step"] == 3
+    assert list(summary["copies"]) == ["ema", "none", "swa"]
+    for entry in metrics["history"]:
+        assert list(entry["copies"]) == ["ema", "none", "swa"] and entry["copies"]["ema"]["dev"] == entry["dev"]
+        assert entry["copies"]["ema"]["averaged_steps"] == entry["step"]
+        assert entry["copies"]["swa"]["averaged_steps"] == max(0, entry["step"] - 3)
+    assert metrics["history"][0]["copies"]["swa"]["dev"] == metrics["history"][0]["copies"]["none"]["dev"]
+    assert summary["copies"]["none"]["final"] == metrics["history"][-1]["copies"]["none"]["dev"]
+    assert summary["copies"]["ema"]["final"] == metrics["final"]
+
+
 def test_ema_and_swa_are_the_hand_averages_and_the_trajectory_is_unchanged(base, tmp_path):
     steps = Steps()
     folder, metrics = train(base + AVERAGED + ["--average", "ema,none,swa", "--out", str(tmp_path / "avg")], [steps])
@@ -85,16 +100,7 @@ def test_ema_and_swa_are_the_hand_averages_and_the_trajectory_is_unchanged(base,
             torch.testing.assert_close(steps.evaluated[step][k].double(), ema[step][k], rtol=1e-5, atol=1e-6)
     best = torch.load(folder / "best.pt", weights_only=True)["model"]
     assert_same(best, steps.evaluated[metrics["best_step"]])
-    summary = metrics["averages"]
-    assert summary["model"] == "ema" and summary["ema_decay"] == 0.5 and summary["swa_start_step"] == 3
-    assert list(summary["copies"]) == ["ema", "none", "swa"]
-    for entry in metrics["history"]:
-        assert list(entry["copies"]) == ["ema", "none", "swa"] and entry["copies"]["ema"]["dev"] == entry["dev"]
-        assert entry["copies"]["ema"]["averaged_steps"] == entry["step"]
-        assert entry["copies"]["swa"]["averaged_steps"] == max(0, entry["step"] - 3)
-    assert metrics["history"][0]["copies"]["swa"]["dev"] == metrics["history"][0]["copies"]["none"]["dev"]
-    assert summary["copies"]["none"]["final"] == metrics["history"][-1]["copies"]["none"]["dev"]
-    assert summary["copies"]["ema"]["final"] == metrics["final"]
+    assert_summary_of_copies(metrics)
     # the same run without averages trains the same weights, bit for bit
     plain = Steps()
     other, _ = train(base + AVERAGED[:4] + ["--out", str(tmp_path / "plain")], [plain])

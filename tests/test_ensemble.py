@@ -13,8 +13,7 @@ from test_reliability import tiny_model  # noqa: F401 (fixture)
 import ensemble
 import prepare_submit
 import train_multitask
-from conftest import run_cli
-from tasks.course.formats import read_predictions
+from conftest import prediction_rows, run_cli
 from tasks.course.submission import MANIFEST
 from tasks.data import read_split
 from tasks.evaluation import predict
@@ -68,7 +67,7 @@ def test_score_files_hold_the_models_probabilities_and_scores_beside_its_predict
         logits = predict(trained.model, part, trained.tokenizer, torch.device("cpu"), 64, "fp32", values=lambda o: o)
         assert found.ids == tuple(part.ids) and found.head_kind == {"sst": "classify", "quora": "binary",
                                                                     "sts": "regress"}[task]
-        written = [v for _, v in read_predictions(run / "predictions" / FILES[task].format("dev"))]
+        written = [v for _, v in prediction_rows(run / "predictions" / FILES[task].format("dev"))]
         if task == "sst":
             expected = torch.tensor(logits).softmax(-1)
             assert torch.allclose(torch.tensor(found.values), expected, atol=1e-6)
@@ -83,23 +82,8 @@ def test_score_files_hold_the_models_probabilities_and_scores_beside_its_predict
     assert ScoreFile.from_json(scores(run, "sst").to_json()) == scores(run, "sst")
 
 
-def test_the_ensemble_averages_probabilities_and_scores_as_by_hand(runs, tmp_path, small_data_dir):
-    code, out, err = build(*runs, "--out", tmp_path / "ens")
-    assert code == 0, err
-    ens = tmp_path / "ens"
-    members = [{(t, s): scores(r, t, s) for t in FILES for s in ("dev", "test") if (t, s) != ("quora", "test")}
-               for r in runs]
-    for (task, split), first in members[0].items():
-        second = members[1][task, split]
-        mean = [np.mean([a, b], axis=0) for a, b in zip(first.values, second.values)]
-        assert np.allclose(scores(ens, task, split).values, mean, atol=1e-12)
-        written = [v for _, v in read_predictions(ens / "predictions" / FILES[task].format(split))]
-        if task == "sst":
-            assert written == [str(int(np.argmax(m))) for m in mean]
-        elif task == "quora":
-            assert written == [str(np.float32(m > 0.5)) for m in mean]
-        else:
-            assert written == [repr(float(np.float32(m))) for m in mean]
+def assert_ensemble_records(ens: Path, members: list, runs: list, small_data_dir) -> None:
+    """metrics.json's ensemble figures from the averaged scores by hand; the manifest names the members."""
     metrics = json.loads((ens / "metrics.json").read_text())
     labels = {e.id: e.label for e in read_split(small_data_dir, "sts", "dev").examples}
     gold = [labels[i] for i in members[0]["sts", "dev"].ids]
@@ -111,6 +95,26 @@ def test_the_ensemble_averages_probabilities_and_scores_as_by_hand(runs, tmp_pat
     manifest = json.loads((ens / "ensemble.json").read_text())
     assert [m["seed"] for m in manifest["members"]] == [0, 1]
     assert all(len(m["config_sha256"]) == 64 and m["problems"] == ["other-model"] for m in manifest["members"])
+
+
+def test_the_ensemble_averages_probabilities_and_scores_as_by_hand(runs, tmp_path, small_data_dir):
+    code, out, err = build(*runs, "--out", tmp_path / "ens")
+    assert code == 0, err
+    ens = tmp_path / "ens"
+    members = [{(t, s): scores(r, t, s) for t in FILES for s in ("dev", "test") if (t, s) != ("quora", "test")}
+               for r in runs]
+    for (task, split), first in members[0].items():
+        second = members[1][task, split]
+        mean = [np.mean([a, b], axis=0) for a, b in zip(first.values, second.values)]
+        assert np.allclose(scores(ens, task, split).values, mean, atol=1e-12)
+        written = [v for _, v in prediction_rows(ens / "predictions" / FILES[task].format(split))]
+        if task == "sst":
+            assert written == [str(int(np.argmax(m))) for m in mean]
+        elif task == "quora":
+            assert written == [str(np.float32(m > 0.5)) for m in mean]
+        else:
+            assert written == [repr(float(np.float32(m))) for m in mean]
+    assert_ensemble_records(ens, members, runs, small_data_dir)
     assert "dev sst=" in out and "ensemble of 2 runs" in out
 
 

@@ -163,11 +163,9 @@ def test_train_multitask_on_declared_cola_and_mrpc(glue_dir, tmp_path):
     assert config["declared_tasks"]["cola"]["metric"] == "mcc" and config["declared_tasks"]["mrpc"]["metric"] == "f1"
     assert config["data"]["cola"]["dev"]["n_used"] == 12 and config["data"]["mrpc"]["test"] is None
     predictions = out / "predictions"
-    assert sorted(p.name for p in predictions.iterdir() if p.is_file()) == ["cola-dev-output.tsv",
-                                                                            "cola-test-output.tsv",
-                                                                            "mrpc-dev-output.tsv"]
-    assert sorted(p.name for p in (predictions / "scores").iterdir()) == ["cola-dev.json", "cola-test.json",
-                                                                          "mrpc-dev.json"]
+    assert sorted(p.relative_to(predictions).as_posix() for p in predictions.rglob("*") if p.is_file()) == [
+        "cola-dev-output.tsv", "cola-test-output.tsv", "mrpc-dev-output.tsv",
+        "scores/cola-dev.json", "scores/cola-test.json", "scores/mrpc-dev.json"]
     lines = (predictions / "cola-dev-output.tsv").read_text().splitlines()
     assert lines[0] == "id\tprediction" and [line.split("\t")[0] for line in lines[1:]] == [str(i) for i in range(12)]
     values = [int(line.split("\t")[1]) for line in lines[1:]]

@@ -112,22 +112,27 @@ def check_members(members: list) -> None:
             raise UserError(f"{member.path}: named twice (an ensemble averages different runs)")
         seen[member.path] = member
     for member in members[1:]:
-        if sorted(member.tasks) != sorted(first.tasks):
-            raise UserError(f"{member.path}: trained tasks {','.join(member.tasks)}, but {first.path} "
-                            f"{','.join(first.tasks)}: an ensemble averages the same tasks")
-        for task in first.tasks:
-            if member.labels[task] != first.labels[task]:
-                raise UserError(f"{member.path}: task {task}'s label set {member.labels[task]} differs from "
-                                f"{first.path}'s {first.labels[task]}")
-            for split in AVERAGED_SPLITS:
-                if member.files[task, split] != first.files[task, split]:
-                    raise UserError(f"{member.path}: read a different {task} {split} file (sha256 "
-                                    f"{_short(member.files[task, split])}) than {first.path} "
-                                    f"({_short(first.files[task, split])}): the examples averaged must be the same")
-        if member.tokenizer != first.tokenizer:
-            raise UserError(f"{member.path}: its tokenizer (sha256 {_short(member.tokenizer)} of its "
-                            f"{MODEL_DIR}/ vocabulary) differs from {first.path}'s ({_short(first.tokenizer)})")
+        _check_like(member, first)
     declare_tasks(first.task_file)  # the tasks the ensemble writes: the first run's declaration, the same labels
+
+
+def _check_like(member, first) -> None:
+    """`member` against the first run: the same tasks, label sets, dev and test files, and tokenizer."""
+    if sorted(member.tasks) != sorted(first.tasks):
+        raise UserError(f"{member.path}: trained tasks {','.join(member.tasks)}, but {first.path} "
+                        f"{','.join(first.tasks)}: an ensemble averages the same tasks")
+    for task in first.tasks:
+        if member.labels[task] != first.labels[task]:
+            raise UserError(f"{member.path}: task {task}'s label set {member.labels[task]} differs from "
+                            f"{first.path}'s {first.labels[task]}")
+        for split in AVERAGED_SPLITS:
+            if member.files[task, split] != first.files[task, split]:
+                raise UserError(f"{member.path}: read a different {task} {split} file (sha256 "
+                                f"{_short(member.files[task, split])}) than {first.path} "
+                                f"({_short(first.files[task, split])}): the examples averaged must be the same")
+    if member.tokenizer != first.tokenizer:
+        raise UserError(f"{member.path}: its tokenizer (sha256 {_short(member.tokenizer)} of its "
+                        f"{MODEL_DIR}/ vocabulary) differs from {first.path}'s ({_short(first.tokenizer)})")
 
 
 def _short(digest: Optional[str]) -> str:

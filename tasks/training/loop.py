@@ -140,16 +140,7 @@ def run_epoch(run: Run, stop: "_Stop") -> None:
         losses = train_step(run, step)
         following = state.step_in_epoch + 1
         prefetch(run, plan[following] if following < len(plan) else None)
-        if losses is None:
-            state.nonfinite_skipped += 1
-        elif "train/scaler_skipped" in losses:  # fp16 overflow: no update, so the schedule does not move
-            state.scaler_skipped += 1
-        else:
-            run.scheduler.step()
-            if run.averages is not None:
-                run.averages.update(state.global_step + 1)
-            if run.smart is not None:
-                run.smart.update_ema(state.global_step + 1 - state.scaler_skipped, run.total_steps)
+        count_update(run, losses)
         state.step_in_epoch += 1
         state.global_step += 1
         if losses is not None:
@@ -168,6 +159,21 @@ def run_epoch(run: Run, stop: "_Stop") -> None:
         if at_end:
             break
     run.notify("on_epoch_end")
+
+
+def count_update(run: Run, losses: Optional[dict]) -> None:
+    """After a step: a skipped one is counted; an update moves the schedule, the averages and SMART's teacher."""
+    state = run.state
+    if losses is None:
+        state.nonfinite_skipped += 1
+    elif "train/scaler_skipped" in losses:  # fp16 overflow: no update, so the schedule does not move
+        state.scaler_skipped += 1
+    else:
+        run.scheduler.step()
+        if run.averages is not None:
+            run.averages.update(state.global_step + 1)
+        if run.smart is not None:
+            run.smart.update_ema(state.global_step + 1 - state.scaler_skipped, run.total_steps)
 
 
 def read_logs(run: Run) -> None:
