@@ -6,10 +6,14 @@ and the weights they started from (the sittings', or a second model's identity),
 which commit, on which machine, how long and how many trials it added; sittings that added no trial are dropped.
 Schema 3 drops schema 2's `model_identity` (a second model's slug, path and hashes, from when a second model's runs
 were kept inside the first's folder): a results folder keeps one model, named by `model` and its `weights`.
+Schema 4 names the model by what it is, never by the path it was loaded from (`kept.upgrade`, which reading a
+schema-3 record applies by itself): `model` a short name, and the model's pretrain.py `recipe`, `masked_accuracy`
+and `heads` where recorded (an upgraded record leaves them unrecorded).
 
     python tools/convert_kept_runs.py docs/reproduction/results
 """
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -19,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from minbert import UserError  # noqa: E402
 from tasks.cli import run_command  # noqa: E402
 from tasks.fileio import read_jsonl  # noqa: E402
+from tasks.reproduction import kept  # noqa: E402
 from tasks.reproduction.kept import SCHEMA, KeptRun, Sitting, device_kind, write_run  # noqa: E402
 
 
@@ -50,17 +55,22 @@ def upgraded(path: Path, data: dict) -> KeptRun:
 
 
 def convert(root: Path) -> int:
-    """Convert every run.json of schema 1 or 2 under `root` in place; the number converted."""
+    """Convert every run.json of schema 1, 2 or 3 under `root` in place; the number converted."""
     done = 0
     for path in sorted(Path(root).glob("**/run.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("schema") == SCHEMA:
             continue
-        if data.get("schema", 1) not in (1, 2):
+        if data.get("schema", 1) not in (1, 2, 3):
             raise UserError(f"{path}: schema {data['schema']}, which this script does not know")
+        if data.get("schema") == 3:
+            write_run(path, kept.read_run(path))
+            done += 1
+            continue
         records = [r for p in sorted(path.parent.glob("*.jsonl")) for r in read_jsonl(p)]
         try:
-            write_run(path, upgraded(path, data) if "schema" in data else converted(path, data, records))
+            run = upgraded(path, data) if "schema" in data else converted(path, data, records)
+            write_run(path, dataclasses.replace(run, model=kept.stored_name(run.model)))
         except (KeyError, TypeError) as e:
             raise UserError(f"{path}: not a kept run of schema {data.get('schema', 1)} ({e})") from None
         done += 1

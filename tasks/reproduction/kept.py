@@ -8,6 +8,10 @@ RUN is "first" for the declared protocol, or a follow-up's label (follow_ups.py)
 protocol never replace the first run's trials. A results folder keeps one model's runs, and gets its own report.
 A trial already kept is never replaced, so a run resumed later only adds the trials it lacked; shards of one run
 kept at once take turns on a lock file in the run's folder.
+
+A run names its model by what it is (`tasks.pretraining.Model`: a short name, the weights' hash, the pretrain.py
+recipe and masked accuracy of a model pretrained here, its heads), never by the path it was loaded from: a path
+names a folder on one machine. Schema 3 recorded that path as `model`; `upgrade` reads such a record.
 """
 import dataclasses
 import fcntl
@@ -19,10 +23,11 @@ from typing import Optional
 from minbert import UserError
 
 from ..fileio import atomic_write_text, read_jsonl, safe_join
+from ..pretraining import Model
 from .follow_ups import FIRST, FOLLOW_UPS
 from .measures import Results
 
-SCHEMA = 3
+SCHEMA = 4
 PROTOCOL = ("experiment", "run", "scale", "tasks", "seeds", "sweeps")   # what makes two sittings one run
 
 
@@ -43,13 +48,16 @@ class KeptRun:
     run: str                    # "first" or a follow-up's label
     protocol: int
     scale: str
-    model: str
+    model: str                  # the model's short name (`Model.name`), never a path
     tasks: dict                 # role -> task
     seeds: list
     layers: int
     sweeps: dict                # sweep label -> ablate.py's flags
     device: str = ""            # the kind of device every trial trained on ("cpu", "cuda"); "" before any trial
     weights: str = ""           # sha256 prefix of the weights every trial started from; "" where not recorded
+    recipe: str = ""            # the pretrain.py command that made the model; "" for a published one
+    masked_accuracy: Optional[float] = None    # the model's held-out masked-token accuracy from pretrain.py
+    heads: int = 0              # the model's attention heads a layer; 0 where not recorded
     sittings: list = field(default_factory=list)   # [Sitting]
     schema: int = SCHEMA
 
@@ -57,10 +65,31 @@ class KeptRun:
     def wall_minutes(self) -> float:
         return sum(s.wall_time_s for s in self.sittings) / 60
 
+    @property
+    def identity(self) -> Model:
+        return Model(self.model, self.weights, self.recipe, self.masked_accuracy, self.heads)
+
+
+def stored_name(model: str) -> str:
+    """A schema-3 record's `model` (what --model was given: a name, or a folder on the machine that ran it) as a
+    name: a pretrain.py run's RUN/model by RUN's folder name, another folder by its own."""
+    if not model.startswith(("/", ".", "~")) and model.count("/") <= 1:
+        return model     # a Hugging Face or embedded name
+    path = Path(model)
+    return path.parent.name if path.name == "model" else path.name
+
+
+def upgrade(data: dict) -> dict:
+    """A schema-3 run.json as schema 4: its model a name, not a path; what it does not record (the recipe, masked
+    accuracy and heads) left unrecorded."""
+    return {**data, "model": stored_name(data["model"]), "schema": SCHEMA}
+
 
 def read_run(path: Path) -> KeptRun:
     """A run.json as its KeptRun; one line naming the file where it is of another schema or malformed."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if data.get("schema") == 3:
+        data = upgrade(data)
     if data.get("schema") != SCHEMA:
         raise UserError(f"{path}: a kept run of schema {data.get('schema', 1)}, this code reads schema {SCHEMA}: "
                         "convert the results folder once (python tools/convert_kept_runs.py RESULTS)")
@@ -167,17 +196,30 @@ def depths(runs: dict) -> set:
 
 
 def model_of(runs: dict) -> Optional[str]:
-    """The model a results folder's kept runs record (check_one_setting keeps it one); None where it has none."""
-    return next((run.model for experiments in runs.values() for run, _ in experiments.values()), None)
+    """The model's name a results folder's kept runs record (check_one_setting keeps it one); None where none."""
+    found = identity_of(runs)
+    return found.name if found else None
+
+
+def identity_of(runs: dict) -> Optional[Model]:
+    """The model a results folder's kept runs record, from the run that records most of it; None where none."""
+    found = [run.identity for experiments in runs.values() for run, _ in experiments.values()]
+    return max(found, key=lambda m: (bool(m.weights), bool(m.recipe), bool(m.heads)), default=None)
 
 
 def check_one_setting(runs: dict, scale: str, model: str, weights: str = "") -> None:
-    """A results folder holds one scale and one model: a report mixes neither. A model is its name, or its weights
-    where both record them (a path may be written two ways; the same name from other weights is `refuse`'s)."""
+    """A results folder holds one scale and one model: a report mixes neither. A model is its weights where both
+    record them, else its name: a checkpoint rebuilt from the same recipe is another model unless its weights hash
+    the same (pretrain.py does not rebuild weights bit for bit across devices)."""
     def named(model, weights):
         return model + (f" (weights {weights})" if weights else "")
     for label, experiments in runs.items():
         for experiment, (run, _) in experiments.items():
+            if run.scale == scale and run.model == model and weights and run.weights and run.weights != weights:
+                raise UserError(f"the results folder's {experiment}/{label} trained {model} from weights "
+                                f"{run.weights}, this checkpoint's weights are {weights}: a rebuilt checkpoint is "
+                                f"another model (its recipe does not rebuild weights bit for bit); give it its own "
+                                f"--results")
             if run.scale != scale or not (run.model == model or (run.weights and run.weights == weights)):
                 raise UserError(f"the results folder holds {experiment}/{label} at scale {run.scale} with "
                                 f"{named(run.model, run.weights)}, not scale {scale} with {named(model, weights)}: "

@@ -30,6 +30,9 @@ UNITS = ("Where configurations share one reference the interval carries its nois
          "(`tasks/ablation/statistics.py`; coverage: `tests/test_interval_coverage.py`). Rules and SESOIs were "
          "declared (`tasks/reproduction/findings/`) before the declared runs, after a 3-seed pilot (2026-11-24) whose "
          "spread informed the SESOIs marked so.")
+REBUILT = ("The recipe does not rebuild the checkpoint bit for bit across devices (other kernels, other bf16 "
+           "rounding): a checkpoint rebuilt from it is another model, which these kept runs refuse unless its weights "
+           "hash the same.")
 EMBEDDED = ("at the cpu scale the embedded all-MiniLM-L6-v2 (6 x 384, a sentence-pair contrastive encoder trained on "
             "Quora duplicates and NLI among others, zero-shot STS 0.838, not an MLM). Each line says what it can carry")
 
@@ -43,6 +46,7 @@ class Judged:
     pilot: bool                 # whether its power has a pilot of its own (judging.pilot_of)
     weights: str                # the sha256 prefix of the weights its runs record
     credentials: Optional[str]  # what was measured of it; None for the embedded model the pilot ran on (EMBEDDED)
+    identity: Optional[kept.Model] = None   # what the model is, as its kept runs record it
 
     def __post_init__(self):
         self.first = self.by_run[FIRST]
@@ -86,7 +90,8 @@ def judged(results_dir: Path, ctx) -> Judged:
                   default="")
     measured = None if ctx.model == power.PILOT_MODEL else credentials(weights) or (
         "no pretraining record of its weights in docs/pretraining-results/: nothing measured of its pretraining")
-    return Judged(ctx, runs, judging.verdicts(runs, ctx, null, pilot), pilot is not None, weights, measured)
+    return Judged(ctx, runs, judging.verdicts(runs, ctx, null, pilot), pilot is not None, weights, measured,
+                  kept.identity_of(runs))
 
 
 def credentials(weights: str) -> Optional[str]:
@@ -207,6 +212,7 @@ def front_page(m: Judged, others: dict, models: dict) -> list:
             "--report-only` rewrites it and its pages without training): do not edit by hand.", "",
             f"Scale **{ctx.scale.name}** ({ctx.scale.note}). Model **{ctx.model}** ({ctx.n} layers; the papers' "
             f"BERT-base is 12 x 768); tasks " + ", ".join(f"{r} = {t}" for r, t in ctx.tasks.items()) + ".", "",
+            *([f"What it is: {m.identity.describe()}. {REBUILT}", ""] if m.identity and m.identity.recipe else []),
             *([f"What was measured of it: {m.credentials}{pilot}. Each line's page says what the embedded model can "
                f"carry, not what this one can.", ""] if m.credentials else []),
             *[x for name, data in others.items() for x in (
@@ -245,6 +251,8 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
     atomic_write_text(report_dir / "runs.md", "\n".join(runs_page(m, report_dir, results_dir)))
     data = {"scale": ctx.scale.name, "model": ctx.model, "layers": ctx.n, "tasks": ctx.tasks, "weights": m.weights,
             "credentials": m.credentials, "pilot": m.pilot, "counts_first_run": m.counts, "lines": m.lines,
+            "recipe": m.identity.recipe if m.identity else "",
+            "masked_accuracy": m.identity.masked_accuracy if m.identity else None,
             "multiplicity": front.multiplicity(m.first, ctx.model), "fragile_margin_share_of_sesoi": front.FRAGILE,
             "sensitivity": {fid: [x.replace("**", "") for x in cell] for fid, cell in m.cells.items()}}
     atomic_write_text(Path(report_path).with_suffix(".json"), json.dumps(data, indent=1, sort_keys=True) + "\n")
