@@ -262,7 +262,7 @@ def run(args) -> int:
     runs = kept.load(root)
     trains = not (args.report_only or args.plan)
     model = chosen_model(args, runs, trains)      # the folder's model by default
-    kept.check_one_setting(runs, args.scale, model.name, model.weights)
+    kept.check_one_setting(runs, args.scale, model.name, model.weights if trains else "")
     ctx = context(args, model, model_layers(args, runs))
     if args.plan:
         print_plan(args, ctx, model, runs)

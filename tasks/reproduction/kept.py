@@ -208,14 +208,16 @@ def identity_of(runs: dict) -> Optional[Model]:
 
 
 def check_one_setting(runs: dict, scale: str, model: str, weights: str = "") -> None:
-    """A results folder holds one scale and one model: a report mixes neither. A model is its weights where both
-    record them, else its name: a checkpoint rebuilt from the same recipe is another model unless its weights hash
-    the same (pretrain.py does not rebuild weights bit for bit across devices)."""
+    """A results folder holds one scale and one model: a report mixes neither. A model is its name, or its weights
+    where both record them; a model pretrained here (its runs record a recipe) is its weights: a checkpoint rebuilt
+    from the recipe is another model unless its weights hash the same (pretrain.py does not rebuild weights bit for
+    bit across devices). A published model's copies may differ by device; `refuse` keeps each run to one."""
     def named(model, weights):
         return model + (f" (weights {weights})" if weights else "")
     for label, experiments in runs.items():
         for experiment, (run, _) in experiments.items():
-            if run.scale == scale and run.model == model and weights and run.weights and run.weights != weights:
+            rebuilt = run.recipe and weights and run.weights and run.weights != weights
+            if run.scale == scale and run.model == model and rebuilt:
                 raise UserError(f"the results folder's {experiment}/{label} trained {model} from weights "
                                 f"{run.weights}, this checkpoint's weights are {weights}: a rebuilt checkpoint is "
                                 f"another model (its recipe does not rebuild weights bit for bit); give it its own "
