@@ -149,7 +149,8 @@ def seeds_for(args, experiment, ctx) -> list:
 def print_plan(args, ctx, model: Model, runs: dict) -> None:
     """Each experiment's command and estimated minutes (plan.py: trials x steps x a measured seconds a step, on the
     device the run would train on), what a kept run took beside it, then each declared follow-up still pending."""
-    named = model.name in (kept.model_of(runs), DEFAULT_MODEL[args.scale]) and not model.recipe
+    recorded = kept.identity_of(runs)
+    named = not model.recipe and model.name in (recorded.name if recorded else None, DEFAULT_MODEL[args.scale])
     model = "" if named else f"--model {'CHECKPOINT' if args.model == model.name else args.model} "
     results = report.results_flag(Path(args.results or RESULTS))
     device = resolve_device(args.device).type

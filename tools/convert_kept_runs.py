@@ -70,7 +70,7 @@ def convert(root: Path) -> int:
         records = [r for p in sorted(path.parent.glob("*.jsonl")) for r in read_jsonl(p)]
         try:
             run = upgraded(path, data) if "schema" in data else converted(path, data, records)
-            write_run(path, dataclasses.replace(run, model=kept.stored_name(run.model)))
+            write_run(path, dataclasses.replace(run, model=kept.name_from_path(run.model)))
         except (KeyError, TypeError) as e:
             raise UserError(f"{path}: not a kept run of schema {data.get('schema', 1)} ({e})") from None
         done += 1

@@ -15,10 +15,10 @@
 Docs: docs/pretraining.md.
 """
 from .command import parse_pretrain_command, pretrain, pretrain_command
-from .identity import Model, identify
+from .identity import REBUILT, Model, identify, name_from_path
 from .job import MLM, MaskedLMJob
 from .masking import Masking
 from .outputs import INFO_FILE, MODEL_DIR, ladder_folder
 
-__all__ = ["INFO_FILE", "MLM", "MODEL_DIR", "MaskedLMJob", "Masking", "Model", "identify", "ladder_folder",
-           "parse_pretrain_command", "pretrain", "pretrain_command"]
+__all__ = ["INFO_FILE", "MLM", "MODEL_DIR", "REBUILT", "MaskedLMJob", "Masking", "Model", "identify", "ladder_folder",
+           "name_from_path", "parse_pretrain_command", "pretrain", "pretrain_command"]

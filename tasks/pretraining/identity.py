@@ -16,6 +16,8 @@ from ..saved.model_folder import MODEL_DIR, PRETRAINING_JSON
 
 # pretrain.py's flags whose value says where things lay on the machine that ran it, not what was made
 PLACEHOLDERS = {"--out": "RUN", "--data-dir": "DATA", "--cache-dir": None}
+REBUILT = "a checkpoint rebuilt from a recipe is another model unless its weights hash the same (the recipe does " \
+          "not rebuild weights bit for bit across devices: other kernels, other bf16 rounding)"
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,20 @@ class Model:
         facts = [f"weights {self.weights}"] * bool(self.weights) + [f"made by `{self.recipe}`"] * bool(self.recipe)
         facts += [f"held-out masked-token accuracy {self.masked_accuracy:.3f}"] * (self.masked_accuracy is not None)
         return self.name + (f" ({'; '.join(facts)})" if facts else "")
+
+    def rebuilt_as(self, weights: str) -> bool:
+        """Whether a checkpoint of `weights` claims this model's name without being it: a model pretrained here is
+        its weights; a published model's copies may differ by device (a kept run keeps to one: kept.refuse)."""
+        return bool(self.recipe and weights and self.weights and self.weights != weights)
+
+
+def name_from_path(model: str) -> str:
+    """A name from what --model was given, without reading it: a pretrain.py run's RUN/model by RUN's folder name,
+    another folder by its own, a Hugging Face or embedded name as it is."""
+    if not model.startswith(("/", ".", "~")) and model.count("/") <= 1:
+        return model
+    path = Path(model)
+    return path.parent.name if path.name == MODEL_DIR else path.name
 
 
 def name_of(model: str) -> str:

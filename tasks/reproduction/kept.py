@@ -9,9 +9,7 @@ protocol never replace the first run's trials. A results folder keeps one model'
 A trial already kept is never replaced, so a run resumed later only adds the trials it lacked; shards of one run
 kept at once take turns on a lock file in the run's folder.
 
-A run names its model by what it is (`tasks.pretraining.Model`: a short name, the weights' hash, the pretrain.py
-recipe and masked accuracy of a model pretrained here, its heads), never by the path it was loaded from: a path
-names a folder on one machine. Schema 3 recorded that path as `model`; `upgrade` reads such a record.
+A run names its model by what it is (`tasks.pretraining.Model`), never by a path; schema 3 named it by one (`upgrade`).
 """
 import dataclasses
 import fcntl
@@ -23,7 +21,7 @@ from typing import Optional
 from minbert import UserError
 
 from ..fileio import atomic_write_text, read_jsonl, safe_join
-from ..pretraining import Model
+from ..pretraining import REBUILT, Model, name_from_path
 from .follow_ups import FIRST, FOLLOW_UPS
 from .measures import Results
 
@@ -70,19 +68,9 @@ class KeptRun:
         return Model(self.model, self.weights, self.recipe, self.masked_accuracy, self.heads)
 
 
-def stored_name(model: str) -> str:
-    """A schema-3 record's `model` (what --model was given: a name, or a folder on the machine that ran it) as a
-    name: a pretrain.py run's RUN/model by RUN's folder name, another folder by its own."""
-    if not model.startswith(("/", ".", "~")) and model.count("/") <= 1:
-        return model     # a Hugging Face or embedded name
-    path = Path(model)
-    return path.parent.name if path.name == "model" else path.name
-
-
 def upgrade(data: dict) -> dict:
-    """A schema-3 run.json as schema 4: its model a name, not a path; what it does not record (the recipe, masked
-    accuracy and heads) left unrecorded."""
-    return {**data, "model": stored_name(data["model"]), "schema": SCHEMA}
+    """A schema-3 run.json as schema 4: its model a name, not a path; its recipe, accuracy and heads unrecorded."""
+    return {**data, "model": name_from_path(data["model"]), "schema": SCHEMA}
 
 
 def read_run(path: Path) -> KeptRun:
@@ -195,14 +183,9 @@ def depths(runs: dict) -> set:
     return {run.layers for by_experiment in runs.values() for run, _ in by_experiment.values()}
 
 
-def model_of(runs: dict) -> Optional[str]:
-    """The model's name a results folder's kept runs record (check_one_setting keeps it one); None where none."""
-    found = identity_of(runs)
-    return found.name if found else None
-
-
 def identity_of(runs: dict) -> Optional[Model]:
-    """The model a results folder's kept runs record, from the run that records most of it; None where none."""
+    """The model a results folder's kept runs record (check_one_setting keeps it one), from the run that records
+    most of it; None where none."""
     found = [run.identity for experiments in runs.values() for run, _ in experiments.values()]
     return max(found, key=lambda m: (bool(m.weights), bool(m.recipe), bool(m.heads)), default=None)
 
@@ -216,12 +199,10 @@ def check_one_setting(runs: dict, scale: str, model: str, weights: str = "") -> 
         return model + (f" (weights {weights})" if weights else "")
     for label, experiments in runs.items():
         for experiment, (run, _) in experiments.items():
-            rebuilt = run.recipe and weights and run.weights and run.weights != weights
-            if run.scale == scale and run.model == model and rebuilt:
+            if run.scale == scale and run.model == model and run.identity.rebuilt_as(weights):
                 raise UserError(f"the results folder's {experiment}/{label} trained {model} from weights "
-                                f"{run.weights}, this checkpoint's weights are {weights}: a rebuilt checkpoint is "
-                                f"another model (its recipe does not rebuild weights bit for bit); give it its own "
-                                f"--results")
+                                f"{run.weights}, this checkpoint's are {weights}: {REBUILT} (give it its own "
+                                f"--results)")
             if run.scale != scale or not (run.model == model or (run.weights and run.weights == weights)):
                 raise UserError(f"the results folder holds {experiment}/{label} at scale {run.scale} with "
                                 f"{named(run.model, run.weights)}, not scale {scale} with {named(model, weights)}: "

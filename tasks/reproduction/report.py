@@ -30,9 +30,6 @@ UNITS = ("Where configurations share one reference the interval carries its nois
          "(`tasks/ablation/statistics.py`; coverage: `tests/test_interval_coverage.py`). Rules and SESOIs were "
          "declared (`tasks/reproduction/findings/`) before the declared runs, after a 3-seed pilot (2026-11-24) whose "
          "spread informed the SESOIs marked so.")
-REBUILT = ("The recipe does not rebuild the checkpoint bit for bit across devices (other kernels, other bf16 "
-           "rounding): a checkpoint rebuilt from it is another model, which these kept runs refuse unless its weights "
-           "hash the same.")
 EMBEDDED = ("at the cpu scale the embedded all-MiniLM-L6-v2 (6 x 384, a sentence-pair contrastive encoder trained on "
             "Quora duplicates and NLI among others, zero-shot STS 0.838, not an MLM). Each line says what it can carry")
 
@@ -212,7 +209,8 @@ def front_page(m: Judged, others: dict, models: dict) -> list:
             "--report-only` rewrites it and its pages without training): do not edit by hand.", "",
             f"Scale **{ctx.scale.name}** ({ctx.scale.note}). Model **{ctx.model}** ({ctx.n} layers; the papers' "
             f"BERT-base is 12 x 768); tasks " + ", ".join(f"{r} = {t}" for r, t in ctx.tasks.items()) + ".", "",
-            *([f"What it is: {m.identity.describe()}. {REBUILT}", ""] if m.identity and m.identity.recipe else []),
+            *([f"What it is: {m.identity.describe()}; {kept.REBUILT}.", ""] if m.identity and m.identity.recipe
+              else []),
             *([f"What was measured of it: {m.credentials}{pilot}. Each line's page says what the embedded model can "
                f"carry, not what this one can.", ""] if m.credentials else []),
             *[x for name, data in others.items() for x in (
