@@ -20,8 +20,10 @@ Extra seeds or a changed protocol are a follow-up (--follow-up LABEL, declared i
 tasks/reproduction/follow_ups.py), kept beside the first run, never over it.
 
 A results folder keeps one model's runs and gets its own report: another model (--model FOLDER, e.g. a
-pretrain.py run's RUN/model) runs with a --results, --report and --out of its own. The model defaults to the one
-the folder's kept runs record (so --report-only and --plan need no --model), else the scale's.
+pretrain.py run's RUN/model) runs with a --results, --report and --out of its own. Kept runs name the model by
+what it is (its name, weights' hash, and for a model pretrained here its pretrain.py recipe and masked accuracy),
+never by its folder. The model defaults to the one the folder's kept runs record (so --report-only and --plan
+need no --model), else the scale's; training a model pretrained here needs --model, its checkpoint.
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
@@ -34,6 +36,7 @@ from minbert import DEFAULT_IMPLEMENTATION, IMPLEMENTATION_CHOICES, PRECISIONS, 
 from tasks.ablation import arguments
 from tasks.cli import run_command
 from tasks.machine import resolve_device
+from tasks.pretraining import Model, identify
 from tasks.reproduction import experiments, follow_ups, kept, plan, report
 from tasks.reproduction.sweeps import Setting, run_experiment, weights_of
 from tasks.training import Interrupted
@@ -120,13 +123,13 @@ def parse_roles(text) -> dict:
     return roles
 
 
-def context(args, num_layers: int) -> experiments.Context:
-    """The experiments' context for the model run (a checkpoint's heads from its config.json, read only where it
-    trains or plans: the report needs none)."""
-    read = not args.report_only and args.model not in DEFAULT_MODEL.values()
-    heads = {"heads": config_of(args.model)["num_attention_heads"]} if read else {}
+def context(args, model: Model, num_layers: int) -> experiments.Context:
+    """The experiments' context for the model run: its heads as the kept runs record them, else from the
+    checkpoint's config.json, read only where it trains or plans (the report needs none)."""
+    read = not model.heads and not args.report_only and args.model not in DEFAULT_MODEL.values()
+    heads = {"heads": model.heads or heads_of(args.model, model)} if model.heads or read else {}
     return experiments.Context(num_layers, experiments.SCALES[args.scale], parse_roles(args.tasks),
-                               model=args.model, task_file=args.task_file, **heads)
+                               model=model.name, task_file=args.task_file, **heads)
 
 
 def setting_of(args) -> Setting:
@@ -143,10 +146,12 @@ def seeds_for(args, experiment, ctx) -> list:
     return list(follow.seeds) if follow and follow.seeds else experiments.seeds_of(experiment, ctx.scale)
 
 
-def print_plan(args, ctx, runs: dict) -> None:
+def print_plan(args, ctx, model: Model, runs: dict) -> None:
     """Each experiment's command and estimated minutes (plan.py: trials x steps x a measured seconds a step, on the
     device the run would train on), what a kept run took beside it, then each declared follow-up still pending."""
-    model = "" if args.model in (kept.model_of(runs), DEFAULT_MODEL[args.scale]) else f"--model {args.model} "
+    recorded = kept.identity_of(runs)
+    named = not model.recipe and model.name in (recorded.name if recorded else None, DEFAULT_MODEL[args.scale])
+    model = "" if named else f"--model {'CHECKPOINT' if args.model == model.name else args.model} "
     results = report.results_flag(Path(args.results or RESULTS))
     device = resolve_device(args.device).type
     for e in experiments.EXPERIMENTS.values():
@@ -166,6 +171,18 @@ def config_of(model: str) -> dict:
     from minbert.config import BertConfig
     from minbert.loading import resolve
     return dataclasses.asdict(BertConfig.from_json(resolve(model)[0] / "config.json"))
+
+
+def heads_of(model: str, named: Model) -> int:
+    """The checkpoint's attention heads; one line naming --model where the kept runs name a model by a name
+    that loads nothing (a model pretrained here)."""
+    try:
+        return config_of(model)["num_attention_heads"]
+    except UserError:
+        if model != named.name:
+            raise
+    raise UserError(f"the kept runs do not record {named.name}'s attention heads and no checkpoint is called "
+                    f"{model!r}: pass --model CHECKPOINT, its folder (weights {named.weights or 'unrecorded'})")
 
 
 def layers_of(model: str) -> int:
@@ -226,16 +243,30 @@ def parse_args(argv=None):
     return args
 
 
+def chosen_model(args, runs: dict, trains: bool) -> Model:
+    """--model as what it is, else the model the folder's kept runs record (its name in args.model), else the
+    scale's; one line where a run would train a model pretrained here without its checkpoint."""
+    recorded = None if args.model else kept.identity_of(runs)
+    args.model = args.model or (recorded.name if recorded else DEFAULT_MODEL[args.scale])
+    if recorded and trains and recorded.recipe:
+        raise UserError(f"the results folder's model is {recorded.describe()}: pass --model CHECKPOINT, a folder "
+                        f"whose weights hash to {recorded.weights} (a checkpoint rebuilt from the recipe is another "
+                        f"model unless they do)")
+    if recorded and not trains:
+        return recorded
+    return identify(args.model, weights_of(args.model) if trains else "")
+
+
 def run(args) -> int:
     root = Path(args.results or RESULTS)
     report_path = Path(args.report) if args.report else root.parent / REPORT.name if args.results else REPORT
     runs = kept.load(root)
-    args.model = args.model or kept.model_of(runs) or DEFAULT_MODEL[args.scale]   # the folder's model by default
     trains = not (args.report_only or args.plan)
-    kept.check_one_setting(runs, args.scale, args.model, weights_of(args.model) if trains else "")
-    ctx = context(args, model_layers(args, runs))
+    model = chosen_model(args, runs, trains)      # the folder's model by default
+    kept.check_one_setting(runs, args.scale, model.name, model.weights if trains else "")
+    ctx = context(args, model, model_layers(args, runs))
     if args.plan:
-        print_plan(args, ctx, runs)
+        print_plan(args, ctx, model, runs)
         return 0
     failed = run_selected(args, ctx, runs, root, report_path.parent) if trains else 0
     readme = ROOT / "README.md" if report_path == REPORT else None   # the README counts the kept report only

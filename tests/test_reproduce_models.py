@@ -1,7 +1,8 @@
 """reproduce.py with another model than the embedded one: one model per results folder and per report (the model
 read from the folder's kept runs, a folder refusing another model's runs), its power from its own pilot only
 (its pilot run in RESULTS/pilot-run; no pilot, no power), what was measured of its pretraining on its front page,
-the embedded model's report linking it, and one real run of a tiny pretrained model end to end."""
+the embedded model's report linking it, the model named by what it is (never a path; a rebuilt checkpoint with
+other weights refused), and one real run of a tiny pretrained model end to end."""
 import json
 import shutil
 import zlib
@@ -18,7 +19,8 @@ from tasks.reproduction import experiments, judging, kept, power, report
 
 ROOT = Path(__file__).resolve().parents[1]
 KEPT = ROOT / "docs" / "reproduction" / "results"
-MODEL = "/runs/mini-20M/model"
+MODEL = "mini-20M"
+MINI = ROOT / "docs" / "reproduction" / "mini-20M"
 WEIGHTS = "0a263eb60b67"      # the ladder's mini-20M rung, whose pretraining docs/pretraining-results/ records
 CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES), model=MODEL)
 EXPERIMENTS = ("reinit-small", "reinit-large")
@@ -131,7 +133,9 @@ def test_the_embedded_models_report_links_another_models_report_beside_it(other_
     assert "all-MiniLM-L6-v2" in (embedded / "runs.md").read_text()
 
 
-def test_a_tiny_pretrained_model_runs_an_experiment_into_its_own_folder(small_data_dir, tmp_path):
+def test_a_tiny_pretrained_model_runs_an_experiment_into_its_own_folder(small_data_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["/x/pretrain.py", "--init-config", "tiny", "--corpus", "/x/corpus.txt",
+                                     "--held-out", "0.1", "--out", "/x/tiny"])    # what config.json records as run
     (tmp_path / "corpus.txt").write_text("\n\n".join("the cat sat on the mat .\na dog ran to the big house ."
                                                      for _ in range(40)) + "\n")
     code, _, err = run_cli(pretrain.main, ["--init-config", "tiny", "--corpus", str(tmp_path / "corpus.txt"),
@@ -147,13 +151,69 @@ def test_a_tiny_pretrained_model_runs_an_experiment_into_its_own_folder(small_da
     code, out, err = run_cli(reproduce.main, argv)
     assert code == 0, err
     run = kept.read_run(results / "pairs" / "first" / "run.json")
-    assert (run.model, run.layers, run.weights) == (model, 2, reproduce.weights_of(model))
+    assert (run.model, run.layers, run.weights, run.heads) == ("tiny", 2, reproduce.weights_of(model), 2)
+    assert run.recipe == "python pretrain.py --init-config tiny --corpus corpus.txt --held-out 0.1 --out RUN"
+    held_out = json.loads((tmp_path / "tiny" / "model" / "pretraining.json").read_text())["held_out"]
+    assert run.masked_accuracy == held_out["masked_accuracy"]
     text = " ".join(report_md.read_text().split())
-    assert f"Model **{model}** (2 layers" in text and "power not yet computed" in text
+    assert "Model **tiny** (2 layers" in text and "power not yet computed" in text
+    assert f"What it is: tiny (weights {run.weights}; made by `{run.recipe}`; held-out masked-token accuracy " \
+           f"{run.masked_accuracy:.3f}); a checkpoint rebuilt from a recipe is another model" in text
     assert "no pretraining record of its weights" in text
-    code, out, err = run_cli(reproduce.main, ["--plan", "--results", str(results)])   # the folder's model
+    written = [p.read_text() for p in (results / "pairs" / "first" / "run.json", report_md, tmp_path / "report.json")]
+    assert not any(str(tmp_path) in x for x in written)       # the model by no path of this machine
+    code, out, err = run_cli(reproduce.main, ["--plan", "--results", str(results)])   # the folder's model, no path
     assert code == 0, err
     lines = {x.split(":")[0]: x for x in out.splitlines()}
-    assert "first run took" in lines["pairs"] and f"--results {results} " in lines["reinit-small"]
+    assert "first run took" in lines["pairs"] and f"--results {results} --scale cpu --model CHECKPOINT " in \
+        lines["reinit-small"]
+    code, _, err = run_cli(reproduce.main, argv[2:])   # training it needs its checkpoint
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "pass --model CHECKPOINT" in err
     code, _, err = run_cli(reproduce.main, [*argv[:1], "minilm", *argv[2:]])   # another model into its folder
     assert code == 2 and len(err.strip().splitlines()) == 1 and "with minilm" in err
+    code, _, err = run_cli(pretrain.main, ["--init-config", "tiny", "--corpus", str(tmp_path / "corpus.txt"),
+                                           "--max-length", "32", "--batch-size", "8", "--max-steps", "2",
+                                           "--device", "cpu", "--precision", "fp32", "--held-out", "0.1", "--seed",
+                                           "1", "--cache-dir", str(tmp_path / "cache"), "--out",
+                                           str(tmp_path / "rebuilt" / "tiny")])
+    assert code == 0, err        # the same name, other weights: a rebuilt checkpoint is another model
+    code, _, err = run_cli(reproduce.main, [*argv[:1], str(tmp_path / "rebuilt" / "tiny" / "model"), *argv[2:]])
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "a checkpoint rebuilt from a recipe is another model" in err
+    assert f"trained tiny from weights {run.weights}, this checkpoint's are " in err
+
+
+def test_a_schema_3_run_naming_a_path_still_loads_as_its_models_name(tmp_path):
+    """A kept run of schema 3 (saved as committed: mini-20M's permute run, its model the folder it was loaded from)
+    reads as schema 4, its model named; what it did not record stays unrecorded."""
+    folder = tmp_path / "permute" / "first"
+    folder.mkdir(parents=True)
+    shutil.copyfile(ROOT / "tests" / "data" / "kept-run-schema-3.json", folder / "run.json")
+    old = json.loads((folder / "run.json").read_text())
+    assert old["schema"] == 3 and old["model"].startswith("/")
+    run = kept.read_run(folder / "run.json")
+    assert (run.schema, run.model, run.weights, run.recipe, run.masked_accuracy, run.heads) == (
+        kept.SCHEMA, "mini-20M", old["weights"], "", None, 0)
+    assert (run.experiment, run.seeds, run.sweeps, len(run.sittings)) == ("permute", [0, 1, 2], old["sweeps"], 1)
+    assert [kept.name_from_path(x) for x in ("minilm", "org/bert", "/w/ladder/m/model", "/w/ladder/m/model-at-0")] \
+        == ["minilm", "org/bert", "m", "model-at-0"]
+    code, _, err = run_cli(reproduce.main, ["--plan", "--results", str(tmp_path)])   # no heads recorded, no folder
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "do not record mini-20M's attention heads" in err and "pass --model CHECKPOINT" in err
+
+
+def test_mini_20M_is_named_by_what_it_is_and_plans_from_its_kept_runs():
+    """Every kept page, report.json, run.json and null file names no folder of any machine; the kept runs record
+    its recipe, weights, masked accuracy and heads, so --plan needs no checkpoint."""
+    found = [f"{p}: {line}" for p in (ROOT / "docs" / "reproduction").rglob("*") if p.suffix in (".md", ".json")
+             for line in p.read_text(encoding="utf-8").splitlines() if any(x in line for x in ("/work/", "/home/",
+                                                                                               "/tmp/"))]
+    assert not found
+    identity = kept.identity_of(kept.load(MINI / "results"))
+    assert (identity.name, identity.weights, identity.heads, round(identity.masked_accuracy, 3)) == (
+        MODEL, WEIGHTS, 4, 0.347)
+    assert identity.recipe.startswith("python pretrain.py --init-config mini ") and identity.recipe.endswith(
+        "--seed 0 --out RUN")
+    code, out, err = run_cli(reproduce.main, ["--plan", "--results", str(MINI / "results")])
+    assert code == 0, err
+    assert "--results docs/reproduction/mini-20M/results --scale cpu --model CHECKPOINT --only heads-top" in out

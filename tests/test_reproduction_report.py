@@ -68,7 +68,9 @@ def test_the_other_models_report_regenerated_from_its_own_kept_results_is_the_co
         pytest.skip("no kept results of another model")
     runs = kept.load(OTHER / "results")
     (layers,) = kept.depths(runs)
-    ctx = experiments.Context(layers, experiments.SCALES["cpu"], dict(experiments.ROLES), model=kept.model_of(runs))
+    model = kept.identity_of(runs)        # its heads as its kept runs record them, as --report-only reads them
+    ctx = experiments.Context(layers, experiments.SCALES["cpu"], dict(experiments.ROLES), model=model.name,
+                              heads=model.heads)
     fresh = _regenerated(OTHER, tmp_path, ctx)
     assert fresh["model"] != CTX.model and fresh["pilot"] and "masked-token accuracy" in fresh["credentials"]
 

@@ -28,6 +28,7 @@ import torch
 from ..config import TrainConfig
 from ..fileio import atomic_write_text
 from ..inputs import prepare
+from ..pretraining import identify
 from .studies.dynamics import analysis_batches, compare_encoders
 
 PATH = Path("docs/reproduction/results/null-baseline.json")
@@ -119,8 +120,9 @@ def measure(args) -> dict:
                                  precision="fp32"))
     n = inputs.encoder.num_layers
     seeds = comparisons(inputs.encoder, args, analysis_batches(inputs, args.examples), n)
-    return {"model": args.model, "task": args.task, "examples": args.examples, "relative": args.relative,
-            "layers": n, "mode": "pairs" if args.pairs else "pretrained", "seeds": seeds,
+    # the model by its name: a path names a folder on one machine
+    return {"model": identify(args.model).name, "task": args.task, "examples": args.examples,
+            "relative": args.relative, "layers": n, "mode": "pairs" if args.pairs else "pretrained", "seeds": seeds,
             "sitting": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}}
 
 

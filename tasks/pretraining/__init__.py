@@ -10,13 +10,15 @@
     outputs.py     the run folder: config.json, the final model, the --save-at ladder, tokens/s
     options.py     the command line's flags and checks
     command.py     pretrain.py's command: parse or --resume, build, fit, report
+    identity.py    a model named by what it is (name, weights' hash, recipe, masked accuracy), never by a path
 
 Docs: docs/pretraining.md.
 """
 from .command import parse_pretrain_command, pretrain, pretrain_command
+from .identity import REBUILT, Model, identify, name_from_path
 from .job import MLM, MaskedLMJob
 from .masking import Masking
 from .outputs import INFO_FILE, MODEL_DIR, ladder_folder
 
-__all__ = ["INFO_FILE", "MLM", "MODEL_DIR", "MaskedLMJob", "Masking", "ladder_folder", "parse_pretrain_command",
-           "pretrain", "pretrain_command"]
+__all__ = ["INFO_FILE", "MLM", "MODEL_DIR", "REBUILT", "MaskedLMJob", "Masking", "Model", "identify", "ladder_folder",
+           "name_from_path", "parse_pretrain_command", "pretrain", "pretrain_command"]

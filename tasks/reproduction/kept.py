@@ -8,6 +8,8 @@ RUN is "first" for the declared protocol, or a follow-up's label (follow_ups.py)
 protocol never replace the first run's trials. A results folder keeps one model's runs, and gets its own report.
 A trial already kept is never replaced, so a run resumed later only adds the trials it lacked; shards of one run
 kept at once take turns on a lock file in the run's folder.
+
+A run names its model by what it is (`tasks.pretraining.Model`), never by a path; schema 3 named it by one (`upgrade`).
 """
 import dataclasses
 import fcntl
@@ -19,10 +21,11 @@ from typing import Optional
 from minbert import UserError
 
 from ..fileio import atomic_write_text, read_jsonl, safe_join
+from ..pretraining import REBUILT, Model, name_from_path
 from .follow_ups import FIRST, FOLLOW_UPS
 from .measures import Results
 
-SCHEMA = 3
+SCHEMA = 4
 PROTOCOL = ("experiment", "run", "scale", "tasks", "seeds", "sweeps")   # what makes two sittings one run
 
 
@@ -43,13 +46,16 @@ class KeptRun:
     run: str                    # "first" or a follow-up's label
     protocol: int
     scale: str
-    model: str
+    model: str                  # the model's short name (`Model.name`), never a path
     tasks: dict                 # role -> task
     seeds: list
     layers: int
     sweeps: dict                # sweep label -> ablate.py's flags
     device: str = ""            # the kind of device every trial trained on ("cpu", "cuda"); "" before any trial
     weights: str = ""           # sha256 prefix of the weights every trial started from; "" where not recorded
+    recipe: str = ""            # the pretrain.py command that made the model; "" for a published one
+    masked_accuracy: Optional[float] = None    # the model's held-out masked-token accuracy from pretrain.py
+    heads: int = 0              # the model's attention heads a layer; 0 where not recorded
     sittings: list = field(default_factory=list)   # [Sitting]
     schema: int = SCHEMA
 
@@ -57,10 +63,21 @@ class KeptRun:
     def wall_minutes(self) -> float:
         return sum(s.wall_time_s for s in self.sittings) / 60
 
+    @property
+    def identity(self) -> Model:
+        return Model(self.model, self.weights, self.recipe, self.masked_accuracy, self.heads)
+
+
+def upgrade(data: dict) -> dict:
+    """A schema-3 run.json as schema 4: its model a name, not a path; its recipe, accuracy and heads unrecorded."""
+    return {**data, "model": name_from_path(data["model"]), "schema": SCHEMA}
+
 
 def read_run(path: Path) -> KeptRun:
     """A run.json as its KeptRun; one line naming the file where it is of another schema or malformed."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if data.get("schema") == 3:
+        data = upgrade(data)
     if data.get("schema") != SCHEMA:
         raise UserError(f"{path}: a kept run of schema {data.get('schema', 1)}, this code reads schema {SCHEMA}: "
                         "a folder kept before 2026-11-28 converts with "
@@ -167,18 +184,26 @@ def depths(runs: dict) -> set:
     return {run.layers for by_experiment in runs.values() for run, _ in by_experiment.values()}
 
 
-def model_of(runs: dict) -> Optional[str]:
-    """The model a results folder's kept runs record (check_one_setting keeps it one); None where it has none."""
-    return next((run.model for experiments in runs.values() for run, _ in experiments.values()), None)
+def identity_of(runs: dict) -> Optional[Model]:
+    """The model a results folder's kept runs record (check_one_setting keeps it one), from the run that records
+    most of it; None where none."""
+    found = [run.identity for experiments in runs.values() for run, _ in experiments.values()]
+    return max(found, key=lambda m: (bool(m.weights), bool(m.recipe), bool(m.heads)), default=None)
 
 
 def check_one_setting(runs: dict, scale: str, model: str, weights: str = "") -> None:
     """A results folder holds one scale and one model: a report mixes neither. A model is its name, or its weights
-    where both record them (a path may be written two ways; the same name from other weights is `refuse`'s)."""
+    where both record them; a model pretrained here (its runs record a recipe) is its weights: a checkpoint rebuilt
+    from the recipe is another model unless its weights hash the same (pretrain.py does not rebuild weights bit for
+    bit across devices). A published model's copies may differ by device; `refuse` keeps each run to one."""
     def named(model, weights):
         return model + (f" (weights {weights})" if weights else "")
     for label, experiments in runs.items():
         for experiment, (run, _) in experiments.items():
+            if run.scale == scale and run.model == model and run.identity.rebuilt_as(weights):
+                raise UserError(f"the results folder's {experiment}/{label} trained {model} from weights "
+                                f"{run.weights}, this checkpoint's are {weights}: {REBUILT} (give it its own "
+                                f"--results)")
             if run.scale != scale or not (run.model == model or (run.weights and run.weights == weights)):
                 raise UserError(f"the results folder holds {experiment}/{label} at scale {run.scale} with "
                                 f"{named(run.model, run.weights)}, not scale {scale} with {named(model, weights)}: "

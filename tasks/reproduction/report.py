@@ -43,6 +43,7 @@ class Judged:
     pilot: bool                 # whether its power has a pilot of its own (judging.pilot_of)
     weights: str                # the sha256 prefix of the weights its runs record
     credentials: Optional[str]  # what was measured of it; None for the embedded model the pilot ran on (EMBEDDED)
+    identity: Optional[kept.Model] = None   # what the model is, as its kept runs record it
 
     def __post_init__(self):
         self.first = self.by_run[FIRST]
@@ -86,7 +87,8 @@ def judged(results_dir: Path, ctx) -> Judged:
                   default="")
     measured = None if ctx.model == power.PILOT_MODEL else credentials(weights) or (
         "no pretraining record of its weights in docs/pretraining-results/: nothing measured of its pretraining")
-    return Judged(ctx, runs, judging.verdicts(runs, ctx, null, pilot), pilot is not None, weights, measured)
+    return Judged(ctx, runs, judging.verdicts(runs, ctx, null, pilot), pilot is not None, weights, measured,
+                  kept.identity_of(runs))
 
 
 def credentials(weights: str) -> Optional[str]:
@@ -207,6 +209,8 @@ def front_page(m: Judged, others: dict, models: dict) -> list:
             "--report-only` rewrites it and its pages without training): do not edit by hand.", "",
             f"Scale **{ctx.scale.name}** ({ctx.scale.note}). Model **{ctx.model}** ({ctx.n} layers; the papers' "
             f"BERT-base is 12 x 768); tasks " + ", ".join(f"{r} = {t}" for r, t in ctx.tasks.items()) + ".", "",
+            *([f"What it is: {m.identity.describe()}; {kept.REBUILT}.", ""] if m.identity and m.identity.recipe
+              else []),
             *([f"What was measured of it: {m.credentials}{pilot}. Each line's page says what the embedded model can "
                f"carry, not what this one can.", ""] if m.credentials else []),
             *[x for name, data in others.items() for x in (
@@ -245,6 +249,8 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
     atomic_write_text(report_dir / "runs.md", "\n".join(runs_page(m, report_dir, results_dir)))
     data = {"scale": ctx.scale.name, "model": ctx.model, "layers": ctx.n, "tasks": ctx.tasks, "weights": m.weights,
             "credentials": m.credentials, "pilot": m.pilot, "counts_first_run": m.counts, "lines": m.lines,
+            "recipe": m.identity.recipe if m.identity else "",
+            "masked_accuracy": m.identity.masked_accuracy if m.identity else None,
             "multiplicity": front.multiplicity(m.first, ctx.model), "fragile_margin_share_of_sesoi": front.FRAGILE,
             "sensitivity": {fid: [x.replace("**", "") for x in cell] for fid, cell in m.cells.items()}}
     atomic_write_text(Path(report_path).with_suffix(".json"), json.dumps(data, indent=1, sort_keys=True) + "\n")

@@ -20,6 +20,7 @@ from ..ablation.config import SweepConfig, from_settings
 from ..ablation.studies import STUDIES
 from ..ablation.study import Shape, as_argument
 from ..machine import cpu_model, resolve_device, source_commit
+from ..pretraining import identify
 from . import kept
 from .curves import figure_path
 from .follow_ups import FIRST
@@ -88,8 +89,10 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
         kept_records[spec.label] = records
         recorded[spec.label] = arguments + (["--max-steps", str(setting.max_steps)] if setting.max_steps else [])
         copy_figures(experiment, spec.label, label, out, Path(folders["report"]))
-    run = kept.KeptRun(experiment.name, label, follow.protocol if follow else 1, ctx.scale.name, setting.model,
-                       ctx.tasks, seeds, ctx.n, recorded, weights=weights)
+    model = identify(setting.model, weights, ctx.heads)    # named by what it is, not by where it lies
+    run = kept.KeptRun(experiment.name, label, follow.protocol if follow else 1, ctx.scale.name, model.name,
+                       ctx.tasks, seeds, ctx.n, recorded, weights=weights, recipe=model.recipe,
+                       masked_accuracy=model.masked_accuracy, heads=model.heads)
     seconds, commit = time.time() - started, source_commit(root)
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type   # as the report names it
     kept.store(folders["results"], run, kept_records, kept.Sitting(
