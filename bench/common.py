@@ -1,34 +1,81 @@
-"""What the benchmarks of this folder share."""
+"""What the benchmarks of this folder share: the trainer's own run built from its flags, the data folder, the
+bert-base-shaped checkpoint, and a worker's one-line report to the benchmark that started it."""
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from tasks.data import DEFAULT_DATA_DIR, resolve_data_dir
 
+REPO = Path(__file__).resolve().parents[1]
 # Where the course's files live on the benchmark machines: beside the checkout, shared by its worktrees.
-SHARED_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "cs224n"
+SHARED_DATA_DIR = REPO.parent / "shared" / "data" / "cs224n"
 DATA_DIR_HELP = ("the course's csv files (default: $MINBERT_DATA_DIR, else <repo>/data, else "
                  "../shared/data/cs224n beside the repository)")
-
-
-def add_trainer_setting(parser) -> None:
-    """--model, --precision and --data-dir of a benchmark that times the trainer's own steps."""
-    parser.add_argument("--model", default="minilm", help="checkpoint name or folder (default: %(default)s)")
-    parser.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto")
-    parser.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
 def data_dir(arg=None) -> Path:
-    """The trainer's data folder (--data-dir, else $MINBERT_DATA_DIR, else <repo>/data).
-
-    When nothing names a folder and <repo>/data holds no csv files, the shared
-    folder beside the checkout: a benchmark then runs without setup.
-    """
+    """The trainer's data folder (--data-dir, else $MINBERT_DATA_DIR, else <repo>/data); when nothing names a
+    folder and <repo>/data holds no csv files, the shared folder beside the checkout."""
     folder = resolve_data_dir(arg)
     if folder == DEFAULT_DATA_DIR and not any(folder.glob("*.csv")):
         return SHARED_DATA_DIR
     return folder
+
+
+def trainer_run(options: list, data=None, build: bool = True, **run):
+    """(config, inputs, run) of the run `train_multitask.py OPTIONS` builds (`parse_train_command`,
+    `tasks.inputs.prepare`, `build_run`), nothing written; `build=False` leaves the run None (the caller builds
+    several from one prepared input); `run` goes to build_run (an encoder)."""
+    from tasks.inputs import prepare
+    from tasks.training import build_run, parse_train_command
+    config = parse_train_command([*options, *(["--data-dir", str(data)] if data else [])]).config
+    inputs = prepare(config, warn=lambda message: None)
+    return config, inputs, build_run(config, inputs, **run) if build else None
+
+
+def default_cache() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "minbert-bench"
+
+
+def bert_base_shaped(cache: Path = None, seed: int = 0, **shape) -> Path:
+    """A checkpoint folder with bert-base's shape (transformers.BertConfig() defaults, 12 x 768; `shape` overrides
+    them), seeded random weights and the embedded model's vocabulary (bert-base-uncased's): speed depends on the
+    shape, not the weights. Built once into `cache` (default ~/.cache/minbert-bench, never the repository),
+    atomically: a killed build leaves no folder."""
+    cache = Path(cache or default_cache())
+    folder = cache / ("bert-base-shaped" if not shape else "-".join(f"{k}={v}" for k, v in sorted(shape.items())))
+    if (folder / "model.safetensors").exists():
+        return folder
+    import torch
+    import transformers
+
+    import minbert
+    embedded, _ = minbert.resolve("minilm")
+    cache.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=".bert-base-shaped-", dir=cache))
+    try:
+        torch.manual_seed(seed)
+        transformers.BertModel(transformers.BertConfig(**shape)).save_pretrained(building, safe_serialization=True)
+        for name in TOKENIZER_FILES:
+            if (embedded / name).exists():
+                shutil.copy2(embedded / name, building / name)
+        building.rename(folder)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return folder
+
+
+def model_folder(name: str, **tiny) -> str:
+    """A benchmark's --model: `embedded` (the packaged minilm), `bert-base` (its shape, random weights; `tiny`
+    shrinks it, for dry runs), or a checkpoint name or folder."""
+    if name == "bert-base" or (tiny and name == "tiny"):
+        return str(bert_base_shaped(**tiny))
+    return "minilm" if name == "embedded" else name
 
 
 RESULT_PREFIX = "RESULT "  # a worker's report: the last stdout line starting with this, then JSON
@@ -39,22 +86,27 @@ def report_result(result: dict) -> None:
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
 
-def _fail(what: str, proc: subprocess.CompletedProcess):
-    sys.exit(f"bench: {what} failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
+def results_in(stdout: str) -> list:
+    return [json.loads(line[len(RESULT_PREFIX):]) for line in stdout.splitlines() if line.startswith(RESULT_PREFIX)]
 
 
 def run_checked(cmd, what: str, **popen) -> subprocess.CompletedProcess:
     """Run `cmd` to its end, its output captured; exit with one line naming `what` and its error if it fails."""
     proc = subprocess.run(cmd, capture_output=True, text=True, **popen)
     if proc.returncode != 0:
-        _fail(what, proc)
+        sys.exit(f"bench: {what} failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
     return proc
 
 
 def run_worker(cmd: list, what: str, **popen) -> dict:
     """Run a worker process to its end and return its `report_result`; exit with its error otherwise."""
     proc = run_checked(cmd, what, **popen)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
-    if not lines:
-        _fail(what, proc)
-    return json.loads(lines[-1][len(RESULT_PREFIX):])
+    results = results_in(proc.stdout)
+    if not results:
+        sys.exit(f"bench: {what} failed (exit 0): {proc.stderr.strip()[-800:]}")
+    return results[-1]
+
+
+def bench_command(name: str, *argv) -> list:
+    """The command line that runs `python -m bench NAME ARGV` (a worker or a stage) in a fresh process."""
+    return [sys.executable, "-m", "bench", name, *map(str, argv)]

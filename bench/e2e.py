@@ -1,6 +1,6 @@
 """README command 1, end to end, timed in its parts: set-up, loading, training, evaluation, predictions.
 
-    python -m bench.e2e [--data-dir DIR] [--no-setup] [--keep DIR] [-- train_multitask.py options]
+    python -m bench e2e [--data-dir DIR] [--no-setup] [--keep DIR] [-- train_multitask.py options]
 
 By default the command is the README's own (its first bash block), run as a new user runs it: in a
 fresh clone of this checkout's HEAD, the virtualenv made and filled by the block's pip commands
@@ -34,7 +34,7 @@ TRAIN = ".venv/bin/python train_multitask.py"
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m bench.e2e", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench e2e", description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", default=None, help="the course's csv files (default: $MINBERT_DATA_DIR)")
     p.add_argument("--no-setup", dest="setup", action="store_false",
                    help="run the trainer here with this interpreter: no clone, no venv")
@@ -123,7 +123,7 @@ def main(argv=None) -> int:
         python, cwd = sys.executable, REPO
     train_argv = [*options, *args.train_options, "--out", str(folder / "run")]
     print(f"command 1: {setup_cmd + ' && ' if args.setup else ''}{TRAIN} {' '.join(train_argv)}", flush=True)
-    r = run_worker([python, "-m", "bench.e2e", "--worker", "--", *train_argv], "the training process",
+    r = run_worker([python, "-m", "bench", "e2e", "--worker", "--", *train_argv], "the training process",
                    cwd=cwd, env=env)
     total = time.time() - began
     r.update(setup_s=setup_s, total_s=total, options=args.train_options)
@@ -144,7 +144,3 @@ def main(argv=None) -> int:
     if not args.keep:
         shutil.rmtree(folder, ignore_errors=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

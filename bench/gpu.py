@@ -1,37 +1,32 @@
-"""What one CUDA GPU does with this project, in one command and under 8 minutes.
+"""What one CUDA GPU does with this project, in one run planned to end within 600 s (the device's call limit).
 
-    python -m bench.gpu [--out DIR] [--budget SECONDS] [--stages tests,trainer,profile,compare] [--fast-path]
-    python -m bench.gpu --dry-run          # no GPU: every stage's plumbing on the CPU, a tiny model, seconds
+    python -m bench gpu [--out DIR] [--stages graphs,tests,trainer,profile,compare] [--fast-path]
+    python -m bench gpu --dry-run          # no GPU: every stage's plumbing on the CPU, a tiny model, seconds
 
-On whatever GPU torch finds (cuda:0), four stages, each capped so the whole stays within --budget (420 s):
+On whatever GPU torch finds (cuda:0), five stages, each with its own seconds in the plan (`PLAN_S`, printed first;
+a stage that ends early leaves its seconds to the next):
 
-1. tests: `pytest -m gpu -v tests` (every gpu-marked test) in a subprocess (cap --tests-cap): passed, failed, skipped.
-2. trainer: `bench.gpu_trainer`, one process per model and setting (--settings: the default eager step and
-   `--cuda-graphs on`), the embedded model and bert-base's shape (random
-   weights, `bench.sizes`), --trainer-steps optimizer steps of the default run in bf16 (where native) and
-   fp16: steps/s and examples/s (after a warm-up), peak memory, host syncs per step (CUDA's sync debug
-   mode and the profiler's synchronising calls, over the last --sync-steps steps), the fp16 scaler's
-   skipped steps, and the dev scores after those steps (bert-base's shape starts from random weights:
-   near chance).
-3. profile: `bench.step_profile` on the trainer's own steps, per model (--profile-models) in three settings:
-   the default step (precision auto), fp32 (TF32 unless --no-tf32), and one fixed width (the default step's
-   first timed step repeated: shapes never change): per step, the host's time, the device's busy time,
-   kernels, kernel launches and aten operators.
-4. compare: `bench.gpu_compare` on bert-base's shape: the trainer's own run (`train_multitask.py`'s model,
-   loss, optimizer and steps; minBERT as the trainer loads it on this device: the reference) against the same
-   run with transformers' BertModel (sdpa) as its encoder, same steps, same dev rows: train and evaluation
-   examples/s, their ratio, peak memory, per precision (bf16, fp16, fp32 with TF32), as long as the budget
-   lasts. `--fast-path` times minBERT's fast path instead (`--implementation fast`, not the trainer's on
-   CUDA), and every row names the path it timed.
+1. graphs: `bench gpu-graphs` (bench/gpu_graphs.py) on bert-base's shape: the trainer's graphed step (Inductor,
+   and backend="cudagraphs") against its eager step and transformers', every shape warmed before the clock, graph
+   launches and skipped captures counted, and whether a default run repays the compile. First: it is the
+   question a GPU session has to answer.
+2. tests: `pytest -m gpu -v tests` (every gpu-marked test) in a subprocess: passed, failed, skipped.
+3. trainer: `bench gpu-trainer`, one process per model (the embedded model, bert-base's shape with random
+   weights): --trainer-steps steps of the default run in bf16 and fp16: steps/s, examples/s, peak memory, host
+   syncs per step, the fp16 scaler's skips, the dev scores.
+4. profile: bench/step_profile.py on the trainer's own steps, per model: the default step, fp32 and one fixed
+   width: the host's time, the device's busy time, kernels, kernel and graph launches, aten operators.
+5. compare: bench/gpu_compare.py on bert-base's shape: the trainer's run with minBERT's encoder against the same
+   run with transformers', per precision (bf16, fp16, fp32 with TF32), as long as its seconds last.
 
 TF32 is on for fp32 matmuls, as in the trainer (--no-tf32 turns it off). Writes DIR/bench-gpu.json (every
-figure) and DIR/bench-gpu.md (the tables, ready for a docs/measurements log), after each stage, with each
-stage's output in DIR/gpu-tests.log and DIR/trainer-MODEL-SETTING.log, and prints the tables. Without
-CUDA it says so in one line and exits 2 (unless --dry-run).
+figure, each row typed: measured, skipped or failed) and DIR/bench-gpu.md after each stage, each subprocess's
+output in DIR/*.log, and prints the tables. Without CUDA it says so in one line and exits 2 (unless --dry-run).
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
 import argparse
+import dataclasses
 import json
 import re
 import subprocess
@@ -39,36 +34,40 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import DATA_DIR_HELP, RESULT_PREFIX
-from bench.gpu_report import markdown
+from bench.common import DATA_DIR_HELP, REPO, bench_command, model_folder, results_in, trainer_run
+from bench.gpu_report import Row, markdown
 
-REPO = Path(__file__).resolve().parents[1]
-STAGES = ("tests", "trainer", "profile", "compare")
+PLAN_S = {"graphs": 200, "tests": 150, "trainer": 100, "profile": 45, "compare": 65}  # 560 of the device's 600
+STAGES = tuple(PLAN_S)
 SETTINGS = {"default": [], "graphs": ["--cuda-graphs", "on"], "smart": ["--smart"], "pcgrad": ["--surgery", "pcgrad"],
             "compile": ["--compile"]}
 DRY_SHAPE = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128)
 DRY_RUN = dict(device="cpu", models="tiny", settings="default", trainer_precisions="fp32", trainer_steps=6,
                trainer_warmup=2, sync_steps=2, profile_models="tiny", profile_steps=2, profile_warmup=1,
                precisions="fp32", tasks="sst", compare_model="tiny", batch_size=4, eval_batch_size=16,
-               eval_examples=16, steps=4, warmup=1, rounds=2)
-RESERVE_S = {"profile": 40, "compare": 60}  # what the trainer stage leaves to each later stage asked for
+               eval_examples=16, steps=4, warmup=1, rounds=2, graphs_model="tiny", graphs_precision="fp32",
+               graphs_steps=6)
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m bench.gpu", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m bench gpu", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--out", default=None,
                    help="folder for bench-gpu.json and bench-gpu.md (default: runs/bench-gpu-<time>)")
-    p.add_argument("--budget", type=float, default=420, help="seconds for all stages (default: %(default)s)")
+    p.add_argument("--plan", default=None, help="stage=seconds,... to change the plan (default: " +
+                   ", ".join(f"{k}={v}" for k, v in PLAN_S.items()) + ")")
     p.add_argument("--stages", default=",".join(STAGES), help="which of: " + ", ".join(STAGES))
     p.add_argument("--dry-run", action="store_true", help="on the CPU, tiny models, a few steps: the plumbing only")
     p.add_argument("--device", default="cuda")
     p.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-tf32", action="store_true", help="fp32 matmuls in IEEE fp32, in every stage")
-    tests = p.add_argument_group("tests")
-    tests.add_argument("--tests-cap", type=float, default=230, help="seconds (default: %(default)s)")
+    graphs = p.add_argument_group("graphs (the graphed step against the eager one and transformers')")
+    graphs.add_argument("--graphs-model", default="bert-base", help="(default: %(default)s)")
+    graphs.add_argument("--graphs-precision", default="bf16", help="(default: %(default)s)")
+    graphs.add_argument("--graphs-steps", type=int, default=24, help="timed steps (default: %(default)s)")
+    graphs.add_argument("--graphs-shapes", type=int, default=4, help="distinct step shapes (default: %(default)s)")
     trainer = p.add_argument_group("trainer")
     trainer.add_argument("--models", default="embedded,bert-base",
                          help="embedded (minilm), bert-base (its shape, random weights) or folders "
@@ -79,7 +78,7 @@ def parse_args(argv=None):
     trainer.add_argument("--trainer-warmup", type=int, default=20, help="untimed first steps (default: %(default)s)")
     trainer.add_argument("--sync-steps", type=int, default=10,
                          help="last steps, host syncs counted (default: %(default)s)")
-    trainer.add_argument("--settings", default="default,graphs",
+    trainer.add_argument("--settings", default="default",
                          help="comma-separated trainer settings, each a run per model: " + ", ".join(SETTINGS))
     profile = p.add_argument_group("profile (the trainer's steps under torch.profiler)")
     profile.add_argument("--profile-models", default="embedded,bert-base", help="(default: %(default)s)")
@@ -100,24 +99,42 @@ def parse_args(argv=None):
     compare.add_argument("--steps", type=int, default=24, help="timed steps per model and phase")
     compare.add_argument("--warmup", type=int, default=4)
     compare.add_argument("--rounds", type=int, default=6)
+    if p.parse_args(argv).dry_run:  # its defaults; any option given still wins
+        p.set_defaults(**DRY_RUN)
     args = p.parse_args(argv)
-    if args.dry_run:
-        given = {a.dest for a in p._actions if any(o in (argv or sys.argv[1:]) for o in a.option_strings)}
-        for name, value in DRY_RUN.items():
-            if name not in given:
-                setattr(args, name, value)
+    args.plan = plan(args.plan, p)
     unknown = set(args.stages.split(",")) - set(STAGES) | set(args.settings.split(",")) - set(SETTINGS)
     if unknown:
         p.error(f"unknown stage or setting: {', '.join(sorted(unknown))}")
     return args
 
 
+def plan(text, parser) -> dict:
+    """The seconds of each stage: PLAN_S, with --plan's stage=seconds in place of the defaults."""
+    out = dict(PLAN_S)
+    for item in filter(None, (text or "").split(",")):
+        stage, _, seconds = item.partition("=")
+        if stage not in PLAN_S or not seconds.replace(".", "", 1).isdigit():
+            parser.error(f"--plan: {item!r} is not stage=seconds with a stage of {', '.join(PLAN_S)}")
+        out[stage] = float(seconds)
+    return out
+
+
 class Clock:
-    def __init__(self, budget: float):
-        self.start, self.budget = time.perf_counter(), budget
+    """Each stage's seconds: its planned share, and what the stages before it left unused."""
+
+    def __init__(self, planned: dict):
+        self.planned, self.spare, self.start = planned, 0.0, time.perf_counter()
+
+    def begin(self, stage: str) -> float:
+        self.stage_start, self.cap = time.perf_counter(), self.planned[stage] + self.spare
+        return self.cap
+
+    def end(self) -> None:
+        self.spare = max(0.0, self.cap - (time.perf_counter() - self.stage_start))
 
     def left(self) -> float:
-        return self.budget - (time.perf_counter() - self.start)
+        return self.cap - (time.perf_counter() - self.stage_start)
 
 
 def run_capped(cmd: list, cap: float) -> tuple:
@@ -149,7 +166,7 @@ def pytest_summary(output: str) -> dict:
 
 
 def stage_tests(args, clock: Clock) -> dict:
-    cap = min(args.tests_cap, clock.left() - 60)
+    cap = clock.left()
     code, out, err, seconds = run_capped([sys.executable, "-m", "pytest", "-m", "gpu", "-v", "--durations=6",
                                           "tests"], cap)
     (args.out_dir / "gpu-tests.log").write_text(out + err)
@@ -159,70 +176,71 @@ def stage_tests(args, clock: Clock) -> dict:
     return result
 
 
-def model_folder(name: str, args) -> str:
+def folder(name: str, args) -> str:
     """embedded, bert-base or a folder; --dry-run's tiny bert-base shape for the named ones."""
-    from bench import sizes
-    if name in ("tiny", "bert-base") and args.dry_run:
-        return str(sizes.bert_base_shaped(sizes.default_cache(), **DRY_SHAPE))
-    if name == "bert-base":
-        return str(sizes.bert_base_shaped(sizes.default_cache()))
-    return "minilm" if name == "embedded" else name
+    return model_folder(name, **(DRY_SHAPE if args.dry_run and name in ("tiny", "bert-base") else {}))
+
+
+def worker_rows(cmd: list, cap: float, log: Path, **where) -> list:
+    """A worker's typed rows (its RESULT lines), and a failed row when it was cut at `cap` or exited in error."""
+    code, out, err, seconds = run_capped(cmd, cap)
+    log.write_text(out + err)
+    rows = [Row.from_json(row) for report in results_in(out) for row in report["rows"]]
+    if code != 0:
+        why = f"cut at its {cap:.0f} s" if code is None else f"exit {code}"
+        rows.append(Row.failed(f"{why}: {(err.strip().splitlines() or [''])[-1][:300]}", **where,
+                               figures={"wall_s": seconds}))
+    return rows
+
+
+def stage_graphs(args, clock: Clock) -> list:
+    cmd = bench_command("gpu-graphs", "--model", folder(args.graphs_model, args), "--precision",
+                        args.graphs_precision, "--steps", args.graphs_steps, "--shapes", args.graphs_shapes,
+                        "--device", args.device, "--seed", args.seed, *(["--data-dir", args.data_dir] if args.data_dir
+                                                                        else []),
+                        *(["--no-tf32"] if args.no_tf32 else []), *(["--dry-run"] if args.dry_run else []))
+    return [dataclasses.replace(r, model=args.graphs_model) for r in
+            worker_rows(cmd, clock.left(), args.out_dir / "graphs.log", model=args.graphs_model)]
 
 
 def stage_trainer(args, clock: Clock) -> list:
-    rows = []
-    for setting in args.settings.split(","):
-        for name in args.models.split(","):
-            cap = clock.left() - sum(s for stage, s in RESERVE_S.items() if stage in args.stages.split(","))
-            if cap < 20:
-                rows.append({"model": name, "setting": setting, "skipped": f"budget: {clock.left():.0f} s left"})
-                continue
-            cmd = [sys.executable, "-m", "bench.gpu_trainer", "--model", model_folder(name, args),
-                   "--precisions", args.trainer_precisions, "--steps", str(args.trainer_steps),
-                   "--warmup", str(args.trainer_warmup), "--sync-steps", str(args.sync_steps), "--device", args.device,
-                   *(["--data-dir", args.data_dir] if args.data_dir else []), "--", "--seed", str(args.seed),
-                   *SETTINGS[setting], *(["--no-tf32"] if args.no_tf32 else [])]
-            code, out, err, seconds = run_capped(cmd, cap)
-            (args.out_dir / f"trainer-{Path(name).name}-{setting}.log").write_text(out + err)
-            reported = [json.loads(line[len(RESULT_PREFIX):]) for line in out.splitlines()
-                        if line.startswith(RESULT_PREFIX)]
-            runs = [r for report in reported for r in report["runs"]]
-            rows += [{**r, "model": name, "setting": setting} for r in runs]
-            if code != 0:
-                why = "cut at the budget" if code is None else f"exit {code}"
-                rows.append({"model": name, "setting": setting,
-                             "error": f"{why}: {(err.strip().splitlines() or [''])[-1][:300]}", "wall_s": seconds})
+    rows, runs = [], [(s, n) for s in args.settings.split(",") for n in args.models.split(",")]
+    for k, (setting, name) in enumerate(runs):
+        cap = clock.left() / (len(runs) - k)  # an equal share of what is left
+        if cap < 15:
+            rows.append(Row.skipped(f"{clock.left():.0f} s left of the stage", name, setting))
+            continue
+        cmd = bench_command("gpu-trainer", "--model", folder(name, args), "--precisions", args.trainer_precisions,
+                            "--steps", args.trainer_steps, "--warmup", args.trainer_warmup, "--sync-steps",
+                            args.sync_steps, "--device", args.device,
+                            *(["--data-dir", args.data_dir] if args.data_dir else []), "--", "--seed", args.seed,
+                            *SETTINGS[setting], *(["--no-tf32"] if args.no_tf32 else []))
+        rows += [dataclasses.replace(r, model=name, setting=setting) for r in
+                 worker_rows(cmd, cap, args.out_dir / f"trainer-{Path(name).name}-{setting}.log", model=name,
+                             setting=setting)]
     return rows
 
 
 def trainer_inputs(args, name: str, precision: str = "fp32"):
-    """The default run's options on model `name` and its prepared data (tasks.inputs.prepare), as the trainer
-    makes them on args.device."""
-    from bench.gpu_compare import trainer_config
-    from tasks.inputs import prepare
-    config = trainer_config(args, model_folder(name, args), precision)
-    return config, prepare(config, warn=lambda message: None)
+    """The default run's config on model `name` and its prepared data, as the trainer makes them on args.device."""
+    from bench.gpu_compare import compare_options
+    config, inputs, _ = trainer_run(compare_options(args, folder(name, args), precision), args.data_dir,
+                                    build=False)
+    return config, inputs
 
 
 def stage_profile(args, clock: Clock) -> list:
-    import dataclasses
-
     import torch
 
     from bench.step_profile import profile_steps
     from tasks.training import build_run
     rows = []
     for name in args.profile_models.split(","):
-        if clock.left() < 15:
-            rows.append({"model": name, "skipped": f"budget: {clock.left():.0f} s left"})
-            continue
         config, inputs = trainer_inputs(args, name, "auto")
         plan = None
         for setting, precision in (("default", inputs.precision), ("fp32", "fp32"), ("fixed width", inputs.precision)):
-            row = {"model": name, "setting": setting, "precision": precision,
-                   "tf32": inputs.tf32 and precision == "fp32"}
             if clock.left() < 10:
-                rows.append({**row, "skipped": f"budget: {clock.left():.0f} s left"})
+                rows.append(Row.skipped(f"{clock.left():.0f} s left of the stage", name, setting, precision))
                 continue
             run = build_run(dataclasses.replace(config, precision=precision),
                             dataclasses.replace(inputs, precision=precision, precision_requested=precision))
@@ -230,8 +248,9 @@ def stage_profile(args, clock: Clock) -> list:
             warmup, steps = plan[:args.profile_warmup], plan[args.profile_warmup:][:args.profile_steps]
             if setting == "fixed width":
                 warmup, steps = [steps[0]] * args.profile_warmup, [steps[0]] * args.profile_steps
-            row.update(profile_steps(torch, run, steps, warmup), implementation=run.model.encoder.config.implementation)
-            rows.append(row)
+            rows.append(Row.measured(name, setting, precision, figures=dict(
+                profile_steps(torch, run, steps, warmup), implementation=run.model.encoder.config.implementation,
+                tf32=inputs.tf32 and precision == "fp32")))
             del run
             if inputs.device.type == "cuda":
                 torch.cuda.empty_cache()
@@ -246,13 +265,13 @@ def stage_compare(args, clock: Clock) -> list:
     config, inputs = trainer_inputs(args, args.compare_model)
     rows = []
     for precision in (p for p in args.precisions.split(",") if p not in ("", "none")):
-        row = {"model": args.compare_model, "precision": precision}
         if not minbert.native(precision, inputs.device):
-            rows.append({**row, "skipped": "not native on this device"})
+            rows.append(Row.skipped("not native on this device", args.compare_model, "-", precision))
         elif clock.left() < 20:
-            rows.append({**row, "skipped": f"budget: {clock.left():.0f} s left"})
+            rows.append(Row.skipped(f"{clock.left():.0f} s left of the stage", args.compare_model, "-", precision))
         else:
-            rows.append({**row, **time_models(torch, args, config.model, precision, inputs)})
+            rows.append(Row.measured(args.compare_model, "-", precision,
+                                     figures=time_models(torch, args, config, precision, inputs)))
     return rows
 
 
@@ -270,31 +289,36 @@ def machine(args) -> dict:
     return out
 
 
+STAGE_RUNS = {"graphs": stage_graphs, "tests": stage_tests, "trainer": stage_trainer, "profile": stage_profile,
+              "compare": stage_compare}
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
     if not args.dry_run and not torch.cuda.is_available():
-        print("bench.gpu: no CUDA GPU here (torch.cuda.is_available() is False); --dry-run runs its plumbing on "
+        print("bench gpu: no CUDA GPU here (torch.cuda.is_available() is False); --dry-run runs its plumbing on "
               "the CPU", file=sys.stderr)
         return 2
     from tasks.machine import use_tf32
-    clock = Clock(args.budget)
     use_tf32(torch.device(args.device), not args.no_tf32)
-    out = Path(args.out or REPO / "runs" / time.strftime("bench-gpu-%Y%m%d-%H%M%S"))
+    out = Path(args.out or REPO / "runs" / time.strftime("bench-gpu-%Y%m%d-%H%M%S")).resolve()
     out.mkdir(parents=True, exist_ok=True)
     args.out_dir = out  # where the stages leave their logs
-    results = {"machine": machine(args), "command": ["python", "-m", "bench.gpu", *(argv or sys.argv[1:])],
-               "budget_s": args.budget, "dry_run": args.dry_run}
-    print(f"bench.gpu: {results['machine']['device']}; torch {torch.__version__}; results in {out}", flush=True)
+    stages = [s for s in STAGES if s in args.stages.split(",")]
+    planned = {s: args.plan[s] for s in stages}
+    results = {"machine": machine(args), "command": ["python", "-m", "bench", "gpu", *(argv or sys.argv[1:])],
+               "plan": planned, "dry_run": args.dry_run}
+    print(f"bench gpu: {results['machine']['device']}; torch {torch.__version__}; results in {out}; the plan: "
+          + ", ".join(f"{s} {v:.0f} s" for s, v in planned.items()) + f" = {sum(planned.values()):.0f} s", flush=True)
+    clock, began = Clock(planned), time.perf_counter()
     summary = write(out, results, 0.0)
-    for stage, run in (("tests", stage_tests), ("trainer", stage_trainer), ("profile", stage_profile),
-                       ("compare", stage_compare)):
-        if stage in args.stages.split(","):
-            started = time.perf_counter()
-            results[stage] = run(args, clock)
-            print(f"bench.gpu: {stage} done in {time.perf_counter() - started:.0f} s, {clock.left():.0f} s left",
-                  flush=True)
-            summary = write(out, results, args.budget - clock.left())  # after each stage: a kill keeps them
+    for stage in stages:
+        cap = clock.begin(stage)
+        results[stage] = STAGE_RUNS[stage](args, clock)
+        clock.end()
+        print(f"bench gpu: {stage} done in {cap - clock.left():.0f} s of its {cap:.0f} s", flush=True)
+        summary = write(out, results, time.perf_counter() - began)  # after each stage: a kill keeps them
     print(summary)
     return 0
 
@@ -302,11 +326,8 @@ def main(argv=None) -> int:
 def write(out: Path, results: dict, seconds: float) -> str:
     """bench-gpu.json and bench-gpu.md as they stand; returns the markdown."""
     results["total_s"] = seconds
-    (out / "bench-gpu.json").write_text(json.dumps(results, indent=1))
+    rows = {k: [r.to_json() for r in v] if k in STAGE_RUNS and k != "tests" else v for k, v in results.items()}
+    (out / "bench-gpu.json").write_text(json.dumps(rows, indent=1))
     summary = markdown(results)
     (out / "bench-gpu.md").write_text(summary)
     return summary
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -65,15 +65,18 @@ class TransformersEncoder(nn.Module):
         return None
 
 
-def trainer_config(args, folder: str, precision: str):
-    """The options of the default train_multitask.py run on `folder`, as bench.gpu's flags set them."""
-    from tasks.training import parse_train_command
-    argv = ["--model", folder, "--device", args.device, "--precision", precision, "--seed", str(args.seed),
-            "--tasks", args.tasks,
-            "--batch-size", str(args.batch_size), "--eval-batch-size", str(args.eval_batch_size),
-            *(["--implementation", "fast"] if args.fast_path else []),
-            *(["--data-dir", args.data_dir] if args.data_dir else []), *(["--no-tf32"] if args.no_tf32 else [])]
-    return parse_train_command(argv).config
+def compare_options(args, folder: str, precision: str) -> list:
+    """train_multitask.py's options for the default run on `folder`, as bench gpu's flags set them."""
+    return ["--model", folder, "--device", args.device, "--precision", precision, "--seed", str(args.seed),
+            "--tasks", args.tasks, "--batch-size", str(args.batch_size), "--eval-batch-size", str(args.eval_batch_size),
+            *(["--implementation", "fast"] if args.fast_path else []), *(["--no-tf32"] if args.no_tf32 else [])]
+
+
+def sync(device) -> None:
+    """Wait for the device's queued work (CUDA); a CPU's work is done when its call returns."""
+    import torch
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def compared_encoders(config, device) -> dict:
@@ -97,15 +100,14 @@ def dev_slice(inputs, rows: int):
     return dataclasses.replace(inputs, data=data)
 
 
-def time_models(torch, args, folder: str, precision: str, inputs) -> dict:
+def time_models(torch, args, config, precision: str, inputs) -> dict:
     """Both runs, fresh from the checkpoint, on the same steps and dev rows; rounds alternate A B, B A, ..."""
     from tasks.evaluation import evaluate
     from tasks.training import build_run
-    config = trainer_config(args, folder, precision)
+    config = dataclasses.replace(config, precision=precision)
     inputs = dataclasses.replace(inputs, precision=precision, precision_requested=precision)
     device = inputs.device
     cuda = device.type == "cuda"
-    sync = torch.cuda.synchronize if cuda else (lambda device: None)  # a CPU run: a smoke of this script
     evals = dev_slice(inputs, args.eval_examples)
     runs, peaks, warmup, timed = {}, {}, [], []
     for name, encoder in compared_encoders(config, device).items():

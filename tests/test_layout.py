@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("minbert", "tasks")
+PACKAGES = ("minbert", "tasks", "bench")
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
 
 

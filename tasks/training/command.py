@@ -1,6 +1,6 @@
 """`train_multitask.py`'s command, as a library: its options, resuming from a run's recorded arguments, and
 the run from parsed arguments to the published predictions. The script, `multitask_classifier.py` and the
-benchmarks call `train_command`; `bench.profile` and `bench.optimizer` build the same run from
+benchmarks call `train_command`; `bench trainer` and `bench gpu` build the same run from
 `parse_train_command(...).config`.
 
 A run folder receives config.json, TensorBoard events (tensorboard/), checkpoint.pt (latest) and best.pt
