@@ -133,6 +133,23 @@ def test_the_embedded_models_report_links_another_models_report_beside_it(other_
     assert "all-MiniLM-L6-v2" in (embedded / "runs.md").read_text()
 
 
+def assert_named_by_what_it_is(tmp_path, model: str, results, report_md) -> kept.KeptRun:
+    """The tiny model's kept run and report name it by recipe, weights and masked accuracy, by no path."""
+    run = kept.read_run(results / "pairs" / "first" / "run.json")
+    assert (run.model, run.layers, run.weights, run.heads) == ("tiny", 2, reproduce.weights_of(model), 2)
+    assert run.recipe == "python pretrain.py --init-config tiny --corpus corpus.txt --held-out 0.1 --out RUN"
+    held_out = json.loads((tmp_path / "tiny" / "model" / "pretraining.json").read_text())["held_out"]
+    assert run.masked_accuracy == held_out["masked_accuracy"]
+    text = " ".join(report_md.read_text().split())
+    assert "Model **tiny** (2 layers" in text and "power not yet computed" in text
+    assert f"What it is: tiny (weights {run.weights}; made by `{run.recipe}`; held-out masked-token accuracy " \
+           f"{run.masked_accuracy:.3f}); a checkpoint rebuilt from a recipe is another model" in text
+    assert "no pretraining record of its weights" in text
+    written = [p.read_text() for p in (results / "pairs" / "first" / "run.json", report_md, tmp_path / "report.json")]
+    assert not any(str(tmp_path) in x for x in written)       # the model by no path of this machine
+    return run
+
+
 def test_a_tiny_pretrained_model_runs_an_experiment_into_its_own_folder(small_data_dir, tmp_path, monkeypatch):
     monkeypatch.setattr("sys.argv", ["/x/pretrain.py", "--init-config", "tiny", "--corpus", "/x/corpus.txt",
                                      "--held-out", "0.1", "--out", "/x/tiny"])    # what config.json records as run
@@ -150,18 +167,7 @@ def test_a_tiny_pretrained_model_runs_an_experiment_into_its_own_folder(small_da
             str(report_md), "--precision", "fp32", "--device", "cpu"]
     code, out, err = run_cli(reproduce.main, argv)
     assert code == 0, err
-    run = kept.read_run(results / "pairs" / "first" / "run.json")
-    assert (run.model, run.layers, run.weights, run.heads) == ("tiny", 2, reproduce.weights_of(model), 2)
-    assert run.recipe == "python pretrain.py --init-config tiny --corpus corpus.txt --held-out 0.1 --out RUN"
-    held_out = json.loads((tmp_path / "tiny" / "model" / "pretraining.json").read_text())["held_out"]
-    assert run.masked_accuracy == held_out["masked_accuracy"]
-    text = " ".join(report_md.read_text().split())
-    assert "Model **tiny** (2 layers" in text and "power not yet computed" in text
-    assert f"What it is: tiny (weights {run.weights}; made by `{run.recipe}`; held-out masked-token accuracy " \
-           f"{run.masked_accuracy:.3f}); a checkpoint rebuilt from a recipe is another model" in text
-    assert "no pretraining record of its weights" in text
-    written = [p.read_text() for p in (results / "pairs" / "first" / "run.json", report_md, tmp_path / "report.json")]
-    assert not any(str(tmp_path) in x for x in written)       # the model by no path of this machine
+    run = assert_named_by_what_it_is(tmp_path, model, results, report_md)
     code, out, err = run_cli(reproduce.main, ["--plan", "--results", str(results)])   # the folder's model, no path
     assert code == 0, err
     lines = {x.split(":")[0]: x for x in out.splitlines()}
