@@ -192,6 +192,8 @@ def test_a_head_kinds_name_is_compared_in_its_module_only():
 
 
 def test_the_reproduction_stays_within_its_size():
-    """Issue 49's cap on tasks/reproduction/ (findings, measures, verdicts, report): at most 2,800 lines in all."""
+    """Issue 49's cap on tasks/reproduction/ (findings, measures, verdicts, report): at most 3,300 lines in all.
+    Raised from 2,800 by issue 54, which adds what the report must now carry: each line's dated rule history
+    (findings/history.py), the typed report line (record.py), the registered confirmatory run and power per row."""
     lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in (REPO / "tasks/reproduction").rglob("*.py"))
-    assert lines <= 2800, f"tasks/reproduction/ is {lines} lines"
+    assert lines <= 3300, f"tasks/reproduction/ is {lines} lines"

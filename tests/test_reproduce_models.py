@@ -65,7 +65,7 @@ def test_report_only_reads_the_model_from_the_folder_and_says_what_was_measured_
     flat = " ".join(text.split())
     assert "What was measured of it: masked-LM pretraining on the course's text by pretrain.py (not BERT), " \
            "held-out masked-token accuracy 0.347" in flat and "`docs/pretraining-results/" in flat
-    assert f"| `{MODEL}` first run: verdict, effect [95% CI] | SESOI | after Holm ({MODEL}) | follow-ups: " \
+    assert f"| `{MODEL}` headline: verdict, effect [CI] | SESOI | after Holm ({MODEL}) | follow-ups: " \
            "sensitivity |" in text
     scarce = next(x for x in text.splitlines() if x.startswith("| [singh-scarce](singh.md#singh-scarce) |"))
     assert scarce.split(" | ")[2].startswith("**not reproduced")
