@@ -29,8 +29,9 @@ RESULTS = Path("docs/reproduction/results")   # reproduce.py's default --results
 UNITS = ("Where configurations share one reference the interval carries its noise: the seed is the unit for the "
          "heads of a layer, a two-level model over seeds and orders for random layer orders "
          "(`tasks/ablation/statistics.py`; coverage: `tests/test_interval_coverage.py`). Rules and SESOIs were "
-         "declared (`tasks/reproduction/findings/`) before the declared runs, after a 3-seed pilot (2026-11-24) whose "
-         "spread informed the SESOIs marked so.")
+         "declared (`tasks/reproduction/findings/`) after a 3-seed pilot (2026-11-24) whose spread informed the SESOIs "
+         "marked so, and before their data except where a line's page reads \"revised after its data\" "
+         "(`findings/history.py` dates each change and what the line read before it).")
 EMBEDDED = ("at the cpu scale the embedded all-MiniLM-L6-v2 (6 x 384, a sentence-pair contrastive encoder trained on "
             "Quora duplicates and NLI among others, zero-shot STS 0.838, not an MLM). Each line says what it can carry")
 
@@ -248,6 +249,7 @@ def runs_page(m: Judged, report_dir: Path, results_dir: Path) -> list:
             if e.name in by_experiment:
                 lines += run_lines(report_dir, e, label, by_experiment[e.name], "results/")
     lines += ["## Pending follow-ups", "", "Minutes on a CPU, `tasks/reproduction/plan.py`:", ""]
+    lines += confirmatory_lines(m)
     lines += [f"- {line.replace(': python', ': `python', 1)}`: {FOLLOW_UPS[line.split(' ', 1)[0]].reason}."
               for line in plan.lines(FOLLOW_UPS, m.runs, ctx, results_flag(results_dir))
               if not FOLLOW_UPS[line.split(' ', 1)[0]].reads]
@@ -257,6 +259,28 @@ def runs_page(m: Judged, report_dir: Path, results_dir: Path) -> list:
                     "`--task-file` and `--tasks ROLE=NAME`.",
                     "- Depth: 'last', 'middle' and 'low' layers are thirds of the model.",
                     "- The budget: the scale's, shown above; the papers trained 3-9 epochs.", ""]
+
+
+def confirmatory_lines(m: Judged) -> list:
+    """What a confirmatory run would need, from the power figures: each headline line revised after its data or
+    underpowered, its n and the minutes of that n on two cores (its experiment and those its findings read), and
+    whether the registered run carries it; a line past a GPU day is undecidable at this scale and left out."""
+    ctx, out = m.ctx, []
+    for x in (x for x in m.lines if x.headline and x.power and x.power.get("needs") and x.experiment):
+        if x.verdict == verdicts.UNDECIDABLE or not (x.revised_after_data or x.verdict == verdicts.UNDERPOWERED):
+            continue
+        e = experiments.EXPERIMENTS[x.experiment]
+        per_seed = sum((plan.experiment_minutes(experiments.EXPERIMENTS[y], ctx) or 0)
+                       / len(experiments.seeds_of(experiments.EXPERIMENTS[y], ctx.scale)) for y in (e.name, *e.needs))
+        carried = x.finding in CONFIRMATORY.findings and CONFIRMATORY.model in ("", ctx.model)
+        why = "revised after its data" if x.revised_after_data else "underpowered"
+        out.append(f"{x.finding} ({why}): needs n >= {x.power['needs']:,}, ~{x.power['needs'] * per_seed:,.0f} min "
+                   f"of {', '.join((e.name, *e.needs))} on two cores; "
+                   + ("registered" if carried else "not registered: past the budget"))
+    head = ["What the power figures ask of a confirmatory run, line by line (`python reproduce.py --plan` sizes the "
+            "registered one; lines undecidable at this scale are left out; lines of one experiment share its seeds, so "
+            "their minutes do not add):", ""]
+    return head + [f"- {x}" for x in sorted(out, key=lambda x: "not registered" in x)] + [""] if out else []
 
 
 def update_readme(readme: Path, counts: dict) -> bool:

@@ -1,4 +1,4 @@
-"""What a paper's finding is, as data, and the rule that decides it: fixed before any run, able to fail.
+"""What a paper's finding is, as data, and the rule that decides it: declared before the data, able to fail.
 
 A `Finding` quotes the paper's sentence exactly (file in ../shared/papers/), says the paper's setting
 and its comparison, names its measure (measures.py) with its keywords, and fixes the smallest effect of
@@ -55,7 +55,7 @@ class Revision:
 
 @dataclass(frozen=True)
 class Finding:
-    """One headline finding of one paper, declared before the run."""
+    """One headline finding of one paper (its declaration and any later change to its rule: findings/history.py)."""
     id: str                        # stable: the report's anchor and the results' key
     paper: str                     # the paper's file in ../shared/papers/
     quote: str                     # the sentence that states it, exactly as in the paper's text

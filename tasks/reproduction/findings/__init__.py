@@ -1,4 +1,4 @@
-"""The five papers' headline findings, one declaration each (`verdicts.Finding`), fixed before any run.
+"""The five papers' headline findings, one declaration each (`verdicts.Finding`), dated (history.py).
 
 One module per paper; each finding quotes its paper's sentence exactly (tests/test_reproduce.py checks it
 against ../shared/papers/) and names its measure (measures.py) with its keywords. `FINDINGS` lists them in

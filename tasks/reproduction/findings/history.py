@@ -24,7 +24,7 @@ _SIDES = ("several rows: each side at the level its claim needs (intersection-un
 _HEADS = ("the seed the unit (n = 3) instead of the head (n = heads), so the shared reference's noise is in the "
           "interval")
 _HEADS_SESOI = "the SESOI cut from 0.005 to 0.003, from the paper's own layer means"
-TODAY = "2026-11-28 17:10"   # item 3 of issue 54: the ratio lines against their null (this change's commit)
+TODAY = ("2026-11-28 17:09", "a3fdb20")   # issue 54's item 3: the ratio lines against their null
 _NULL = ("effect = the model's ratio minus its own null's (tasks.ablation.perturbation: an equal relative "
          "perturbation of every layer), the null's spread in the interval (Welch), the floor as declared; "
          "was the ratio against zero")
@@ -46,19 +46,19 @@ REVISIONS = {
     "freeze-cross-encoding": (Revision(*_INTERVALS, _SIDES, "not reproduced"),),
     "singh-later-layers-move": (
         Revision(*_PARTS, "a row at fraction 0.03 beside 0.25, both must hold", "not reproduced (0.25 alone)"),
-        Revision(TODAY, "", _NULL, "not reproduced against zero: minilm -0.103 [-0.127, -0.080], mini-20M -0.040 "
+        Revision(*TODAY, _NULL, "not reproduced against zero: minilm -0.103 [-0.127, -0.080], mini-20M -0.040 "
                  "[-0.100, +0.021]")),
     "hao-seeds-consistent-low": (
         Revision(*_PARTS, "attention JS a row beside SVCCA, both must hold", "reproduced (SVCCA alone)"),
-        Revision(TODAY, "", _NULL + " (its pair form: two perturbed copies compared)", "reproduced against zero: "
+        Revision(*TODAY, _NULL + " (its pair form: two perturbed copies compared)", "reproduced against zero: "
                  "minilm +6.189 [+3.929, +8.450], mini-20M +1.337 [+0.013, +2.662]")),
     "hao-datasets-consistent-low": (
         Revision(*_PARTS, "attention JS a row beside SVCCA, both must hold", "reproduced (SVCCA alone)"),
-        Revision(TODAY, "", _NULL + " (its pair form)", "reproduced against zero: minilm +7.779 [+6.421, +9.138], "
+        Revision(*TODAY, _NULL + " (its pair form)", "reproduced against zero: minilm +7.779 [+6.421, +9.138], "
                  "mini-20M +1.468 [+0.685, +2.251]")),
-    "hao-attention-last": (Revision(TODAY, "", _NULL, "reproduced against zero: minilm +16.770 [+13.703, +19.837], "
+    "hao-attention-last": (Revision(*TODAY, _NULL, "reproduced against zero: minilm +16.770 [+13.703, +19.837], "
                                     "mini-20M +2.960 [+1.183, +4.737]"),),
-    "hao-svcca-intermediate-last": (Revision(TODAY, "", _NULL, "reproduced against zero: minilm +9.401 [+8.544, "
+    "hao-svcca-intermediate-last": (Revision(*TODAY, _NULL, "reproduced against zero: minilm +9.401 [+8.544, "
                                              "+10.257], mini-20M +3.444 [+2.771, +4.117]"),),
 }
 
