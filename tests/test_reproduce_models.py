@@ -126,7 +126,7 @@ def test_the_embedded_models_report_links_another_models_report_beside_it(other_
     assert code == 0, err
     text = " ".join((embedded / "report.md").read_text().split())
     assert f"Another model, in a report of its own: [mini](mini/report.md) (`{MODEL}`, 6 layers; masked-LM" in text
-    assert "37 findings, first run: 0 reproduced" in text
+    assert "37 findings, headline: 0 reproduced" in text
     assert "What was measured of it" not in text      # the embedded model is described in the departures instead
     assert "all-MiniLM-L6-v2" in (embedded / "runs.md").read_text()
 

@@ -61,7 +61,7 @@ def test_the_report_regenerated_from_the_kept_results_is_the_committed_one(tmp_p
     fresh = _regenerated(committed, tmp_path, CTX, readme)
     block = readme.read_text().split(report.README_START)[1].split(report.README_END)[0]
     assert block in (ROOT / "README.md").read_text()
-    assert block.strip() == counts_line(fresh["counts_first_run"])     # the embedded model's alone
+    assert block.strip() == counts_line(fresh["counts_headline"])     # the embedded model's alone
     assert f"[{OTHER.name}]({OTHER.name}/report.md)" in (tmp_path / "report.md").read_text()
 
 
@@ -164,7 +164,7 @@ def test_report_only_rewrites_the_readme_block_and_report_json(tmp_path):
     readme.write_text(f"intro\n{report.README_START}\nstale counts\n{report.README_END}\nrest\n")
     counts = {"reproduced": 1, "not reproduced": 2}
     assert report.update_readme(readme, counts)
-    assert readme.read_text() == (f"intro\n{report.README_START}\n3 findings, first run: 1 reproduced, 2 not "
+    assert readme.read_text() == (f"intro\n{report.README_START}\n3 findings, headline: 1 reproduced, 2 not "
                                   f"reproduced.\n{report.README_END}\nrest\n")
     plain = tmp_path / "plain.md"
     plain.write_text("no markers\n")

@@ -70,7 +70,7 @@ def multiplicity(found: dict, name: str) -> str:
     """The family's expected false "reproduced" if nothing were real, and how many it shows before and after Holm."""
     tested = [v for v in found.values() if not math.isnan(p_value(v))]
     after = sum(x[2] == REPRODUCED for x in holm(found).values())
-    return (f"**{name}**: {len(tested)} first-run lines tested ({sum(v.finding.kind == 'equivalence' for v in tested)} "
+    return (f"**{name}**: {len(tested)} headline lines tested ({sum(v.finding.kind == 'equivalence' for v in tested)} "
             f"equivalences): at most {sum(alpha(v.finding) for v in tested):.2f} false \"reproduced\" expected by "
             f"chance; {sum(v.outcome == REPRODUCED for v in tested)} reproduced, {after} after Holm.")
 

@@ -79,8 +79,9 @@ def counts_of(found: dict) -> dict:
 
 
 def counts_line(counts: dict) -> str:
-    """'37 findings, first run: 8 reproduced, ...', in the verdicts' order whatever the dict's."""
-    return f"{sum(counts.values())} findings, first run: " + ", ".join(
+    """'37 findings, headline: 8 reproduced, ...' (each line's headline verdict: judging.headline), in the verdicts'
+    order whatever the dict's."""
+    return f"{sum(counts.values())} findings, headline: " + ", ".join(
         f"{counts[v]} {v}" for v in ORDER if v in counts) + "."
 
 

@@ -336,7 +336,7 @@ def front_page(m: Judged, others: dict, models: dict) -> list:
                f"carry, not what this one can.", ""] if m.credentials else []),
             *[x for name, data in others.items() for x in (
                 f"Another model, in a report of its own: [{name}]({name}/report.md) (`{data['model']}`, "
-                f"{data['layers']} layers; {data['credentials']}; {counts_line(data['counts_first_run'])[:-1]}).", "")],
+                f"{data['layers']} layers; {data['credentials']}; {counts_line(data['counts_headline'])[:-1]}).", "")],
             HOW_TO_READ.format(fragile=front.FRAGILE, floor=null_baseline.FLOOR), "", counts_line(m.counts), "",
             declared_line(front.declared_counts(m.lines)), "",
             front.MULTIPLICITY, "", front.multiplicity(m.headline, ctx.model), "",
@@ -363,7 +363,7 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
         atomic_write_text(report_dir / f"{PAGES[paper]}.md", "\n".join(paper_page(paper, m)))
     atomic_write_text(report_dir / "runs.md", "\n".join(runs_page(m, report_dir, results_dir)))
     data = {"scale": ctx.scale.name, "model": ctx.model, "layers": ctx.n, "tasks": ctx.tasks, "weights": m.weights,
-            "credentials": m.credentials, "pilot": m.pilot, "counts_first_run": m.counts, "schema": SCHEMA,
+            "credentials": m.credentials, "pilot": m.pilot, "counts_headline": m.counts, "schema": SCHEMA,
             "lines": [x.to_json() for x in m.lines], "counts_declared": front.declared_counts(m.lines),
             "multiplicity": front.multiplicity(m.headline, ctx.model), "fragile_margin_share_of_sesoi": front.FRAGILE,
             "sensitivity": {fid: [x.replace("**", "") for x in cell] for fid, cell in m.cells.items()}}
