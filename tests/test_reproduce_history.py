@@ -48,8 +48,10 @@ def test_a_rule_changed_after_its_data_reads_revised_with_what_it_read_before():
 
 
 def test_hao_used_bert_large_as_the_front_page_says():
-    assert report.HAO_LARGE in (ROOT.parent / "shared" / "papers" / "004_7ef1d0237fc670fe.txt").read_text() \
-        if (ROOT.parent / "shared" / "papers").exists() else True
+    path = ROOT.parent / "shared" / "papers" / BY_ID["hao-attention-last"].paper
+    if not path.exists():
+        pytest.skip("the papers' text is not beside this checkout")
+    assert report.HAO_LARGE in path.read_text(encoding="utf-8")
 
 
 def test_the_confirmatory_runs_seeds_are_fresh_and_its_n_is_the_power_rules():
@@ -99,3 +101,16 @@ def test_a_kept_confirmatory_run_becomes_the_headline_and_the_first_its_pilot(tm
     assert judging.counts_of(m.headline) == m.counts
     line = next(x for x in m.lines if x.finding == "singh-later-layers-move" and x.headline)
     assert Line.from_json(json.loads(json.dumps(line.to_json()))) == line
+
+
+def test_a_lines_needed_n_counts_its_rows_and_their_correction():
+    from tasks.reproduction import power
+    one = power.needs(0.029, 0.01)                       # college-not-monotone's sd, one row: about 69
+    six_any = power.needs(0.029, 0.01, "direction", 6, "any")     # every row must fail: 0.8 ** (1/6) each
+    six_all = power.needs(0.029, 0.01, "direction", 6, "all")     # one row fails it, at 1 - 0.025 / 6
+    assert 60 <= one <= 75 and 110 <= six_any <= 130 and one < six_all < six_any
+    assert power.reach(0.029, 10, 0.01, "direction", 1, "any") == power.reach(0.029, 10, 0.01)
+    assert power.needs(1.35, 0.1) > 1_000                # past the old 200: said with its figure, not "> 200"
+    far = {**power.reach(1.35, 5, 0.1), "needs": 1723, "day": 1259}
+    assert power.label(far) == "undecidable at this scale (needs n of about 1,700)"
+    assert power.label({**far, "day": 5000}) == "underpowered at n = 5, needs n >= 1,723"
