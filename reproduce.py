@@ -143,7 +143,8 @@ def seeds_for(args, experiment, ctx) -> list:
     follow = follow_ups.FOLLOW_UPS.get(args.follow_up) if args.follow_up else None
     if args.seeds:
         return list(range(args.seeds))
-    return list(follow.seeds) if follow and follow.seeds else experiments.seeds_of(experiment, ctx.scale)
+    own = follow.seeds_for(experiment.name) if follow else ()
+    return list(own) if own else experiments.seeds_of(experiment, ctx.scale)
 
 
 def print_plan(args, ctx, model: Model, runs: dict) -> None:

@@ -198,11 +198,12 @@ def non_blank_characters(folder: Path) -> int:
 def test_the_reproduction_stays_within_its_size():
     """tasks/reproduction/ (findings, measures, verdicts, report) in characters a reader reads: 137,336
     non-blank characters when this cap was set, 138,772 once the planner computed its seconds a step
-    (from a tool outside it), plus a 1% margin. A cap on lines (issue 49's 2,800)
-    rewarded packing more on a line, which costs a reader more; characters count what there is to read
-    however it is laid out."""
+    (from a tool outside it), 161,998 once issue 54 added what the report must carry (each line's dated
+    rule history, the typed report line, the registered confirmatory run, power per row, the model named
+    by recipe and weights), plus a 2% margin. A cap on lines (issue 49's 2,800) rewarded packing more on
+    a line, which costs a reader more; characters count what there is to read however it is laid out."""
     size = non_blank_characters(REPO / "tasks/reproduction")
-    assert size <= 140_000, f"tasks/reproduction/ is {size:,} non-blank characters"
+    assert size <= 165_000, f"tasks/reproduction/ is {size:,} non-blank characters"
 
 
 # ------------------------------------------------------------------------------------ complexity
@@ -218,16 +219,12 @@ COMPLEXITY_ALLOWED = {
     "tasks/ablation/studies/permute.py:permutation_strip": 24,
     "tasks/ablation/studies/probe/__init__.py:probe_curve": 24,
     "tasks/ablation/summary.py:learning_curves": 24,
-    "tasks/reproduction/judging.py:verdicts": 24,
     "tests/test_ablate.py:test_reinit_sweep_writes_results_summary_plots_and_tensorboard": 24,
     "tasks/ablation/studies/reinit.py:reinit_blocks": 23,
     "tasks/task_file.py:_head": 23,
     "tests/test_data.py:test_real_labels_and_sentences": 23,
-    "tasks/reproduction/front.py:forest": 22,
-    "tasks/reproduction/report.py:paper_page": 22,
     "tests/test_user_tasks.py:test_train_multitask_on_declared_cola_and_mrpc": 22,
     "tasks/ablation/studies/reinit.py:heads_by_layer": 21,
-    "tasks/reproduction/lines.py:decides": 21,
     "tasks/saved/user_input.py:read_user_file": 21,
 }
 

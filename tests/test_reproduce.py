@@ -25,6 +25,8 @@ from tasks.reproduction import experiments as reproduction
 from tasks.reproduction import kept as reproduction_runs
 from tasks.reproduction import report as reproduction_report
 from tasks.reproduction.findings import BY_ID, FINDINGS, PAGES, PAPERS
+from tasks.reproduction.findings import hao as hao_findings
+from tasks.reproduction.findings import singh as singh_findings
 from tasks.reproduction.verdicts import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
@@ -45,6 +47,12 @@ SMALL, LARGE = CTX.scale.small, CTX.scale.large
 def _measure(finding_id: str, results) -> list:
     """The finding's rows, by the measure and keywords it declares."""
     finding = BY_ID[finding_id]
+    return finding.measure(results, CTX, **finding.keywords)
+
+
+def _declared(finding_id: str, results) -> list:
+    """The rows of the finding as its paper's module first declared it (before the null subtracted, issue 54)."""
+    finding = next(f for m in (singh_findings, hao_findings) for f in m.FINDINGS if f.id == finding_id)
     return finding.measure(results, CTX, **finding.keywords)
 
 
@@ -237,12 +245,12 @@ def test_dynamics_ratios_compare_thirds_and_jackknife_seed_pairs():
                 for a in range(5) for b in range(a + 1, 5)]
     results = measures.Results()
     results.add("dynamics", "dynamics", records)
-    small, later = _measure("singh-later-layers-move", results)   # a row per fraction: "in all experiments"
+    small, later = _declared("singh-later-layers-move", results)   # a row per fraction: "in all experiments"
     assert small.estimate is None and "0.25" in later.label
     assert later.estimate["mean"] == pytest.approx(0.55 / 0.15 - 1, rel=0.05)
     invariant = measures.singh_early_invariant(results, CTX)[0]
     assert invariant.estimate["mean"] == pytest.approx(1 - 0.15 / 0.55, rel=0.05)
-    seeds = _measure("hao-seeds-consistent-low", results)[0]
+    seeds = _declared("hao-seeds-consistent-low", results)[0]
     assert seeds.estimate["n"] == 5 and decide(seeds.estimate, 0.5) == NOT_REPRODUCED   # flat: no layer pattern
 
 
@@ -252,7 +260,7 @@ def _run(experiment, label, seeds, **fields):
 
 
 def _sitting(**fields):
-    return reproduction_runs.Sitting(**{"date": "2026-11-25 10:00 UTC", "commit": "abc", "machine": "test CPU",
+    return reproduction_runs.Sitting(**{"date": "2026-11-29 10:00 UTC", "commit": "abc", "machine": "test CPU",
                                         "wall_time_s": 60.0, "trials": 0, **fields})
 
 
@@ -281,8 +289,8 @@ def test_a_follow_up_never_overwrites_the_first_run(tmp_path, monkeypatch):
     assert first.outcome == NOT_REPRODUCED and second.outcome == REPRODUCED
     report = reproduction_report.write(results_dir, tmp_path / "report.md", CTX).read_text()
     line = _finding_rows(tmp_path, "singh-scarce")
-    assert len(line) == 2 and "first (declared, protocol 1)" in line[0] and "five-seeds (sensitivity, protocol 2)" \
-        in line[1]
+    assert len(line) == 2 and "first (declared, headline, protocol 1)" in line[0]
+    assert "five-seeds (sensitivity, not counted, protocol 2)" in line[1]
     assert "**not reproduced**" in line[0] and "**reproduced**" in line[1]
     front = next(x for x in report.splitlines() if x.startswith("| [singh-scarce]"))   # the headline: the first's
     assert front.split(" | ")[2].startswith("**not reproduced**") and "unlike the first run**: holds" in front
@@ -541,8 +549,9 @@ def test_a_cost_estimate_is_trials_x_steps_x_the_measured_seconds_a_step():
         3 * 13 * CTX.scale.expected_steps * plan.seconds_per_step()[("cpu", "cuda")] / 60)
     cap = follow_ups.FOLLOW_UPS["cap-small-data"]            # the plateau off: every trial trains the cap, 600
     assert plan.experiment_minutes(e, CTX, "cpu", cap, {}) == pytest.approx(trials * 600 * rate / 60)
-    more = follow_ups.FOLLOW_UPS["more-seeds"]                # 13 seeds
-    assert plan.experiment_minutes(e, CTX, "cpu", more, {}) == pytest.approx(13 * (CTX.n + 1) * 350 * rate / 60)
+    more = follow_ups.CONFIRMATORY                            # its own seeds per experiment: 14 here
+    assert plan.experiment_minutes(e, CTX, "cpu", more, {}) == pytest.approx(
+        len(more.seeds_for(e.name)) * (CTX.n + 1) * 350 * rate / 60) and len(more.seeds_for(e.name)) == 14
     epochs = follow_ups.FOLLOW_UPS["equal-epochs"]            # 3 epochs of SST at 0.03
     assert plan.experiment_minutes(e, CTX, "cpu", epochs, {}) == pytest.approx(
         trials * 3 * plan.STEPS_PER_EPOCH_AT_QUARTER * SMALL / 0.25 * rate / 60)

@@ -214,7 +214,7 @@ def _datasets():
 
 
 def test_the_consistency_lines_are_read_against_the_pair_form_null():
-    null = {f.id: f for f in FOLLOW_UPS["hao-null-perturbation"].declares}
+    null = BY_ID      # the ratio lines read against their null in the first run since issue 54
     results = measures.Results(null={"relative": 0.03, "seeds": [], "pairs": _pair_null(0.5)})
     results.add("dynamics", "dynamics", _seed_pairs())
     results.add("datasets", "dynamics", _datasets())
@@ -230,7 +230,7 @@ def test_the_consistency_lines_are_read_against_the_pair_form_null():
                                                                      replicates))
     results.null = {"relative": 0.03, "seeds": []}                     # the single form only: pending
     [row] = measures.against_pair_null(results, CTX, **null["hao-seeds-consistent-low"].keywords)
-    assert row.pending == "hao-null-perturbation" and "--pairs" in row.label
+    assert row.pending == "python -m tasks.ablation.perturbation --pairs 5" and "--pairs" in row.label
 
 
 @pytest.mark.parametrize("null_top, expected", [(0.5, REPRODUCED), (1.2, NOT_REPRODUCED)])
@@ -238,11 +238,11 @@ def test_the_pair_lines_verdict_against_the_pair_null(null_top, expected):
     runs = {FIRST: {"dynamics": (_kept_run("dynamics"), {"dynamics": _seed_pairs()}),
                     "datasets": (_kept_run("datasets"), {"dynamics": _datasets()})}}
     by_run = judging.verdicts(runs, CTX, {"relative": 0.03, "seeds": [], "pairs": _pair_null(null_top)})
-    null = by_run["hao-null-perturbation"]
+    null = by_run[FIRST]    # the first run's lines: their null subtracted since issue 54
     for fid in ("hao-seeds-consistent-low", "hao-datasets-consistent-low"):
         assert null[fid].outcome == expected and len(null[fid].rows) == 2 and null[fid].finding.combine == "all"
         assert null[fid].finding.quote == BY_ID[fid].quote
-    assert judging.verdicts(runs, CTX, None)["hao-null-perturbation"]["hao-seeds-consistent-low"].outcome == NOT_RUN
+    assert judging.verdicts(runs, CTX, None)[FIRST]["hao-seeds-consistent-low"].outcome == NOT_RUN
 
 
 def test_the_pair_form_kept_beside_the_single_form_is_read_with_it(tmp_path):

@@ -1,6 +1,7 @@
 """The code two declared follow-ups needed: task-dependence-matched's measure reading the second task at its own
-fraction, and hao-null-perturbation's rows (each layer ratio against the null baseline, Welch over seeds and the
-null's random directions), on synthetic records; and the follow-up that re-reads a kept run in the report."""
+fraction, and the ratio lines' rows against their null (each layer ratio against the null baseline, Welch over seeds
+and the null's random directions; the first run's since issue 54), on synthetic records; and the refusal of a
+follow-up that re-reads a kept run."""
 import math
 
 import numpy as np
@@ -10,10 +11,10 @@ from scipy import stats
 import reproduce
 from conftest import run_cli
 from tasks.ablation.statistics import difference_interval, interval
-from tasks.reproduction import experiments, follow_ups, judging, kept, measures, plan
-from tasks.reproduction.findings import BY_ID
+from tasks.reproduction import experiments, follow_ups, judging, kept, measures
+from tasks.reproduction.findings import BY_ID, hao
 from tasks.reproduction.findings.null import AGAINST_NULL
-from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, judge
 
 CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
 SMALL, LARGE, MATCHED = 0.03, 0.25, 0.0158
@@ -79,7 +80,8 @@ def _dynamics(null_top):
 
 def test_a_layer_ratio_is_read_against_the_null_not_zero():
     declared = {f.id: f for f in AGAINST_NULL}["hao-attention-last"]
-    assert declared.protocol == 2 and declared.quote == BY_ID["hao-attention-last"].quote
+    assert declared.measure is BY_ID["hao-attention-last"].measure     # the headline's since issue 54
+    assert declared.protocol == 1 and declared.quote == BY_ID["hao-attention-last"].quote
     assert declared.sesoi == BY_ID["hao-attention-last"].sesoi and "null" in declared.sesoi_reason
     # fine-tuned top / bottom - 1 is 0.52/0.1 - 1 = 4.2 on average: far above zero, but a null that grows as much
     # with depth leaves nothing
@@ -95,24 +97,22 @@ def test_a_layer_ratio_is_read_against_the_null_not_zero():
     assert declared.measure(without, CTX, **declared.keywords)[0].estimate is None
 
 
-def test_the_null_follow_up_re_reads_the_first_run_and_judges_the_re_declared_lines():
-    follow = follow_ups.FOLLOW_UPS["hao-null-perturbation"]
-    assert follow.reads == follow_ups.FIRST
-    assert {f.id for f in follow.declares} == set(follow.findings)
+def test_the_first_runs_ratio_lines_read_against_the_null_a_revision_said_as_such():
     dynamics = _dynamics(0.5)
     run = kept.KeptRun("dynamics", "first", 1, "cpu", "minilm", CTX.tasks, list(range(5)), 6, {})
     runs = {"first": {"dynamics": (run, {"dynamics": dynamics.records[("dynamics", "dynamics")]})}}
-    by_run = judging.verdicts(runs, CTX, dynamics.null)
-    first, null = by_run["first"], by_run["hao-null-perturbation"]
-    assert first["hao-attention-last"].outcome == REPRODUCED                 # against zero
-    assert null["hao-attention-last"].outcome == NOT_REPRODUCED              # against the null: depth's alone
-    assert null["hao-attention-last"].finding.measure is measures.against_null
-    assert null["hao-seeds-consistent-low"].outcome == NOT_RUN               # its pair-form null is pending
-    assert set(null) == set(follow.findings)
-    line = next(x for x in plan.lines(follow_ups.FOLLOW_UPS, runs, CTX) if x.startswith(follow.label))
-    assert "no training" in line and line.endswith("python reproduce.py --report-only")
+    first = judging.verdicts(runs, CTX, dynamics.null)["first"]
+    zero = next(f for f in hao.FINDINGS if f.id == "hao-attention-last")      # as first declared: against zero
+    assert judge(zero, "first", zero.measure(dynamics, CTX, **zero.keywords)).outcome == REPRODUCED
+    assert first["hao-attention-last"].outcome == NOT_REPRODUCED              # against the null: depth's alone
+    assert first["hao-seeds-consistent-low"].outcome == NOT_RUN               # its pair-form null is pending
+    assert "hao-null-perturbation" not in follow_ups.FOLLOW_UPS
+    revised = BY_ID["hao-attention-last"].revisions[-1]
+    assert "null" in revised.what and "reproduced against zero" in revised.before
 
 
-def test_a_follow_up_that_trains_nothing_is_refused_as_a_run():
-    code, _, err = run_cli(reproduce.main, ["--follow-up", "hao-null-perturbation", "--only", "dynamics"])
+def test_a_follow_up_that_trains_nothing_is_refused_as_a_run(monkeypatch):
+    monkeypatch.setitem(follow_ups.FOLLOW_UPS, "re-read", follow_ups.FollowUp("re-read", ("dynamics",), "a test",
+                                                                              reads=follow_ups.FIRST))
+    code, _, err = run_cli(reproduce.main, ["--follow-up", "re-read", "--only", "dynamics"])
     assert code == 2 and "trains nothing" in err and "--report-only" in err

@@ -67,7 +67,7 @@ def test_report_only_reads_the_model_from_the_folder_and_says_what_was_measured_
     flat = " ".join(text.split())
     assert "What was measured of it: masked-LM pretraining on the course's text by pretrain.py (not BERT), " \
            "held-out masked-token accuracy 0.347" in flat and "`docs/pretraining-results/" in flat
-    assert f"| `{MODEL}` first run: verdict, effect [95% CI] | SESOI | after Holm ({MODEL}) | follow-ups: " \
+    assert f"| `{MODEL}` headline: verdict, effect [CI] | SESOI | after Holm ({MODEL}) | follow-ups: " \
            "sensitivity |" in text
     scarce = next(x for x in text.splitlines() if x.startswith("| [singh-scarce](singh.md#singh-scarce) |"))
     assert scarce.split(" | ")[2].startswith("**not reproduced")
@@ -128,7 +128,7 @@ def test_the_embedded_models_report_links_another_models_report_beside_it(other_
     assert code == 0, err
     text = " ".join((embedded / "report.md").read_text().split())
     assert f"Another model, in a report of its own: [mini](mini/report.md) (`{MODEL}`, 6 layers; masked-LM" in text
-    assert "37 findings, first run: 0 reproduced" in text
+    assert "37 findings, headline: 0 reproduced" in text
     assert "What was measured of it" not in text      # the embedded model is described in the departures instead
     assert "all-MiniLM-L6-v2" in (embedded / "runs.md").read_text()
 

@@ -42,7 +42,9 @@ def _regenerated(committed: Path, out: Path, ctx, readme=None) -> dict:
     for page in ("report.md", "runs.md", *(f"{name}.md" for name in PAGES.values())):
         assert (out / page).read_text() == (committed / page).read_text(), page
     front_page = (out / "report.md").read_text().splitlines()
-    assert len(front_page) <= 90 and all(len(x) <= 400 for x in front_page if x.startswith("|"))
+    # 100 lines of 440 (from 90 of 400, issue 54): the page now says what SESOI, rows and revisions mean and which
+    # lines await their confirmatory run, in the prose and the cells a reader needs them in
+    assert len(front_page) <= 100 and all(len(x) <= 440 for x in front_page if x.startswith("|"))
     assert {entry["finding"] for entry in fresh["lines"]} == {f.id for f in FINDINGS}
     assert (out / report.FOREST).stat().st_size > 10_000
     return fresh
@@ -59,7 +61,7 @@ def test_the_report_regenerated_from_the_kept_results_is_the_committed_one(tmp_p
     fresh = _regenerated(committed, tmp_path, CTX, readme)
     block = readme.read_text().split(report.README_START)[1].split(report.README_END)[0]
     assert block in (ROOT / "README.md").read_text()
-    assert block.strip() == counts_line(fresh["counts_first_run"])     # the embedded model's alone
+    assert block.strip() == counts_line(fresh["counts_headline"])     # the embedded model's alone
     assert f"[{OTHER.name}]({OTHER.name}/report.md)" in (tmp_path / "report.md").read_text()
 
 
@@ -164,7 +166,7 @@ def test_report_only_rewrites_the_readme_block_and_report_json(tmp_path):
     readme.write_text(f"intro\n{report.README_START}\nstale counts\n{report.README_END}\nrest\n")
     counts = {"reproduced": 1, "not reproduced": 2}
     assert report.update_readme(readme, counts)
-    assert readme.read_text() == (f"intro\n{report.README_START}\n3 findings, first run: 1 reproduced, 2 not "
+    assert readme.read_text() == (f"intro\n{report.README_START}\n3 findings, headline: 1 reproduced, 2 not "
                                   f"reproduced.\n{report.README_END}\nrest\n")
     plain = tmp_path / "plain.md"
     plain.write_text("no markers\n")
@@ -185,8 +187,8 @@ def test_the_plan_lists_every_control_with_its_minutes(monkeypatch):
             assert f"; {label} run took " in out, label
             continue
         assert " min" in line and f"--follow-up {label}" in line and "needs first" not in line
-    null = next(x for x in out.splitlines() if x.startswith("- hao-null-perturbation (declared, no training"))
-    assert null.endswith("python reproduce.py --report-only")   # it re-reads the kept first run
+    confirm = next(x for x in out.splitlines() if x.startswith("- confirmatory (declared, pending"))
+    assert f"~{follow_ups.PLANNED_MINUTES} min in all" in confirm      # the registration's minutes are the plan's
     kept_runs = kept.load(RESULTS)
     for label, follow in follow_ups.FOLLOW_UPS.items():   # an experiment kept whole is never listed as pending
         line = next((x for x in out.splitlines() if x.startswith(f"- {label} (declared, pending")), "")

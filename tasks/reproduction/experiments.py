@@ -183,8 +183,9 @@ EXPERIMENTS = {e.name: e for e in (
     Experiment("probe", "converged linear probes of every frozen layer ([CLS] and mean), both fractions",
                _one("probe", "probe", ("small", "large")), needs=("reinit-small", "reinit-large"),
                figures=(("probe", "probe"),)),
-    Experiment("permute", "the original order, 8 random orders and every layer re-drawn, 3 seeds each (the order "
-               "is the unit)", _one("permute", "permute", ("large",), lambda c: dict(trials=8)), seeds=3,
+    Experiment("permute", "the original order, 8 random orders and every layer re-drawn, 3 seeds each (seeds and "
+               "orders both in the interval: a two-level crossed model)",
+               _one("permute", "permute", ("large",), lambda c: dict(trials=8)), seeds=3,
                figures=(("permute", "permute"),)),
     Experiment("blocks", "a third of the layers re-drawn, or only that third kept (block preserved), against all "
                "and none re-drawn", _one("blocks", "reinit", ("large",), _blocks),
@@ -212,9 +213,9 @@ EXPERIMENTS = {e.name: e for e in (
     Experiment("transfer", "the pair tasks each fine-tuned directly (at its own cap and at twice it: the "
                "transfer arm's total) and after the other", _one("transfer", "transfer", ("small",), lambda c: dict(
                    tasks=f"{c.tasks['pair']},{c.tasks['final']}"), None), figures=(("transfer", "transfer"),)),
-    Experiment("heads-top", "each head of the top layer re-drawn, 3 seeds (the head is the unit)",
+    Experiment("heads-top", "each head of the top layer re-drawn, 3 seeds (the seed is the unit)",
                _heads(lambda c: c.n - 1), seeds=3, figures=(("heads", "reinit_heads_by_layer"),)),
-    Experiment("heads-bottom", "each head of the bottom layer re-drawn, 3 seeds (the head is the unit)",
+    Experiment("heads-bottom", "each head of the bottom layer re-drawn, 3 seeds (the seed is the unit)",
                _heads(lambda c: 0), seeds=3, figures=(("heads", "reinit_heads_by_layer"),)),
 )}
 

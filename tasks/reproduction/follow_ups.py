@@ -9,7 +9,6 @@ those findings only.
 from dataclasses import dataclass
 
 from .findings.freeze import SMART_ALONE
-from .findings.null import AGAINST_NULL
 from .findings.tamkin import NOT_NECESSARY
 
 FIRST = "first"
@@ -31,9 +30,44 @@ class FollowUp:
     #                              a follow-up that re-declares is judged on its `findings` only
     over: tuple = ()             # follow-ups whose kept runs its lines read in place of the first's, for the
     #                              experiments it does not train (its reason says which arms it pairs with)
+    seeds_by: tuple = ()         # (experiment, seeds): its own seeds per experiment, in place of `seeds`
+    registered: str = ""         # a confirmatory run's registration date: its verdict becomes its lines' headline
+    model: str = ""              # the one model a registered run is for ("": any)
+
+    def seeds_for(self, experiment: str) -> tuple:
+        """The seeds it trains `experiment` at (() = the first run's)."""
+        return dict(self.seeds_by).get(experiment, self.seeds)
 
 
+def _fresh(n: int) -> tuple:
+    """n seeds no kept run used (the kept runs' are 0-4: tests/test_reproduce_history.py checks)."""
+    return tuple(range(100, 100 + n))
+
+
+# The confirmatory run, registered before it trains (this declaration's commit is its registration): the lines whose
+# rule changed after their data (findings/history.py) that the budget allows, and the cheapest underpowered ones, on
+# fresh seeds; each experiment's n is the largest its registered lines need by the power rule from the first run's
+# spread (power.needs; the test recomputes it), minutes from `reproduce.py --plan` at 0.23 s a step on two cores.
+# Cut, past the budget of about 8 hours on two cores: tamkin-permute (needs 34: ~450 min), college-heads-top-help
+# (23: ~400), college-heads-bottom-hurt (10: ~175), hao-attention-last (72 dynamics seeds: ~190),
+# hao-seeds-consistent-low (203), hao-datasets-consistent-low (123: ~490), freeze-marginal-sst-quora (62: ~500),
+# freeze-surgery-no-effect (31: ~210), college-intermediate-task (224), college-not-monotone (123),
+# college-not-constant (39), singh-probe-needs-more (undecidable at this scale); and mini-20M's revised lines (no
+# confirmatory run of that model is registered). Their headline stays their first run's, read as revised.
+CONFIRMATORY = FollowUp(
+    "confirmatory", ("reinit-small", "reinit-large", "probe", "dynamics", "pairs", "methods"),
+    "the lines whose rule changed after their first run's data (the report's 'revised after its data') are decided "
+    "again on fresh seeds, n from the first run's spread by the power rule, with the cheapest underpowered lines; "
+    "registered 2026-11-28, before any of its trials",
+    words="the confirmatory run",
+    findings=("singh-later-layers-move", "hao-svcca-intermediate-last", "freeze-cross-encoding", "singh-probe-peak",
+              "singh-abstract-supervised", "tamkin-data-size", "singh-data-size", "freeze-smart-multitask"),
+    seeds_by=(("reinit-small", _fresh(14)), ("reinit-large", _fresh(14)), ("probe", _fresh(14)),
+              ("dynamics", _fresh(18)), ("pairs", _fresh(5)), ("methods", _fresh(12))),
+    registered="2026-11-28", model="minilm")
+PLANNED_MINUTES = 419   # the registration's `reproduce.py --plan` total on two cores
 FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared before it runs
+    CONFIRMATORY,
     FollowUp("cap-small-data", ("reinit-small", "task-dependence", "dynamics", "transfer"),
              "at fraction 0.03 SST keeps 26 held-out sentences and Quora 48, 0.038 and 0.021 of accuracy each "
              "against the plateau's tolerance of 0.005, so the first run's trials there stopped when a few "
@@ -77,15 +111,6 @@ FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared be
              "College fine-tuned at 2e-5 (Hao et al. 1e-5 to 3e-5): the same lines at the papers' rate",
              changes=(("lr", 2e-5),),
              words="lr 2e-5"),
-    FollowUp("hao-null-perturbation", ("dynamics", "datasets"),
-             "Hao's ratios (top third / bottom third - 1) have no null: what ratio does an equal relative "
-             "perturbation of every layer's weights give (the same ||dW|| / ||W|| in each layer)? A line is "
-             "reproduced against that baseline, not against zero. No training: it re-reads the kept first run "
-             "against the null measured by python -m tasks.ablation.perturbation (results/null-baseline.json)",
-             findings=("hao-attention-last", "hao-svcca-intermediate-last", "hao-seeds-consistent-low",
-                       "hao-datasets-consistent-low", "singh-later-layers-move"),
-             reads=FIRST, declares=AGAINST_NULL,
-             words="the null subtracted"),
     FollowUp("freeze-paper-schedule", ("freeze",),
              "Freeze Your Layers' mechanism is overfitting over 9 epochs at 1e-4; here every arm stopped after "
              "160-560 steps at the model's STS ceiling (0.853-0.864): the paper's schedule, every trial to its end",
@@ -97,13 +122,6 @@ FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared be
              "each): the second task at the fraction that gives SST's row count",
              changes=(("data_fractions", (0.0158,)),), findings=("singh-task-dependence",),
              words="matched data sizes"),
-    FollowUp("more-seeds", ("reinit-small", "reinit-large", "task-dependence", "probe", "heads-top", "heads-bottom"),
-             "the lines these experiments decide are underpowered at their n (the report's power column): "
-             "13 seeds reach tamkin-data-size (needs 9), singh-data-size and singh-task-dependence (13), "
-             "singh-probe-peak (12) and college-heads-bottom-hurt (10); college-heads-top-help needs 23 and the "
-             "other underpowered lines 25 or more, past this machine's budget, and stay labelled so",
-             seeds=tuple(range(13)),
-             words="more seeds"),
     FollowUp("tamkin-not-necessary", ("reinit-large",),
              "the 'not necessary' half of Tamkin's probing sentence: only the best probe layer re-drawn (every "
              "other layer pretrained) against the full model",

@@ -24,8 +24,12 @@ FRAGILE_WHY = (f"A decisive bound (the lower one against 0 for a reproduced line
 MULTIPLICITY = ("Multiplicity: if nothing were real, a tested line reads a false \"reproduced\" with probability at "
                 "most its one-sided alpha, 0.025 (a direction's 95% lower bound above 0; Bonferroni's for a line that "
                 "needs any row) or 0.05 (an equivalence's TOST at 90%), so the family's expected false ones are at "
-                "most their sum. Holm's step-down over the first-run lines with a p-value keeps the chance of any "
-                "false one at those alphas; a reproduced line it does not keep reads \"not after Holm\":")
+                "most their sum. Holm's step-down over the headline lines with a p-value keeps the chance of any "
+                "false one at those alphas; a reproduced line it does not keep reads \"not after Holm\". A \"not "
+                "reproduced\" is its own test (the interval below the SESOI: a false one when the effect is in fact at "
+                "least the SESOI, each at most 0.025, or 0.05 for an equivalence) and Holm's correction above does "
+                "not cover it: the chance of at least one false \"not reproduced\" in the family is larger than any "
+                "one line's:")
 WORD = {REPRODUCED: "holds", NOT_REPRODUCED: "fails"}
 COLOURS = {REPRODUCED: "tab:green", NOT_REPRODUCED: "tab:red"}
 
@@ -66,7 +70,7 @@ def multiplicity(found: dict, name: str) -> str:
     """The family's expected false "reproduced" if nothing were real, and how many it shows before and after Holm."""
     tested = [v for v in found.values() if not math.isnan(p_value(v))]
     after = sum(x[2] == REPRODUCED for x in holm(found).values())
-    return (f"**{name}**: {len(tested)} first-run lines tested ({sum(v.finding.kind == 'equivalence' for v in tested)} "
+    return (f"**{name}**: {len(tested)} headline lines tested ({sum(v.finding.kind == 'equivalence' for v in tested)} "
             f"equivalences): at most {sum(alpha(v.finding) for v in tested):.2f} false \"reproduced\" expected by "
             f"chance; {sum(v.outcome == REPRODUCED for v in tested)} reproduced, {after} after Holm.")
 
@@ -103,23 +107,44 @@ def device(runs: dict, v) -> str:
     return "+".join(sorted(kinds - {""})) or "-"
 
 
-def estimate_of(line: dict):
-    """The estimate of a report.json line's decisive row (Judged.record), None where it has none."""
-    row = line["rows"][line["decisive"]] if line["decisive"] is not None else None
-    return row and {"mean": row["effect"], "ci95_low": row["interval"][0], "ci95_high": row["interval"][1],
-                    "level": row["level"]}
+def estimate_of(row) -> dict:
+    """A report line's row (record.RowLine) as an estimate: mean, bounds and level."""
+    return {"mean": row.effect, "ci95_low": row.interval[0], "ci95_high": row.interval[1], "level": row.level}
+
+
+def _rows_text(line) -> str:
+    """'(2 of 2 rows hold)', or 'mixed: 1 of 2 rows holds' where its rows disagree; '' for one row."""
+    held, rows = line.holding
+    if rows <= 1:
+        return ""
+    return f"mixed: {held} of {rows} rows hold{'s' if held == 1 else ''}" if line.mixed else f"({held} of {rows} " \
+        f"rows hold)"
 
 
 def verdict_cell(line) -> str:
-    """A first-run line on the front page: its verdict (an underpowered one with the n it needs), fragile, and its
-    decisive row's effect [interval]; `line` report.json's record of it, None where the model has none."""
+    """A headline line on the front page: its verdict (an undecided one with the n it needs), fragile, its decisive
+    row's effect [interval], how many rows hold, whether its rule was revised after its data, and for a line whose
+    confirmatory run is registered but not run, that first; `line` a record.Line, None where the model has none."""
     if line is None:
         return "-"
-    outcome, e, rows = line["verdict"], estimate_of(line), len(line["rows"])
-    text = f"**{outcome}**" if outcome in WORD else f"underpowered ({need_text(line['power'])})" \
-        if outcome == UNDERPOWERED else outcome
-    effect = f": {fmt(e, n=False)}" + (f" (of {rows} rows)" if rows > 1 else "") if e else ""
-    return text + (" *fragile*" if line["fragile"] else "") + effect
+    outcome = line.verdict
+    text = f"**{outcome}**" if outcome in WORD else f"underpowered ({need_text(line.power)})" \
+        if outcome == UNDERPOWERED else line.verdict_text
+    row = line.rows[line.decisive] if line.decisive is not None else None
+    effect = f": {fmt(estimate_of(row), n=False)}" if row else ""
+    cell = text + (" *fragile*" if line.fragile else "") + effect + (" " + _rows_text(line) if _rows_text(line) else "")
+    if line.registered:
+        return f"{line.registered}; pilot: {cell}"
+    return cell + (" *revised*" if line.revised_after_data else "")
+
+
+def declared_counts(lines: list) -> dict:
+    """Of the headline lines with data: how many were declared before their data, how many revised (or declared)
+    after it, and how many of those await a registered confirmatory run."""
+    found = [x for x in lines if x.headline and x.data_dates]
+    return {"before_data": sum(not x.revised_after_data for x in found),
+            "revised_after_data": sum(x.revised_after_data for x in found),
+            "confirmatory_registered": sum(bool(x.registered) for x in found)}
 
 
 def sensitivity(fid: str, by_run: dict, runs: dict, first) -> list:
@@ -142,12 +167,12 @@ def sensitivity(fid: str, by_run: dict, runs: dict, first) -> list:
 
 
 def table(findings: list, models: dict, cells: dict) -> list:
-    """A row per finding: each model's first-run line (`models`: {name: {finding id: report.json record}}, the
+    """A row per finding: each model's headline line (`models`: {name: {finding id: report.json record}}, the
     report's own model first, then each other named by its report's folder), the SESOI, Holm's verdict on the first
     and what the follow-ups did (`cells`)."""
     names = list(models)
-    lines = [" | ".join(["| finding | claim", f"`{names[0]}` first run: verdict, effect [95% CI]",
-                         *(f"[{n}]({n}/report.md) first run" for n in names[1:]),
+    lines = [" | ".join(["| finding | claim", f"`{names[0]}` headline: verdict, effect [CI]",
+                         *(f"[{n}]({n}/report.md) headline" for n in names[1:]),
                          f"SESOI | after Holm ({' / '.join(names)}) | follow-ups: sensitivity |"]),
              "|---" * (5 + len(names)) + "|"]
     for f in findings:
@@ -161,43 +186,54 @@ def table(findings: list, models: dict, cells: dict) -> list:
 
 
 def after_holm(line) -> str:
-    """'same' where Holm keeps a first-run line's verdict, its verdict after Holm where not, '-' without a p."""
-    if line is None or line["holm"] is None:
+    """'same' where Holm keeps a headline line's verdict, its verdict after Holm where not, '-' without a p."""
+    if line is None or line.holm is None:
         return "-"
-    return "same" if line["holm"]["verdict"] == line["verdict"] else f"**{line['holm']['verdict']}**"
+    return "same" if line.holm.verdict == line.verdict else f"**{line.holm.verdict}**"
+
+
+def _panel(ax, fs: list, models: dict) -> None:
+    """One paper's lines: a point per row of each model's headline line, in SESOI units."""
+    for y, f in enumerate(fs):
+        if f.kind == "equivalence":
+            ax.fill_betweenx([y - 0.4, y + 0.4], -1, 1, color="tab:blue", alpha=0.1, linewidth=0)
+        for i, m in enumerate(models.values()):
+            line = m.get(f.id)
+            shown = [r for r in (line.rows if line else ()) if r.effect is not None and r.interval[0] is not None]
+            for j, r in enumerate(shown):
+                colour, s = COLOURS.get(line.verdict, "grey"), f.sesoi
+                dropped = line.holm is not None and line.holm.verdict != line.verdict
+                ax.errorbar(r.effect / s, y + 0.3 * i + 0.3 * j / len(shown), fmt="x" if dropped else "D" if i else "o",
+                            xerr=[[(r.effect - r.interval[0]) / s], [(r.interval[1] - r.effect) / s]], color=colour,
+                            ms=3 if i else 4, capsize=2, mfc="white" if line.fragile else colour)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.axvline(1, color="tab:blue", linestyle="--", linewidth=0.8)
+    ax.set_yticks(range(len(fs)), [f.id for f in fs], fontsize=7)
+    ax.set_ylim(len(fs) - 0.3, -0.6)
+    ax.set_xscale("symlog", linthresh=2)
 
 
 def forest(findings: list, papers: dict, models: dict, path) -> None:
-    """One panel per paper: each finding's first-run effect and interval in units of its SESOI (so accuracies and
-    ratios share an axis, symlog beyond +/-2), the SESOI at 1 (the margin +/-1 for an equivalence), coloured by
-    verdict (green reproduced, red not reproduced, grey undecided; hollow: fragile); `models` as `table`'s, the
-    report's own model a dot, each other a diamond below it."""
+    """One panel per paper: each headline line's rows, effect and interval in units of its SESOI (so accuracies and
+    ratios share an axis: linear within -/+ 2, logarithmic beyond), the SESOI at 1 (the margin -/+ 1 for an
+    equivalence), coloured by the line's verdict (green reproduced, red not reproduced, grey undecided; hollow:
+    fragile; a cross: a reproduced line Holm drops); `models` as `table`'s, the report's own model dots, each
+    other diamonds below it."""
     from ..ablation.drawing import new_figure, png_bytes
     from ..fileio import atomic_write_bytes
-    shown = {f.id: [estimate_of(m[f.id]) if f.id in m else None for m in models.values()] for f in findings}
-    per = {p: fs for p in papers if (fs := [f for f in findings if f.paper == p and any(shown[f.id])])}
+    per = {p: fs for p in papers if (fs := [f for f in findings if f.paper == p
+                                            and any(m.get(f.id) and m[f.id].decisive is not None
+                                                    for m in models.values())])}
     if not per:
         return
     fig = new_figure(figsize=(8, 1.0 + 0.34 * sum(len(fs) for fs in per.values()) + 0.5 * len(per)))
     axes = fig.subplots(len(per), 1, sharex=True, squeeze=False, height_ratios=[len(fs) + 1 for fs in per.values()])
     for ax, (paper, fs) in zip(axes[:, 0], per.items()):
-        for y, f in enumerate(fs):
-            if f.kind == "equivalence":
-                ax.fill_betweenx([y - 0.4, y + 0.4], -1, 1, color="tab:blue", alpha=0.1, linewidth=0)
-            for i, (m, e) in enumerate(zip(models.values(), shown[f.id])):
-                if e:
-                    colour, s = COLOURS.get(m[f.id]["verdict"], "grey"), f.sesoi
-                    ax.errorbar(e["mean"] / s, y + 0.3 * i, xerr=[[(e["mean"] - e["ci95_low"]) / s],
-                                [(e["ci95_high"] - e["mean"]) / s]], fmt="D" if i else "o", color=colour,
-                                ms=3 if i else 4, capsize=2, mfc="white" if m[f.id]["fragile"] else colour)
-        ax.axvline(0, color="black", linewidth=0.8)
-        ax.axvline(1, color="tab:blue", linestyle="--", linewidth=0.8)
-        ax.set_yticks(range(len(fs)), [f.id for f in fs], fontsize=7)
-        ax.set_ylim(len(fs) - 0.3, -0.6)
+        _panel(ax, fs, models)
         ax.set_title(papers[paper], fontsize=8, loc="left")
-        ax.set_xscale("symlog", linthresh=2)
     names = list(models)
-    axes[-1, 0].set_xlabel("first-run effect / SESOI (0: no effect; dashed 1: the SESOI; shaded: an equivalence's "
-                           "margin)\ngreen reproduced, red not reproduced, grey undecided; hollow: fragile"
+    axes[-1, 0].set_xlabel("headline effect / SESOI, a point per row (linear within -/+ 2, logarithmic beyond; 0: no "
+                           "effect; dashed 1: the SESOI; shaded: an equivalence's margin)\ngreen reproduced, red not "
+                           "reproduced, grey undecided; hollow: fragile; a cross: not after Holm"
                            + (f"; dots {names[0]}, diamonds {', '.join(names[1:])}" if names[1:] else ""), fontsize=7)
     atomic_write_bytes(path, png_bytes(fig))

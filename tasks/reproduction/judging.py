@@ -4,7 +4,7 @@ shows. report.py writes them."""
 from pathlib import Path
 from typing import Optional
 
-from . import experiments, kept, power
+from . import experiments, kept, plan, power
 from .findings import FINDINGS
 from .follow_ups import FIRST, FOLLOW_UPS
 from .verdicts import NOT_RUN, NOT_TESTABLE, VERDICTS, judge
@@ -23,29 +23,53 @@ def verdicts(runs: dict, ctx, null=None, pilot=power.PILOT_SD) -> dict:
     a kept run (trains nothing); `null` the layer ratios' null baseline (null_baseline.load) that measures against
     it read, `pilot` the model's own pilot sds (power.py; None: its power is not computed)."""
     labels = [FIRST, *sorted(set(runs) - {FIRST})]
-    out = {}
+    out, day = {}, plan.seeds_a_gpu_day(ctx) if pilot is not None else {}
     for label in labels + [x for x, f in FOLLOW_UPS.items() if f.reads in runs and x not in labels]:
         follow = FOLLOW_UPS.get(label)
         results = kept.results_for(runs, follow.reads if follow and follow.reads else label)
         results.null = null
         out[label] = {}
-        for f in declared(label):
-            if follow and (follow.reads or follow.declares) and f.id not in follow.findings:
-                continue
-            if label != FIRST and not (follow and follow.reads) and f.experiment not in runs.get(label, {}):
-                continue
-            rows, reads = [], ()
-            if f.experiment is not None and results.has(f.experiment):
-                results.read.clear()
-                rows = f.measure(results, ctx, **f.keywords)
-                reads = tuple((e, results.source.get(e, FIRST)) for e in
-                              sorted(results.read, key=lambda e: (e != f.experiment, e)))
-                # a follow-up's line that would read an experiment the follow-up changes from another run (its
-                # trials of it not kept yet) mixes two protocols: it waits until they are
-                if follow and not follow.reads and any(e in follow.experiments and s != label for e, s in reads):
-                    continue
-            out[label][f.id] = power.apply(judge(f, label, rows), ctx.scale, pilot)
-            out[label][f.id].reads = reads
+        for f in (f for f in declared(label) if _judged_on(f, label, follow, runs)):
+            measured = _measure(f, label, follow, results, ctx)
+            if measured is not None:
+                out[label][f.id] = power.apply(judge(f, label, measured[0]), ctx.scale, pilot, day.get(f.experiment))
+                out[label][f.id].reads = measured[1]
+    return out
+
+
+def _judged_on(f, label: str, follow, runs: dict) -> bool:
+    """Whether the run `label` has a line for `f`: the first always; a follow-up that re-reads, re-declares or is
+    registered its own findings only; one that trains the findings of the experiments it kept."""
+    if follow and (follow.reads or follow.declares or follow.registered) and f.id not in follow.findings:
+        return False
+    return label == FIRST or bool(follow and follow.reads) or f.experiment in runs.get(label, {})
+
+
+def _measure(f, label: str, follow, results, ctx):
+    """(rows, reads) of the line, or None where a follow-up's line would read an experiment the follow-up changes
+    from another run (its trials of it not kept yet): that mixes two protocols, so it waits until they are."""
+    if f.experiment is None or not results.has(f.experiment):
+        return [], ()
+    results.read.clear()
+    rows = f.measure(results, ctx, **f.keywords)
+    reads = tuple((e, results.source.get(e, FIRST)) for e in sorted(results.read, key=lambda e: (e != f.experiment, e)))
+    if follow and not follow.reads and any(e in follow.experiments and s != label for e, s in reads):
+        return None
+    return rows, reads
+
+
+def decided(by_run: dict, label: str) -> dict:
+    """{finding id: Verdict} of the run `label`'s lines that its kept results judged (none before they exist)."""
+    return {fid: v for fid, v in by_run.get(label, {}).items() if v.outcome != NOT_RUN}
+
+
+def headline(by_run: dict) -> dict:
+    """{finding id: its headline Verdict}: a registered confirmatory run's (FollowUp.registered) for the lines it
+    registered, once its kept results judge them, the first run's standing as their pilot; else the first run's."""
+    out = dict(by_run[FIRST])
+    for label, follow in FOLLOW_UPS.items():
+        if follow.registered:
+            out.update({fid: v for fid, v in decided(by_run, label).items() if fid in follow.findings})
     return out
 
 
@@ -55,8 +79,9 @@ def counts_of(found: dict) -> dict:
 
 
 def counts_line(counts: dict) -> str:
-    """'37 findings, first run: 8 reproduced, ...', in the verdicts' order whatever the dict's."""
-    return f"{sum(counts.values())} findings, first run: " + ", ".join(
+    """'37 findings, headline: 8 reproduced, ...' (each line's headline verdict: judging.headline), in the verdicts'
+    order whatever the dict's."""
+    return f"{sum(counts.values())} findings, headline: " + ", ".join(
         f"{counts[v]} {v}" for v in ORDER if v in counts) + "."
 
 

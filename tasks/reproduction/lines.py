@@ -5,7 +5,7 @@ import math
 
 from . import power
 from .follow_ups import FIRST
-from .verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED
+from .verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 
 DEFAULT_LR = 1e-4   # ablate.py's --lr default: every sweep of the kept runs, which pass no --lr
 POLICY = {"all": "every weight of a re-drawn layer (Singh & Giovanardi re-draw its linear weights only)",
@@ -62,19 +62,27 @@ def decides(v) -> str:
     if v.outcome == NOT_RUN:
         return (f"Not run yet: the follow-up `{pending[0].pending}` would measure it ({pending[0].label})." if pending
                 else "Not run yet: its experiment has no kept results.")
-    measured = [r for r in v.rows if r.estimate and not r.pending]
-    wanted = (INCONCLUSIVE, UNDERPOWERED) if v.outcome in (INCONCLUSIVE, UNDERPOWERED) else (v.outcome,)
+    lead = _lead(v)
+    if v.outcome in power.UNDECIDED:
+        lead += f"; {power.label(v.power)}: at this n even an absent effect would not read not reproduced"
+    elif v.outcome == INCONCLUSIVE and pending:
+        lead += f"; the part '{pending[0].label}' is pending (follow-up `{pending[0].pending}`)"
+    return lead + "."
+
+
+def _lead(v) -> str:
+    """'Verdict: row 'label': its interval against the line's rule', naming the row that decides (or left it
+    undecided)."""
+    f, measured = v.finding, [r for r in v.rows if r.estimate and not r.pending]
+    undecided = (INCONCLUSIVE, *power.UNDECIDED)
+    wanted = undecided if v.outcome in undecided else (v.outcome,)
     key = next((r for r in measured if r.verdict in wanted), measured[0])   # undecided: the row that left it so
     every = f.combine == "all" and v.outcome == REPRODUCED
     which = "" if len(measured) == 1 else f"{'every row, e.g.' if every else 'row'} '{key.label}': "
     lead = f"{v.outcome[0].upper()}{v.outcome[1:]}: {which}{_row_reason(key, f.sesoi, f.kind)}"
     if which and f.combine == "all" and v.outcome == NOT_REPRODUCED:
         lead += " (one failing row fails the whole: tested at 1 - alpha/rows)"
-    if v.outcome == UNDERPOWERED:
-        lead += f"; {power.label(v.power)}: at this n even an absent effect would not read not reproduced"
-    elif v.outcome == INCONCLUSIVE and pending:
-        lead += f"; the part '{pending[0].label}' is pending (follow-up `{pending[0].pending}`)"
-    return lead + "."
+    return lead
 
 
 def fmt(e, n: bool = True) -> str:

@@ -24,6 +24,7 @@ from .sweeps import listed_trials
 # working folder.
 MEASURED = Path(__file__).resolve().parents[2] / "docs" / "reproduction" / "results"
 STEPS_PER_EPOCH_AT_QUARTER = 121   # SST at fraction 0.25, batch 16, less the held-out tenth (the kept trials')
+GPU_DAY_MINUTES = 24 * 60          # "a GPU day": what power.py calls past this scale's reach
 
 
 def run_rate(records: list) -> Optional[tuple]:
@@ -76,10 +77,25 @@ def experiment_minutes(experiment, ctx, device: str = "cpu", follow=None, runs=N
     if rate is None:
         return None
     specs = experiment.sweeps_for(ctx, follow.label, runs) if follow else experiment.sweeps(ctx)
-    seeds = list((follow and follow.seeds) or seeds_of(experiment, ctx.scale))
+    seeds = list((follow and follow.seeds_for(experiment.name)) or seeds_of(experiment, ctx.scale))
     steps = sum(steps_a_trial(trial, ctx.scale, dict(follow.changes if follow else ())) for spec in specs
                 for trial in listed_trials(spec, ctx, seeds))
     return steps * rate / 60
+
+
+def seeds_a_gpu_day(ctx) -> dict:
+    """{experiment: the seeds of it, and of the experiments its findings read, that one GPU day trains at the measured
+    rate (ten shards on one H200)}; {} where no rate was measured for the scale."""
+    rate = seconds_per_step().get((ctx.scale.name, "cuda"))
+    if rate is None:
+        return {}
+    per_seed = {}
+    for e in EXPERIMENTS.values():
+        seeds = seeds_of(e, ctx.scale)
+        per_seed[e.name] = sum(steps_a_trial(trial, ctx.scale, {}) for spec in e.sweeps(ctx)
+                               for trial in listed_trials(spec, ctx, seeds)) / len(seeds)
+    steps = {e.name: per_seed[e.name] + sum(per_seed[x] for x in e.needs) for e in EXPERIMENTS.values()}
+    return {name: int(GPU_DAY_MINUTES * 60 / (x * rate)) for name, x in steps.items() if x}
 
 
 def lines(follow_ups: dict, runs: dict, ctx, flags: str = "", device: str = "cpu") -> list:

@@ -15,9 +15,10 @@ from ..fileio import atomic_write_text
 from . import experiments, front, judging, kept, null_baseline, plan, power, verdicts
 from .curves import run_lines, unfinished
 from .findings import FINDINGS, PAGES, PAPERS
-from .follow_ups import FIRST, FOLLOW_UPS
+from .follow_ups import CONFIRMATORY, FIRST, FOLLOW_UPS, PLANNED_MINUTES
 from .judging import counts_line, counts_of
 from .lines import decides, disclosure, effect_cell
+from .record import SCHEMA, Dated, Holm, Line, RowLine
 
 README_START = "<!-- reproduction-counts: rewritten by `python reproduce.py --report-only`, do not edit -->"
 README_END = "<!-- /reproduction-counts -->"
@@ -28,8 +29,9 @@ RESULTS = Path("docs/reproduction/results")   # reproduce.py's default --results
 UNITS = ("Where configurations share one reference the interval carries its noise: the seed is the unit for the "
          "heads of a layer, a two-level model over seeds and orders for random layer orders "
          "(`tasks/ablation/statistics.py`; coverage: `tests/test_interval_coverage.py`). Rules and SESOIs were "
-         "declared (`tasks/reproduction/findings/`) before the declared runs, after a 3-seed pilot (2026-11-24) whose "
-         "spread informed the SESOIs marked so.")
+         "declared (`tasks/reproduction/findings/`) after a 3-seed pilot (2026-11-24) whose spread informed the SESOIs "
+         "marked so, and before their data except where a line's page reads \"revised after its data\" "
+         "(`findings/history.py` dates each change and what the line read before it).")
 EMBEDDED = ("at the cpu scale the embedded all-MiniLM-L6-v2 (6 x 384, a sentence-pair contrastive encoder trained on "
             "Quora duplicates and NLI among others, zero-shot STS 0.838, not an MLM). Each line says what it can carry")
 
@@ -47,30 +49,81 @@ class Judged:
 
     def __post_init__(self):
         self.first = self.by_run[FIRST]
-        self.holm, self.counts = front.holm(self.first), counts_of(self.first)
+        self.headline = judging.headline(self.by_run)
+        self.holm, self.counts = front.holm(self.headline), counts_of(self.headline)
         self.cut = frozenset((label, name) for label, by_experiment in self.runs.items()
                              for name, kept_run in by_experiment.items() if unfinished(*kept_run))
-        self.cells = {f.id: front.sensitivity(f.id, self.by_run, self.runs, self.first[f.id]) for f in FINDINGS}
+        self.cells = {f.id: front.sensitivity(f.id, self.by_run, self.runs, self.headline[f.id]) for f in FINDINGS}
         self.lines = [self.record(label, v) for label, found in self.by_run.items() for v in found.values()]
 
-    def record(self, label: str, v) -> dict:
+    def record(self, label: str, v) -> Line:
         f, row = v.finding, front.decisive(v)[0]
-        rows = [{"label": r.label, "effect": _number(e.get("mean")), "level": e.get("level", 0.95) if e else None,
-                 "interval": [_number(e.get("ci95_low")), _number(e.get("ci95_high"))], "n": e.get("n"),
-                 "verdict": r.verdict, "pending": r.pending or None} for r in v.rows for e in [r.estimate or {}]]
-        one = {k: rows[0][k] if len(rows) == 1 else None for k in ("effect", "interval", "n")}
-        p, adjusted, after = self.holm[f.id] if label == FIRST and f.id in self.holm else (None,) * 3
-        return {"finding": f.id, "paper": f.paper, "quote": f.quote, "tested": f.tested if f.experiment else None,
-                "run": label, "headline": label == FIRST, "experiment": f.experiment,
-                "protocol": FOLLOW_UPS[label].protocol if label in FOLLOW_UPS else f.protocol,
-                "reads": [{"experiment": e, "run": source} for e, source in v.reads], **one, "rows": rows,
-                "decisive": v.rows.index(row) if row else None, "sesoi": f.sesoi, "kind": f.kind, "combine": f.combine,
-                "sesoi_reason": f.sesoi_reason, "sesoi_from_pilot": f.sesoi_from_pilot, "verdict": v.outcome,
-                "verdict_text": power.label(v.power) if v.outcome == verdicts.UNDERPOWERED else v.outcome,
-                "power": {k: _number(x) for k, x in v.power.items()} if v.power else None, "decides": decides(v),
-                "disclosure": disclosure(self.runs, v, label), "device": front.device(self.runs, v),
-                "fragile": front.fragile(v), "unfinished_run": (label, f.experiment) in self.cut,
-                "holm": {"p": p, "p_adjusted": adjusted, "verdict": after} if after else None}
+        role = "headline" if self.headline[f.id] is v else "pilot" if label == FIRST else "sensitivity"
+        p, adjusted, after = self.holm[f.id] if role == "headline" and f.id in self.holm else (None,) * 3
+        dates = data_dates(self.runs, v)
+        measured = [r for r in v.rows if r.estimate and not r.pending]
+        return Line(
+            f.id, f.paper, f.quote, f.tested if f.experiment else None, label, role, f.experiment,
+            FOLLOW_UPS[label].protocol if label in FOLLOW_UPS else f.protocol + revised_since(f, dates),
+            tuple(v.reads), row_lines(v), v.rows.index(row) if row else None, f.sesoi, f.kind, f.combine,
+            f.sesoi_reason, f.sesoi_from_pilot, v.outcome,
+            power.label(v.power) if v.outcome in power.UNDECIDED else v.outcome,
+            {k: _number(x) for k, x in v.power.items()} if v.power else None, decides(v),
+            disclosure(self.runs, v, label), front.device(self.runs, v), front.fragile(v),
+            (label, f.experiment) in self.cut, Holm(p, adjusted, after) if after else None,
+            _dated(f.declared), tuple(map(_dated, f.revisions)), f.rule_date, dates, *history(f, dates),
+            registered(f.id, self.by_run, self.ctx.model) if label == FIRST else "",
+            (sum(r.verdict == verdicts.REPRODUCED for r in measured), len(measured)))
+
+
+def row_lines(v) -> tuple:
+    """Each row of the verdict as report.json keeps it."""
+    return tuple(RowLine(r.label, _number(e.get("mean")), e.get("level", 0.95) if e else None,
+                         (_number(e.get("ci95_low")), _number(e.get("ci95_high"))), e.get("n"), r.verdict,
+                         r.pending or None) for r in v.rows for e in [r.estimate or {}])
+
+
+def _dated(r) -> Dated:
+    """A Revision as report.json keeps it (a follow-up's re-declaration has none of its own: empty)."""
+    return Dated(r.date, r.commit, r.what, r.before) if r else Dated("", "", "", "")
+
+
+def data_dates(runs: dict, v) -> tuple:
+    """(first, last) date of the sittings of the kept runs the line read, "YYYY-MM-DD HH:MM" UTC; () without data."""
+    dates = sorted(s.date.removesuffix(" UTC") for experiment, source in v.reads
+                   for s in runs.get(source, {}).get(experiment, (kept.KeptRun("", "", 0, "", "", {}, [], 0, {}),))[
+                       0].sittings)
+    return (dates[0], dates[-1]) if dates else ()
+
+
+def history(f, dates: tuple) -> tuple:
+    """(what the line's history is, whether its rule changed after its data): before its data where its rule's last
+    change precedes its first sitting; else each change since the data, dated, with what it read before."""
+    if not dates or not f.declared:
+        return "no data yet" if f.declared else "", False
+    if f.rule_date < dates[0]:
+        return "declared before its data", False
+    after = [r for r in f.revisions if r.date >= dates[0]]
+    if not after:
+        return (f"declared after its data: {f.declared.date} ({f.declared.commit}), its data from {dates[0]}",
+                True)
+    return "revised after its data: " + "; ".join(
+        f"{r.date} ({r.commit or 'issue 54'}): {r.what}" + (f"; before: {r.before}" if r.before else "")
+        for r in after), True
+
+
+def revised_since(f, dates: tuple) -> int:
+    """How many of the line's revisions came after its data (each a new protocol of its first run's line)."""
+    return sum(r.date >= dates[0] for r in f.revisions) if dates else 0
+
+
+def registered(fid: str, by_run: dict, model: str) -> str:
+    """'confirmatory run registered DATE, not yet run' for a line a run registered for `model` has not decided yet."""
+    for label, follow in FOLLOW_UPS.items():
+        if follow.registered and follow.model in ("", model) and fid in follow.findings \
+                and fid not in judging.decided(by_run, label):
+            return f"{follow.label} run registered {follow.registered}, not yet run"
+    return ""
 
 
 def _number(x):
@@ -112,13 +165,47 @@ def credentials(weights: str) -> Optional[str]:
 
 
 def other_reports(report_dir: Path) -> dict:
-    """{folder: report.json} of each other model's report kept in a folder beside this one."""
-    out = {p.parent.name: json.loads(p.read_text(encoding="utf-8")) for p in sorted(report_dir.glob("*/report.json"))}
-    for name, data in out.items():
-        if any("decisive" not in x for x in data["lines"]):   # a report.json older than the column it feeds
-            raise UserError(f"{report_dir / name}/report.json is stale: rewrite it with python reproduce.py "
-                            f"--report-only --results {report_dir / name / 'results'}")
+    """{folder: report.json, its lines as `Line`s} of each other model's report kept in a folder beside this one."""
+    out = {}
+    for path in sorted(report_dir.glob("*/report.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("schema") != SCHEMA:   # a report.json older than the column it feeds
+            raise UserError(f"{path} is stale: rewrite it with python reproduce.py --report-only --results "
+                            f"{path.parent / 'results'}")
+        out[path.parent.name] = {**data, "lines": [Line.from_json(x, str(path)) for x in data["lines"]]}
     return out
+
+
+def _finding_head(f) -> list:
+    """A finding's quote, the paper's setting, what is tested here and its SESOI, once."""
+    sesoi = f"SESOI {f.sesoi:g}" + (" (equivalence margin)" if f.kind == "equivalence" else "")
+    pilot = " (the 2026-11-24 pilot's spread informed it)" if f.sesoi_from_pilot else ""
+    tested = f.tested if f.experiment else "not testable here: " + f.untestable
+    return [f"## <a id=\"{f.id}\"></a>`{f.id}`: {f.claim}", "", f"> \"{f.quote}\"", "",
+            f"The paper: {f.setting}; its comparison: {f.comparison}; metric: {f.metric}.", "",
+            f"Tested here: {tested}. {sesoi}: {f.sesoi_reason}{pilot}. On the embedded model: {f.model_note}", "",
+            *([f"Experiment: [{f.experiment}](runs.md#experiment-{f.experiment})."
+               + (f" Not tested here: {f.untestable}." if f.untestable else ""), ""] if f.experiment else []),
+            *([f"Where it can be tested: `{f.elsewhere}`.", ""] if f.elsewhere else [])]
+
+
+def _declaration(x: Line) -> str:
+    """'Rule declared DATE (commit); data DATE to DATE: declared before its data.' and a registered run's line."""
+    data = f"; data {x.data_dates[0]} to {x.data_dates[1]}" if x.data_dates else ""
+    return (f"Rule (rows, SESOI, interval model, direction) last changed {x.rule_date}; declared {x.declared.date} "
+            f"({x.declared.commit}){data}: {x.history}." + (f" The **{x.registered}**: this run is its pilot."
+                                                           if x.registered else ""))
+
+
+def _run_row(x: Line, m: Judged, f) -> str:
+    v = m.by_run[x.run][f.id]   # a follow-up may re-declare its finding (its own measure and SESOI)
+    can = power.describe(v.power, v.finding.sesoi, v.finding.kind).replace("|", "\\|") if v.power else "-"
+    kind = "sensitivity" if x.role == "sensitivity" else "confirmatory" if x.run != FIRST else \
+        "revised after its data" if x.revised_after_data else "declared"
+    return (f"| {x.run} ({kind}, {x.role if x.role != 'sensitivity' else 'not counted'}, protocol {x.protocol}"
+            f"{'; its run is unfinished' if x.unfinished_run else ''}) | {x.device} | {effect_cell(v)} | "
+            f"**{x.verdict_text}**{' *fragile*' if x.fragile else ''} | {x.holm.verdict if x.holm else '-'} | "
+            f"{can} |")
 
 
 def paper_page(paper: str, m: Judged) -> list:
@@ -126,29 +213,15 @@ def paper_page(paper: str, m: Judged) -> list:
     lines = [f"# {PAPERS[paper]}", "", f"[Front page](report.md) · [the rule and the runs](runs.md) · the paper's "
              f"text: `../shared/papers/{paper}`", ""]
     for f in (f for f in FINDINGS if f.paper == paper):
-        sesoi = f"SESOI {f.sesoi:g}" + (" (equivalence margin)" if f.kind == "equivalence" else "")
-        lines += [f"## <a id=\"{f.id}\"></a>`{f.id}`: {f.claim}", "", f"> \"{f.quote}\"", "",
-                  f"The paper: {f.setting}; its comparison: {f.comparison}; metric: {f.metric}.", "",
-                  f"Tested here: {f.tested if f.experiment else 'not testable here: ' + f.untestable}. {sesoi}: "
-                  f"{f.sesoi_reason}" + (" (the 2026-11-24 pilot's spread informed it)" if f.sesoi_from_pilot
-                                         else "") + f". On the embedded model: {f.model_note}", "",
-                  *([f"Experiment: [{f.experiment}](runs.md#experiment-{f.experiment})."
-                     + (f" Not tested here: {f.untestable}." if f.untestable else ""), ""] if f.experiment else []),
-                  *([f"Where it can be tested: `{f.elsewhere}`.", ""] if f.elsewhere else [])]
-        found = [x for x in m.lines if x["finding"] == f.id]
-        if found:
-            lines += ["| run | device | effect [95% CI] | verdict | after Holm | power (80%) |", "|---" * 6 + "|"]
-        for x in found:
-            v = m.by_run[x["run"]][f.id]   # a follow-up may re-declare its finding (its own measure and SESOI)
-            can = power.describe(v.power, v.finding.sesoi, v.finding.kind).replace("|", "\\|") if v.power else "-"
-            lines.append(f"| {x['run']} ({'sensitivity' if x['run'] in FOLLOW_UPS else 'declared'}, protocol "
-                         f"{x['protocol']}{'; its run is unfinished' if x['unfinished_run'] else ''}) | "
-                         f"{x['device']} | {effect_cell(v)} | **{x['verdict_text']}**"
-                         f"{' *fragile*' if x['fragile'] else ''} | {x['holm']['verdict'] if x['holm'] else '-'} | "
-                         f"{can} |")
-        lines += [""] * bool(found) + [f"- {x['run']}: {x['decides']}" + (
-            f" Tested: {x['tested']}." if x["tested"] not in (f.tested, None) else "") + (
-            f" Run: {x['disclosure']}." if x["disclosure"] else "") for x in found] + [""] * bool(found)
+        lines += _finding_head(f)
+        found = [x for x in m.lines if x.finding == f.id]
+        if not found:
+            continue
+        lines += ["| run | device | effect [CI], each row with its verdict | verdict | after Holm | power (80%) |",
+                  "|---" * 6 + "|", *(_run_row(x, m, f) for x in found), ""]
+        lines += [f"- {x.run}: {x.decides}" + (f" Tested: {x.tested}." if x.tested not in (f.tested, None) else "")
+                  + (f" Run: {x.disclosure}." if x.disclosure else "") for x in found]
+        lines += ["", *(_declaration(x) for x in found if x.run == FIRST and x.declared.date), ""]
     return lines
 
 
@@ -178,6 +251,7 @@ def runs_page(m: Judged, report_dir: Path, results_dir: Path) -> list:
             if e.name in by_experiment:
                 lines += run_lines(report_dir, e, label, by_experiment[e.name], "results/")
     lines += ["## Pending follow-ups", "", "Minutes on a CPU, `tasks/reproduction/plan.py`:", ""]
+    lines += confirmatory_lines(m)
     lines += [f"- {line.replace(': python', ': `python', 1)}`: {FOLLOW_UPS[line.split(' ', 1)[0]].reason}."
               for line in plan.lines(FOLLOW_UPS, m.runs, ctx, results_flag(results_dir))
               if not FOLLOW_UPS[line.split(' ', 1)[0]].reads]
@@ -187,6 +261,28 @@ def runs_page(m: Judged, report_dir: Path, results_dir: Path) -> list:
                     "`--task-file` and `--tasks ROLE=NAME`.",
                     "- Depth: 'last', 'middle' and 'low' layers are thirds of the model.",
                     "- The budget: the scale's, shown above; the papers trained 3-9 epochs.", ""]
+
+
+def confirmatory_lines(m: Judged) -> list:
+    """What a confirmatory run would need, from the power figures: each headline line revised after its data or
+    underpowered, its n and the minutes of that n on two cores (its experiment and those its findings read), and
+    whether the registered run carries it; a line past a GPU day is undecidable at this scale and left out."""
+    ctx, out = m.ctx, []
+    for x in (x for x in m.lines if x.headline and x.power and x.power.get("needs") and x.experiment):
+        if x.verdict == verdicts.UNDECIDABLE or not (x.revised_after_data or x.verdict == verdicts.UNDERPOWERED):
+            continue
+        e = experiments.EXPERIMENTS[x.experiment]
+        per_seed = sum((plan.experiment_minutes(experiments.EXPERIMENTS[y], ctx) or 0)
+                       / len(experiments.seeds_of(experiments.EXPERIMENTS[y], ctx.scale)) for y in (e.name, *e.needs))
+        carried = x.finding in CONFIRMATORY.findings and CONFIRMATORY.model in ("", ctx.model)
+        why = "revised after its data" if x.revised_after_data else "underpowered"
+        out.append(f"{x.finding} ({why}): needs n >= {x.power['needs']:,}, ~{x.power['needs'] * per_seed:,.0f} min "
+                   f"of {', '.join((e.name, *e.needs))} on two cores; "
+                   + ("registered" if carried else "not registered: past the budget"))
+    head = ["What the power figures ask of a confirmatory run, line by line (`python reproduce.py --plan` sizes the "
+            "registered one; lines undecidable at this scale are left out; lines of one experiment share its seeds, so "
+            "their minutes do not add):", ""]
+    return head + [f"- {x}" for x in sorted(out, key=lambda x: "not registered" in x)] + [""] if out else []
 
 
 def update_readme(readme: Path, counts: dict) -> bool:
@@ -200,6 +296,34 @@ def update_readme(readme: Path, counts: dict) -> bool:
     return True
 
 
+HAO_LARGE = "BERT-large model"   # Hao et al.'s Section 1, quoted (tests/test_reproduce_history.py finds it)
+HOW_TO_READ = (
+    "**How to read it.** Each line's headline is its first run, or, where a confirmatory run registered for it has "
+    "kept results, that run (the first then its pilot); follow-ups (the last column) are sensitivity analyses, never "
+    "counted. The **SESOI** is the smallest effect of interest: the least effect, in the line's own unit, that the "
+    "paper's claim needs, fixed with the line's rule. Reproduced: the interval above 0 and the estimate at least the "
+    "SESOI; not reproduced: the interval below the SESOI; underpowered: undecided, on a design that could not have "
+    "decided it at its n; undecidable at this scale: the n it needs is past what a GPU day's seeds give ([the rule]"
+    "(runs.md#the-rule)); effects signed so that the paper's direction is positive. The interval is the 95% one for a "
+    "direction, the 90% one (TOST) for an equivalence (marked \"90% CI\"). A line of several rows shows its decisive "
+    "row's effect and \"(k of n rows hold)\": how many of its rows hold at their own level; \"mixed\" where some hold "
+    "and some do not (each row on its page). *Fragile*: the decisive bound within {fragile:g} x the SESOI of its "
+    "decision line. A ratio line reads the model's ratio minus its own null's (an equal relative perturbation of "
+    "every layer), whose lower third is floored at {floor:g} of its upper, lest a near-zero bottom-layer attention JS "
+    "make the ratio measure its denominator. *Revised*: its rule changed after its first run's data was seen "
+    "(dated on its page, with what it read before); only the other lines were declared before their data.")
+
+
+def declared_line(counts: dict) -> str:
+    """How many headline lines were declared before their data, and how many were revised after it."""
+    return (f"Of the lines with data, {counts['before_data']} were declared before it and "
+            f"{counts['revised_after_data']} revised (or declared) after it, their rule's dates and what they read "
+            f"before on their pages; {counts['confirmatory_registered']} lines (revised or underpowered) await the "
+            f"confirmatory run registered {CONFIRMATORY.registered} ({len(CONFIRMATORY.findings)} lines on fresh "
+            f"seeds, ~{PLANNED_MINUTES} min on two cores: [runs.md](runs.md#pending-follow-ups)), their first run "
+            f"standing as the pilot.")
+
+
 def front_page(m: Judged, others: dict, models: dict) -> list:
     """`others`: {folder: report.json} of the other models' reports beside it; `models`: front.table's."""
     ctx = m.ctx
@@ -207,27 +331,22 @@ def front_page(m: Judged, others: dict, models: dict) -> list:
     return ["# Reproduction report", "",
             "Written by `reproduce.py` from the raw results in [results/](results/README.md) (`python reproduce.py "
             "--report-only` rewrites it and its pages without training): do not edit by hand.", "",
-            f"Scale **{ctx.scale.name}** ({ctx.scale.note}). Model **{ctx.model}** ({ctx.n} layers; the papers' "
-            f"BERT-base is 12 x 768); tasks " + ", ".join(f"{r} = {t}" for r, t in ctx.tasks.items()) + ".", "",
+            f"Scale **{ctx.scale.name}** ({ctx.scale.note}). Model **{ctx.model}** ({ctx.n} layers; four of the papers "
+            f"used BERT-base, 12 x 768, Hao et al. BERT-large, 24 x 1024: \"{HAO_LARGE}\"); tasks "
+            + ", ".join(f"{r} = {t}" for r, t in ctx.tasks.items()) + ".", "",
             *([f"What it is: {m.identity.describe()}; {kept.REBUILT}.", ""] if m.identity and m.identity.recipe
               else []),
             *([f"What was measured of it: {m.credentials}{pilot}. Each line's page says what the embedded model can "
                f"carry, not what this one can.", ""] if m.credentials else []),
             *[x for name, data in others.items() for x in (
                 f"Another model, in a report of its own: [{name}]({name}/report.md) (`{data['model']}`, "
-                f"{data['layers']} layers; {data['credentials']}; {counts_line(data['counts_first_run'])[:-1]}).", "")],
-            "**How to read it.** The first run, declared with its rule and SESOI before it ran, gives each headline "
-            "verdict and the counts; follow-ups (the last column) are sensitivity analyses chosen after it, never "
-            "counted. Reproduced: the 95% interval above 0 and the estimate at least the SESOI; not reproduced: the "
-            "interval below the SESOI; underpowered: undecided, and the design could not have decided it ([the rule]"
-            "(runs.md#the-rule)); effects signed so that the paper's direction is positive. *Fragile*: the decisive "
-            f"bound within {front.FRAGILE:g} x the SESOI of its decision line. The null baseline's ratio floors its "
-            f"lower third at {null_baseline.FLOOR:g} of its upper, lest a near-zero bottom-layer attention JS make "
-            "the ratio measure its denominator.", "", counts_line(m.counts), "",
-            front.MULTIPLICITY, "", front.multiplicity(m.first, ctx.model), "",
+                f"{data['layers']} layers; {data['credentials']}; {counts_line(data['counts_headline'])[:-1]}).", "")],
+            HOW_TO_READ.format(fragile=front.FRAGILE, floor=null_baseline.FLOOR), "", counts_line(m.counts), "",
+            declared_line(front.declared_counts(m.lines)), "",
+            front.MULTIPLICITY, "", front.multiplicity(m.headline, ctx.model), "",
             *(["**Unfinished** runs (some trials lack seeds; see [the runs](runs.md)): "
                + ", ".join(f"{e} ({label})" for label, e in sorted(m.cut)) + ".", ""] if m.cut else []),
-            f"![Forest plot: each finding's first-run effect in units of its SESOI, per paper]({FOREST})", "",
+            f"![Forest plot: each finding's headline effect, a point per row, in units of its SESOI]({FOREST})", "",
             *front.table(FINDINGS, models, m.cells),
             "", "Details, a page per paper: " + ", ".join(f"[{PAGES[p]}]({PAGES[p]}.md)" for p in PAPERS)
             + "; [the rule, the experiments and the runs](runs.md).", ""]
@@ -238,7 +357,7 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
     model: null for the embedded one) and the README's counts from the folder's kept results (`ctx`'s model's)."""
     m, report_dir = judged(results_dir, ctx), Path(report_path).parent
     others = other_reports(report_dir)
-    models = {name: {x["finding"]: x for x in data["lines"] if x["headline"]}
+    models = {name: {x.finding: x for x in data["lines"] if x.headline}
               for name, data in {ctx.model: {"lines": m.lines}, **others}.items()}
     (report_dir / "figures").mkdir(parents=True, exist_ok=True)
     front.forest(FINDINGS, PAPERS, models, report_dir / FOREST)
@@ -248,10 +367,11 @@ def write(results_dir: Path, report_path: Path, ctx, readme=None) -> Path:
         atomic_write_text(report_dir / f"{PAGES[paper]}.md", "\n".join(paper_page(paper, m)))
     atomic_write_text(report_dir / "runs.md", "\n".join(runs_page(m, report_dir, results_dir)))
     data = {"scale": ctx.scale.name, "model": ctx.model, "layers": ctx.n, "tasks": ctx.tasks, "weights": m.weights,
-            "credentials": m.credentials, "pilot": m.pilot, "counts_first_run": m.counts, "lines": m.lines,
+            "credentials": m.credentials, "pilot": m.pilot, "counts_headline": m.counts, "schema": SCHEMA,
+            "lines": [x.to_json() for x in m.lines], "counts_declared": front.declared_counts(m.lines),
+            "multiplicity": front.multiplicity(m.headline, ctx.model), "fragile_margin_share_of_sesoi": front.FRAGILE,
             "recipe": m.identity.recipe if m.identity else "",
             "masked_accuracy": m.identity.masked_accuracy if m.identity else None,
-            "multiplicity": front.multiplicity(m.first, ctx.model), "fragile_margin_share_of_sesoi": front.FRAGILE,
             "sensitivity": {fid: [x.replace("**", "") for x in cell] for fid, cell in m.cells.items()}}
     atomic_write_text(Path(report_path).with_suffix(".json"), json.dumps(data, indent=1, sort_keys=True) + "\n")
     if readme:

@@ -1,4 +1,4 @@
-"""What a paper's finding is, as data, and the rule that decides it: fixed before any run, able to fail.
+"""What a paper's finding is, as data, and the rule that decides it: declared before the data, able to fail.
 
 A `Finding` quotes the paper's sentence exactly (file in ../shared/papers/), says the paper's setting
 and its comparison, names its measure (measures.py) with its keywords, and fixes the smallest effect of
@@ -40,12 +40,22 @@ from ..ablation.statistics import at_level
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, UNDERPOWERED, NOT_RUN, NOT_TESTABLE = \
     "reproduced", "not reproduced", "inconclusive", "underpowered", "not run yet", "not testable here"
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, UNDERPOWERED)
+UNDECIDABLE = "undecidable at this scale"   # underpowered past what a GPU day's seeds could decide (power.py)
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, UNDERPOWERED, UNDECIDABLE)
+
+
+@dataclass(frozen=True)
+class Revision:
+    """A dated change to a line's rule (or its declaration): findings/history.py."""
+    date: str                      # the commit's date, UTC, "YYYY-MM-DD HH:MM"
+    commit: str                    # its hash prefix ("" for the change the commit that writes it makes)
+    what: str                      # what changed
+    before: str                    # what the line read before it ("" for a declaration)
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One headline finding of one paper, declared before the run."""
+    """One headline finding of one paper (its declaration and any later change to its rule: findings/history.py)."""
     id: str                        # stable: the report's anchor and the results' key
     paper: str                     # the paper's file in ../shared/papers/
     quote: str                     # the sentence that states it, exactly as in the paper's text
@@ -67,6 +77,13 @@ class Finding:
     pilot: tuple = ()              # power.PILOT_SD keys whose effects make this line's (its sd before any run)
     sesoi_from_pilot: bool = False  # the 2026-11-24 pilot's spread informed the SESOI (said in the report)
     claim: str = ""                # its short name on the front page (findings/__init__.py)
+    declared: Optional[Revision] = None   # the commit that declared it (findings/history.py)
+    revisions: tuple = ()          # Revision, oldest first: each later change to its rule
+
+    @property
+    def rule_date(self) -> str:
+        """The date of the commit that last changed its rule (its declaration's where none did)."""
+        return max([r.date for r in self.revisions] + [self.declared.date if self.declared else ""])
 
 
 @dataclass

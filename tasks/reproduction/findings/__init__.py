@@ -1,14 +1,15 @@
-"""The five papers' headline findings, one declaration each (`verdicts.Finding`), fixed before any run.
+"""The five papers' headline findings, one declaration each (`verdicts.Finding`), dated (history.py).
 
 One module per paper; each finding quotes its paper's sentence exactly (tests/test_reproduce.py checks it
 against ../shared/papers/) and names its measure (measures.py) with its keywords. `FINDINGS` lists them in
 the report's order, `PAPERS` names each paper's file, `PAGES` the report page of its details. A changed protocol
 or extra seeds is a new declaration (the same quote, `protocol` + 1, its own id), run as a follow-up beside the
-first: the first's verdict stays the headline.
+first: the first's verdict stays the headline. history.py dates each line's declaration and every change to its rule
+since; the layer-ratio lines read against their null (null.py) since issue 54, a revision said as such.
 """
 from dataclasses import replace
 
-from . import college, freeze, hao, singh, tamkin
+from . import college, freeze, hao, history, null, singh, tamkin
 
 PAPERS = {m.PAPER: m.TITLE for m in (tamkin, singh, hao, college, freeze)}
 PAGES = {m.PAPER: m.__name__.rsplit(".", 1)[1] for m in (tamkin, singh, hao, college, freeze)}
@@ -38,7 +39,9 @@ CLAIMS = {   # the front page's short name of each claim
     "SMART has no effect in multitask", "freeze-cross-encoding": "cross-encoding pairs helps",
     "freeze-smart-alone": "SMART has no effect on each task alone",
 }
-FINDINGS = [replace(f, claim=CLAIMS[f.id]) for f in (*tamkin.FINDINGS, *singh.FINDINGS, *hao.FINDINGS,
-                                                     *college.FINDINGS, *freeze.FINDINGS)]
+_AGAINST_NULL = {f.id: f for f in null.AGAINST_NULL}   # the ratio lines, revised to read against their null
+FINDINGS = [replace(_AGAINST_NULL.get(f.id, f), claim=CLAIMS[f.id], declared=history.declared(f.id),
+                    revisions=history.REVISIONS.get(f.id, ()))
+            for f in (*tamkin.FINDINGS, *singh.FINDINGS, *hao.FINDINGS, *college.FINDINGS, *freeze.FINDINGS)]
 BY_ID = {f.id: f for f in FINDINGS}
 assert len(BY_ID) == len(FINDINGS), "finding ids must be unique"

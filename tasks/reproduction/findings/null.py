@@ -1,4 +1,5 @@
-"""The layer-ratio lines re-declared against the null baseline (follow-up hao-null-perturbation, protocol 2).
+"""The layer-ratio lines as declared since issue 54 (a revision after their data, findings/history.py): against the
+null baseline.
 
 Hao et al.'s JS and SVCCA ratios and Singh & Giovanardi's L2 ratio were first read against zero; an equal relative
 perturbation of every layer (`tasks/ablation/perturbation.py`) already gives a ratio, since each layer's output
@@ -10,15 +11,15 @@ what depth and norms alone give. The papers state no figure in their text (Hao e
 Giovanardi Fig. 3 are plots without numbers), so no SESOI is taken from them. The seed-vs-seed and
 dataset-vs-dataset lines compare two fine-tuned encoders with each other, so their null is its pair form: two copies
 perturbed in independent directions, compared with each other the same way (`perturbation.py --pairs`); their rows
-are pending until it is kept.
+are pending until it is kept. For every model: each results folder's own null (null_baseline.py).
 """
 from dataclasses import replace
 
 from .. import measures
-from . import hao, singh
+from .hao import FINDINGS as HAO
+from .singh import FINDINGS as SINGH
 
-_BY_ID = {f.id: f for f in (*hao.FINDINGS, *singh.FINDINGS)}
-LABEL = "hao-null-perturbation"
+_BY_ID = {f.id: f for f in (*HAO, *SINGH)}
 _ABOVE = (" above the null: the fine-tuned ratio minus that of an equal relative perturbation of every layer (a "
           "change favouring no layer), which the first declaration's SESOI must exceed so that the excess is "
           "fine-tuning's own, not depth's or the weight norms'")
@@ -26,7 +27,7 @@ _ABOVE = (" above the null: the fine-tuned ratio minus that of an equal relative
 
 def _against(fid: str, tested: str, **keywords):
     f = _BY_ID[fid]
-    return replace(f, protocol=2, sesoi_reason=f.sesoi_reason + _ABOVE, tested=tested, measure=measures.against_null,
+    return replace(f, sesoi_reason=f.sesoi_reason + _ABOVE, tested=tested, measure=measures.against_null,
                    keywords=keywords, pilot=())
 
 
@@ -38,7 +39,7 @@ def _against_pairs(fid: str, tested: str, label: str, source: str):
     what = f"{label} minus the null's pair form: not kept yet ({PAIRS})"
     f = _against(fid, tested + ", minus the null's pair form (two copies perturbed in independent directions, "
                  "compared with each other) per pair of directions (Welch): both rows must hold",
-                 curves=("svcca", "attention_js"), source=source, label=label, what=what, follow_up=LABEL)
+                 curves=("svcca", "attention_js"), source=source, label=label, what=what, follow_up=PAIRS)
     return replace(f, measure=measures.against_pair_null)
 
 
