@@ -138,3 +138,9 @@ def test_the_trainers_resume_is_refused_with_one_line(tmp_path, fixed):
     code, _, stderr = run_cli(search.main, ["--out", str(tmp_path / "S"), "--resume", "runs/x", *fixed])
     assert code == 2 and len(stderr.strip().splitlines()) == 1 and "--resume: not for a search" in stderr
     assert not (tmp_path / "S").exists()
+
+
+def test_without_optuna_the_search_says_which_file_installs_it(tmp_path, fixed, monkeypatch):
+    monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna now raises ImportError
+    code, _, stderr = run_cli(search.main, ["--out", str(tmp_path / "S"), *fixed])
+    assert code == 2 and len(stderr.strip().splitlines()) == 1 and "requirements-search.txt" in stderr
