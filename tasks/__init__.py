@@ -30,6 +30,8 @@ saved/          a run as saved on disk: rebuilt to predict, its checkpoint files
                 RUN_DIR/model/ export (Hugging Face format, model card), the user's own sentences to score
 ablation/       the layer studies (ablate.py): sweeps, statistics, summaries, one module per study in
                 studies/ (its figures and helpers with it)
+search/         the recipe search (search.py) on Optuna: the space with the trainer's defaults, the study's
+                storage, sampler, pruner and heartbeat, each trial a run of the trainer's own command
 reproduction/   the papers' findings tested by ablation sweeps (reproduce.py): declarations, measures,
                 verdicts, experiments, follow-ups, the kept results and report.md
 
