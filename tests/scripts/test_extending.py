@@ -6,7 +6,7 @@
 - a paper's finding declared with an existing measure (`arms`) gets its verdict from kept results;
 - a learning-rate schedule (cosine) added to `SCHEDULES` drives a training run.
 
-(The fourth head kind is tests/test_head_kinds.py's "ordinal".) Each example is registered for one test only
+(The fourth head kind is tests/tasks/test_head_kinds.py's "ordinal".) Each example is registered for one test only
 (monkeypatch), on the tiny 2-layer model and the course's files cut to 40 rows: seconds each.
 """
 import json
@@ -16,12 +16,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 import pytest
-from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 import ablate
 import minbert
 import train_multitask
-from conftest import run_cli
 from minbert import UserError
 from tasks import registry
 from tasks.ablation import arguments
@@ -32,6 +30,7 @@ from tasks.registry import TaskConfig
 from tasks.reproduction import arms, experiments, findings, judging, kept, plan, report, sweeps
 from tasks.reproduction.verdicts import NOT_REPRODUCED, REPRODUCED, Finding
 from tasks.schedules import SCHEDULES, Schedule
+from tests.helpers import run_cli
 
 FAST = ["--device", "cpu", "--batch-size", "8", "--eval-batch-size", "64", "--precision", "fp32", "--max-steps", "2"]
 

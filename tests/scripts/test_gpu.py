@@ -17,10 +17,6 @@ import math
 
 import pytest
 import torch
-from test_course_assignment import part1_data  # noqa: F401 (fixture)
-from test_distributed import WEIGHT_TOLERANCE, torchrun, weights
-from test_fast_path import BF16_TOL, FP32_TOL, LENGTHS, make_batch, max_diff_on_tokens, models
-from test_reliability import run, step_in, tiny_model  # noqa: F401 (fixtures)
 
 import ablate
 import classifier
@@ -28,8 +24,10 @@ import minbert
 import multitask_classifier
 import predict
 import train_multitask
-from conftest import run_cli
 from minbert import fast_layers
+from tests.helpers import run_cli
+from tests.helpers.fast_path import BF16_TOL, FP32_TOL, LENGTHS, make_batch, max_diff_on_tokens, models
+from tests.helpers.runs import WEIGHT_TOLERANCE, run, step_in, torchrun, weights
 
 pytestmark = pytest.mark.gpu
 CUDA = torch.device("cuda")
@@ -56,7 +54,7 @@ def base(tiny_model, small_data_dir):  # noqa: F811
 
 
 def loss_of(out, mask):
-    """tests/test_fast_path.py's loss, its weights drawn on the CPU."""
+    """tests/minbert/test_fast.py's loss, its weights drawn on the CPU."""
     w = torch.randn(out.last_hidden_state.shape, generator=torch.Generator().manual_seed(2)).to(CUDA)
     return (out.last_hidden_state * w * mask[..., None]).sum() / mask.sum() + out.pooler_output.pow(2).mean()
 

@@ -4,83 +4,10 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("minbert", "tasks", "bench")
+from tests.helpers.imports import PACKAGES, find_cycle, graph, module_name, runtime_imports
+
+REPO = Path(__file__).resolve().parents[2]
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
-
-
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def runtime_imports(path: Path, everywhere: bool = False) -> set:
-    """Modules `path` imports when it is imported: module level, outside `if TYPE_CHECKING:`; with `everywhere`,
-    every import statement (in functions and `if TYPE_CHECKING:` blocks too). Relative imports resolved;
-    `from pkg import name` counts as importing pkg.name when that is a module."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
-    statements = ast.walk(tree) if everywhere else module_level(tree.body)
-    return {name for node in statements for name in imported(node, package)}
-
-
-def module_level(nodes):
-    """The statements run on import: `nodes`, and those inside their `if` and `try` blocks, less the blocks of
-    `if TYPE_CHECKING:`."""
-    for node in nodes:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            continue
-        if isinstance(node, (ast.If, ast.Try)):
-            yield from module_level(node.body + node.orelse + getattr(node, "finalbody", []) +
-                                    [n for h in getattr(node, "handlers", []) for n in h.body])
-        else:
-            yield node
-
-
-def imported(node: ast.AST, package: str) -> set:
-    """The modules an import statement names (none for another node); relative ones resolved within
-    `package`."""
-    if isinstance(node, ast.Import):
-        return {alias.name for alias in node.names}
-    if not isinstance(node, ast.ImportFrom):
-        return set()
-    base = node.module or ""
-    if node.level:
-        parts = package.split(".")
-        base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
-    return {base} | {f"{base}.{alias.name}" for alias in node.names}
-
-
-def graph(root: Path = REPO, everywhere: bool = False) -> dict:
-    modules = {module_name(p): p for package in PACKAGES for p in (root / package).rglob("*.py")}
-    return {name: {m for m in runtime_imports(path, everywhere) if m in modules and m != name}
-            for name, path in modules.items()}
-
-
-def find_cycle(edges: dict):
-    """One import cycle as a list of modules, or None."""
-    state, stack = {}, []
-
-    def walk(node):
-        state[node] = "open"
-        stack.append(node)
-        for nxt in sorted(edges.get(node, ())):
-            if state.get(nxt) == "open":
-                return stack[stack.index(nxt):] + [nxt]
-            if nxt not in state:
-                cycle = walk(nxt)
-                if cycle:
-                    return cycle
-        stack.pop()
-        state[node] = "done"
-        return None
-
-    for node in sorted(edges):
-        if node not in state:
-            cycle = walk(node)
-            if cycle:
-                return cycle
-    return None
 
 
 def test_the_cycle_finder_finds_a_cycle():
@@ -93,7 +20,7 @@ def test_no_import_cycle_in_minbert_or_tasks():
 
 
 def test_minbert_knows_nothing_of_tasks():
-    """(That the reference model.py imports nothing of the fast path: test_fast_path.py.)"""
+    """(That the reference model.py imports nothing of the fast path: tests/minbert/test_fast.py.)"""
     edges = graph()
     assert not [(a, b) for a, bs in edges.items() if a.startswith("minbert") for b in bs if b.startswith("tasks")]
 
@@ -219,13 +146,13 @@ COMPLEXITY_ALLOWED = {
     "tasks/ablation/studies/probe/__init__.py:probe_curve": 24,
     "tasks/ablation/summary.py:learning_curves": 24,
     "tasks/reproduction/judging.py:verdicts": 24,
-    "tests/test_ablate.py:test_reinit_sweep_writes_results_summary_plots_and_tensorboard": 24,
+    "tests/tasks/ablation/test_ablate.py:test_reinit_sweep_writes_results_summary_plots_and_tensorboard": 24,
     "tasks/ablation/studies/reinit.py:reinit_blocks": 23,
     "tasks/task_file.py:_head": 23,
-    "tests/test_data.py:test_real_labels_and_sentences": 23,
+    "tests/tasks/test_data.py:test_real_labels_and_sentences": 23,
     "tasks/reproduction/front.py:forest": 22,
     "tasks/reproduction/report.py:paper_page": 22,
-    "tests/test_user_tasks.py:test_train_multitask_on_declared_cola_and_mrpc": 22,
+    "tests/tasks/test_task_file.py:test_train_multitask_on_declared_cola_and_mrpc": 22,
     "tasks/ablation/studies/reinit.py:heads_by_layer": 21,
     "tasks/reproduction/lines.py:decides": 21,
     "tasks/saved/user_input.py:read_user_file": 21,
@@ -340,7 +267,7 @@ def test_no_function_grows_past_the_complexity_limit():
 def lines_over(width: int = 110) -> dict:
     """{package: [lines, lines longer than `width`]}: each of tasks/' packages on its own, tests, bench,
     minbert, and the scripts at the root. ruff holds the house at 120 today; run this file
-    (`python tests/test_layout.py`) to see what 110 would cost where."""
+    (`python -m tests.scripts.test_layout`) to see what 110 would cost where."""
     counts = {}
     for path in house_files():
         parts = path.relative_to(REPO).parts

@@ -3,10 +3,9 @@ import json
 
 import pytest
 import torch
-from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 import train_multitask
-from conftest import prediction_rows, run_cli
+from tests.helpers import prediction_rows, run_cli
 
 BASE = ["--model", "minilm", "--batch-size", "8", "--eval-batch-size", "64", "--precision", "fp32", "--device", "cpu"]
 

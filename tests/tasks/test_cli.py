@@ -4,10 +4,10 @@ import pytest
 import classifier
 import predict
 import prepare_submit
-from conftest import run_cli
 from minbert import DataError, RunFailure, UserError
 from tasks.cli import run_command
 from tasks.course import starter_data
+from tests.helpers import run_cli
 
 
 class Stopped(Exception):

@@ -2,7 +2,7 @@
 implementation and the precision chosen per device (CUDA's capabilities mocked), fp16's gradient scaler
 (skipped steps, its state across a resume), and a resume with fewer GPUs than the run saved RNG states for.
 
-The same on a real GPU: tests/test_gpu.py (marked `gpu`, skipped without CUDA).
+The same on a real GPU: tests/scripts/test_gpu.py (marked `gpu`, skipped without CUDA).
 """
 import json
 import os
@@ -10,17 +10,16 @@ import signal
 
 import pytest
 import torch
-from test_reliability import base, tiny_model  # noqa: F401 (fixtures)
 
 import minbert
 import train_multitask
-from conftest import run_cli
 from minbert.model import attention_keys
 from tasks import machine, training
 from tasks.distributed import SINGLE, World
 from tasks.inputs import prepare
 from tasks.saved.checkpoint_files import load_checkpoint
 from tasks.training import checkpoint
+from tests.helpers import run_cli
 
 FP32_TOL = 1e-5
 CONFIG = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,

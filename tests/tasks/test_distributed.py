@@ -1,35 +1,18 @@
 """Data-parallel training under torchrun (2 CPU processes, gloo): the same result as one process.
 
-Runs use the tiny 2-layer BERT of tests/test_reliability.py. With dropout off, a run split over
+Runs use the tiny 2-layer BERT of tests/tasks/training/test_reliability.py. With dropout off, a run split over
 two processes must end with the weights of a single-process run on the same global batches,
 up to float rounding (the two sum the batch's gradients in a different order).
 """
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
-from test_reliability import DRIVER, assert_same_run, base, step_in, tiny_model  # noqa: F401 (fixtures)
 
 import train_multitask
-from conftest import REPO, run_cli
 from tasks.distributed import World, local_batch_indices
-
-WEIGHT_TOLERANCE = 1e-5  # measured: 8e-8 .. 6e-7 after 6 steps
-
-
-def torchrun(tmp_path, argv, mode="none", at=0):
-    driver = tmp_path / "driver.py"
-    driver.write_text(DRIVER)
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                           str(driver), str(REPO), mode, str(at), *argv],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-def weights(run_dir):
-    return torch.load(run_dir / "checkpoint.pt", weights_only=True)["model"]
+from tests.helpers import run_cli
+from tests.helpers.runs import WEIGHT_TOLERANCE, assert_same_run, step_in, torchrun, weights
 
 
 @pytest.mark.parametrize("extra", [

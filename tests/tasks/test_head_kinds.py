@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 import minbert
 from tasks import head_kinds, registry
@@ -21,7 +20,7 @@ from tasks.encoded import encode_split
 from tasks.head_kinds import BINARY, CLASSIFY, HEAD_KINDS, REGRESS, Reading
 from tasks.heads import MultitaskModel, task_spec
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 ORDINAL = dataclasses.replace(
     REGRESS, name="ordinal", word="ordinal", integer_labels=True, declared_format="label",

@@ -3,13 +3,12 @@ import dataclasses
 import json
 
 import pytest
-from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 import minbert
 import multitask_classifier
 import train_multitask
-from conftest import run_cli
 from tasks.config import BERT_BASE_LR, COMPACT_LR, LR_GIVEN, TOP_LAYERS_LR, lr_for_model
+from tests.helpers import run_cli
 
 
 def shape(layers: int, hidden: int) -> minbert.BertConfig:

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import prediction_rows
 from minbert.errors import UserError
 from tasks.course.formats import write_predictions
 from tasks.metrics import accuracy, overall_score, pearson
 from tasks.registry import REGISTRY
+from tests.helpers import prediction_rows
 
 
 def test_accuracy():

@@ -6,14 +6,14 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from test_reliability import TINY, tiny_model  # noqa: F401 (fixture)
 
 import minbert
 import predict
 import train_multitask
-from conftest import run_cli
 from tasks.heads import BilinearPairHead, MLPHead, MultitaskModel, ProjectedCosineHead, task_spec
 from tasks.metrics import overall_score, raw_mean_score
+from tests.helpers import run_cli
+from tests.helpers.runs import TINY
 
 
 def _set(linear, weight, bias=None):

@@ -9,11 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 import ablate
 import minbert
-from conftest import run_cli
 from minbert import UserError
 from tasks.ablation import arguments, sweep
 from tasks.ablation.config import SweepConfig, from_settings
@@ -21,9 +19,10 @@ from tasks.ablation.plateau import PlateauRule
 from tasks.ablation.studies import STUDIES, dynamics, permute
 from tasks.ablation.study import fingerprinted, planned
 from tasks.inputs import prepare
+from tests.helpers import run_cli
 
 # --workers 1: these tests patch the trainer in this process and read the results in plan order
-# (worker processes: tests/test_sweep_workers.py)
+# (worker processes: tests/tasks/ablation/test_workers.py)
 BASE = ["--model", "minilm", "--batch-size", "8", "--max-steps", "2", "--precision", "fp32",
         "--eval-batch-size", "64", "--workers", "1", "--device", "cpu"]
 

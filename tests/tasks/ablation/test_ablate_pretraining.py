@@ -12,14 +12,14 @@ import shutil
 
 import pytest
 from safetensors.torch import load_file, save_file
-from test_pretrain import TINY, corpus_text
 
 import ablate
 import minbert
 import pretrain
-from conftest import run_cli
 from tasks.ablation.study import Shape
 from tasks.pretraining import INFO_FILE, MODEL_DIR, ladder_folder
+from tests.helpers import run_cli
+from tests.helpers.corpus import TINY, corpus_text
 
 SMALL = ["--batch-size", "8", "--precision", "fp32", "--eval-batch-size", "64", "--device", "cpu", "--workers", "1",
          "--trial-steps", "2", "--plateau-patience", "0"]

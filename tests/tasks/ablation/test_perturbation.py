@@ -4,10 +4,10 @@ import argparse
 
 import pytest
 
-from conftest import run_cli
 from tasks.ablation import perturbation
 from tasks.ablation.studies.dynamics import compare_encoders
 from tasks.reproduction.findings import BY_ID
+from tests.helpers import run_cli
 
 SENTENCES = ["a short sentence .", "the film is long , slow and dull"]
 

@@ -9,13 +9,13 @@ import torch
 
 import ablate
 import minbert
-from conftest import run_cli
 from minbert import UserError
 from tasks.ablation.studies import probe
 from tasks.ablation.studies.probe.features import layer_features
 from tasks.ablation.studies.probe.linear_probe import PENALTIES, fit_probe
 from tasks.encoded import EncodedSplit
 from tasks.heads import mean_pool
+from tests.helpers import run_cli
 
 
 def _blobs(n, classes, dim, seed, spread=0.3):

@@ -6,16 +6,15 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 import ablate
-from conftest import run_cli
 from minbert import UserError
 from tasks.ablation import plateau, sweep
 from tasks.ablation.statistics import floor_difference
 from tasks.ablation.studies import STUDIES
 from tasks.ablation.summary import summarise
 from tasks.inputs import prepare, subsample_split
+from tests.helpers import run_cli
 
 SMALL = ["--batch-size", "8", "--precision", "fp32", "--eval-batch-size", "64", "--device", "cpu",
          "--workers", "1"]  # in-process: some tests patch the trainer

@@ -12,11 +12,11 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 import ablate
-from conftest import run_cli
 from minbert import UserError
 from tasks.ablation import progress, sweep, workers
 from tasks.ablation.studies import permute, probe
 from tasks.training import Interrupted
+from tests.helpers import run_cli
 
 BASE = ["--model", "minilm", "--batch-size", "8", "--max-steps", "3", "--precision", "fp32", "--eval-batch-size", "64",
         "--device", "cpu", "--mode", "permute", "--trials", "1", "--task", "all"]

@@ -9,30 +9,20 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_reliability import TINY, tiny_model  # noqa: F401 (fixture)
 
 import classifier
 import prepare_submit
 import train_multitask
-from conftest import prediction_rows, run_cli
 from tasks import data
 from tasks.course.formats import write_predictions
 from tasks.course.submission import MANIFEST, SubmissionRefused, expected_files, make_submission, publish_predictions
 from tasks.encoded import encode_split
 from tasks.heads import MultitaskModel, task_spec
 from tasks.registry import CLASSIFIER_TASKS, MULTITASK_TASKS, REGISTRY
+from tests.helpers import prediction_rows, run_cli
+from tests.helpers.runs import TINY
 
 ALL_TASKS = tuple(REGISTRY)
-
-
-@pytest.fixture(scope="session")
-def part1_data(data_dir, tmp_path_factory):
-    """The course's SST and CFIMDB files cut to their first rows (real format)."""
-    out = tmp_path_factory.mktemp("part1-data")
-    for src in data_dir.glob("ids-*.csv"):
-        lines = src.read_text(encoding="utf-8").splitlines(keepends=True)
-        (out / src.name).write_text("".join(lines[:25]), encoding="utf-8")
-    return out
 
 
 def course_ids(path: Path) -> list:

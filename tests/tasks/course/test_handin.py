@@ -10,18 +10,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_course_assignment import part1_data  # noqa: F401 (fixture)
-from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 import multitask_classifier
 import prepare_submit
 import train_multitask
-from conftest import run_cli
 from tasks.course.formats import write_predictions
 from tasks.course.provenance import lineage_text, run_problems
 from tasks.course.submission import MANIFEST, SOURCES, publish_predictions
+from tests.helpers import run_cli
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 CHECKS = Path(os.environ.get("MINBERT_CHECKS_DIR", REPO.parent / "shared" / "data" / "cs224n-checks"))
 PART2 = {"sst-dev-output.csv", "sst-test-output.csv", "para-dev-output.csv", "sts-dev-output.csv",
          "sts-test-output.csv"}  # the small data's quora has no test file

@@ -8,18 +8,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_reliability import tiny_model  # noqa: F401 (fixture)
 
 import ensemble
 import prepare_submit
 import train_multitask
-from conftest import prediction_rows, run_cli
 from tasks.course.submission import MANIFEST
 from tasks.data import read_split
 from tasks.evaluation import predict
 from tasks.metrics import overall_score
 from tasks.saved.saved_run import course_inputs, load_trained
 from tasks.saved.score_file import ScoreFile, read_scores, score_path
+from tests.helpers import prediction_rows, run_cli
 
 FILES = {"sst": "sst-{}-output.csv", "quora": "para-{}-output.csv", "sts": "sts-{}-output.csv"}
 

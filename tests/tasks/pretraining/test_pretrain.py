@@ -14,12 +14,10 @@ import sys
 import numpy as np
 import pytest
 import torch
-from test_reliability import assert_same, scalars, tiny_model, without_times  # noqa: F401 (a fixture)
 
 import minbert
 import pretrain
 import train_multitask
-from conftest import REPO, run_cli
 from tasks.course.provenance import run_problems, run_provenance
 from tasks.pretraining import INFO_FILE, MODEL_DIR, Masking, ladder_folder
 from tasks.pretraining import tokenised as tokenised_module
@@ -30,17 +28,9 @@ from tasks.pretraining.packing import Sequences, pack, split_held_out
 from tasks.pretraining.prepared import read_sources
 from tasks.pretraining.tokenised import tokenise
 from tasks.training import build_sampler
-
-TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-            max_position_embeddings=64)
-SENTENCES = ["the cat sat on the mat .", "a dog ran to the big house .", "the small red bird sang all morning .",
-             "unbelievably , the weatherman predicted sunshine again .", "she reorganised the bookshelves twice ."]
-
-
-def corpus_text(documents=60, lines=6) -> str:
-    """Repetitive text: documents of the same few sentences in turn, a blank line between documents."""
-    return "\n\n".join("\n".join(SENTENCES[(d + i) % len(SENTENCES)] for i in range(lines))
-                       for d in range(documents)) + "\n"
+from tests.helpers import REPO, run_cli
+from tests.helpers.corpus import TINY, corpus_text
+from tests.helpers.runs import assert_same, scalars, without_times
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import reproduce
-from conftest import run_cli
 from tasks.ablation.statistics import (
     difference_interval,
     estimates_difference,
@@ -20,6 +19,7 @@ from tasks.reproduction.findings import BY_ID
 from tasks.reproduction.follow_ups import FIRST, FOLLOW_UPS
 from tasks.reproduction.sweeps import listed_trials
 from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDERPOWERED
+from tests.helpers import run_cli
 
 CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
 LARGE, SEEDS = 0.25, range(5)

@@ -8,12 +8,12 @@ import pytest
 from scipy import stats
 
 import reproduce
-from conftest import run_cli
 from tasks.ablation.statistics import difference_interval, interval
 from tasks.reproduction import experiments, follow_ups, judging, kept, measures, plan
 from tasks.reproduction.findings import BY_ID
 from tasks.reproduction.findings.null import AGAINST_NULL
 from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED
+from tests.helpers import run_cli
 
 CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
 SMALL, LARGE, MATCHED = 0.03, 0.25, 0.0158

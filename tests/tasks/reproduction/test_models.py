@@ -12,12 +12,12 @@ import pytest
 
 import pretrain
 import reproduce
-from conftest import run_cli
 from minbert import UserError
 from tasks.fileio import read_jsonl
 from tasks.reproduction import experiments, judging, kept, power, report
+from tests.helpers import run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 KEPT = ROOT / "docs" / "reproduction" / "results"
 MODEL = "mini-20M"
 MINI = ROOT / "docs" / "reproduction" / "mini-20M"

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 import reproduce
-from conftest import run_cli
 from tasks.ablation.statistics import at_level, interval
 from tasks.reproduction import curves, experiments, follow_ups, front, kept, lines, null_baseline, power, report
 from tasks.reproduction.findings import BY_ID, FINDINGS, PAGES
@@ -25,8 +24,9 @@ from tasks.reproduction.verdicts import (
     Row,
     judge,
 )
+from tests.helpers import run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "docs" / "reproduction" / "results"
 OTHER = ROOT / "docs" / "reproduction" / "mini-20M"     # another model's results folder and report
 CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))

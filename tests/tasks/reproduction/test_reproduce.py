@@ -10,10 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_user_tasks import glue_dir, task_file  # noqa: F401  (glue_dir is a fixture)
 
 import reproduce
-from conftest import run_cli
 from minbert import UserError
 from tasks.ablation.config import SweepConfig
 from tasks.ablation.statistics import crossed_interval, interval
@@ -36,6 +34,8 @@ from tasks.reproduction.verdicts import (
     decide,
     judge,
 )
+from tests.helpers import run_cli
+from tests.helpers.glue import task_file
 
 CTX = reproduction.Context(6, reproduction.SCALES["cpu"], dict(reproduction.ROLES))
 SMALL, LARGE = CTX.scale.small, CTX.scale.large
@@ -130,7 +130,7 @@ def test_power_says_what_a_design_can_decide_and_labels_an_underpowered_line():
     assert decided.outcome == NOT_REPRODUCED
 
 
-PAPERS_DIR = Path(__file__).resolve().parents[2] / "shared" / "papers"
+PAPERS_DIR = Path(__file__).resolve().parents[4] / "shared" / "papers"
 
 
 def normalise(text: str) -> str:
@@ -503,7 +503,7 @@ def test_every_experiments_sweeps_build_a_sweep_config_and_list_their_trials(sca
 def test_the_kept_runs_protocols_are_the_ones_the_declarations_write():
     """run.json records each sweep as ablate.py's flags; the typed declarations write the same, so a later sitting
     of a kept run is the same protocol (kept.store refuses another)."""
-    runs = reproduction_runs.load(Path(__file__).resolve().parents[1] / reproduce.RESULTS)
+    runs = reproduction_runs.load(Path(__file__).resolve().parents[3] / reproduce.RESULTS)
     checked = 0
     for label, by_experiment in runs.items():
         follow = follow_ups.FOLLOW_UPS.get(label)
@@ -655,10 +655,10 @@ def test_a_probe_experiments_budget_says_probes_not_steps():
 
 
 def test_reproduce_imports_no_script_and_passes_no_command_line_to_the_sweeps():
-    tree = ast.parse((Path(__file__).resolve().parents[1] / "reproduce.py").read_text(encoding="utf-8"))
+    tree = ast.parse((Path(__file__).resolve().parents[3] / "reproduce.py").read_text(encoding="utf-8"))
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    scripts = {p.stem for p in Path(__file__).resolve().parents[1].glob("*.py")}
+    scripts = {p.stem for p in Path(__file__).resolve().parents[3].glob("*.py")}
     assert not imported & scripts, imported & scripts
     assert "parse_args" not in inspect.getsource(sweeps)   # SweepConfigs are built, not parsed
 

@@ -8,20 +8,19 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_course_assignment import part1_data  # noqa: F401 (fixture)
-from test_reliability import TINY, tiny_model  # noqa: F401 (fixture)
 
 import classifier
 import minbert
 import predict
 import train_multitask
-from conftest import run_cli
 from minbert.loading import sha256_of
 from tasks.config import TrainConfig
 from tasks.heads import mean_pool
 from tasks.inputs import prepare
 from tasks.saved.checkpoint_files import BEST, load_checkpoint
 from tasks.saved.saved_run import load_trained
+from tests.helpers import run_cli
+from tests.helpers.runs import TINY
 
 SENTENCES = ["A man is playing a guitar.", "The cat sat on the mat, slowly!", "Short.",
              "Is this the same question as that one?"]

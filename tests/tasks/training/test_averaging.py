@@ -10,12 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from test_reliability import assert_same, assert_same_run, run, tiny_model  # noqa: F401 (fixture)
 
 import ablate
 import minbert
 import train_multitask
-from conftest import run_cli
 from minbert import UserError
 from tasks import training
 from tasks.ablation import sweep
@@ -26,6 +24,8 @@ from tasks.inputs import prepare
 from tasks.metrics import overall_score
 from tasks.training.averaging import Averages
 from tasks.training.build import MultitaskJob
+from tests.helpers import run_cli
+from tests.helpers.runs import assert_same, assert_same_run, run
 
 
 @pytest.fixture(scope="module")
@@ -252,7 +252,7 @@ def test_a_sweep_that_averages_is_fingerprinted_apart(small_data_dir):
 
 
 def test_two_processes_keep_the_averages_and_task_bests_of_one(base, tmp_path):
-    from test_distributed import WEIGHT_TOLERANCE, torchrun
+    from tests.helpers.runs import WEIGHT_TOLERANCE, torchrun
     argv = base + ["--batch-size", "7", "--max-steps", "6", "--dropout", "0", "--eval-every", "2",
                    "--average", "ema,swa", "--swa-start", "0.5", "--per-task-best"]
     code, _, err = run_cli(train_multitask.main, argv + ["--out", str(tmp_path / "one")])

@@ -2,11 +2,10 @@
 asking (`request_stop`), and tasks/training has no import circle (imports under TYPE_CHECKING included)."""
 import json
 
-from test_layout import REPO, find_cycle, graph, module_name
-from test_reliability import tiny_model  # noqa: F401 (fixture)
-
 from tasks import training
 from tasks.inputs import prepare
+from tests.helpers import REPO
+from tests.helpers.imports import find_cycle, graph, module_name
 
 BASE = ["--batch-size", "8", "--eval-batch-size", "64", "--precision", "fp32", "--device", "cpu", "--tasks", "sst"]
 

@@ -9,9 +9,6 @@ graph that never updates, a device learning rate never filled, or a skipped repl
 without CUDA (tests/conftest.py)."""
 import pytest
 import torch
-from test_evaluation import TASKS, assert_untouched, multitask, per_batch_predict, snapshot
-from test_reliability import tiny_model  # noqa: F401 (fixture)
-from test_step import NoSignal, build
 
 from tasks.data import read_split
 from tasks.encoded import encode_split
@@ -19,6 +16,8 @@ from tasks.evaluation import predict
 from tasks.training.graphs import StepGraphs, widths_up_to
 from tasks.training.loop import run_epoch
 from tasks.training.step import step_batches
+from tests.helpers.evaluation import TASKS, assert_untouched, multitask, per_batch_predict, snapshot
+from tests.helpers.step import NoSignal, build
 
 STEPS = 12
 GAP_TOLERANCE = 1e-3   # fp32, no TF32: padding changes summation order only (7e-7 in the CPU twin)

@@ -9,11 +9,11 @@ import torch
 
 import minbert
 import train_multitask
-from conftest import run_cli
 from tasks.config import SmartConfig
 from tasks.heads import MultitaskModel, task_spec
 from tasks.training.options import smart_beta_value
 from tasks.training.smart import Smart
+from tests.helpers import run_cli
 
 FIRST = ["a gripping , funny film .", "dull .", "the plot never quite comes together", "i loved it"]
 SECOND = ["an entertaining movie", "boring and slow , with no point", "it falls apart", "great"]

@@ -1,18 +1,15 @@
 """What a graphed step needs, checked where the CPU can: batches padded to a few static widths with the results
 unchanged at the real tokens, the learning rate as a device tensor with the schedule's values, the graph-safe
 step's losses equal to the eager step's, the one decision of --cuda-graphs and its refusals, and the encoder's
-fewer kernels (the pooler only when read). The graphed step itself is held to eager in tests/test_gpu.py."""
+fewer kernels (the pooler only when read). The graphed step itself is held to eager in tests/scripts/test_gpu.py."""
 import copy
 from types import SimpleNamespace
 
 import pytest
 import torch
-from test_reliability import tiny_model  # noqa: F401 (fixture)
-from test_step import NoSignal, build
 
 import minbert
 import train_multitask
-from conftest import run_cli
 from tasks import training
 from tasks.config import TrainConfig
 from tasks.data import read_split
@@ -23,6 +20,8 @@ from tasks.schedules import lr_lambda
 from tasks.training.build import make_optimizer
 from tasks.training.graphs import StepGraphs, resolve_graphs, widths_up_to
 from tasks.training.loop import run_epoch
+from tests.helpers import run_cli
+from tests.helpers.step import NoSignal, build
 
 WIDTHS = widths_up_to(512)
 

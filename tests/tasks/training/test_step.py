@@ -3,7 +3,6 @@ import dataclasses
 
 import pytest
 import torch
-from test_reliability import nan_loss_at, tiny_model  # noqa: F401 (fixture)
 
 import minbert.clip
 import minbert.model
@@ -12,22 +11,8 @@ from tasks.inputs import prepare
 from tasks.training.build import start
 from tasks.training.loop import run_epoch
 from tasks.training.step import micro_batches
-
-# .numpy() is left out: it only works on a tensor already on the host
-READS = ("item", "tolist", "cpu", "__float__", "__int__", "__bool__", "__index__")
-
-
-class NoSignal:
-    signal = None
-
-
-def build(tiny_model, small_data_dir, *extra):  # noqa: F811
-    argv = ["--model", str(tiny_model), "--data-dir", str(small_data_dir), "--device", "cpu", "--max-length", "16",
-            "--batch-size", "4", "--tasks", "sst,sts", *extra]
-    config = training.parse_train_command(argv).config
-    run = training.build_run(config, prepare(config))
-    start(run)
-    return run
+from tests.helpers.runs import nan_loss_at
+from tests.helpers.step import READS, NoSignal, build
 
 
 @pytest.mark.parametrize("extra", [[], ["--surgery", "pcgrad"], ["--smart"]])
