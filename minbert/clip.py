@@ -6,7 +6,7 @@ multiplies every gradient by the clamped coefficient, a read and a write of ever
 in the steps whose norm is already within bounds. Here the squared norms are BLAS dot products,
 which use every thread, and the gradients are scaled only when the coefficient is below 1 (on
 CPU the comparison costs no device synchronisation). Elsewhere, and for gradients that are not
-dense float32 on CPU, torch's own function runs. tests/test_clip.py holds the two to each other.
+dense float32 on CPU, torch's own function runs. tests/minbert/test_clip.py holds the two to each other.
 """
 import math
 

@@ -24,7 +24,7 @@ code are those of the reference. What changes:
 The three drop-in layers (dropout, linear, embedding) live in `fast_layers.py`; this file holds the
 token layout, the attention and the model that use them, and `use_fast_path`.
 
-tests/test_fast_path.py holds this path to the reference: outputs, gradients, probabilities, and
+tests/minbert/test_fast.py holds this path to the reference: outputs, gradients, probabilities, and
 the dropout mask's statistics.
 """
 import math

@@ -7,7 +7,7 @@ cheaper forwards or backwards on a CPU (`fast.py` swaps them into a model).
 - `FastEmbedding`'s backward adds the looked-up rows into a kept `.grad` buffer instead of making a
   dense (vocab, hidden) gradient every step.
 
-tests/test_fast_path.py holds each to the stock layer.
+tests/minbert/test_fast.py holds each to the stock layer.
 """
 import math
 

@@ -15,7 +15,7 @@ dict and the loading code are the reference's. What changes:
   scatters into it, and runs log_softmax's backward and the cast's: several more passes over the largest
   tensor of the step.
 
-tests/test_mlm.py holds this path to the reference: logits, loss, accuracy and every gradient.
+tests/minbert/test_mlm.py holds this path to the reference: logits, loss, accuracy and every gradient.
 """
 import torch
 import torch.nn.functional as F

@@ -9,7 +9,7 @@
 `BertModel(config)` is always this reference, and this file imports nothing of any other
 implementation. `minbert.build_model` and `from_pretrained` (`build.py`) give by default, on a CPU, the fast
 path of `fast.py` over it (`BertConfig.implementation`, `auto` by default): these modules and
-parameters with faster forwards, tested against this file (tests/test_fast_path.py). Names mirror
+parameters with faster forwards, tested against this file (tests/minbert/test_fast.py). Names mirror
 Hugging Face's checkpoint keys (`encoder.layer.3.attention.self.query.weight`), so loading is a
 near-identity mapping (`loading.py`). Shapes: B batch, T tokens, hidden = heads * head_size.
 """
@@ -91,7 +91,7 @@ class BertSelfAttention(nn.Module):
 
     `written_out` is the readable definition; `forward` runs the same computation through torch's
     fused `scaled_dot_product_attention` (flash / memory-efficient kernels on CUDA) unless the
-    probabilities are asked for, which only the written-out one has (tests/test_devices.py holds
+    probabilities are asked for, which only the written-out one has (tests/tasks/test_devices.py holds
     the two together, values and gradients).
     """
 

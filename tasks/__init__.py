@@ -35,6 +35,6 @@ search/         the recipe search (search.py) on Optuna: the space with the trai
 reproduction/   the papers' findings tested by ablation sweeps (reproduce.py): declarations, measures,
                 verdicts, experiments, follow-ups, the kept results and report.md
 
-Inference (`predict.py`) never loads training/ (tests/test_layout.py holds it so); the training
+Inference (`predict.py`) never loads training/ (tests/scripts/test_layout.py holds it so); the training
 commands and the studies' sweeps call into training/ only through the names its __init__ exports.
 """

@@ -38,7 +38,7 @@ def predict(model: MultitaskModel, split: EncodedSplit, tokenizer, device, batch
     The host never waits for the device batch by batch: each batch's values stay on the device and
     are read once, all together, at the split's end; the weights are cast once for the whole split
     (`linear_weights_cast`). Both give the values the per-batch reading and casting gave, bit for bit
-    (tests/test_evaluation.py).
+    (tests/tasks/test_evaluation.py).
     """
     model.eval()
     values = values or task_spec(split.task, model.pair_mode, model.task_heads).predict

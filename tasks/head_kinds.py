@@ -9,7 +9,7 @@ probabilities and SMART divergence (`tasks/heads.py`), which values a prediction
 head reads (`tasks/saved/model_folder.py`), which metrics and prediction format a declared task
 may have (`tasks/task_file.py`) and which estimator a linear probe fits (the probe study). Adding
 a head kind with one label per row (say ordinal) is adding one record to `HEAD_KINDS` and its tests
-(tests/test_head_kinds.py registers a fourth kind and runs it through the sites). Several labels per
+(tests/tasks/test_head_kinds.py registers a fourth kind and runs it through the sites). Several labels per
 row (multi-label) would also change how a label column is read (`tasks/data.py`, `tasks/encoded.py`).
 
 The names are what config.json, tasks.json and the model card record: they never change.

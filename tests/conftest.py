@@ -1,19 +1,17 @@
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
-import os
-from pathlib import Path
+import json
+import shutil
 
 import pytest
-import torch
 
-REPO = Path(__file__).resolve().parents[1]
+pytest.register_assert_rewrite("tests.helpers")
 
+import torch  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
 
-def find_data_dir():
-    for candidate in (os.environ.get("MINBERT_DATA_DIR"), REPO.parent / "shared" / "data" / "cs224n"):
-        if candidate and (Path(candidate) / "ids-sst-dev.csv").exists():
-            return Path(candidate)
-    return None
+from tests.helpers import find_data_dir  # noqa: E402
+from tests.helpers.runs import TINY  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):
@@ -70,19 +68,32 @@ def small_data_dir(data_dir, tmp_path_factory):
     return out
 
 
-def prediction_rows(path) -> list:
-    """(id, value) strings of a course prediction file (`id \\t <header>`, then `<id> , <value>` rows),
-    in file order."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    assert lines and lines[0].split("\t")[0].strip() == "id", f"{path} is not a prediction file"
-    return [tuple(field.strip() for field in line.split(",")) for line in lines[1:] if line.strip()]
+@pytest.fixture(scope="session")
+def part1_data(data_dir, tmp_path_factory):
+    """The course's SST and CFIMDB files cut to their first rows (real format)."""
+    out = tmp_path_factory.mktemp("part1-data")
+    for src in data_dir.glob("ids-*.csv"):
+        lines = src.read_text(encoding="utf-8").splitlines(keepends=True)
+        (out / src.name).write_text("".join(lines[:25]), encoding="utf-8")
+    return out
 
 
-def run_cli(main, argv):
-    """Call a script's main() in-process; returns (exit status, stdout, stderr)."""
-    import contextlib
-    import io
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    return code, out.getvalue(), err.getvalue()
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    """A 2-layer BERT folder; its tokenizer_config.json claims 512 tokens, the model has 64 positions."""
+    import minbert
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    source = minbert.resolve("minilm")[0]
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        shutil.copy(source / name, folder / name)
+    (folder / "config.json").write_text(json.dumps(TINY))
+    torch.manual_seed(0)
+    model = minbert.BertModel(minbert.BertConfig(**TINY))
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / "model.safetensors"))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def base(tiny_model, small_data_dir):
+    return ["--model", str(tiny_model), "--batch-size", "8", "--eval-batch-size", "64", "--precision", "fp32",
+            "--data-dir", str(small_data_dir), "--checkpoint-every", "2", "--device", "cpu"]

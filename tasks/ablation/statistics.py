@@ -14,7 +14,7 @@ the unit: right when the configurations are every one there is, as the heads of 
 layer), or, when they are a sample of many (random layer orders), a two-level crossed
 model over seeds and configurations (`crossed_interval`: both the seeds' and the
 sample's spread). The configuration as the unit, each minus the same reference, leaves
-the reference's noise out (tests/test_interval_coverage.py shows how far).
+the reference's noise out (tests/tasks/ablation/test_interval_coverage.py shows how far).
 
 This module is the one place that decides both: `unit_of` (a trial's unit: its seed, or its pair of
 seeds) and `estimate` (the interval of values keyed by those units: plain over seeds, jackknife over

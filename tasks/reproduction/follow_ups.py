@@ -40,7 +40,7 @@ class FollowUp:
 
 
 def _fresh(n: int) -> tuple:
-    """n seeds no kept run used (the kept runs' are 0-4: tests/test_reproduce_history.py checks)."""
+    """n seeds no kept run used (the kept runs' are 0-4: tests/tasks/reproduction/test_history.py checks)."""
     return tuple(range(100, 100 + n))
 
 

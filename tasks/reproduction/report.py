@@ -28,8 +28,9 @@ PRETRAINING = CHECKOUT / "docs" / "pretraining-results"
 RESULTS = Path("docs/reproduction/results")   # reproduce.py's default --results: the embedded model's
 UNITS = ("Where configurations share one reference the interval carries its noise: the seed is the unit for the "
          "heads of a layer, a two-level model over seeds and orders for random layer orders "
-         "(`tasks/ablation/statistics.py`; coverage: `tests/test_interval_coverage.py`). Rules and SESOIs were "
-         "declared (`tasks/reproduction/findings/`) after a 3-seed pilot (2026-11-24) whose spread informed the SESOIs "
+         "(`tasks/ablation/statistics.py`; coverage: `tests/tasks/ablation/test_interval_coverage.py`). "
+         "Rules and SESOIs were declared (`tasks/reproduction/findings/`) after a 3-seed pilot (2026-11-24) "
+         "whose spread informed the SESOIs "
          "marked so, and before their data except where a line's page reads \"revised after its data\" "
          "(`findings/history.py` dates each change and what the line read before it).")
 EMBEDDED = ("at the cpu scale the embedded all-MiniLM-L6-v2 (6 x 384, a sentence-pair contrastive encoder trained on "
@@ -296,7 +297,7 @@ def update_readme(readme: Path, counts: dict) -> bool:
     return True
 
 
-HAO_LARGE = "BERT-large model"   # Hao et al.'s Section 1, quoted (tests/test_reproduce_history.py finds it)
+HAO_LARGE = "BERT-large model"   # Hao et al.'s Section 1, quoted (tests/tasks/reproduction/test_history.py finds it)
 HOW_TO_READ = (
     "**How to read it.** Each line's headline is its first run, or, where a confirmatory run registered for it has "
     "kept results, that run (the first then its pilot); follow-ups (the last column) are sensitivity analyses, never "

@@ -2,7 +2,7 @@
 
 A parameter is a flag of `train_multitask.py` (its `dest` is TrainConfig's field) and a range or a set of
 choices. `default` is the value the trainer takes when the flag is left out, as its own parser gives it
-(tests/test_search.py holds them equal); None means the trainer chooses (the learning rate by the model's
+(tests/tasks/search/test_search.py holds them equal); None means the trainer chooses (the learning rate by the model's
 size, the dropout of the checkpoint's config.json). A flag given on `search.py`'s command line fixes its
 parameter for every trial: it is left out of the space.
 

@@ -4,7 +4,7 @@ A rule is declared before its data when the commit that last changed it precedes
 run its first-run line reads (the sittings' dates: kept.py). A change after the data is a `Revision`: dated, with
 what changed and what the line read before it; the report says so per line and counts those lines apart, and the
 confirmatory run (follow_ups.CONFIRMATORY, registered before it trains) decides them on fresh seeds.
-tests/test_reproduce_history.py checks each commit's date against git where the history is at hand.
+tests/tasks/reproduction/test_history.py checks each commit's date against git where the history is at hand.
 
 Found by `git log -p` over the findings' modules (tasks/ablation/findings.py until 37497ff), measures.py,
 statistics.py and verdicts.py from the first declaration on; wording, measure names and power keys are not the rule.

@@ -1,0 +1,309 @@
+"""The benchmarks (bench/) on a tiny model and small course files (seconds): one way in, each one's plumbing."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import e2e, trainer
+from bench.common import run_worker
+from tests.helpers import run_cli
+
+
+def test_e2e_reads_readme_command_1_as_set_up_then_the_training_command():
+    setup, options = e2e.readme_command()
+    assert setup.startswith("python3 -m venv .venv") and "pip install" in setup and not setup.endswith("&&")
+    assert options == []  # command 1 trains on the defaults
+
+
+def test_e2e_times_the_parts_of_a_run(tiny_model, small_data_dir, tmp_path):  # noqa: F811
+    out = tmp_path / "e2e.json"
+    code, printed, err = run_cli(e2e.main, ["--no-setup", "--data-dir", str(small_data_dir), "--keep", str(tmp_path),
+                                            "--json", str(out), "--", "--model", str(tiny_model),
+                                            "--precision", "fp32", "--batch-size", "8", "--max-steps", "3",
+                                            "--device", "cpu"])
+    assert code == 0, err
+    r = json.loads(out.read_text())
+    assert r["steps"] == 3 and r["train_s"] > 0 and r["eval_s"] > 0 and r["finish_s"] > 0
+    assert r["total_s"] >= r["start_s"] + r["train_s"] + r["eval_s"] + r["finish_s"]
+    assert "training" in printed and "best dev" in printed
+    assert (tmp_path / "run" / "predictions" / "sst-dev-output.csv").exists()
+
+
+def test_profile_lists_the_steps_operators_by_kind(tiny_model, small_data_dir, tmp_path):  # noqa: F811
+    out = tmp_path / "profile.json"
+    code, printed, err = run_cli(trainer.main, ["--model", str(tiny_model), "--data-dir", str(small_data_dir),
+                                                "--steps", "2", "--warmup", "1", "--top", "5", "--json", str(out),
+                                                "--", "--batch-size", "4", "--device", "cpu"])
+    assert code == 0, err
+    figures = json.loads(out.read_text())
+    assert figures["kinds"]["matmul"] > 0 and abs(sum(figures["kinds"].values()) - 1) < 1e-6
+    assert len(figures["top"]) == 5 and "self CPU time by kind" in printed
+
+
+def test_python_m_bench_lists_every_benchmark_and_refuses_an_unknown_one():
+    from bench.__main__ import BENCHMARKS, main
+    code, printed, _ = run_cli(main, ["--help"])
+    assert code == 0 and all(f"  {name} " in printed for name in ("throughput", "trainer", "pretrain", "gpu", "part1",
+                                                                  "e2e"))
+    assert set(BENCHMARKS) == {"throughput", "trainer", "pretrain", "gpu", "gpu-kit", "part1", "e2e"}
+    code, _, err = run_cli(main, ["compile"])
+    assert code == 2 and "no benchmark 'compile'" in err
+
+
+def test_trainer_epoch_runs_each_configuration_in_its_own_process(tiny_model, small_data_dir, tmp_path):  # noqa: F811
+    out = tmp_path / "epoch.json"
+    code, printed, err = run_cli(trainer.main, ["--epoch", "--configs", "plain", "--seeds", "0", "--max-steps", "2",
+                                                "--model", str(tiny_model), "--data-dir", str(small_data_dir),
+                                                "--out", str(tmp_path / "runs"), "--json", str(out), "--",
+                                                "--batch-size", "4", "--device", "cpu", "--precision", "fp32"])
+    assert code == 0, err
+    (row,) = json.loads(out.read_text()).values()
+    assert row["steps"] == 2 and 0 <= row["padding"] < 1 and row["train_s"] > 0 and "means over seeds" in printed
+
+
+def test_worker_report_reaches_the_parent_and_a_failed_worker_is_one_line():
+    said = "from bench.common import report_result; print('noise'); report_result({'a': [1, 2]})"
+    repo = Path(__file__).resolve().parents[2]
+    assert run_worker([sys.executable, "-c", said], "the worker", cwd=repo) == {"a": [1, 2]}
+    with pytest.raises(SystemExit, match=r"bench: the worker failed \(exit 3\): boom"):
+        run_worker([sys.executable, "-c", "import sys; sys.stderr.write('boom'); sys.exit(3)"], "the worker")
+    with pytest.raises(SystemExit, match=r"bench: the worker failed \(exit 0\)"):  # exited without reporting
+        run_worker([sys.executable, "-c", "print('nothing')"], "the worker")
+
+
+def test_gpu_bench_dry_run_plans_every_stage_within_600_s_and_runs_them_on_the_cpu(small_data_dir, tmp_path,
+                                                                                     monkeypatch):
+    """bench gpu --dry-run: the plan (every stage, the graphs stage its own seconds, 600 s in all), then each
+    stage but the tests' plumbing on the CPU with a tiny bert-base shape: the graphed variants (the eager step on
+    padded widths here) against the eager step and transformers', the trainer's windows of steps, the profile,
+    the comparison; typed rows in the JSON and the markdown."""
+    from bench import gpu
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the tiny model's folder
+    assert sum(gpu.PLAN_S.values()) <= 600 and gpu.PLAN_S["graphs"] >= 150 and set(gpu.PLAN_S) == set(gpu.STAGES)
+    out = tmp_path / "bench"
+    code, printed, err = run_cli(gpu.main, ["--dry-run", "--stages", "graphs,trainer,profile,compare", "--data-dir",
+                                            str(small_data_dir), "--out", str(out)])
+    assert code == 0, err
+    assert "the plan: graphs 200 s, trainer 100 s, profile 45 s, compare 65 s = 410 s" in printed
+    result = json.loads((out / "bench-gpu.json").read_text())
+    graphs = {r["setting"]: r for r in result["graphs"]}
+    assert set(graphs) == {"eager", "graphed", "cudagraphs", "transformers"}, result["graphs"]
+    assert all(r["kind"] == "measured" and r["figures"]["ms_per_step"] > 0 and r["figures"]["skips"] == 0
+               for r in graphs.values())
+    assert graphs["graphed"]["figures"]["default_run"]["shapes"] >= graphs["graphed"]["figures"]["shapes"] >= 1
+    assert "dry run" in graphs["graphed"]["figures"]["graphs"]["why"]
+    (run,) = result["trainer"]
+    figures = run["figures"]
+    assert run["kind"] == "measured" and run["precision"] == "fp32" and figures["steps"] == 6
+    assert figures["timed_steps"] == 2 and figures["steps_per_s"] > 0 and figures["syncs_per_step"] > 0
+    assert set(figures["dev"]) >= {"sst", "quora", "sts"} and figures["scaler_skipped"] is None
+    profiled = {r["setting"]: r for r in result["profile"]}
+    assert set(profiled) == {"default", "fp32", "fixed width"} and profiled["fp32"]["precision"] == "fp32"
+    assert all(r["figures"]["ops"] >= r["figures"]["compute_ops"] > 0 and "kernels" not in r["figures"]
+               for r in profiled.values())
+    (row,) = result["compare"]
+    assert row["figures"]["train_ratio"] > 0 and row["figures"]["implementation"] == "fast"  # on a CPU: fast
+    summary = (out / "bench-gpu.md").read_text()
+    assert "| tiny | default | fp32 |" in summary and "| tiny | fixed width |" in summary and summary in printed
+    assert "| tiny | graphed | fp32 |" in summary and "| tiny | - | fp32 | trainer's path: fast |" in summary
+    assert "RESULT" in (out / "trainer-tiny-default.log").read_text()  # the worker's own output, kept
+
+
+def test_a_worker_cut_at_its_seconds_is_a_failed_row(tmp_path):
+    from bench.gpu import worker_rows
+    rows = worker_rows([sys.executable, "-c", "import time; time.sleep(5)"], 1, tmp_path / "w.log", model="m")
+    assert [(r.kind, r.model) for r in rows] == [("failed", "m")] and "cut at its 1 s" in rows[0].note
+
+
+def test_the_comparison_times_the_encoder_the_trainer_would_run_on_the_device(tiny_model, small_data_dir):  # noqa: F811
+    """On CUDA the trainer runs the reference; the comparison's minBERT is that one, and the fast path only when
+    asked, said in its rows (the models are built on the CPU: no GPU needed to check the choice)."""
+    import torch
+
+    import minbert
+    from bench.common import trainer_run
+    from bench.gpu import parse_args
+    from bench.gpu_compare import FAST_PATH, compare_options, compared_encoders
+
+    def trainer_config(args, folder, precision):
+        return trainer_run(compare_options(args, folder, precision), small_data_dir, build=False)[0]
+    for device in ("cuda", "cpu"):
+        config = trainer_config(parse_args(["--dry-run", "--data-dir", str(small_data_dir)]), str(tiny_model), "fp32")
+        encoders = compared_encoders(config, torch.device(device))
+        assert encoders["minbert"].config.implementation == minbert.resolve_implementation("auto", device)
+        assert type(encoders["transformers"].model).__name__ == "BertModel"
+    asked = parse_args(["--dry-run", "--fast-path", "--data-dir", str(small_data_dir)])
+    fast = compared_encoders(trainer_config(asked, str(tiny_model), "fp32"), torch.device("cuda"))["minbert"]
+    assert fast.config.implementation == "fast" and "not the trainer's" in FAST_PATH
+
+
+def test_the_profiles_operator_count_grows_with_depth(small_data_dir, tmp_path):
+    """bench trainer --count-ops: the aten operators of one training step, more for a deeper model."""
+    from bench.common import bert_base_shaped
+    from bench.trainer import count_ops
+    counts = {}
+    for layers in (1, 2):
+        folder = bert_base_shaped(tmp_path, num_hidden_layers=layers, hidden_size=32, num_attention_heads=2,
+                                        intermediate_size=64)
+        counts[layers] = count_ops(str(folder), "reference", "fp32", data_dir=str(small_data_dir), batch_size=4)
+    assert 0 < counts[1]["compute_ops"] < counts[2]["compute_ops"] and counts[1]["ops"] < counts[2]["ops"]
+    assert counts[2]["compute_ops"] < counts[2]["ops"] and counts[2]["leaf_ops"] < counts[2]["ops"]
+
+
+def test_gpu_bench_without_a_gpu_is_one_line_exit_2(monkeypatch):
+    import torch
+
+    from bench import gpu
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    code, _, err = run_cli(gpu.main, [])
+    assert code == 2 and err.count("\n") == 1 and "no CUDA GPU here" in err
+    with pytest.raises(SystemExit):
+        gpu.parse_args(["--plan", "graphs=soon"])
+    assert gpu.parse_args(["--plan", "tests=90"]).plan == {**gpu.PLAN_S, "tests": 90.0}
+
+
+def test_gpu_bench_reads_pytests_summary():
+    from bench.gpu import pytest_summary
+    out = "....F.s\nFAILED tests/test_gpu.py::test_x - assert 0\n2 failed, 26 passed, 1 skipped in 93.41s (0:01:33)\n"
+    summary = pytest_summary(out)
+    assert summary["counts"] == {"failed": 2, "passed": 26, "skipped": 1} and summary["pytest_s"] == 93.41
+    assert summary["failures"] == ["FAILED tests/test_gpu.py::test_x - assert 0"]
+    assert pytest_summary("")["counts"] == {}
+    cut = "tests/test_gpu.py::test_a PASSED [ 3%]\ntests/test_gpu.py::test_b[fp16] FAILED [ 6%]\ntests/t"
+    assert pytest_summary(cut)["counts"] == {"passed": 1, "failed": 1}  # stopped before its summary
+    assert pytest_summary("== slowest 6 durations ==\n12.50s call     tests/test_gpu.py::test_a\n")["slowest"] == \
+        ["12.50s call     tests/test_gpu.py::test_a"]
+
+
+def test_gpu_bench_counts_cudas_sync_warnings_and_the_profilers_sync_calls(monkeypatch):
+    """The CUDA side of bench.gpu_trainer's counter, CUDA's calls stood in for: what it counts and what it leaves."""
+    import warnings
+    from types import SimpleNamespace
+
+    import torch
+
+    from bench.gpu_trainer import SyncCounter
+    modes = []
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+
+    class Profile:
+        def __init__(self, activities):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+        def events(self):
+            names = ["cudaLaunchKernel", "cudaStreamSynchronize", "cudaMemcpyAsync", "cudaStreamSynchronize"]
+            return [SimpleNamespace(name=n) for n in names]
+
+    monkeypatch.setattr(torch.profiler, "profile", Profile)
+    counter = SyncCounter(cuda=True)
+    counter.start()
+    for _ in range(3):
+        warnings.warn("called a synchronizing CUDA operation", UserWarning)
+    warnings.warn("something else", UserWarning)
+    counter.stop()
+    assert counter.count == 3 and counter.calls == 2 and modes == ["warn", "default"]
+    monkeypatch.setattr(Profile, "events", lambda self: [SimpleNamespace(name="cudaStreamSynchronize")])
+    counter = SyncCounter(cuda=True)
+    counter.start()
+    counter.stop()
+    assert counter.calls is None  # no kernel launch recorded: the runtime's calls were not, either
+    with warnings.catch_warnings(record=True) as later:
+        warnings.simplefilter("always")
+        warnings.warn("called a synchronizing CUDA operation", UserWarning)
+    assert len(later) == 1 and counter.count == 0  # stopped: warnings are the caller's again
+
+
+def test_pretrain_bench_masks_as_pretraining_and_times_both_models(tmp_path):
+    """bench.pretrain's batches (full sequences, pretraining's masking: 15% of the words, 80% [MASK], never
+    [CLS] or [SEP]), the same in every process, and a tiny run of both workers."""
+    import torch
+
+    from bench import pretrain
+    args = pretrain.parse_args(["--batch-size", "32", "--length", "128", "--steps", "2", "--warmup", "0"])
+    batches = pretrain.build_batches(args)
+    assert all(torch.equal(a["input_ids"], b["input_ids"]) for a, b in zip(batches, pretrain.build_batches(args)))
+    inputs = torch.stack([b["input_ids"] for b in batches])
+    labels = torch.stack([b["labels"] for b in batches])
+    assert inputs.shape == (2, 32, 128) and all(bool(b["attention_mask"].all()) for b in batches)
+    chosen = labels != -100
+    assert not chosen[..., 0].any() and not chosen[..., -1].any()
+    n = int(chosen.sum())                                                 # about 1,200 of 8,064 words
+    assert abs(n / (64 * 126) - 0.15) < 0.02
+    assert abs(float((inputs[chosen] == 103).sum()) / n - 0.8) < 0.05     # 103: [MASK] in bert-base-uncased
+    out = tmp_path / "pretrain.json"
+    code, printed, err = run_cli(pretrain.main, ["--size", "tiny", "--batch-size", "4", "--length", "16", "--steps",
+                                                 "2", "--warmup", "1", "--precision", "fp32", "--json", str(out)])
+    assert code == 0, err
+    figures = json.loads(out.read_text())
+    assert figures["tokens"] == 2 * 4 * 16 and set(figures["tokens_per_s"]) == {"minbert", "transformers"}
+    assert abs(figures["first_loss"]["minbert"] - figures["first_loss"]["transformers"]) < 1e-4
+    assert figures["info"]["minbert"]["class"] == "FastBertForMaskedLM" and "target: minBERT" in printed
+
+
+def test_the_gpu_kit_unpacks_to_the_embedded_model_rounded_to_fp16_and_the_data(small_data_dir, tmp_path):
+    """bench.gpu_kit's kit, unpacked as run.sh does: the stand-in package resolves `minilm` to the widened
+    weights (the packaged ones rounded to fp16), and the course's files come back as they were."""
+    import subprocess
+
+    import torch
+
+    import minbert
+    from bench import gpu_kit
+    kit = tmp_path / ".gpu"
+    gpu_kit.build(kit, small_data_dir)
+    script = (kit / "run.sh").read_text()
+    assert "exec python3 -m bench gpu --out" in script and 'PYTHONPATH="$KIT/site:$REPO' in script
+    assert ".gpu/site" not in script and 'cd "$REPO"' in script  # absolute: the kit's folder found from the script
+    gpu_kit.main(["--unpack", str(kit)])
+    assert (kit / "data" / "sts-dev.csv").read_bytes() == (small_data_dir / "sts-dev.csv").read_bytes()
+    code = "import minbert; print(minbert.resolve('minilm')[0])"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={"PYTHONPATH": f"{kit / 'site'}:{Path(__file__).resolve().parents[2]}"}).stdout
+    assert Path(found.strip()) == kit / "minilm"
+    widened = minbert.from_pretrained(str(kit / "minilm")).state_dict()
+    packaged = minbert.from_pretrained("minilm").state_dict()
+    assert all(torch.equal(widened[k], packaged[k].half().float()) for k in packaged)
+
+
+def test_gpu_bench_reports_issue_48s_targets_met_or_not():
+    from bench.gpu_report import Row, targets_lines
+    results = {"trainer": [Row.measured("bert-base", "default", "bf16", {"steps_per_s": 14.5}),
+                           Row.measured("embedded", "default", "bf16", {"steps_per_s": 200.0})],
+               "compare": [Row.measured("bert-base", "-", "bf16", {"implementation": "reference", "train_ratio": 2.1,
+                                                                   "eval_ratio": 1.2, "peak_mib": {"minbert": 3000.0}}),
+                           Row.skipped("budget", "bert-base", "-", "fp16")]}
+    lines = "\n".join(targets_lines(results))
+    assert "| bert-base: the trainer's step, bf16 | 69.0 ms | <= 15 ms | NOT MET |" in lines
+    assert "| embedded: the trainer's step, bf16 | 5.0 ms | <= 8 ms | met |" in lines
+    assert "| training against transformers, bf16 (reference) | 2.10x | >= 2.0x | met |" in lines
+    assert "| evaluation against transformers, bf16 (reference) | 1.20x | >= 1.5x | NOT MET |" in lines
+    assert "3,000 MiB | <= 3,277 MiB | met" in lines and "fp16" not in lines
+    assert targets_lines({}) == []
+    assert Row.from_json(results["compare"][1].to_json()) == results["compare"][1]
+
+
+@pytest.mark.gpu
+def test_gpu_bench_profiles_and_compares_the_trainers_cuda_path(small_data_dir, tmp_path, monkeypatch):
+    """On CUDA, a tiny model: the profile counts kernels and launches, and the comparison times the reference
+    (what the trainer runs there) against transformers, each run's peak memory its own."""
+    from bench import gpu
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "bench"
+    code, _, err = run_cli(gpu.main, ["--dry-run", "--device", "cuda", "--stages", "profile,compare", "--precisions",
+                                      "bf16,fp32", "--data-dir", str(small_data_dir), "--out", str(out)])
+    assert code == 0, err
+    result = json.loads((out / "bench-gpu.json").read_text())
+    for r in (row["figures"] for row in result["profile"]):
+        assert r["implementation"] == "reference" and r["kernels"] > 0 and r["launches"] > 0, r
+        assert r["device_busy_ms"] > 0 and r["compute_ops"] > 0, r
+    assert [r["precision"] for r in result["compare"]] == ["bf16", "fp32"]
+    for r in (row["figures"] for row in result["compare"]):
+        assert r["implementation"] == "reference" and r["minbert_path"] == "trainer's path", r
+        assert r["peak_mib"]["minbert"] > 0 and r["peak_mib"]["transformers"] > 0 and r["train_ratio"] > 0, r

@@ -1,0 +1,122 @@
+"""Issue 54: each line's rule dated against git, the confirmatory run's registration (fresh seeds, n by the power
+rule, minutes by the plan) and the code path that makes its verdict the headline once its kept results exist."""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tasks.reproduction import experiments, judging, kept, plan, report
+from tasks.reproduction.findings import BY_ID, FINDINGS, history
+from tasks.reproduction.follow_ups import CONFIRMATORY, FIRST, PLANNED_MINUTES
+from tasks.reproduction.record import Line
+from tasks.reproduction.verdicts import NOT_RUN
+
+ROOT = Path(__file__).resolve().parents[3]
+RESULTS = ROOT / "docs" / "reproduction" / "results"
+CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
+
+
+def _commit_date(commit: str):
+    """The commit's date, "YYYY-MM-DD HH:MM" UTC, or None where this checkout has no history of it."""
+    done = subprocess.run(["git", "-C", str(ROOT), "show", "-s", "--format=%cd", "--date=format-local:%Y-%m-%d %H:%M",
+                           commit], capture_output=True, text=True, env={"TZ": "UTC", "PATH": "/usr/bin:/bin"})
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def test_every_dated_change_to_a_rule_is_its_commits_date():
+    dated = [r for f in FINDINGS for r in (f.declared, *f.revisions) if r and r.commit]
+    found = {r.commit: _commit_date(r.commit) for r in dated}
+    if not any(found.values()):
+        pytest.skip("no git history here (a CI clone has it)")
+    assert {r.commit: r.date for r in dated} == found
+    for f in FINDINGS:   # oldest first, none before the line's declaration
+        dates = [f.declared.date] + [r.date for r in f.revisions]
+        assert dates == sorted(dates), f.id
+    assert history.TODAY[0] == max(r.date for r in dated)    # the latest change: the ratio lines' (issue 54)
+
+
+def test_a_rule_changed_after_its_data_reads_revised_with_what_it_read_before():
+    f = BY_ID["tamkin-permute"]
+    text, revised = report.history(f, ("2026-11-25 23:33", "2026-11-25 23:33"))
+    assert revised and text.startswith("revised after its data: 2026-11-26 10:39 (0de79d3)")
+    assert "before: reproduced, +0.046 [+0.038, +0.054]" in text
+    assert report.history(f, ("2026-11-27 00:00", "2026-11-27 00:00")) == ("declared before its data", False)
+    added = BY_ID["college-not-constant"]     # declared after the run it reads
+    assert report.history(added, ("2026-11-25 23:16", "2026-11-25 23:16"))[0].startswith("declared after its data")
+
+
+def test_hao_used_bert_large_as_the_front_page_says():
+    path = ROOT.parent / "shared" / "papers" / BY_ID["hao-attention-last"].paper
+    if not path.exists():
+        pytest.skip("the papers' text is not beside this checkout")
+    assert report.HAO_LARGE in path.read_text(encoding="utf-8")
+
+
+def assert_registered_lines_read_as_such(m) -> None:
+    """The registered lines are those the power figures list, each revised after its data or underpowered,
+    and each reads as registered, not yet run."""
+    wanted = [x for x in report.confirmatory_lines(m) if x.startswith("- ")]   # generated from the power figures
+    assert {x[2:].split(" ")[0] for x in wanted if x.endswith("; registered")} == set(CONFIRMATORY.findings)
+    assert not any(x.startswith("- singh-probe-needs-more") for x in wanted)   # undecidable at this scale
+    for fid in CONFIRMATORY.findings:    # each registered line was revised after its data or is underpowered
+        line = next(x for x in m.lines if x.finding == fid and x.run == FIRST)
+        assert line.revised_after_data or line.verdict == "underpowered", fid
+        assert line.registered == "confirmatory run registered 2026-11-28, not yet run" and line.headline
+
+
+def test_the_confirmatory_runs_seeds_are_fresh_and_its_n_is_the_power_rules():
+    if not RESULTS.exists():
+        pytest.skip("no kept results")
+    used = {s for folder in ROOT.glob("docs/reproduction/**/run.json")
+            for s in json.loads(folder.read_text())["seeds"]}
+    mine = {s for _, seeds in CONFIRMATORY.seeds_by for s in seeds}
+    assert mine and not mine & used
+    m = report.judged(RESULTS, CTX)
+    for e, seeds in CONFIRMATORY.seeds_by:
+        lines = [fid for fid in CONFIRMATORY.findings if BY_ID[fid].experiment == e
+                 or e in experiments.EXPERIMENTS[BY_ID[fid].experiment].needs]
+        needed = [m.first[fid].power["needs"] for fid in lines]
+        assert len(seeds) == max(needed + [len(experiments.seeds_of(experiments.EXPERIMENTS[e], CTX.scale))]), e
+    minutes = sum(plan.experiment_minutes(experiments.EXPERIMENTS[e], CTX, "cpu", CONFIRMATORY)
+                  for e in CONFIRMATORY.experiments)
+    assert round(minutes) == PLANNED_MINUTES <= 8 * 60
+    assert_registered_lines_read_as_such(m)
+
+
+def test_a_kept_confirmatory_run_becomes_the_headline_and_the_first_its_pilot(tmp_path):
+    if not (RESULTS / "dynamics" / "first").exists():
+        pytest.skip("no kept results")
+    shutil.copytree(RESULTS / "dynamics" / "first", tmp_path / "dynamics" / "first")
+    shutil.copytree(RESULTS / "dynamics" / "first", tmp_path / "dynamics" / "confirmatory")   # a synthetic kept run
+    run = json.loads((tmp_path / "dynamics" / "confirmatory" / "run.json").read_text())
+    (tmp_path / "dynamics" / "confirmatory" / "run.json").write_text(json.dumps({**run, "run": "confirmatory"}))
+    for name in ("null-baseline.json", "null-baseline-pairs.json"):
+        shutil.copyfile(RESULTS / name, tmp_path / name)
+    m = report.judged(tmp_path, CTX)
+    assert set(kept.load(tmp_path)) == {FIRST, "confirmatory"}
+    decided = judging.decided(m.by_run, "confirmatory")
+    assert {"singh-later-layers-move", "hao-svcca-intermediate-last"} <= set(decided) <= set(CONFIRMATORY.findings)
+    for fid in decided:
+        assert m.headline[fid] is m.by_run["confirmatory"][fid]
+        roles = {x.run: x for x in m.lines if x.finding == fid}
+        assert roles["confirmatory"].headline and roles[FIRST].role == "pilot" and not roles[FIRST].registered
+    waiting = next(x for x in m.lines if x.finding == "freeze-cross-encoding" and x.run == FIRST)
+    assert waiting.headline and waiting.verdict == NOT_RUN and waiting.registered   # its pairs run is not kept
+    assert judging.counts_of(m.headline) == m.counts
+    line = next(x for x in m.lines if x.finding == "singh-later-layers-move" and x.headline)
+    assert Line.from_json(json.loads(json.dumps(line.to_json()))) == line
+
+
+def test_a_lines_needed_n_counts_its_rows_and_their_correction():
+    from tasks.reproduction import power
+    one = power.needs(0.029, 0.01)                       # college-not-monotone's sd, one row: about 69
+    six_any = power.needs(0.029, 0.01, "direction", 6, "any")     # every row must fail: 0.8 ** (1/6) each
+    six_all = power.needs(0.029, 0.01, "direction", 6, "all")     # one row fails it, at 1 - 0.025 / 6
+    assert 60 <= one <= 75 and 110 <= six_any <= 130 and one < six_all < six_any
+    assert power.reach(0.029, 10, 0.01, "direction", 1, "any") == power.reach(0.029, 10, 0.01)
+    assert power.needs(1.35, 0.1) > 1_000                # past the old 200: said with its figure, not "> 200"
+    far = {**power.reach(1.35, 5, 0.1), "needs": 1723, "day": 1259}
+    assert power.label(far) == "undecidable at this scale (needs n of about 1,700)"
+    assert power.label({**far, "day": 5000}) == "underpowered at n = 5, needs n >= 1,723"
