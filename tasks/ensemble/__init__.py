@@ -13,6 +13,7 @@ averaged (other tasks, label sets, dev or test files, tokenizer) are refused bef
     scores.py    their scores (read or computed), the average, its predictions and dev figures
     build.py     the ensemble's folder (predictions, scores, metrics.json, ensemble.json) and its publication
     command.py   ensemble.py's options and run (train_multitask.py --seeds runs it too)
+    gain.py      python -m tasks.ensemble.gain DIR: the dev gain over the members, with a paired interval
 """
 from .build import Ensembled, build_ensemble
 from .command import add_ensemble_args, ensemble_runs

@@ -14,6 +14,7 @@ import prepare_submit
 import train_multitask
 from tasks.course.submission import MANIFEST
 from tasks.data import read_split
+from tasks.ensemble import gain
 from tasks.evaluation import predict
 from tasks.metrics import overall_score
 from tasks.saved.saved_run import course_inputs, load_trained
@@ -244,3 +245,28 @@ def test_seeds_trains_each_seed_once_keeps_a_finished_one_and_ensembles_them(run
     with pytest.raises(SystemExit) as exit_:  # argparse's own usage error
         run_cli(train_multitask.main, ["--seeds", "0,0", "--out", str(out)])
     assert exit_.value.code == 2
+
+
+def test_the_gain_is_the_ensembles_figures_less_its_members_with_a_paired_interval(runs, tmp_path, small_data_dir):
+    code, _, err = build(*runs, "--out", tmp_path / "ens")
+    assert code == 0, err
+    figures = json.loads((tmp_path / "ens" / "metrics.json").read_text())
+    code, out, err = run_cli(gain.main, [str(tmp_path / "ens"), "--resamples", "200", "--data-dir",
+                                         str(small_data_dir), "--json", str(tmp_path / "gain.json")])
+    assert code == 0, err
+    report = json.loads((tmp_path / "gain.json").read_text())
+    members = list(figures["members"].values())
+    best = max(members, key=lambda m: m["overall"])
+    for k in ("sst", "quora", "sts", "overall"):
+        over_mean, over_best = report["over_mean"][k], report["over_best"][k]
+        assert over_mean["gain"] == pytest.approx(figures["ensemble"][k] - figures["members_mean"][k], abs=1e-6)
+        assert over_best["gain"] == pytest.approx(figures["ensemble"][k] - best[k], abs=1e-6)
+        assert over_mean["low"] <= over_mean["high"] and over_best["low"] <= over_best["high"]
+    assert "overall: ensemble" in out
+    # a one-run ensemble gains nothing over its one member, on every resample
+    code, _, err = build(runs[0], "--out", tmp_path / "one")
+    assert code == 0, err
+    one = gain.gain_report(gain.dev_columns(tmp_path / "one", small_data_dir), resamples=100)
+    assert all(v == {"gain": 0.0, "low": 0.0, "high": 0.0} for v in one["over_mean"].values())
+    code, _, err = run_cli(gain.main, [str(runs[0])])
+    assert code == 2 and "no ensemble.json" in err and len(err.strip().splitlines()) == 1
