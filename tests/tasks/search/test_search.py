@@ -79,6 +79,7 @@ def test_a_search_killed_mid_trial_resumes_to_its_count_retrying_the_killed_tria
     assert len({json.dumps(t.params, sort_keys=True) for t in finished}) == 3  # none duplicated
     killed_record = json.loads((out / "trials" / "0001" / "trial.json").read_text())
     assert killed_record["state"] == "failed" and killed_record["retried_as"] == retry.number
+    assert "no heartbeat for over 2 s" in killed_record["reason"]  # the resumed search kept its --heartbeat 1
     assert "stopped beating" in stdout
     for trial in finished:
         folder = out / "trials" / f"{trial.number:04d}"
