@@ -16,7 +16,8 @@ from ..training import parse_train_command
 from .space import SPACE, searched
 
 PRUNERS = ("median", "hyperband", "none")   # study.py's pruner() builds each
-DEFAULTS = {"pruner": "median", "seed": 0, "study": "search", "trials": 20}   # a resumed search keeps its recorded ones
+DEFAULTS = {"pruner": "median", "seed": 0, "study": "search", "trials": 20, "heartbeat": 60.0,
+            "retries": 2}   # a resumed search keeps its recorded ones
 OWN_FLAGS_OF_THE_TRAINER = ("--resume", "--submission")   # a search's trials are its own runs
 
 EPILOG = """Every other flag is train_multitask.py's (python train_multitask.py --help), the same for every trial:
@@ -37,8 +38,8 @@ class SearchCommand:
     study: Optional[str]
     storage: Optional[str]       # None: the one its record names, else SQLite in `out`
     workers: int
-    heartbeat: float
-    retries: int
+    heartbeat: Optional[float]   # None: the search's recorded one (the beat its trials keep), else DEFAULTS'
+    retries: Optional[int]
     best: bool
     predictions_dir: Optional[str]
     fixed: tuple                 # the trainer's flags; none given: a resumed search's recorded ones
@@ -90,11 +91,13 @@ def search_parser(description: Optional[str] = None) -> argparse.ArgumentParser:
     where.add_argument("--workers", type=positive(int), default=1,
                        help="processes on this machine drawing and training trials side by side, the CPU's threads "
                             "shared among them (default: %(default)s)")
-    where.add_argument("--heartbeat", type=positive(float), default=60.0, metavar="S",
-                       help="a running trial's sign of life every S seconds; one silent for 2 x S (its process "
-                            "killed) is marked failed and its parameters retried (default: %(default)s)")
-    where.add_argument("--retries", type=int, default=2,
-                       help="how often a killed trial's parameters are retried (default: %(default)s)")
+    where.add_argument("--heartbeat", type=positive(float), default=None, metavar="S",
+                       help=f"a running trial's sign of life every S seconds; one silent for 2 x S (its process "
+                            f"killed) is marked failed and its parameters retried (default: {DEFAULTS['heartbeat']:g}; "
+                            f"a resumed search: its own)")
+    where.add_argument("--retries", type=int, default=None,
+                       help=f"how often a killed trial's parameters are retried (default: {DEFAULTS['retries']}; a "
+                            f"resumed search: its own)")
     output = parser.add_argument_group("output")
     output.add_argument("--best", action="store_true",
                         help="train nothing: print the best trial's run folder and its dev scores")

@@ -54,7 +54,8 @@ def identity(command: SearchCommand) -> dict:
 def resolved(command: SearchCommand, saved) -> SearchCommand:
     """The options left out taken from the search's record (`saved`), else their defaults."""
     recorded = {"pruner": saved["pruner"], "seed": saved["sampler_seed"], "study": saved["study"],
-                "trials": saved["trials"], "storage": saved["storage"], "fixed": tuple(saved["fixed"])} if saved else {}
+                "trials": saved["trials"], "storage": saved["storage"], "fixed": tuple(saved["fixed"]),
+                "heartbeat": saved["heartbeat_s"], "retries": saved["retries"]} if saved else {}
     changes = {k: recorded.get(k, DEFAULTS[k]) for k in DEFAULTS if getattr(command, k) is None}
     if command.storage is None:
         changes["storage"] = recorded.get("storage") or default_storage(command.out)

@@ -57,6 +57,19 @@ sys.exit(search.main(sys.argv[2:]))
 '''
 
 
+def assert_the_folders_say_what_the_study_holds(out: Path, finished: list) -> None:
+    """Each finished trial's run folder says how it ended and ran the fixed flags; TensorBoard has one run per
+    finished trial; search.json records the sampler's seed and the space."""
+    for trial in finished:
+        folder = out / "trials" / f"{trial.number:04d}"
+        assert json.loads((folder / "trial.json").read_text())["state"] == trial.state.name.lower()
+        assert json.loads((folder / "config.json").read_text())["arguments"]["max_steps"] == 4
+    assert {p.name for p in (out / "tensorboard").iterdir() if p.is_dir()} == \
+        {f"trial-{t.number:04d}" for t in finished}
+    record = json.loads((out / "search.json").read_text())
+    assert record["sampler"]["seed"] == 0 and [p["name"] for p in record["space"]] == [p.name for p in SPACE]
+
+
 def test_a_search_killed_mid_trial_resumes_to_its_count_retrying_the_killed_trial(tmp_path, fixed):
     out = tmp_path / "S"
     driver = tmp_path / "driver.py"
@@ -79,17 +92,11 @@ def test_a_search_killed_mid_trial_resumes_to_its_count_retrying_the_killed_tria
     assert len({json.dumps(t.params, sort_keys=True) for t in finished}) == 3  # none duplicated
     killed_record = json.loads((out / "trials" / "0001" / "trial.json").read_text())
     assert killed_record["state"] == "failed" and killed_record["retried_as"] == retry.number
+    assert "no heartbeat for over 2 s" in killed_record["reason"]  # the resumed search kept its --heartbeat 1
     assert "stopped beating" in stdout
-    for trial in finished:
-        folder = out / "trials" / f"{trial.number:04d}"
-        assert json.loads((folder / "trial.json").read_text())["state"] == trial.state.name.lower()
-        assert json.loads((folder / "config.json").read_text())["arguments"]["max_steps"] == 4
+    assert_the_folders_say_what_the_study_holds(out, finished)
     best = max((t for t in finished if t.state == TrialState.COMPLETE), key=lambda t: t.value)
     assert f"best: trial {best.number}" in stdout and (out / "search.png").stat().st_size > 0
-    assert {p.name for p in (out / "tensorboard").iterdir() if p.is_dir()} == \
-        {f"trial-{t.number:04d}" for t in finished}
-    record = json.loads((out / "search.json").read_text())
-    assert record["sampler"]["seed"] == 0 and [p["name"] for p in record["space"]] == [p.name for p in SPACE]
     code, stdout, _ = run_cli(search.main, ["--out", str(out), "--best"])
     assert code == 0 and stdout.splitlines()[0] == str((out / "trials" / f"{best.number:04d}").resolve())
 
