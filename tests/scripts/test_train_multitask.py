@@ -26,7 +26,7 @@ def test_short_run_writes_everything(small_data_dir, tmp_path):
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     preds = out / "predictions"
     expected = {"sst-dev-output.csv", "sst-test-output.csv", "para-dev-output.csv",
-                "sts-dev-output.csv", "sts-test-output.csv"}
+                "sts-dev-output.csv", "sts-test-output.csv", "scores"}   # scores/: what an ensemble averages
     assert {p.name for p in preds.iterdir()} == expected
     dev_ids = [line.split("\t")[1] for line in (small_data_dir / "ids-sst-dev.csv").read_text().splitlines()[1:]]
     assert [i for i, _ in prediction_rows(preds / "sst-dev-output.csv")] == dev_ids

@@ -434,7 +434,7 @@ def test_a_kept_run_is_one_typed_record_read_back_as_written_and_an_old_one_is_r
     assert reproduction_runs.read_run(path) == run
     old = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("schema", "device", "weights")}
     path.write_text(json.dumps(old))
-    with pytest.raises(UserError, match=r"run.json: a kept run of schema 1, this code reads schema 3"):
+    with pytest.raises(UserError, match=r"run.json: a kept run of schema 1, this code reads schema 4"):
         reproduction_runs.load(tmp_path)
     code, _, err = run_cli(reproduce.main, ["--report-only", "--results", str(tmp_path), "--report",
                                             str(tmp_path / "r.md")])
