@@ -1,22 +1,21 @@
 """What one CUDA GPU does with this project, in one run planned to end within 600 s (the device's call limit).
 
-    python -m bench gpu [--out DIR] [--stages graphs,tests,trainer,profile,compare] [--fast-path]
+    python -m bench gpu [--out DIR] [--stages graphs,tests,trainer,compare] [--fast-path]
     python -m bench gpu --dry-run          # no GPU: every stage's plumbing on the CPU, a tiny model, seconds
 
-On whatever GPU torch finds (cuda:0), five stages, each with its own seconds in the plan (`PLAN_S`, printed first;
+On whatever GPU torch finds (cuda:0), four stages, each with its own seconds in the plan (`PLAN_S`, printed first;
 a stage that ends early leaves its seconds to the next):
 
 1. graphs: `bench gpu-graphs` (bench/gpu_graphs.py) on bert-base's shape: the trainer's graphed step (Inductor,
-   and backend="cudagraphs") against its eager step and transformers', every shape warmed before the clock, graph
-   launches and skipped captures counted, and whether a default run repays the compile. First: it is the
-   question a GPU session has to answer.
+   and backend="cudagraphs") against its eager step and transformers', every shape warmed before the clock; per
+   step under torch.profiler the device's busy time (where the step's time goes), kernels, kernel and graph
+   launches, aten operators; skipped captures counted, and whether a default run repays the compile. First: it
+   is the question a GPU session has to answer.
 2. tests: `pytest -m gpu -v tests` (every gpu-marked test) in a subprocess: passed, failed, skipped.
 3. trainer: `bench gpu-trainer`, one process per model (the embedded model, bert-base's shape with random
    weights): --trainer-steps steps of the default run in bf16 and fp16: steps/s, examples/s, peak memory, host
    syncs per step, the fp16 scaler's skips, the dev scores.
-4. profile: bench/trainer.py's profile_steps on the trainer's own steps, per model: the default step, fp32 and one fixed
-   width: the host's time, the device's busy time, kernels, kernel and graph launches, aten operators.
-5. compare: bench/gpu_compare.py on bert-base's shape: the trainer's run with minBERT's encoder against the same
+4. compare: bench/gpu_compare.py on bert-base's shape: the trainer's run with minBERT's encoder against the same
    run with transformers', per precision (bf16, fp16, fp32 with TF32), as long as its seconds last.
 
 Every stage runs the run `train_multitask.py` builds from the options `run_options` makes of these flags
@@ -37,18 +36,17 @@ import time
 from pathlib import Path
 
 from bench.common import DATA_DIR_HELP, REPO, bench_command, data_dir, model_folder, results_in, trainer_run
-from bench.gpu_report import Failed, Machine, Report, Skipped, StepProfile, TestsRun, markdown, row_from_json
+from bench.gpu_report import Failed, Machine, Report, Skipped, TestsRun, markdown, row_from_json
 
-PLAN_S = {"graphs": 200, "tests": 150, "trainer": 100, "profile": 45, "compare": 65}  # 560 of the device's 600
+PLAN_S = {"graphs": 245, "tests": 150, "trainer": 100, "compare": 65}  # 560 of the device's 600
 STAGES = tuple(PLAN_S)
 SETTINGS = {"default": [], "graphs": ["--cuda-graphs", "on"], "smart": ["--smart"], "pcgrad": ["--surgery", "pcgrad"],
             "compile": ["--compile"]}
 DRY_SHAPE = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128)
 DRY_RUN = dict(device="cpu", models="tiny", settings="default", trainer_precisions="fp32", trainer_steps=6,
-               trainer_warmup=2, sync_steps=2, profile_models="tiny", profile_steps=2, profile_warmup=1,
-               precisions="fp32", tasks="sst", compare_model="tiny", batch_size=4, eval_batch_size=16,
-               eval_examples=16, steps=4, warmup=1, rounds=2, graphs_model="tiny", graphs_precision="fp32",
-               graphs_steps=6)
+               trainer_warmup=2, sync_steps=2, precisions="fp32", tasks="sst", compare_model="tiny", batch_size=4,
+               eval_batch_size=16, eval_examples=16, steps=4, warmup=1, rounds=2, graphs_model="tiny",
+               graphs_precision="fp32", graphs_steps=6)
 
 
 def add_stage_args(p) -> None:
@@ -69,19 +67,13 @@ def add_stage_args(p) -> None:
                                                                     "(default: %(default)s)")
     trainer.add_argument("--settings", default="default",
                          help="comma-separated trainer settings, each a run per model: " + ", ".join(SETTINGS))
-    profile = p.add_argument_group("profile (the trainer's steps under torch.profiler)")
-    profile.add_argument("--profile-models", default="embedded,bert-base", help="(default: %(default)s)")
-    profile.add_argument("--profile-steps", type=int, default=10, help="steps profiled per setting "
-                                                                        "(default: %(default)s)")
-    profile.add_argument("--profile-warmup", type=int, default=5, help="(default: %(default)s)")
     compare = p.add_argument_group("compare (the trainer's run, minBERT's encoder against transformers')")
     compare.add_argument("--compare-model", default="bert-base", help="(default: %(default)s)")
     compare.add_argument("--precisions", default="bf16,fp16,fp32", help="(default: %(default)s)")
     compare.add_argument("--fast-path", action="store_true",
                          help="time minBERT's fast path (--implementation fast), not the trainer's path on CUDA "
                               "(the reference); every row says which")
-    compare.add_argument("--tasks", default="sst,quora,sts", help="the run's tasks, for the profile too "
-                                                                  "(default: %(default)s)")
+    compare.add_argument("--tasks", default="sst,quora,sts", help="the run's tasks (default: %(default)s)")
     compare.add_argument("--batch-size", type=int, default=32)
     compare.add_argument("--eval-batch-size", type=int, default=128)
     compare.add_argument("--eval-examples", type=int, default=512, help="dev rows per task evaluated each round "
@@ -140,7 +132,7 @@ def run_options(args, name: str, *more) -> list:
 
 
 def compare_options(args, precision: str) -> list:
-    """The compare and profile stages' run: the tasks, batch sizes and path they time."""
+    """The compare stage's run: the tasks, batch sizes and path it times."""
     return ["--precision", precision, "--tasks", args.tasks, "--batch-size", args.batch_size, "--eval-batch-size",
             args.eval_batch_size, *(["--implementation", "fast"] if args.fast_path else [])]
 
@@ -232,44 +224,9 @@ def stage_trainer(args, clock: Clock) -> list:
 
 
 def trainer_inputs(args, name: str, precision: str):
-    """The compare and profile stages' run on model `name`: its config and prepared data, nothing built."""
+    """The compare stage's run on model `name`: its config and prepared data, nothing built."""
     config, inputs, _ = trainer_run(run_options(args, name, *compare_options(args, precision)), build=False)
     return config, inputs
-
-
-def profile_row(torch, args, config, inputs, where: dict) -> StepProfile:
-    """The trainer's steps under torch.profiler in the setting of `where`: the default step, or one step's
-    batches repeated (a fixed width: no new shapes)."""
-    from bench.trainer import profile_steps
-    from tasks.training import build_run
-    precision = where["precision"]
-    run = build_run(dataclasses.replace(config, precision=precision),
-                    dataclasses.replace(inputs, precision=precision, precision_requested=precision))
-    plan = run.sampler.plan(0)
-    warmup, steps = plan[:args.profile_warmup], plan[args.profile_warmup:][:args.profile_steps]
-    if where["setting"] == "fixed width":
-        warmup, steps = [steps[0]] * args.profile_warmup, [steps[0]] * args.profile_steps
-    row = StepProfile(**where, **profile_steps(torch, run, steps, warmup), tf32=inputs.tf32 and precision == "fp32",
-                      implementation=run.model.encoder.config.implementation)
-    del run
-    if inputs.device.type == "cuda":
-        torch.cuda.empty_cache()
-    return row
-
-
-def stage_profile(args, clock: Clock) -> list:
-    """Per model: the default step, the same in fp32, and one step repeated."""
-    import torch
-    rows = []
-    for name in args.profile_models.split(","):
-        config, inputs = trainer_inputs(args, name, "auto")
-        for setting, precision in (("default", inputs.precision), ("fp32", "fp32"), ("fixed width", inputs.precision)):
-            where = dict(model=name, setting=setting, precision=precision)
-            if clock.left() < 10:
-                rows.append(Skipped(**where, why=f"{clock.left():.0f} s left of the stage"))
-            else:
-                rows.append(profile_row(torch, args, config, inputs, where))
-    return rows
 
 
 def stage_compare(args, clock: Clock) -> list:
@@ -305,8 +262,7 @@ def machine(args) -> Machine:
                    date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **found)
 
 
-STAGE_RUNS = {"graphs": stage_graphs, "tests": stage_tests, "trainer": stage_trainer, "profile": stage_profile,
-              "compare": stage_compare}
+STAGE_RUNS = {"graphs": stage_graphs, "tests": stage_tests, "trainer": stage_trainer, "compare": stage_compare}
 
 
 def main(argv=None) -> int:

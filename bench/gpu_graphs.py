@@ -13,8 +13,10 @@ before the clock starts (a compile, then a capture), so no compile or capture la
 Rounds alternate the variants (bench/paired.py: A B C D, D C B A, ...), each ended by a synchronize.
 
 Per variant: ms per step, its warm-up seconds (the compile and capture, less two plain passes), and, under
-torch.profiler over one round, CUDA graph launches and kernel launches per step, with Inductor's count of
-skipped captures (`cudagraph_skips`): a graphed row with no graph launches, or any skip, did not run as graphs.
+torch.profiler over one round (bench/trainer.py's profile_steps), per step the compute operators and on CUDA
+the kernels, the device's busy milliseconds (against ms per step: where the step's time goes, host or device),
+kernel and CUDA graph launches, with Inductor's count of skipped captures (`cudagraph_skips`): a graphed row
+with no graph launches, or any skip, did not run as graphs.
 Then whether a default run repays the compile: the compile per shape times the shapes of a default run's first
 epoch, against the milliseconds saved per step times its steps. `--dry-run` (the CPU): the graphed variants are
 the eager step on the padded widths, labelled so. One RESULT line per variant as soon as measured.
@@ -29,7 +31,7 @@ from bench import paired
 from bench.common import report_result, trainer_run
 from bench.gpu_compare import compared_encoders, step_worker, sync
 from bench.gpu_report import GraphedStep
-from bench.trainer import count_events, trainer_steps
+from bench.trainer import profile_steps, trainer_steps
 
 
 def parse_args(argv=None):
@@ -86,18 +88,6 @@ def skips() -> int:
     return counters["inductor"]["cudagraph_skips"]
 
 
-def launches(run, steps: list) -> dict:
-    """CUDA graph launches and kernel launches per step, under torch.profiler (none counted on a CPU)."""
-    from torch.profiler import ProfilerActivity, profile
-    if run.inputs.device.type != "cuda":
-        return {}
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        trainer_steps(run, steps)
-        sync(run.inputs.device)
-    counts = count_events(prof.events())
-    return {k: counts[k] / len(steps) for k in ("graph_launches", "launches")}
-
-
 def warmed(run, steps: list) -> dict:
     """Every shape of `steps` run twice (the first pass compiles each shape, the second captures it)."""
     before, started = skips(), time.perf_counter()
@@ -125,7 +115,7 @@ def measure(args) -> list:
     for name, run in runs.items():
         ms = 1000 * timed.total(name) / len(steps)
         before = skips()
-        counted = launches(run, steps[:timed.steps[0]])
+        counted = profile_steps(run, steps[:timed.steps[0]])
         shapes = len({step_shape(run, s) for s in steps})
         compile_s = max(0.0, warm[name]["warm_s"] - 2 * ms / 1000 * len(steps))
         default = repaid(compile_s, shapes, ms, 1000 * timed.total("eager") / len(steps), default_shapes,

@@ -46,8 +46,13 @@ class GraphedStep(Row):
     shapes: int
     timed_steps: int
     graphs: str                                 # the run's own word on its step: graphed or eager, and why
-    graph_launches: float | None = None         # CUDA only
+    ops: float                                  # aten operators per step (bench/trainer.py's profile_steps)
+    leaf_ops: float
+    compute_ops: float
+    kernels: float | None = None                # CUDA only
+    device_busy_ms: float | None = None
     launches: float | None = None
+    graph_launches: float | None = None
     default_shapes: int | None = None           # graphed variants only
     default_compile_s: float | None = None
     default_saved_s: float | None = None
@@ -74,24 +79,6 @@ class TrainerSteps(Row):
 
 
 @dataclass(frozen=True, kw_only=True)
-class StepProfile(Row):
-    """Per step of the trainer's own steps under torch.profiler (bench/trainer.py's profile_steps)."""
-    implementation: str
-    steps: int
-    examples_per_step: float
-    ops: float
-    leaf_ops: float
-    compute_ops: float
-    tf32: bool = False
-    host_ms: float | None = None                # timed profiles only
-    wall_ms: float | None = None
-    kernels: float | None = None                # CUDA only
-    device_busy_ms: float | None = None
-    launches: float | None = None
-    graph_launches: float | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
 class Compared(Row):
     """The trainer's run with minBERT's encoder against transformers' (bench/gpu_compare.py): examples/s of
     each, ratios the median of per-round ratios (above 1: minBERT faster), each run's own peak memory."""
@@ -111,7 +98,7 @@ class Compared(Row):
     transformers_peak_mib: float | None = None
 
 
-KINDS = {kind.__name__: kind for kind in (Skipped, Failed, GraphedStep, TrainerSteps, StepProfile, Compared)}
+KINDS = {kind.__name__: kind for kind in (Skipped, Failed, GraphedStep, TrainerSteps, Compared)}
 
 
 def row_from_json(data: dict) -> Row:
@@ -193,8 +180,9 @@ def graphs_cells(r: GraphedStep) -> list:
     repays = "-" if r.default_shapes is None else (
         f"{_f(r.default_compile_s, 0)} s compile for {r.default_shapes} shapes vs {_f(r.default_saved_s, 0)} s "
         f"saved: {'repays' if r.default_saved_s > r.default_compile_s else 'DOES NOT repay'}")
-    return [r.model, r.setting, r.precision, _f(r.ms_per_step, 2), _f(r.warm_s), _f(r.compile_s),
-            _f(r.graph_launches, 1), _f(r.launches, 0, True), r.skips, r.shapes, repays]
+    return [r.model, r.setting, r.precision, _f(r.ms_per_step, 2), _f(r.device_busy_ms, 2), _f(r.warm_s),
+            _f(r.compile_s), _f(r.graph_launches, 1), _f(r.launches, 0, True), _f(r.kernels, 0, True),
+            _f(r.compute_ops, 0, True), r.skips, r.shapes, repays]
 
 
 def trainer_cells(r: TrainerSteps) -> list:
@@ -202,12 +190,6 @@ def trainer_cells(r: TrainerSteps) -> list:
     return [r.model, r.setting, r.precision, _f(r.steps_per_s, 2), _f(r.examples_per_s, 0, True),
             _f(r.peak_mib, 0, True), f"{_f(r.syncs_per_step)}; {_f(r.sync_calls_per_step)}",
             _f(r.scaler_skipped, 0), dev, _f(r.warmup_s), _f(r.wall_s)]
-
-
-def profile_cells(r: StepProfile) -> list:
-    return [r.model, r.setting, _precision(r), r.implementation, _f(r.examples_per_step, 0), _f(r.host_ms),
-            _f(r.wall_ms), _f(r.device_busy_ms), _f(r.kernels, 0, True), _f(r.launches, 0, True),
-            _f(r.graph_launches, 0), _f(r.ops, 0, True), _f(r.leaf_ops, 0, True), _f(r.compute_ops, 0, True)]
 
 
 def compare_cells(r: Compared) -> list:
@@ -220,14 +202,12 @@ def compare_cells(r: Compared) -> list:
 
 TABLES = {
     "graphs": ("The graphed step against the eager one and transformers' (same steps, every shape warmed)",
-               ["model", "variant", "precision", "ms/step", "warm-up s", "compile s", "graph launches/step",
-                "kernel launches/step", "capture skips", "shapes", "a default run"], graphs_cells),
+               ["model", "variant", "precision", "ms/step", "device busy ms/step", "warm-up s", "compile s",
+                "graph launches/step", "kernel launches/step", "kernels/step", "compute ops/step", "capture skips",
+                "shapes", "a default run"], graphs_cells),
     "trainer": ("The trainer's own steps", ["model", "setting", "precision", "steps/s", "examples/s", "peak MiB",
                 "host syncs / step (debug mode; profiler)", "scaler skips", "dev sst / quora / sts", "warm-up s",
                 "wall s"], trainer_cells),
-    "profile": ("Where a step's time goes (the trainer's steps under torch.profiler, per step)",
-                ["model", "setting", "precision", "path", "examples", "host ms", "wall ms", "device busy ms",
-                 "kernels", "launches", "graph launches", "aten ops", "leaf ops", "compute ops"], profile_cells),
     "compare": ("The trainer's run: minBERT's encoder against transformers' (same steps, same dev rows)",
                 ["model", "setting", "precision", "minBERT path", "minBERT train ex/s", "transformers", "ratio",
                  "minBERT eval ex/s", "transformers", "ratio", "peak MiB minBERT / transformers",

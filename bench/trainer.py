@@ -127,47 +127,27 @@ def count_events(events) -> dict:
             "graph_launches": sum(GRAPH_LAUNCH in e.name for e in host)}
 
 
-def profile_steps(torch, run, steps: list, warmup: list, timed: bool = True) -> dict:
-    """Per-step figures over `steps`, after `warmup` steps run unprofiled (bench/gpu_report.py's StepProfile):
+def profile_steps(run, steps: list) -> dict:
+    """Per step of `steps` under torch.profiler, ended by a synchronize:
 
-    - host_ms: the host's time to issue a step (`trainer_steps` returning, no synchronisation), without the
-      profiler; wall_ms: the same steps ended by `torch.cuda.synchronize()` (`timed` only: else the counts
-      alone). On a CPU the two are the same work.
-    - device_busy_ms: the union of the device's kernel and copy intervals the profiler recorded (CUDA only).
-    - kernels: the device's kernels (and copies, sets) per step; launches: the host's kernel-launch calls per
-      step, graph_launches: `cudaGraphLaunch` calls (CUDA only).
-    - ops: aten operators per step, nested ones included; leaf_ops: those that call no other aten operator;
-      compute_ops: those that do work themselves, neither a view nor an allocation (`NO_KERNEL`) and calling
-      no operator that is not one: on a GPU each is about one kernel. Approximate: a few launch more than one,
-      and a CPU's kernels (fused AdamW, autocast's cast lists) are not CUDA's.
+    - ops: aten operators, nested ones included; leaf_ops: those that call no other aten operator; compute_ops:
+      those that do work themselves, neither a view nor an allocation (`NO_KERNEL`) and calling no operator that
+      is not one: on a GPU each is about one kernel. Approximate: a few launch more than one, and a CPU's
+      kernels (fused AdamW, autocast's cast lists) are not CUDA's.
+    - CUDA only: kernels (and copies, sets) the device ran; device_busy_ms, the union of their intervals;
+      launches, the host's kernel-launch calls; graph_launches, its `cudaGraphLaunch` calls.
     """
+    import torch
     from torch.profiler import ProfilerActivity, profile
-    device = run.inputs.device
-    cuda = device.type == "cuda"
-
-    def sync():
+    cuda = run.inputs.device.type == "cuda"
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        trainer_steps(run, steps)
         if cuda:
-            torch.cuda.synchronize(device)
-
-    n = len(steps)
-    out = {"steps": n, "examples_per_step": sum(len(ix) for step in steps for ix in step.values()) / n}
-    trainer_steps(run, warmup)
-    sync()
-    if timed:
-        start = time.perf_counter()
-        trainer_steps(run, steps)
-        issued = time.perf_counter()
-        sync()
-        out.update(host_ms=1000 * (issued - start) / n, wall_ms=1000 * (time.perf_counter() - start) / n)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as prof:
-        trainer_steps(run, steps)
-        sync()
+            torch.cuda.synchronize(run.inputs.device)
     counts = count_events(prof.events())
-    out.update({k: counts[k] / n for k in ("ops", "leaf_ops", "compute_ops")})
-    if cuda:
-        out.update({k: counts[k] / n for k in ("kernels", "device_busy_ms", "launches", "graph_launches")})
-    return out
+    kept = ("ops", "leaf_ops", "compute_ops") + (("kernels", "device_busy_ms", "launches", "graph_launches")
+                                                 if cuda else ())
+    return {k: counts[k] / len(steps) for k in kept}
 
 
 def profile_main(args) -> dict:
@@ -213,17 +193,16 @@ def profile_main(args) -> dict:
 
 
 def count_ops(folder: str, implementation: str, precision: str, data_dir=None, batch_size: int = 32) -> dict:
-    """Operators per step of the default run on `folder` on the CPU (bench.step_profile's counts): the plan's
-    first step of each task, after the plan's first step as a warm-up."""
-    import torch
-
+    """Operators per step of the default run on `folder` on the CPU (`profile_steps`): the plan's first step of
+    each task, after the plan's first step as a warm-up."""
     _, _, run = trainer_run(["--model", folder, "--implementation", implementation, "--precision", precision,
                              "--device", "cpu", "--batch-size", str(batch_size)], data_dir)
     plan = run.sampler.plan(0)
     firsts = {}
     for step in plan[1:]:
         firsts.setdefault(tuple(step), step)  # a step's tasks, e.g. ("sst",)
-    counted = profile_steps(torch, run, list(firsts.values()), plan[:1], timed=False)
+    trainer_steps(run, plan[:1])
+    counted = profile_steps(run, list(firsts.values()))
     encoder = run.model.encoder.config
     return {**counted, "tasks": ["+".join(key) for key in firsts], "implementation": implementation,
             "precision": run.inputs.precision, "layers": encoder.num_hidden_layers, "hidden": encoder.hidden_size}

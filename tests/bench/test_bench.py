@@ -65,34 +65,32 @@ def test_gpu_bench_dry_run_plans_every_stage_within_600_s_and_runs_them_on_the_c
                                                                                      monkeypatch):
     """bench gpu --dry-run: the plan (every stage, the graphs stage its own seconds, 600 s in all), then each
     stage but the tests' plumbing on the CPU with a tiny bert-base shape: the graphed variants (the eager step on
-    padded widths here) against the eager step and transformers', the trainer's windows of steps, the profile,
-    the comparison; typed rows in the JSON and the markdown."""
+    padded widths here) against the eager step and transformers', profiled, the trainer's windows of steps, the
+    comparison; typed rows in the JSON and the markdown."""
     from bench import gpu
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the tiny model's folder
     assert sum(gpu.PLAN_S.values()) <= 600 and gpu.PLAN_S["graphs"] >= 150 and set(gpu.PLAN_S) == set(gpu.STAGES)
     out = tmp_path / "bench"
-    code, printed, err = run_cli(gpu.main, ["--dry-run", "--stages", "graphs,trainer,profile,compare", "--data-dir",
+    code, printed, err = run_cli(gpu.main, ["--dry-run", "--stages", "graphs,trainer,compare", "--data-dir",
                                             str(small_data_dir), "--out", str(out)])
     assert code == 0, err
-    assert "the plan: graphs 200 s, trainer 100 s, profile 45 s, compare 65 s = 410 s" in printed
+    assert "the plan: graphs 245 s, trainer 100 s, compare 65 s = 410 s" in printed
     result = json.loads((out / "bench-gpu.json").read_text())
     graphs = {r["setting"]: r for r in result["graphs"]}
     assert set(graphs) == {"eager", "graphed", "cudagraphs", "transformers"}, result["graphs"]
     assert all(r["kind"] == "GraphedStep" and r["ms_per_step"] > 0 and r["skips"] == 0 for r in graphs.values())
+    assert all(r["ops"] >= r["compute_ops"] > 0 and r["kernels"] is None for r in graphs.values())  # no CUDA
     assert graphs["graphed"]["default_shapes"] >= graphs["graphed"]["shapes"] >= 1
     assert "dry run" in graphs["graphed"]["graphs"] and graphs["eager"]["default_shapes"] is None
     (run,) = result["trainer"]
     assert run["kind"] == "TrainerSteps" and run["precision"] == "fp32" and run["steps"] == 6
     assert run["timed_steps"] == 2 and run["steps_per_s"] > 0 and run["syncs_per_step"] > 0
     assert set(run["dev"]) >= {"sst", "quora", "sts"} and run["scaler_skipped"] is None
-    profiled = {r["setting"]: r for r in result["profile"]}
-    assert set(profiled) == {"default", "fp32", "fixed width"} and profiled["fp32"]["precision"] == "fp32"
-    assert all(r["ops"] >= r["compute_ops"] > 0 and r["kernels"] is None for r in profiled.values())
     (row,) = result["compare"]
     assert row["kind"] == "Compared" and row["train_ratio"] > 0 and row["eval_ratio"] > 0
     assert row["implementation"] == "fast"  # on a CPU: fast
     summary = (out / "bench-gpu.md").read_text()
-    assert "| tiny | default | fp32 |" in summary and "| tiny | fixed width |" in summary and summary in printed
+    assert "| tiny | default | fp32 |" in summary and summary in printed
     assert "| tiny | graphed | fp32 |" in summary and "| tiny | - | fp32 | trainer's path: fast |" in summary
     assert "RESULT" in (out / "trainer-tiny-default.log").read_text()  # the worker's own output, kept
 
@@ -286,18 +284,17 @@ def test_gpu_bench_reports_issue_48s_targets_met_or_not():
 
 @pytest.mark.gpu
 def test_gpu_bench_profiles_and_compares_the_trainers_cuda_path(small_data_dir, tmp_path, monkeypatch):
-    """On CUDA, a tiny model: the profile counts kernels and launches, and the comparison times the reference
-    (what the trainer runs there) against transformers, each run's peak memory its own."""
+    """On CUDA, a tiny model: the graphs stage counts kernels and launches, and the comparison times the
+    reference (what the trainer runs there) against transformers, each run's peak memory its own."""
     from bench import gpu
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     out = tmp_path / "bench"
-    code, _, err = run_cli(gpu.main, ["--dry-run", "--device", "cuda", "--stages", "profile,compare", "--precisions",
+    code, _, err = run_cli(gpu.main, ["--dry-run", "--device", "cuda", "--stages", "graphs,compare", "--precisions",
                                       "bf16,fp32", "--data-dir", str(small_data_dir), "--out", str(out)])
     assert code == 0, err
     result = json.loads((out / "bench-gpu.json").read_text())
-    for r in result["profile"]:
-        assert r["implementation"] == "reference" and r["kernels"] > 0 and r["launches"] > 0, r
-        assert r["device_busy_ms"] > 0 and r["compute_ops"] > 0, r
+    for r in result["graphs"]:
+        assert r["kernels"] > 0 and r["launches"] > 0 and r["device_busy_ms"] > 0 and r["compute_ops"] > 0, r
     assert [r["precision"] for r in result["compare"]] == ["bf16", "fp32"]
     for r in result["compare"]:
         assert r["implementation"] == "reference" and r["minbert_path"] == "trainer's path", r
