@@ -6,9 +6,9 @@ import sys
 
 BENCHMARKS = {
     "throughput": ("bench.throughput", "a training step and evaluation, minBERT against transformers (CPU)"),
-    "trainer": ("bench.trainer", "the trainer's own steps: where the time goes, operator counts, whole epochs"),
+    "trainer": ("bench.trainer", "the trainer's own steps: where the time goes, operator counts"),
     "pretrain": ("bench.pretrain", "an MLM pretraining step, minBERT against transformers' BertForMaskedLM"),
-    "gpu": ("bench.gpu", "on a CUDA GPU in one run: gpu tests, graphed step, trainer, profile, transformers"),
+    "gpu": ("bench.gpu", "on a CUDA GPU in one run: graphed step (profiled), gpu tests, trainer, transformers"),
     "gpu-kit": ("bench.gpu_kit", "build .gpu/, what a lent GPU machine lacks; there: bash .gpu/run.sh"),
     "part1": ("bench.part1", "the course's Part 1 (classifier.py) against its budgets"),
     "e2e": ("bench.e2e", "README command 1 in a fresh clone, timed in its parts"),
