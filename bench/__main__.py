@@ -6,17 +6,16 @@ import sys
 
 BENCHMARKS = {
     "throughput": ("bench.throughput", "a training step and evaluation, minBERT against transformers (CPU)"),
-    "trainer": ("bench.trainer", "the trainer's own steps: where the time goes, operator counts, whole epochs"),
+    "trainer": ("bench.trainer", "the trainer's own steps: where the time goes, operator counts"),
     "pretrain": ("bench.pretrain", "an MLM pretraining step, minBERT against transformers' BertForMaskedLM"),
-    "gpu": ("bench.gpu", "on a CUDA GPU in one run: gpu tests, graphed step, trainer, profile, transformers"),
+    "gpu": ("bench.gpu", "on a CUDA GPU in one run: graphed step (profiled), gpu tests, trainer, transformers"),
     "gpu-kit": ("bench.gpu_kit", "build .gpu/, what a lent GPU machine lacks; there: bash .gpu/run.sh"),
-    "part1": ("bench.part1", "the course's Part 1 (classifier.py) against its budgets and transformers"),
+    "part1": ("bench.part1", "the course's Part 1 (classifier.py) against its budgets"),
     "e2e": ("bench.e2e", "README command 1 in a fresh clone, timed in its parts"),
 }
 WORKERS = {  # started by the benchmarks above, each in its own process
     "gpu-graphs": ("bench.gpu_graphs", "bench gpu's graphs stage: graphed, eager and transformers' steps"),
     "gpu-trainer": ("bench.gpu_trainer", "bench gpu's trainer stage: one model's steps in a process"),
-    "part1-reference": ("bench.part1_reference", "Part 1 trained with transformers' BertForSequenceClassification"),
 }
 
 

@@ -1,27 +1,28 @@
 """What one CUDA GPU does with this project, in one run planned to end within 600 s (the device's call limit).
 
-    python -m bench gpu [--out DIR] [--stages graphs,tests,trainer,profile,compare] [--fast-path]
+    python -m bench gpu [--out DIR] [--stages graphs,tests,trainer,compare] [--fast-path]
     python -m bench gpu --dry-run          # no GPU: every stage's plumbing on the CPU, a tiny model, seconds
 
-On whatever GPU torch finds (cuda:0), five stages, each with its own seconds in the plan (`PLAN_S`, printed first;
+On whatever GPU torch finds (cuda:0), four stages, each with its own seconds in the plan (`PLAN_S`, printed first;
 a stage that ends early leaves its seconds to the next):
 
 1. graphs: `bench gpu-graphs` (bench/gpu_graphs.py) on bert-base's shape: the trainer's graphed step (Inductor,
-   and backend="cudagraphs") against its eager step and transformers', every shape warmed before the clock, graph
-   launches and skipped captures counted, and whether a default run repays the compile. First: it is the
-   question a GPU session has to answer.
+   and backend="cudagraphs") against its eager step and transformers', every shape warmed before the clock; per
+   step under torch.profiler the device's busy time (where the step's time goes), kernels, kernel and graph
+   launches, aten operators; skipped captures counted, and whether a default run repays the compile. First: it
+   is the question a GPU session has to answer.
 2. tests: `pytest -m gpu -v tests` (every gpu-marked test) in a subprocess: passed, failed, skipped.
 3. trainer: `bench gpu-trainer`, one process per model (the embedded model, bert-base's shape with random
    weights): --trainer-steps steps of the default run in bf16 and fp16: steps/s, examples/s, peak memory, host
    syncs per step, the fp16 scaler's skips, the dev scores.
-4. profile: bench/step_profile.py on the trainer's own steps, per model: the default step, fp32 and one fixed
-   width: the host's time, the device's busy time, kernels, kernel and graph launches, aten operators.
-5. compare: bench/gpu_compare.py on bert-base's shape: the trainer's run with minBERT's encoder against the same
+4. compare: bench/gpu_compare.py on bert-base's shape: the trainer's run with minBERT's encoder against the same
    run with transformers', per precision (bf16, fp16, fp32 with TF32), as long as its seconds last.
 
-TF32 is on for fp32 matmuls, as in the trainer (--no-tf32 turns it off). Writes DIR/bench-gpu.json (every
-figure, each row typed: measured, skipped or failed) and DIR/bench-gpu.md after each stage, each subprocess's
-output in DIR/*.log, and prints the tables. Without CUDA it says so in one line and exits 2 (unless --dry-run).
+Every stage runs the run `train_multitask.py` builds from the options `run_options` makes of these flags
+(bench/common.py's trainer_run). TF32 is on for fp32 matmuls, as in the trainer (--no-tf32 turns it off).
+Writes DIR/bench-gpu.json (every figure, a typed row each: bench/gpu_report.py) and DIR/bench-gpu.md after
+each stage, each subprocess's output in DIR/*.log, and prints the tables. Without CUDA it says so in one line
+and exits 2 (unless --dry-run).
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
@@ -34,19 +35,52 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import DATA_DIR_HELP, REPO, bench_command, model_folder, results_in, trainer_run
-from bench.gpu_report import Row, markdown
+from bench.common import DATA_DIR_HELP, REPO, bench_command, data_dir, model_folder, results_in, trainer_run
+from bench.gpu_report import Failed, Machine, Report, Skipped, TestsRun, markdown, row_from_json
 
-PLAN_S = {"graphs": 200, "tests": 150, "trainer": 100, "profile": 45, "compare": 65}  # 560 of the device's 600
+PLAN_S = {"graphs": 245, "tests": 150, "trainer": 100, "compare": 65}  # 560 of the device's 600
 STAGES = tuple(PLAN_S)
 SETTINGS = {"default": [], "graphs": ["--cuda-graphs", "on"], "smart": ["--smart"], "pcgrad": ["--surgery", "pcgrad"],
             "compile": ["--compile"]}
 DRY_SHAPE = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128)
 DRY_RUN = dict(device="cpu", models="tiny", settings="default", trainer_precisions="fp32", trainer_steps=6,
-               trainer_warmup=2, sync_steps=2, profile_models="tiny", profile_steps=2, profile_warmup=1,
-               precisions="fp32", tasks="sst", compare_model="tiny", batch_size=4, eval_batch_size=16,
-               eval_examples=16, steps=4, warmup=1, rounds=2, graphs_model="tiny", graphs_precision="fp32",
-               graphs_steps=6)
+               trainer_warmup=2, sync_steps=2, precisions="fp32", tasks="sst", compare_model="tiny", batch_size=4,
+               eval_batch_size=16, eval_examples=16, steps=4, warmup=1, rounds=2, graphs_model="tiny",
+               graphs_precision="fp32", graphs_steps=6)
+
+
+def add_stage_args(p) -> None:
+    graphs = p.add_argument_group("graphs (the graphed step against the eager one and transformers')")
+    graphs.add_argument("--graphs-model", default="bert-base", help="(default: %(default)s)")
+    graphs.add_argument("--graphs-precision", default="bf16", help="(default: %(default)s)")
+    graphs.add_argument("--graphs-steps", type=int, default=24, help="timed steps (default: %(default)s)")
+    graphs.add_argument("--graphs-shapes", type=int, default=4, help="distinct step shapes (default: %(default)s)")
+    trainer = p.add_argument_group("trainer")
+    trainer.add_argument("--models", default="embedded,bert-base",
+                         help="embedded (minilm), bert-base (its shape, random weights) or folders "
+                              "(default: %(default)s)")
+    trainer.add_argument("--trainer-precisions", default="bf16,fp16", help="(default: %(default)s)")
+    trainer.add_argument("--trainer-steps", type=int, default=200, help="per model and precision "
+                                                                        "(default: %(default)s)")
+    trainer.add_argument("--trainer-warmup", type=int, default=20, help="untimed first steps (default: %(default)s)")
+    trainer.add_argument("--sync-steps", type=int, default=10, help="last steps, host syncs counted "
+                                                                    "(default: %(default)s)")
+    trainer.add_argument("--settings", default="default",
+                         help="comma-separated trainer settings, each a run per model: " + ", ".join(SETTINGS))
+    compare = p.add_argument_group("compare (the trainer's run, minBERT's encoder against transformers')")
+    compare.add_argument("--compare-model", default="bert-base", help="(default: %(default)s)")
+    compare.add_argument("--precisions", default="bf16,fp16,fp32", help="(default: %(default)s)")
+    compare.add_argument("--fast-path", action="store_true",
+                         help="time minBERT's fast path (--implementation fast), not the trainer's path on CUDA "
+                              "(the reference); every row says which")
+    compare.add_argument("--tasks", default="sst,quora,sts", help="the run's tasks (default: %(default)s)")
+    compare.add_argument("--batch-size", type=int, default=32)
+    compare.add_argument("--eval-batch-size", type=int, default=128)
+    compare.add_argument("--eval-examples", type=int, default=512, help="dev rows per task evaluated each round "
+                                                                       "(default: %(default)s)")
+    compare.add_argument("--steps", type=int, default=24, help="timed steps per model and phase")
+    compare.add_argument("--warmup", type=int, default=4)
+    compare.add_argument("--rounds", type=int, default=6)
 
 
 def parse_args(argv=None):
@@ -63,42 +97,7 @@ def parse_args(argv=None):
     p.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-tf32", action="store_true", help="fp32 matmuls in IEEE fp32, in every stage")
-    graphs = p.add_argument_group("graphs (the graphed step against the eager one and transformers')")
-    graphs.add_argument("--graphs-model", default="bert-base", help="(default: %(default)s)")
-    graphs.add_argument("--graphs-precision", default="bf16", help="(default: %(default)s)")
-    graphs.add_argument("--graphs-steps", type=int, default=24, help="timed steps (default: %(default)s)")
-    graphs.add_argument("--graphs-shapes", type=int, default=4, help="distinct step shapes (default: %(default)s)")
-    trainer = p.add_argument_group("trainer")
-    trainer.add_argument("--models", default="embedded,bert-base",
-                         help="embedded (minilm), bert-base (its shape, random weights) or folders "
-                              "(default: %(default)s)")
-    trainer.add_argument("--trainer-precisions", default="bf16,fp16", help="(default: %(default)s)")
-    trainer.add_argument("--trainer-steps", type=int, default=200,
-                         help="per model and precision (default: %(default)s)")
-    trainer.add_argument("--trainer-warmup", type=int, default=20, help="untimed first steps (default: %(default)s)")
-    trainer.add_argument("--sync-steps", type=int, default=10,
-                         help="last steps, host syncs counted (default: %(default)s)")
-    trainer.add_argument("--settings", default="default",
-                         help="comma-separated trainer settings, each a run per model: " + ", ".join(SETTINGS))
-    profile = p.add_argument_group("profile (the trainer's steps under torch.profiler)")
-    profile.add_argument("--profile-models", default="embedded,bert-base", help="(default: %(default)s)")
-    profile.add_argument("--profile-steps", type=int, default=10, help="steps profiled per setting "
-                                                                        "(default: %(default)s)")
-    profile.add_argument("--profile-warmup", type=int, default=5, help="(default: %(default)s)")
-    compare = p.add_argument_group("compare (the trainer's run, minBERT's encoder against transformers')")
-    compare.add_argument("--compare-model", default="bert-base", help="(default: %(default)s)")
-    compare.add_argument("--precisions", default="bf16,fp16,fp32", help="(default: %(default)s)")
-    compare.add_argument("--fast-path", action="store_true",
-                         help="time minBERT's fast path (--implementation fast), not the trainer's path on CUDA "
-                              "(the reference); every row says which")
-    compare.add_argument("--tasks", default="sst,quora,sts", help="the run's tasks (default: %(default)s)")
-    compare.add_argument("--batch-size", type=int, default=32)
-    compare.add_argument("--eval-batch-size", type=int, default=128)
-    compare.add_argument("--eval-examples", type=int, default=512, help="dev rows per task evaluated each round "
-                                                                       "(default: %(default)s)")
-    compare.add_argument("--steps", type=int, default=24, help="timed steps per model and phase")
-    compare.add_argument("--warmup", type=int, default=4)
-    compare.add_argument("--rounds", type=int, default=6)
+    add_stage_args(p)
     if p.parse_args(argv).dry_run:  # its defaults; any option given still wins
         p.set_defaults(**DRY_RUN)
     args = p.parse_args(argv)
@@ -120,25 +119,43 @@ def plan(text, parser) -> dict:
     return out
 
 
+def folder(name: str, args) -> str:
+    """embedded, bert-base or a folder; --dry-run's tiny bert-base shape for the named ones."""
+    return model_folder(name, **(DRY_SHAPE if args.dry_run and name in ("tiny", "bert-base") else {}))
+
+
+def run_options(args, name: str, *more) -> list:
+    """train_multitask.py's options for the run on model `name` that every stage times, as this command's flags
+    set them (the device, the seed, the data, TF32), `more` added."""
+    return ["--model", folder(name, args), "--device", args.device, "--seed", str(args.seed), "--data-dir",
+            str(data_dir(args.data_dir)), *(["--no-tf32"] if args.no_tf32 else []), *map(str, more)]
+
+
+def compare_options(args, precision: str) -> list:
+    """The compare stage's run: the tasks, batch sizes and path it times."""
+    return ["--precision", precision, "--tasks", args.tasks, "--batch-size", args.batch_size, "--eval-batch-size",
+            args.eval_batch_size, *(["--implementation", "fast"] if args.fast_path else [])]
+
+
 class Clock:
     """Each stage's seconds: its planned share, and what the stages before it left unused."""
 
     def __init__(self, planned: dict):
-        self.planned, self.spare, self.start = planned, 0.0, time.perf_counter()
+        self.planned, self.spare = planned, 0.0
 
     def begin(self, stage: str) -> float:
         self.stage_start, self.cap = time.perf_counter(), self.planned[stage] + self.spare
         return self.cap
 
     def end(self) -> None:
-        self.spare = max(0.0, self.cap - (time.perf_counter() - self.stage_start))
+        self.spare = max(0.0, self.left())
 
     def left(self) -> float:
         return self.cap - (time.perf_counter() - self.stage_start)
 
 
-def run_capped(cmd: list, cap: float) -> tuple:
-    """(exit status or None when cut at `cap` seconds, stdout, stderr, seconds)."""
+def run_capped(cmd: list, cap: float, log: Path) -> tuple:
+    """(exit status or None when cut at `cap` seconds, stdout, stderr, seconds); both outputs kept in `log`."""
     started = time.perf_counter()
     try:
         done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=max(cap, 1))
@@ -146,10 +163,11 @@ def run_capped(cmd: list, cap: float) -> tuple:
     except subprocess.TimeoutExpired as e:
         text = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr)]
         code, out, err = None, *text
+    log.write_text(out + err)
     return code, out, err, time.perf_counter() - started
 
 
-def pytest_summary(output: str) -> dict:
+def pytest_summary(output: str, **run) -> TestsRun:
     """Counts from pytest's last line ("3 passed, 1 skipped in 4.2s"), or when it never came (the run was cut)
     from its verbose per-test lines; the FAILED / ERROR lines; --durations' slowest."""
     lines = output.strip().splitlines()
@@ -157,50 +175,38 @@ def pytest_summary(output: str) -> dict:
     counts = {kind.rstrip("s") if kind == "errors" else kind: int(n)
               for n, kind in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|xpassed)", last)}
     if not last:
-        for kind in re.findall(r"::\S+ (PASSED|FAILED|SKIPPED|ERROR)", output):
-            counts[kind.lower()] = counts.get(kind.lower(), 0) + 1
+        kinds = [kind.lower() for kind in re.findall(r"::\S+ (PASSED|FAILED|SKIPPED|ERROR)", output)]
+        counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
     seconds = re.search(r" in ([\d.]+)s", last)
-    return {"counts": counts, "pytest_s": float(seconds.group(1)) if seconds else None,
-            "failures": [line for line in lines if line.startswith(("FAILED", "ERROR"))],
-            "slowest": [line.strip() for line in lines if re.match(r"\s*[\d.]+s (call|setup|teardown) ", line)]}
+    return TestsRun(counts, float(seconds.group(1)) if seconds else None,
+                    [line for line in lines if line.startswith(("FAILED", "ERROR"))],
+                    [line.strip() for line in lines if re.match(r"\s*[\d.]+s (call|setup|teardown) ", line)], **run)
 
 
-def stage_tests(args, clock: Clock) -> dict:
+def stage_tests(args, clock: Clock) -> TestsRun:
     cap = clock.left()
-    code, out, err, seconds = run_capped([sys.executable, "-m", "pytest", "-m", "gpu", "-v", "--durations=6",
-                                          "tests"], cap)
-    (args.out_dir / "gpu-tests.log").write_text(out + err)
-    result = {**pytest_summary(out), "exit": code, "wall_s": seconds}
-    if code is None:
-        result["cut"] = f"stopped at its cap of {cap:.0f} s"
-    return result
-
-
-def folder(name: str, args) -> str:
-    """embedded, bert-base or a folder; --dry-run's tiny bert-base shape for the named ones."""
-    return model_folder(name, **(DRY_SHAPE if args.dry_run and name in ("tiny", "bert-base") else {}))
+    code, out, _, seconds = run_capped([sys.executable, "-m", "pytest", "-m", "gpu", "-v", "--durations=6", "tests"],
+                                       cap, args.out_dir / "gpu-tests.log")
+    return pytest_summary(out, exit=code, wall_s=seconds, cut=f"stopped at its cap of {cap:.0f} s" if code is None
+                          else "")
 
 
 def worker_rows(cmd: list, cap: float, log: Path, **where) -> list:
-    """A worker's typed rows (its RESULT lines), and a failed row when it was cut at `cap` or exited in error."""
-    code, out, err, seconds = run_capped(cmd, cap)
-    log.write_text(out + err)
-    rows = [Row.from_json(row) for report in results_in(out) for row in report["rows"]]
+    """A worker's typed rows (its RESULT lines) named by `where`, and a failed row when it was cut at `cap` or
+    exited in error."""
+    code, out, err, seconds = run_capped(cmd, cap, log)
+    rows = [dataclasses.replace(row_from_json(row), **where) for report in results_in(out) for row in report["rows"]]
     if code != 0:
         why = f"cut at its {cap:.0f} s" if code is None else f"exit {code}"
-        rows.append(Row.failed(f"{why}: {(err.strip().splitlines() or [''])[-1][:300]}", **where,
-                               figures={"wall_s": seconds}))
+        rows.append(Failed(**where, error=f"{why}: {(err.strip().splitlines() or [''])[-1][:300]}", wall_s=seconds))
     return rows
 
 
 def stage_graphs(args, clock: Clock) -> list:
-    cmd = bench_command("gpu-graphs", "--model", folder(args.graphs_model, args), "--precision",
-                        args.graphs_precision, "--steps", args.graphs_steps, "--shapes", args.graphs_shapes,
-                        "--device", args.device, "--seed", args.seed, *(["--data-dir", args.data_dir] if args.data_dir
-                                                                        else []),
-                        *(["--no-tf32"] if args.no_tf32 else []), *(["--dry-run"] if args.dry_run else []))
-    return [dataclasses.replace(r, model=args.graphs_model) for r in
-            worker_rows(cmd, clock.left(), args.out_dir / "graphs.log", model=args.graphs_model)]
+    cmd = bench_command("gpu-graphs", "--steps", args.graphs_steps, "--shapes", args.graphs_shapes,
+                        *(["--dry-run"] if args.dry_run else []), "--",
+                        *run_options(args, args.graphs_model, "--precision", args.graphs_precision))
+    return worker_rows(cmd, clock.left(), args.out_dir / "graphs.log", model=args.graphs_model)
 
 
 def stage_trainer(args, clock: Clock) -> list:
@@ -208,53 +214,19 @@ def stage_trainer(args, clock: Clock) -> list:
     for k, (setting, name) in enumerate(runs):
         cap = clock.left() / (len(runs) - k)  # an equal share of what is left
         if cap < 15:
-            rows.append(Row.skipped(f"{clock.left():.0f} s left of the stage", name, setting))
+            rows.append(Skipped(model=name, setting=setting, why=f"{clock.left():.0f} s left of the stage"))
             continue
-        cmd = bench_command("gpu-trainer", "--model", folder(name, args), "--precisions", args.trainer_precisions,
-                            "--steps", args.trainer_steps, "--warmup", args.trainer_warmup, "--sync-steps",
-                            args.sync_steps, "--device", args.device,
-                            *(["--data-dir", args.data_dir] if args.data_dir else []), "--", "--seed", args.seed,
-                            *SETTINGS[setting], *(["--no-tf32"] if args.no_tf32 else []))
-        rows += [dataclasses.replace(r, model=name, setting=setting) for r in
-                 worker_rows(cmd, cap, args.out_dir / f"trainer-{Path(name).name}-{setting}.log", model=name,
-                             setting=setting)]
+        cmd = bench_command("gpu-trainer", "--precisions", args.trainer_precisions, "--steps", args.trainer_steps,
+                            "--warmup", args.trainer_warmup, "--sync-steps", args.sync_steps, "--setting", setting,
+                            "--", *run_options(args, name, *SETTINGS[setting]))
+        rows += worker_rows(cmd, cap, args.out_dir / f"trainer-{Path(name).name}-{setting}.log", model=name)
     return rows
 
 
-def trainer_inputs(args, name: str, precision: str = "fp32"):
-    """The default run's config on model `name` and its prepared data, as the trainer makes them on args.device."""
-    from bench.gpu_compare import compare_options
-    config, inputs, _ = trainer_run(compare_options(args, folder(name, args), precision), args.data_dir,
-                                    build=False)
+def trainer_inputs(args, name: str, precision: str):
+    """The compare stage's run on model `name`: its config and prepared data, nothing built."""
+    config, inputs, _ = trainer_run(run_options(args, name, *compare_options(args, precision)), build=False)
     return config, inputs
-
-
-def stage_profile(args, clock: Clock) -> list:
-    import torch
-
-    from bench.step_profile import profile_steps
-    from tasks.training import build_run
-    rows = []
-    for name in args.profile_models.split(","):
-        config, inputs = trainer_inputs(args, name, "auto")
-        plan = None
-        for setting, precision in (("default", inputs.precision), ("fp32", "fp32"), ("fixed width", inputs.precision)):
-            if clock.left() < 10:
-                rows.append(Row.skipped(f"{clock.left():.0f} s left of the stage", name, setting, precision))
-                continue
-            run = build_run(dataclasses.replace(config, precision=precision),
-                            dataclasses.replace(inputs, precision=precision, precision_requested=precision))
-            plan = plan or run.sampler.plan(0)
-            warmup, steps = plan[:args.profile_warmup], plan[args.profile_warmup:][:args.profile_steps]
-            if setting == "fixed width":
-                warmup, steps = [steps[0]] * args.profile_warmup, [steps[0]] * args.profile_steps
-            rows.append(Row.measured(name, setting, precision, figures=dict(
-                profile_steps(torch, run, steps, warmup), implementation=run.model.encoder.config.implementation,
-                tf32=inputs.tf32 and precision == "fp32")))
-            del run
-            if inputs.device.type == "cuda":
-                torch.cuda.empty_cache()
-    return rows
 
 
 def stage_compare(args, clock: Clock) -> list:
@@ -262,35 +234,35 @@ def stage_compare(args, clock: Clock) -> list:
 
     import minbert
     from bench.gpu_compare import time_models
-    config, inputs = trainer_inputs(args, args.compare_model)
+    config, inputs = trainer_inputs(args, args.compare_model, "fp32")
     rows = []
     for precision in (p for p in args.precisions.split(",") if p not in ("", "none")):
+        where = dict(model=args.compare_model, precision=precision)
         if not minbert.native(precision, inputs.device):
-            rows.append(Row.skipped("not native on this device", args.compare_model, "-", precision))
+            rows.append(Skipped(**where, why="not native on this device"))
         elif clock.left() < 20:
-            rows.append(Row.skipped(f"{clock.left():.0f} s left of the stage", args.compare_model, "-", precision))
+            rows.append(Skipped(**where, why=f"{clock.left():.0f} s left of the stage"))
         else:
-            rows.append(Row.measured(args.compare_model, "-", precision,
-                                     figures=time_models(torch, args, config, precision, inputs)))
+            rows.append(time_models(torch, args, config, precision, inputs, where))
     return rows
 
 
-def machine(args) -> dict:
+def machine(args) -> Machine:
     import torch
 
     from tasks.machine import cpu_model, source_commit
     device = torch.device(args.device)
-    out = {"torch": torch.__version__, "cuda": torch.version.cuda, "cpu": cpu_model(), "device": "cpu",
-           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **source_commit(REPO)}
+    found = {key.removeprefix("minbert_"): value for key, value in source_commit(REPO).items()}
+    gpu = {}
     if device.type == "cuda":
         properties = torch.cuda.get_device_properties(device)
-        out.update(device=properties.name, capability=".".join(map(str, torch.cuda.get_device_capability(device))),
+        gpu = dict(device=properties.name, capability=".".join(map(str, torch.cuda.get_device_capability(device))),
                    memory_mib=properties.total_memory // 2**20)
-    return out
+    return Machine(**{"device": "cpu", **gpu}, cpu=cpu_model(), torch=torch.__version__, cuda=torch.version.cuda,
+                   date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **found)
 
 
-STAGE_RUNS = {"graphs": stage_graphs, "tests": stage_tests, "trainer": stage_trainer, "profile": stage_profile,
-              "compare": stage_compare}
+STAGE_RUNS = {"graphs": stage_graphs, "tests": stage_tests, "trainer": stage_trainer, "compare": stage_compare}
 
 
 def main(argv=None) -> int:
@@ -305,29 +277,26 @@ def main(argv=None) -> int:
     out = Path(args.out or REPO / "runs" / time.strftime("bench-gpu-%Y%m%d-%H%M%S")).resolve()
     out.mkdir(parents=True, exist_ok=True)
     args.out_dir = out  # where the stages leave their logs
-    stages = [s for s in STAGES if s in args.stages.split(",")]
-    planned = {s: args.plan[s] for s in stages}
-    results = {"machine": machine(args), "command": ["python", "-m", "bench", "gpu", *(argv or sys.argv[1:])],
-               "plan": planned, "dry_run": args.dry_run}
-    print(f"bench gpu: {results['machine']['device']}; torch {torch.__version__}; results in {out}; the plan: "
+    planned = {s: args.plan[s] for s in STAGES if s in args.stages.split(",")}
+    report = Report(machine(args), ["python", "-m", "bench", "gpu", *(argv or sys.argv[1:])], planned, args.dry_run)
+    print(f"bench gpu: {report.machine.device}; torch {torch.__version__}; results in {out}; the plan: "
           + ", ".join(f"{s} {v:.0f} s" for s, v in planned.items()) + f" = {sum(planned.values()):.0f} s", flush=True)
     clock, began = Clock(planned), time.perf_counter()
-    summary = write(out, results, 0.0)
-    for stage in stages:
+    summary = write(out, report)
+    for stage in planned:
         cap = clock.begin(stage)
-        results[stage] = STAGE_RUNS[stage](args, clock)
+        report.stages[stage] = STAGE_RUNS[stage](args, clock)
         clock.end()
         print(f"bench gpu: {stage} done in {cap - clock.left():.0f} s of its {cap:.0f} s", flush=True)
-        summary = write(out, results, time.perf_counter() - began)  # after each stage: a kill keeps them
+        report.total_s = time.perf_counter() - began
+        summary = write(out, report)  # after each stage: a kill keeps them
     print(summary)
     return 0
 
 
-def write(out: Path, results: dict, seconds: float) -> str:
+def write(out: Path, report: Report) -> str:
     """bench-gpu.json and bench-gpu.md as they stand; returns the markdown."""
-    results["total_s"] = seconds
-    rows = {k: [r.to_json() for r in v] if k in STAGE_RUNS and k != "tests" else v for k, v in results.items()}
-    (out / "bench-gpu.json").write_text(json.dumps(rows, indent=1))
-    summary = markdown(results)
+    (out / "bench-gpu.json").write_text(json.dumps(report.to_json(), indent=1))
+    summary = markdown(report)
     (out / "bench-gpu.md").write_text(summary)
     return summary

@@ -12,22 +12,22 @@ data (`tasks.inputs.prepare`). Only the encoder differs:
   (what the run asks of an encoder), so its heads, loss, optimizer and steps are the trainer's too.
 
 Training: the first steps of the default run's epoch-0 plan (the proportional sampler's SST, Quora and STS
-batches, length-bucketed), each a whole `tasks.training.train_step` (forward, loss, backward, clipping,
-AdamW), the next step's batches built ahead as the loop does on CUDA, and the schedule's step. Evaluation: the
-trainer's (`tasks.evaluation.evaluate`) on the first --eval-examples rows of each task's dev split. The two runs
-alternate round by round (A B, B A, ...) over the same steps; every round ends with `torch.cuda.synchronize()`;
-ratios are the median of the per-round ratios (above 1: minBERT faster). Peak memory is the run's own:
-`torch.cuda.max_memory_allocated` from its building through its warm-up steps and one evaluation, less what
-was allocated before it was built (the other run's weights and optimizer states). fp32 runs in TF32 where the
-trainer would (bench.gpu's --no-tf32 turns it off), said in the row.
+batches, length-bucketed), each a whole `tasks.training.train_step` (forward, loss, backward, clipping, AdamW),
+the next step's batches built ahead as the loop does on CUDA, and the schedule's step. Evaluation: the trainer's
+(`tasks.evaluation.evaluate`) on the first --eval-examples rows of each task's dev split, once a round. The two
+runs alternate round by round (bench/paired.py: A B, B A, ...) over the same steps, every round ended by
+`torch.cuda.synchronize()`; ratios are the median of the per-round ratios (above 1: minBERT faster). Peak memory
+is the run's own: `torch.cuda.max_memory_allocated` from its building through its warm-up steps and one
+evaluation, less what was allocated before it was built (the other run's weights and optimizer states). fp32
+runs in TF32 where the trainer would (bench.gpu's --no-tf32 turns it off), said in the row.
 """
 import dataclasses
-import statistics
-import time
 
 from torch import nn
 
-from bench.step_profile import trainer_steps
+from bench import paired
+from bench.gpu_report import Compared
+from bench.trainer import trainer_steps
 
 TRAINERS_PATH, FAST_PATH = "trainer's path", "fast path (--fast-path; not the trainer's on CUDA)"
 
@@ -65,18 +65,17 @@ class TransformersEncoder(nn.Module):
         return None
 
 
-def compare_options(args, folder: str, precision: str) -> list:
-    """train_multitask.py's options for the default run on `folder`, as bench gpu's flags set them."""
-    return ["--model", folder, "--device", args.device, "--precision", precision, "--seed", str(args.seed),
-            "--tasks", args.tasks, "--batch-size", str(args.batch_size), "--eval-batch-size", str(args.eval_batch_size),
-            *(["--implementation", "fast"] if args.fast_path else []), *(["--no-tf32"] if args.no_tf32 else [])]
-
-
 def sync(device) -> None:
     """Wait for the device's queued work (CUDA); a CPU's work is done when its call returns."""
     import torch
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def step_worker(run, steps: list, **phases) -> paired.Local:
+    """`run` as a worker in this process: its "train" phase the trainer's `steps[start:start + count]`."""
+    return paired.Local({"train": lambda start, count: trainer_steps(run, steps[start:start + count]), **phases},
+                        sync=lambda: sync(run.inputs.device))
 
 
 def compared_encoders(config, device) -> dict:
@@ -100,57 +99,62 @@ def dev_slice(inputs, rows: int):
     return dataclasses.replace(inputs, data=data)
 
 
-def time_models(torch, args, config, precision: str, inputs) -> dict:
-    """Both runs, fresh from the checkpoint, on the same steps and dev rows; rounds alternate A B, B A, ..."""
+class Peak:
+    """A run's own peak device memory (MiB): from before it is built, less what was allocated then (the other
+    run's weights and optimizer states); None on a CPU."""
+
+    def __init__(self, torch, device):
+        self.torch, self.device, self.cuda = torch, device, device.type == "cuda"
+        if self.cuda:
+            self.before = torch.cuda.memory_allocated(device)
+            torch.cuda.reset_peak_memory_stats(device)
+
+    def mib(self):
+        if not self.cuda:
+            return None
+        return (self.torch.cuda.max_memory_allocated(self.device) - self.before) / 2**20
+
+
+def warmed_runs(torch, config, inputs, evals, warmup: int) -> tuple:
+    """Both runs, fresh from the checkpoint, each through the plan's first `warmup` steps and one evaluation:
+    the runs, the plan (the same for both: the same options, seed and data) and each run's peak memory."""
     from tasks.evaluation import evaluate
     from tasks.training import build_run
+    runs, peaks, plan = {}, {}, None
+    for name, encoder in compared_encoders(config, inputs.device).items():
+        peak = Peak(torch, inputs.device)
+        run = runs[name] = build_run(config, inputs, encoder=encoder)
+        plan = plan or run.sampler.plan(0)
+        trainer_steps(run, plan[:warmup])
+        evaluate(run.model, evals, config.eval_batch_size)
+        sync(inputs.device)
+        peaks[name] = peak.mib()
+    return runs, plan, peaks
+
+
+def time_models(torch, args, config, precision: str, inputs, where: dict) -> Compared:
+    """Both runs on the same steps and dev rows, rounds alternated; the row of `where` (model, setting)."""
+    from tasks.evaluation import evaluate
     config = dataclasses.replace(config, precision=precision)
     inputs = dataclasses.replace(inputs, precision=precision, precision_requested=precision)
-    device = inputs.device
-    cuda = device.type == "cuda"
     evals = dev_slice(inputs, args.eval_examples)
-    runs, peaks, warmup, timed = {}, {}, [], []
-    for name, encoder in compared_encoders(config, device).items():
-        before = torch.cuda.memory_allocated(device) if cuda else 0  # the other run's weights and states
-        if cuda:
-            torch.cuda.reset_peak_memory_stats(device)
-        run = runs[name] = build_run(config, inputs, encoder=encoder)
-        if not warmup:
-            plan = run.sampler.plan(0)  # the same for both runs: the same options, seed and data
-            warmup, timed = plan[:args.warmup], plan[args.warmup:args.warmup + args.steps]
-        trainer_steps(run, warmup)
-        evaluate(run.model, evals, config.eval_batch_size)
-        sync(device)
-        peaks[name] = (torch.cuda.max_memory_allocated(device) - before) / 2**20 if cuda else float("nan")
-    per_round = max(1, len(timed) // args.rounds)
-    rounds = [timed[r * per_round:(r + 1) * per_round] for r in range(args.rounds)]
-    seconds = {(name, phase): [] for name in runs for phase in ("train", "eval")}
-    for r, steps in enumerate(rounds):
-        for name in (list(runs) if r % 2 == 0 else list(reversed(runs))):
-            run = runs[name]
-            for phase in ("train", "eval"):
-                sync(device)
-                start = time.perf_counter()
-                if phase == "train":
-                    trainer_steps(run, steps)
-                else:
-                    evaluate(run.model, evals, config.eval_batch_size)
-                sync(device)
-                seconds[name, phase].append(time.perf_counter() - start)
-    examples = {"train": sum(len(ix) for steps in rounds for step in steps for ix in step.values()),
-                "eval": args.rounds * sum(len(evals.data[t]["dev"]) for t in evals.tasks)}
-    implementation = runs["minbert"].model.encoder.config.implementation
-    out = {"precision": precision, "tf32": inputs.tf32 and precision == "fp32", "implementation": implementation,
-           "minbert_path": FAST_PATH if args.fast_path else TRAINERS_PATH, "tasks": list(inputs.tasks),
-           "steps_per_round": per_round, "peak_mib": peaks}
-    for phase in ("train", "eval"):
-        for name in runs:
-            out[f"{name}_{phase}_examples_per_s"] = examples[phase] / sum(seconds[name, phase])
-        out[f"{phase}_ratio"] = statistics.median(t / m for m, t in zip(seconds["minbert", phase],
-                                                                        seconds["transformers", phase]))
-    out["minbert_ms_per_step"] = 1000 * sum(seconds["minbert", "train"]) / (per_round * args.rounds)
-    out["transformers_ms_per_step"] = 1000 * sum(seconds["transformers", "train"]) / (per_round * args.rounds)
-    del runs
-    if cuda:
+    runs, plan, peaks = warmed_runs(torch, config, inputs, evals, args.warmup)
+    steps = plan[args.warmup:args.warmup + args.steps]
+    workers = {name: step_worker(run, steps, eval=lambda start, count, run=run: [
+        evaluate(run.model, evals, config.eval_batch_size) for _ in range(count)]) for name, run in runs.items()}
+    train = paired.alternate(workers, "train", len(steps), args.rounds)
+    evaluated = paired.alternate(workers, "eval", args.rounds, args.rounds)
+    examples = sum(len(ix) for step in steps for ix in step.values())
+    dev_rows = sum(len(evals.data[t]["dev"]) for t in evals.tasks)
+    row = Compared(**where, implementation=runs["minbert"].model.encoder.config.implementation,
+                   minbert_path=FAST_PATH if args.fast_path else TRAINERS_PATH,
+                   tf32=inputs.tf32 and precision == "fp32", steps_per_round=train.steps[0],
+                   **{f"{name}_{key}": value for name in runs for key, value in (
+                       ("train_per_s", examples / train.total(name)),
+                       ("eval_per_s", dev_rows * args.rounds / evaluated.total(name)),
+                       ("ms_per_step", 1000 * train.total(name) / len(steps)), ("peak_mib", peaks[name]))},
+                   train_ratio=train.ratio(), eval_ratio=evaluated.ratio())
+    del runs, workers
+    if inputs.device.type == "cuda":
         torch.cuda.empty_cache()
-    return out
+    return row

@@ -1,21 +1,71 @@
-"""Paired workers: the timing harness of `bench throughput` and `bench pretrain`.
+"""Paired workers: the one timing harness of the benchmarks that compare two (or more) ways of running a step.
 
-Each model runs in its own worker process (`python -m bench NAME --worker MODEL ...`), so each peak RSS (VmHWM)
-is its own; the parent sends JSON commands on the worker's stdin and reads one JSON line back for each. On a
-machine shared with other jobs, whose load changes within seconds, only interleaved timings give a ratio that
-means something: `alternate` runs the workers round by round (A B, B A, ...) over the same batches, and a ratio
-is the median of the per-round ratios.
+A worker runs its model's steps when asked: in its own process (`Remote`: `python -m bench NAME --worker
+MODEL ...`, each peak RSS its own; the parent sends JSON commands on its stdin and reads one JSON line back for
+each), or in this one (`Local`: on a GPU, where each run's peak memory is read from the device). On a machine
+whose load changes within seconds only interleaved timings give a ratio that means something: `alternate` runs
+the workers round by round (A B, B A, ...) over the same steps, and a ratio is the median of the per-round
+ratios.
 """
+import hashlib
 import json
 import os
 import resource
 import statistics
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import REPO, bench_command
 
+WORKERS = ("minbert", "transformers")
+
+
+@dataclass(frozen=True)
+class Timed:
+    """Each worker's seconds per round, and the steps in each round."""
+    seconds: dict
+    steps: list
+
+    def total(self, name: str) -> float:
+        return sum(self.seconds[name])
+
+    def ratio(self, ours: str = "minbert", theirs: str = "transformers") -> float:
+        """The median over rounds of their time / ours: above 1, ours is faster."""
+        return statistics.median(b / a for a, b in zip(self.seconds[ours], self.seconds[theirs]))
+
+
+def alternate(workers: dict, phase: str, count: int, rounds: int) -> Timed:
+    """`count` steps of `phase` split into rounds, the workers' order reversed every other round."""
+    names = list(workers)
+    rounds = min(rounds, count)
+    per_round = [count // rounds + (r < count % rounds) for r in range(rounds)]
+    seconds, begin = {n: [] for n in names}, 0
+    for r, steps in enumerate(per_round):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            seconds[name].append(workers[name].ask(op=phase, start=begin, count=steps)["seconds"])
+        begin += steps
+    return Timed(seconds, per_round)
+
+
+class Local:
+    """A worker in this process: `phases[op](start, count)` runs those steps, timed here between two calls of
+    `sync` (a device's synchronize: the work it queued belongs to the steps)."""
+
+    def __init__(self, phases: dict, sync=lambda: None):
+        self.phases, self.sync = phases, sync
+
+    def ask(self, op: str, start: int, count: int) -> dict:
+        self.sync()
+        began = time.perf_counter()
+        self.phases[op](start, count)
+        self.sync()
+        return {"seconds": time.perf_counter() - began}
+
+
+# ------------------------------------------------------------------------------------------ worker side
 
 def reply(obj) -> None:
     sys.stdout.write(json.dumps(obj) + "\n")
@@ -23,19 +73,14 @@ def reply(obj) -> None:
 
 
 def memory_mib() -> dict:
-    """This process's VmRSS and VmHWM, and ru_maxrss as a cross-check (KiB on Linux), in MiB."""
-    out = {"ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    """This process's peak resident memory in MiB: VmHWM, else ru_maxrss (KiB on Linux)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(("VmRSS:", "VmHWM:")):
-                out[line.split(":")[0]] = int(line.split()[1]) / 1024
+        status = Path("/proc/self/status").read_text().splitlines()
     except OSError:
-        pass
-    return out
-
-
-def peak_rss(memory: dict) -> float:
-    return memory.get("VmHWM", memory["ru_maxrss"])
+        status = []
+    peak = next((int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:")), peak)
+    return {"peak_mib": peak}
 
 
 def serve(describe: dict, handlers: dict) -> None:
@@ -49,6 +94,30 @@ def serve(describe: dict, handlers: dict) -> None:
             return
         reply(handlers[op](**command))
 
+
+def timed(step, batches: list) -> dict:
+    """A worker's answer to a timed phase: `step` run on each of `batches`."""
+    began = time.perf_counter()
+    for batch in batches:
+        step(batch)
+    return {"seconds": time.perf_counter() - began}
+
+
+def digest(batches: list, keys: tuple) -> str:
+    """What the parent compares across workers: they timed the same batches."""
+    found = hashlib.sha256()
+    for batch in batches:
+        for key in keys:
+            found.update(batch[key].numpy().tobytes())
+    return found.hexdigest()
+
+
+def describe(torch) -> dict:
+    import minbert
+    return {"torch": torch.__version__, "threads": torch.get_num_threads(), "native_bf16": minbert.native_bf16("cpu")}
+
+
+# ------------------------------------------------------------------------------------------ parent side
 
 class Remote:
     """A worker process the parent talks to in JSON lines."""
@@ -73,10 +142,11 @@ class Remote:
         return self.receive()
 
 
-def start(bench: str, names: tuple, argv: list, **env) -> tuple:
-    """The workers, started together with `env` added to this environment, and each one's description."""
+def start(bench: str, argv: list, **env) -> tuple:
+    """minBERT's and transformers' workers, started together with `env` added to this environment, and each
+    one's description."""
     environ = {**os.environ, "TOKENIZERS_PARALLELISM": "false", **env}
-    workers = {name: Remote(bench, name, argv, environ) for name in names}
+    workers = {name: Remote(bench, name, argv, environ) for name in WORKERS}
     return workers, {name: w.receive() for name, w in workers.items()}
 
 
@@ -87,29 +157,24 @@ def ask_all(workers: dict, **command) -> dict:
     return {name: w.receive() for name, w in workers.items()}
 
 
-def alternate(workers: dict, phase: str, count: int, rounds: int) -> dict:
-    """`count` steps of `phase` split into rounds, the workers' order reversed every other round: the seconds
-    of each worker's rounds and the steps in each."""
-    names = list(workers)
-    rounds = min(rounds, count)
-    per_round = [count // rounds + (r < count % rounds) for r in range(rounds)]
-    seconds, begin = {n: [] for n in names}, 0
-    for r, steps in enumerate(per_round):
-        for name in (names if r % 2 == 0 else names[::-1]):
-            seconds[name].append(workers[name].ask(op=phase, start=begin, count=steps)["seconds"])
-        begin += steps
-    return {"seconds": seconds, "steps": per_round}
-
-
-def median_ratio(seconds: dict, ours: str = "minbert", theirs: str = "transformers") -> float:
-    """The median over rounds of their time / ours: above 1, ours is faster."""
-    return statistics.median(b / a for a, b in zip(seconds[ours], seconds[theirs]))
+def prepare_all(workers: dict, **command) -> dict:
+    """Every worker's `prepare`, and the one line to exit with when they built different batches."""
+    prepared = ask_all(workers, op="prepare", **command)
+    if len({p["batches"] for p in prepared.values()}) != 1:
+        sys.exit("bench: the workers built different batches")
+    return prepared
 
 
 def finish(workers: dict) -> dict:
-    """Each worker's memory, then each told to quit and waited for."""
+    """Each worker's peak resident memory (MiB), then each told to quit and waited for."""
     memory = ask_all(workers, op="memory")
     for w in workers.values():
         w.send(op="quit")
         w.proc.wait()
-    return memory
+    return {name: m["peak_mib"] for name, m in memory.items()}
+
+
+def line(label: str, values: dict, ratio: float, fmt: str = "{:.0f}", width: int = 28) -> str:
+    """A table line: minBERT's figure, transformers' and their ratio."""
+    return (f"{label:{width}s}{fmt.format(values['minbert']):>12s}{fmt.format(values['transformers']):>14s}"
+            f"{ratio:8.2f}")

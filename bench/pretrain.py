@@ -22,7 +22,6 @@ tokens/s, is met.
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -31,7 +30,6 @@ from pathlib import Path
 
 from bench import paired
 
-WORKERS = ("minbert", "transformers")
 SIZES = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512), "base": (12, 768)}
 VOCAB_SIZE = 30522  # bert-base-uncased's word pieces, the embedded model's vocabulary
 TARGET_RATIO = 2.0
@@ -57,7 +55,7 @@ def parse_args(argv=None):
     timing.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
     timing.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path, default=None, help="also write every figure to this file")
-    p.add_argument("--worker", choices=WORKERS, help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=paired.WORKERS, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if min(args.steps, args.batch_size, args.rounds) < 1 or args.warmup < 0 or not 8 <= args.length <= 512:
         p.error("--steps, --batch-size and --rounds must be positive, --warmup non-negative, --length in 8..512")
@@ -128,11 +126,9 @@ class Worker:
 
     def step(self, batch):
         self.model.train()
-        loss = self.loss(batch)
-        loss.backward()
+        self.loss(batch).backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return loss
 
     def prepare(self) -> dict:
         """The first timed batch's loss before any update (no dropout), the warm-up steps, the batches' digest."""
@@ -141,27 +137,14 @@ class Worker:
             first_loss = float(self.loss(self.batches[self.args.warmup]))
         for batch in self.batches[:self.args.warmup]:
             self.step(batch)
-        digest = hashlib.sha256()
-        for b in self.batches:
-            digest.update(b["input_ids"].numpy().tobytes() + b["labels"].numpy().tobytes())
-        return {"batches": digest.hexdigest(), "first_loss": first_loss}
-
-    def timed(self, start: int, count: int) -> float:
-        batches = self.batches[self.args.warmup + start:self.args.warmup + start + count]
-        t = time.perf_counter()
-        for batch in batches:
-            self.step(batch)
-        return time.perf_counter() - t
-
-    def describe(self) -> dict:
-        import minbert
-        return {"params": sum(p.numel() for p in self.model.parameters()), "precision": self.precision,
-                "torch": self.torch.__version__, "threads": self.torch.get_num_threads(),
-                "native_bf16": minbert.native_bf16("cpu"), "class": type(self.model).__name__}
+        return {"batches": paired.digest(self.batches, ("input_ids", "labels")), "first_loss": first_loss}
 
     def serve(self):
-        paired.serve(self.describe(), {"prepare": self.prepare,
-                                       "train": lambda start, count: {"seconds": self.timed(start, count)}})
+        timed = self.batches[self.args.warmup:]
+        paired.serve({"params": sum(p.numel() for p in self.model.parameters()), "precision": self.precision,
+                      "class": type(self.model).__name__, **paired.describe(self.torch)},
+                     {"prepare": self.prepare,
+                      "train": lambda start, count: paired.timed(self.step, timed[start:start + count])})
 
 
 # ------------------------------------------------------------------------------------------ parent
@@ -173,11 +156,9 @@ def main(argv=None):
         return 0
     from tasks.machine import cpu_model
     began, load_before = time.time(), os.getloadavg()
-    workers, info = paired.start("pretrain", WORKERS, list(argv if argv is not None else sys.argv[1:]),
+    workers, info = paired.start("pretrain", list(argv if argv is not None else sys.argv[1:]),
                                  OMP_WAIT_POLICY="PASSIVE")
-    prepared = paired.ask_all(workers, op="prepare")
-    if len({p["batches"] for p in prepared.values()}) != 1:
-        sys.exit("bench: the workers built different batches")
+    prepared = paired.prepare_all(workers)
     timed = paired.alternate(workers, "train", args.steps, args.rounds)
     memory = paired.finish(workers)
     return report(args, info, prepared, timed, memory, cpu_model(), (load_before, os.getloadavg()),
@@ -188,32 +169,30 @@ def report(args, info, prepared, timed, memory, cpu, loads, wall) -> int:
     layers, hidden = SIZES[args.size]
     mine = info["minbert"]
     tokens = args.steps * args.batch_size * args.length
-    seconds = timed["seconds"]
-    rate = {n: tokens / sum(seconds[n]) for n in WORKERS}
-    ratio = paired.median_ratio(seconds)
-    rss = {n: paired.peak_rss(memory[n]) for n in WORKERS}
+    rate = {n: tokens / timed.total(n) for n in paired.WORKERS}
+    ratio = timed.ratio()
     print(f"MLM pretraining step, {args.size} ({layers} x {hidden}, vocabulary {VOCAB_SIZE}, "
           f"{mine['params'] / 1e6:.1f}M parameters), precision {mine['precision']}, batch {args.batch_size} x "
           f"{args.length}, 15% masked (80/10/10), torch AdamW fused")
     print(f"machine: {cpu}, {os.cpu_count()} CPUs, torch {mine['torch']}, {mine['threads']} threads; load average "
           f"{loads[0][0]:.1f} -> {loads[1][0]:.1f} (rounds alternate; the ratio is the median of per-round ratios)")
-    first = {n: prepared[n]["first_loss"] for n in WORKERS}
+    first = {n: prepared[n]["first_loss"] for n in paired.WORKERS}
     print(f"loss on the first timed batch before any update, no dropout: minbert {first['minbert']:.4f}  "
           f"transformers {first['transformers']:.4f}  (same weights and masking)")
     print(f"{'':34s}{'minbert':>12s}{'transformers':>14s}{'ratio':>8s}")
-    print(f"{'tokens/s':34s}{rate['minbert']:12.0f}{rate['transformers']:14.0f}{ratio:8.2f}")
-    print(f"{'peak resident memory (VmHWM, MiB)':34s}{rss['minbert']:12.0f}{rss['transformers']:14.0f}"
-          f"{rss['minbert'] / rss['transformers']:8.2f}")
-    spread = {n: min(seconds[n]) / max(seconds[n]) for n in WORKERS}
+    print(paired.line("tokens/s", rate, ratio, width=34))
+    print(paired.line("peak resident memory (VmHWM, MiB)", memory, memory["minbert"] / memory["transformers"],
+                      width=34))
+    spread = {n: min(timed.seconds[n]) / max(timed.seconds[n]) for n in paired.WORKERS}
     print(f"{'(fastest/slowest round)':34s}{spread['minbert']:12.2f}{spread['transformers']:14.2f}")
-    print(f"wall time {wall:.0f} s; {sum(timed['steps'])} timed steps in {len(timed['steps'])} rounds, "
+    print(f"wall time {wall:.0f} s; {sum(timed.steps)} timed steps in {len(timed.steps)} rounds, "
           f"{args.warmup} warm-up steps each")
     verdict = "met" if ratio >= TARGET_RATIO else "NOT MET"
     print(f"target: minBERT tokens/s >= {TARGET_RATIO:.1f}x transformers': {ratio:.2f}x {verdict}")
     if args.json:
         args.json.write_text(json.dumps({
             "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "cpu": cpu,
-            "info": info, "first_loss": first, "seconds": seconds, "steps": timed["steps"], "tokens": tokens,
-            "tokens_per_s": rate, "ratio_median_of_rounds": ratio, "peak_rss_mib": rss, "load_average": loads,
+            "info": info, "first_loss": first, "seconds": timed.seconds, "steps": timed.steps, "tokens": tokens,
+            "tokens_per_s": rate, "ratio_median_of_rounds": ratio, "peak_rss_mib": memory, "load_average": loads,
             "target": {"ratio": TARGET_RATIO, "met": ratio >= TARGET_RATIO}}, indent=2) + "\n", encoding="utf-8")
     return 0

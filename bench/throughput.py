@@ -23,21 +23,22 @@ import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch lo
 
 import argparse
 import dataclasses
-import hashlib
+import json
 import os
 import random
 import sys
 import time
+from pathlib import Path
 
 from bench import paired
 from bench.common import DATA_DIR_HELP, data_dir, model_folder
-from bench.throughput_report import head_classes, report
 from tasks.data import read_split, split_path
 from tasks.encoded import encode_split, make_batch
 from tasks.registry import get_task
 from tasks.training import build_sampler
 
-WORKERS = ("minbert", "transformers")
+TRAIN_RATIO, EVAL_RATIO = 2.0, 2.5                  # x transformers, same precision, same batches
+CEILING_SHARE = {"bf16": 0.60, "fp32": 0.75}         # training step's share of the peak / the ceiling's
 
 
 def parse_args(argv=None):
@@ -69,8 +70,8 @@ def parse_args(argv=None):
                         "(default: %(default)s)")
     p.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=None, help="also write every figure to this file")
-    p.add_argument("--worker", choices=WORKERS, help=argparse.SUPPRESS)
+    p.add_argument("--json", type=Path, default=None, help="also write every figure to this file")
+    p.add_argument("--worker", choices=paired.WORKERS, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.steps < 1 or args.batch_size < 1 or args.warmup < 0 or args.rounds < 1:
         p.error("--steps, --batch-size and --rounds must be positive, --warmup non-negative")
@@ -118,6 +119,14 @@ def build_batches(args, task: str, tokenizer, warn=None) -> tuple:
 
 # ------------------------------------------------------------------------------------------ worker
 
+def head_classes(task: str) -> int:
+    """Outputs of the linear head timed for `task`: the trainer's one-logit "binary" head under BCE is timed as
+    two logits under cross-entropy, the same model (sigmoid(x) = softmax([0, x])[1]), so every task runs the
+    same loss."""
+    cfg = get_task(task)
+    return cfg.num_classes if cfg.kind.has_classes else 2
+
+
 class Worker:
     """One model, its batches, heads and optimiser; answers the parent's commands on stdin/stdout."""
 
@@ -138,39 +147,32 @@ class Worker:
         else:
             self.model = transformers.BertModel.from_pretrained(str(folder), attn_implementation="sdpa")
         self.config = self.model.config
-        self.batches, self.task = {}, None
+        self.dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
 
     def prepare(self, task: str) -> dict:
-        """Batches, a fresh head and optimiser for this task, and the warm-up steps."""
+        """Batches, a fresh head and optimiser for this task, the warm-up steps, and the timed batches primed."""
         torch, args = self.torch, self.args
         # Skipped rows are reported once, by the parent, which builds the same batches.
-        self.batches, self.eval_batches = build_batches(args, task, self.tokenizer, warn=lambda message: None)
-        self.task = task
+        batches, self.evals = build_batches(args, task, self.tokenizer, warn=lambda message: None)
+        warmup, self.batches = batches[:args.warmup], batches[args.warmup:]
         torch.manual_seed(args.seed)
         self.head = torch.nn.Linear(self.config.hidden_size, head_classes(task))
-        self.params = [p for p in list(self.model.parameters()) + list(self.head.parameters())]
+        params = [*self.model.parameters(), *self.head.parameters()]
         fused = args.optimizer == "fused"
-        self.optimizer = torch.optim.AdamW(self.params, lr=2e-5, weight_decay=0.01, fused=fused, foreach=not fused)
+        self.optimizer = torch.optim.AdamW(params, lr=2e-5, weight_decay=0.01, fused=fused, foreach=not fused)
         torch.manual_seed(args.seed + 1)
-        for b in self.batches[:args.warmup]:
+        for b in warmup:
             self.train_step(b)
-        self.model.eval()
-        for b in self.eval_batches[:1]:
+        for b in self.evals if args.prime else self.evals[:1]:
             self.eval_step(b)
         if args.prime:  # forward and backward once on every timed batch: steady-state kernels
-            for b in self.batches[args.warmup:]:
+            for b in self.batches:
                 self.train_step(b, update=False)
-            for b in self.eval_batches:
-                self.eval_step(b)
-        digest = hashlib.sha256()
-        for b in self.batches:
-            digest.update(b["input_ids"].numpy().tobytes() + b["attention_mask"].numpy().tobytes())
-        return {"batches": digest.hexdigest(), "train_batches": len(self.batches) - args.warmup,
-                "eval_batches": len(self.eval_batches)}
+        return {"batches": paired.digest(batches, ("input_ids", "attention_mask")),
+                "train_batches": len(self.batches), "eval_batches": len(self.evals)}
 
     def autocast(self):
-        return self.torch.autocast("cpu", dtype=self.torch.bfloat16,
-                                   enabled=self.args.precision == "bf16")
+        return self.torch.autocast("cpu", dtype=self.torch.bfloat16, enabled=self.args.precision == "bf16")
 
     def logits(self, batch):
         out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
@@ -178,108 +180,70 @@ class Worker:
         return self.head(out.pooler_output)
 
     def train_step(self, batch, update: bool = True):
-        torch = self.torch
         self.model.train()
         with self.autocast():
-            loss = torch.nn.functional.cross_entropy(self.logits(batch).float(), batch["labels"])
+            loss = self.torch.nn.functional.cross_entropy(self.logits(batch).float(), batch["labels"])
         loss.backward()
-        if not update:
-            self.optimizer.zero_grad(set_to_none=True)
-            for p in self.params:
-                p.grad = None
-            return loss
-        self.optimizer.step()
+        if update:
+            self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return loss
 
     def eval_step(self, batch):
+        self.model.eval()
         with self.torch.inference_mode(), self.autocast():
             return self.logits(batch).argmax(-1)
 
-    def timed(self, phase: str, start: int, count: int) -> float:
-        if phase == "train":
-            batches = self.batches[self.args.warmup + start: self.args.warmup + start + count]
-            t = time.perf_counter()
-            for b in batches:
-                self.train_step(b)
-        else:
-            batches = self.eval_batches[start:start + count]
-            self.model.eval()
-            t = time.perf_counter()
-            for b in batches:
-                self.eval_step(b)
-        return time.perf_counter() - t
-
-    def matmul_peak(self) -> float:
+    def matmul_peak(self) -> dict:
         """Best GFLOP/s of large square matmuls in the run's precision."""
-        torch = self.torch
-        dtype = torch.bfloat16 if self.args.precision == "bf16" else torch.float32
         best = 0.0
         for n in (2048, 3072, 4096):
-            a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+            a, b = self.torch.randn(n, n).to(self.dtype), self.torch.randn(n, n).to(self.dtype)
             a @ b
-            reps = 4 if dtype == torch.bfloat16 else 2
-            for _ in range(reps):
+            for _ in range(4 if self.dtype == self.torch.bfloat16 else 2):
                 t = time.perf_counter()
                 a @ b
                 best = max(best, 2 * n ** 3 / (time.perf_counter() - t) / 1e9)
-        return best
+        return {"gflops": best}
 
-    def matmul_ceiling(self) -> float:
-        """GFLOP/s of a training step's encoder matmuls alone, at the timed batches' own shapes.
-
-        Per layer and batch: the forward (tokens x in) @ (in x out) and the backward's
-        two products (input gradient and weight gradient) of the Q/K/V, attention-output,
-        FFN-up and FFN-down projections, on plain tensors, back to back, with nothing else
-        in between. No implementation of this step can use the peak better than this.
-        """
+    def matmul_ceiling(self) -> dict:
+        """GFLOP/s of a training step's encoder matmuls alone, at the timed batches' own shapes: per layer and
+        batch, the forward and the backward's two products (input and weight gradients) of the Q/K/V,
+        attention-output, FFN-up and FFN-down projections, on plain tensors, back to back. No implementation of
+        this step can use the peak better than this."""
         torch, c = self.torch, self.config
-        dtype = torch.bfloat16 if self.args.precision == "bf16" else torch.float32
         h, inter = c.hidden_size, c.intermediate_size
         shapes = [(h, 3 * h), (h, h), (h, inter), (inter, h)]
-        weights = [torch.randn(i, o).to(dtype) for i, o in shapes]
-        tokens = [int(b["attention_mask"].sum()) for b in self.batches[self.args.warmup:]]
-
+        weights = [torch.randn(i, o).to(self.dtype) for i, o in shapes]
+        tokens = [int(b["attention_mask"].sum()) for b in self.batches]
         # Operands made before the clock starts: their random fill is not matmul work.
-        longest = max(tokens)
-        xs = {i: torch.randn(longest, i).to(dtype) for i in (h, inter)}
-        gs = {o: torch.randn(longest, o).to(dtype) for o in (h, 3 * h, inter)}
+        xs = {i: torch.randn(max(tokens), i).to(self.dtype) for i in (h, inter)}
+        gs = {o: torch.randn(max(tokens), o).to(self.dtype) for o in (h, 3 * h, inter)}
 
         def one_pass():
-            flops = 0
             for t in tokens:
                 for _ in range(c.num_hidden_layers):
                     for (i, o), w in zip(shapes, weights):
                         x, g = xs[i][:t], gs[o][:t]
-                        x @ w                     # forward
-                        g @ w.t()                 # input gradient
-                        x.t() @ g                 # weight gradient
-                        flops += 6 * t * i * o
-            return flops
+                        x @ w, g @ w.t(), x.t() @ g
+            return sum(6 * t * i * o for t in tokens for i, o in shapes) * c.num_hidden_layers
 
         one_pass()  # kernels for every shape first
         start = time.perf_counter()
-        flops = one_pass()
-        return flops / (time.perf_counter() - start) / 1e9
+        return {"gflops": one_pass() / (time.perf_counter() - start) / 1e9}
 
     def describe(self) -> dict:
-        import minbert
-        c = self.config
-        total = sum(p.numel() for p in self.model.parameters())
-        embeddings = sum(p.numel() for n, p in self.model.named_parameters() if n.startswith("embeddings."))
-        pooler = sum(p.numel() for n, p in self.model.named_parameters() if n.startswith("pooler."))
-        matrices = sum(p.numel() for n, p in self.model.named_parameters()
-                       if n.startswith("encoder.") and p.dim() == 2)
-        return {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "params": total,
-                "non_embedding": total - embeddings, "encoder_matrices": matrices, "pooler": pooler,
-                "torch": self.torch.__version__, "threads": self.torch.get_num_threads(),
-                "native_bf16": minbert.native_bf16("cpu")}
+        named = list(self.model.named_parameters())
+        total = sum(p.numel() for _, p in named)
+        return {"layers": self.config.num_hidden_layers, "hidden": self.config.hidden_size, "params": total,
+                "non_embedding": total - sum(p.numel() for n, p in named if n.startswith("embeddings.")),
+                "encoder_matrices": sum(p.numel() for n, p in named if n.startswith("encoder.") and p.dim() == 2),
+                "pooler": sum(p.numel() for n, p in named if n.startswith("pooler.")), **paired.describe(self.torch)}
 
     def serve(self):
         paired.serve(self.describe(), {
-            "prepare": self.prepare, "train": lambda start, count: {"seconds": self.timed("train", start, count)},
-            "eval": lambda start, count: {"seconds": self.timed("eval", start, count)},
-            "matmul": lambda: {"gflops": self.matmul_peak()}, "ceiling": lambda: {"gflops": self.matmul_ceiling()}})
+            "prepare": self.prepare, "matmul": self.matmul_peak, "ceiling": self.matmul_ceiling,
+            "train": lambda start, count: paired.timed(self.train_step, self.batches[start:start + count]),
+            "eval": lambda start, count: paired.timed(self.eval_step, self.evals[start:start + count])})
 
 
 # ------------------------------------------------------------------------------------------ parent
@@ -295,35 +259,116 @@ def batch_stats(args, task: str) -> dict:
             "mean_padded_len": sum(b["input_ids"].shape[1] for b in batches) / len(batches)}
 
 
+def check_files(args, tasks: list) -> None:
+    """Before any worker starts: a wrong folder is one line, not a dead worker."""
+    for task in tasks:
+        path = split_path(data_dir(args.data_dir), task, "train")
+        if not path.exists():
+            sys.exit(f"bench: {path} not found (pass --data-dir or set MINBERT_DATA_DIR)")
+
+
+def measure_task(args, workers: dict, task: str) -> dict:
+    counts = paired.prepare_all(workers, task=task)["minbert"]
+    if counts["train_batches"] < 1:
+        sys.exit(f"bench: {task} has too few training rows for --warmup {args.warmup} and a timed step")
+    return {"stats": batch_stats(args, task),
+            "train": paired.alternate(workers, "train", counts["train_batches"], args.rounds),
+            "eval": paired.alternate(workers, "eval", counts["eval_batches"], args.rounds),
+            "ceiling_gflops": workers["minbert"].ask(op="ceiling")["gflops"]}
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.worker:
         Worker(args).serve()
         return 0
     tasks = ["sst", "quora"] if args.task == "both" else [args.task]
-    for task in tasks:  # before any worker starts: a wrong folder is one line, not a dead worker
-        path = split_path(data_dir(args.data_dir), task, "train")
-        if not path.exists():
-            sys.exit(f"bench: {path} not found (pass --data-dir or set MINBERT_DATA_DIR)")
-    env = {"HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-    if args.omp_wait != "inherit":
-        env["OMP_WAIT_POLICY"] = args.omp_wait.upper()
+    check_files(args, tasks)
+    env = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", **({} if args.omp_wait == "inherit" else
+                                                   {"OMP_WAIT_POLICY": args.omp_wait.upper()})}
     began, load_before = time.time(), os.getloadavg()
-    workers, info = paired.start("throughput", WORKERS, list(argv if argv is not None else sys.argv[1:]), **env)
+    workers, info = paired.start("throughput", list(argv if argv is not None else sys.argv[1:]), **env)
     peaks = [workers["minbert"].ask(op="matmul")["gflops"]]
     results = {}
-    for task in tasks:
-        built = paired.ask_all(workers, op="prepare", task=task)
-        if len({(b["batches"], b["train_batches"], b["eval_batches"]) for b in built.values()}) != 1:
-            sys.exit("bench: the workers built different batches")
-        counts = built["minbert"]
-        if counts["train_batches"] < 1:
-            sys.exit(f"bench: {task} has too few training rows for --warmup {args.warmup} and a timed step")
-        results[task] = {"stats": batch_stats(args, task),
-                         "train": paired.alternate(workers, "train", counts["train_batches"], args.rounds),
-                         "eval": paired.alternate(workers, "eval", counts["eval_batches"], args.rounds),
-                         "ceiling_gflops": workers["minbert"].ask(op="ceiling")["gflops"]}
-        peaks.append(workers[WORKERS[len(peaks) % 2]].ask(op="matmul")["gflops"])
+    for k, task in enumerate(tasks):
+        results[task] = measure_task(args, workers, task)
+        peaks.append(workers[paired.WORKERS[k % 2]].ask(op="matmul")["gflops"])  # the peak under the same load
     memory = paired.finish(workers)
     report(args, info, results, max(peaks), memory, (load_before, os.getloadavg()), time.time() - began)
     return 0
+
+
+# ------------------------------------------------------------------------------------------ report
+
+def step_flops(info: dict, stats: dict, classes: int) -> float:
+    """Training FLOPs of all the timed steps (see the module docstring)."""
+    head = info["hidden"] * classes + classes
+    return (6 * info["encoder_matrices"] * stats["tokens"] + 6 * (info["pooler"] + head) * stats["examples"]
+            + 12 * info["layers"] * info["hidden"] * stats["sum_len_sq"])
+
+
+def report(args, info, results, peak, memory, loads, wall):
+    mine = info["minbert"]
+    print(f"model {args.model}: {mine['layers']} layers x {mine['hidden']}, {mine['params'] / 1e6:.1f}M parameters "
+          f"({mine['non_embedding'] / 1e6:.1f}M non-embedding)  precision {args.precision}  batch {args.batch_size}  "
+          f"AdamW {args.optimizer}  batches {args.order}")
+    print(f"machine: {os.cpu_count()} CPUs, torch {mine['torch']}, {mine['threads']} threads, "
+          f"OMP_WAIT_POLICY={args.omp_wait}; load average {loads[0][0]:.1f} -> {loads[1][0]:.1f} "
+          f"(shared machine: rounds alternate, ratios are medians of per-round ratios)")
+    print(f"matmul peak ({args.precision}, square 2048-4096, best of the run): {peak:.0f} GFLOP/s")
+    print("FLOPs per train step = 6*P_enc*tokens + 6*(P_pooler+P_head)*examples + 12*layers*hidden*sum(len^2), "
+          f"eval = 1/3; real tokens; P_enc = {mine['encoder_matrices'] / 1e6:.2f}M")
+    tasks = {task: task_report(args, mine, task, res, peak) for task, res in results.items()}
+    print("\n" + paired.line("peak resident memory (MiB)", memory, memory["minbert"] / memory["transformers"]))
+    print(f"wall time {wall:.0f} s")
+    met = targets(args, mine, tasks)
+    if args.json:
+        args.json.write_text(json.dumps({
+            "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "info": info,
+            "matmul_peak_gflops": peak, "peak_rss_mib": memory, "load_average": loads, "tasks": tasks,
+            "targets": met}, indent=2) + "\n", encoding="utf-8")
+
+
+def task_report(args, mine: dict, task: str, res: dict, peak: float) -> dict:
+    """One task's table (examples/s, tokens/s, GFLOP/s, share of the peak; train and eval) and its figures."""
+    s = res["stats"]
+    print(f"\n[{task}] {sum(res['train'].steps)} timed steps x {args.batch_size} = {s['examples']} examples, "
+          f"{s['tokens']} real tokens (mean length {s['mean_len']:.1f}, padded to {s['mean_padded_len']:.1f})")
+    flops = step_flops(mine, s, head_classes(task))
+    print(f"{'':28s}{'minbert':>12s}{'transformers':>14s}{'ratio':>8s}")
+    figures = {"stats": s}
+    for phase, work in (("train", flops), ("eval", flops / 3)):
+        timed, total = res[phase], {n: res[phase].total(n) for n in paired.WORKERS}
+        ex = {n: s["examples"] / t for n, t in total.items()}
+        tok = {n: s["tokens"] / t for n, t in total.items()}
+        util = {n: work / t / 1e9 / peak for n, t in total.items()}
+        for label, values, fmt in (("examples/s", ex, "{:.1f}"), ("real tokens/s", tok, "{:.0f}"),
+                                   ("GFLOP/s", {n: u * peak for n, u in util.items()}, "{:.0f}"),
+                                   ("% of matmul peak", {n: 100 * u for n, u in util.items()}, "{:.1f}")):
+            print(paired.line(f"{phase} {label}", values, timed.ratio(), fmt))
+        figures[phase] = {"seconds": timed.seconds, "examples_per_s": ex, "tokens_per_s": tok, "utilisation": util,
+                          "ratio_median_of_rounds": timed.ratio()}
+    ceiling = res["ceiling_gflops"]
+    print(f"ceiling: the step's encoder matmuls alone, same shapes, back to back: {ceiling:.0f} GFLOP/s = "
+          f"{100 * ceiling / peak:.1f}% of the matmul peak (no implementation of these batches exceeds it)")
+    figures["ceiling"] = {"gflops": ceiling, "utilisation": ceiling / peak}
+    return figures
+
+
+def targets(args, info: dict, tasks: dict) -> list:
+    """The speed targets, each measured figure beside its threshold, printed as met or not met."""
+    rows = []
+    for task, t in tasks.items():
+        rows.append((f"{task} train vs transformers", t["train"]["ratio_median_of_rounds"], TRAIN_RATIO, "x"))
+        rows.append((f"{task} eval vs transformers", t["eval"]["ratio_median_of_rounds"], EVAL_RATIO, "x"))
+        if args.precision == "bf16" and not info["native_bf16"]:
+            continue  # emulated bf16: no share of a bf16 peak to aim at
+        share = t["train"]["utilisation"]["minbert"] / t["ceiling"]["utilisation"]
+        rows.append((f"{task} train share of the ceiling", share, CEILING_SHARE[args.precision], "%"))
+    print(f"\ntargets ({args.precision}{'' if info['native_bf16'] or args.precision == 'fp32' else ', emulated'}):")
+    for label, value, threshold, unit in rows:
+        shown = (f"{value:.2f}x", f">= {threshold:.1f}x") if unit == "x" else \
+            (f"{100 * value:.0f}%", f">= {100 * threshold:.0f}%")
+        print(f"  {label:34s}{shown[0]:>8s}  {shown[1]:>8s}  {'met' if value >= threshold else 'NOT MET'}")
+    return [{"target": label, "value": value, "threshold": threshold, "met": value >= threshold}
+            for label, value, threshold, unit in rows]

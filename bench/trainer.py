@@ -1,38 +1,33 @@
-"""The trainer's own steps on this machine: where a step's time goes, what a step launches, and whole epochs.
+"""The trainer's own steps on this machine: where a step's time goes, and what a step launches.
 
     python -m bench trainer [--model embedded] [--precision auto|bf16|fp32] [--steps 12] [--top 25] [-- options]
     python -m bench trainer --count-ops [--models embedded,bert-base] [--implementations reference,fast]
-    python -m bench trainer --epoch [--configs bucketed,plain,fp32,bf16] [--seeds 0,1] [--max-steps N]
 
-Every mode runs the run `train_multitask.py` builds (bench/common.py's trainer_run: every option at its default
-unless given, `-- options` added).
+Both modes run the run `train_multitask.py` builds (bench/common.py's trainer_run: every option at its default
+unless given, `-- options` added), its steps as the loop runs them (`trainer_steps`).
 
 - the default, profile: the first steps of the epoch-0 plan (the proportional sampler's SST, Quora and STS
   batches, length-bucketed), `--warmup` untimed, then `--steps` whole optimizer steps (`train_step`: batches,
   forward, backward, clipping, AdamW, the schedule) under torch.profiler: the top operators by self CPU time,
   the same time grouped into kinds (matmul, copies, dropout, optimizer, ...), and the wall time without it.
-- `--count-ops`: what a GPU would launch, counted on the CPU: the aten operators of one step
-  (bench/step_profile.py: all, the leaves, and the compute ones, about one kernel each on a GPU) per
-  implementation and precision, for the embedded model and bert-base's shape (random weights); the plan's first
-  step of each task after one warm-up step. The count depends on neither the weights nor the machine's speed.
-- `--epoch`: one full default epoch (`--epochs 1`) per configuration and seed, each in its own process: the
-  padding fraction of its batches, training and evaluation time, peak RSS and dev metrics. Configurations:
-  `bucketed` (the default run), `plain` (--no-bucketing), `fp32`, `bf16`; the one of fp32 and bf16 that `auto`
-  already is on this machine repeats `bucketed` and is not run again. The spread between seeds is the noise
-  the configurations' differences are compared with.
+- `--count-ops`: what a GPU would launch, counted on the CPU: the aten operators of one step (`profile_steps`:
+  all, the leaves, and the compute ones, about one kernel each on a GPU) per implementation and precision, for
+  the embedded model and bert-base's shape (random weights); the plan's first step of each task after one
+  warm-up step. The count depends on neither the weights nor the machine's speed.
+
+Whole default epochs (bucketed or plain batches, each precision) were timed by `--epoch` until 2026-11-28:
+docs/measurements/2026-11-22-one-epoch-bucketing.md; `bench e2e --no-setup` times a run in its parts.
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
 import argparse
 import json
-import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
-from bench.common import DATA_DIR_HELP, REPO, bench_command, model_folder, report_result, run_worker, trainer_run
+from bench.common import DATA_DIR_HELP, model_folder, trainer_run
 
 # Operator name -> kind. The first pattern contained in the name decides; anything else is "other".
 KINDS = (
@@ -50,11 +45,15 @@ KINDS = (
     ("element-wise", ("aten::add", "aten::mul", "aten::sub", "aten::div", "aten::sum", "aten::mean",
                       "aten::where", "aten::pow", "aten::sqrt", "aten::neg", "aten::exp")),
 )
-
-
-EPOCH_CONFIGS = {"bucketed": [], "plain": ["--no-bucketing"], "fp32": ["--precision", "fp32"],
-                 "bf16": ["--precision", "bf16"]}
-METRICS = ("sst", "quora", "sts", "overall")
+LAUNCH_CALLS = ("LaunchKernel",)  # cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel, cuLaunchKernelEx
+GRAPH_LAUNCH = "GraphLaunch"      # cudaGraphLaunch
+# Operators that only make a view, allocate or return their input (a `to` that converts calls `_to_copy`): no kernel.
+NO_KERNEL = frozenset(f"aten::{name}" for name in (
+    "view", "_unsafe_view", "_reshape_alias", "as_strided", "reshape", "t", "transpose", "permute", "expand",
+    "select", "slice", "unsqueeze", "squeeze", "detach", "alias", "lift_fresh", "unbind", "split", "chunk",
+    "narrow", "resolve_conj", "resolve_neg", "empty", "empty_like", "empty_strided", "new_empty",
+    "new_empty_strided", "set_", "is_nonzero", "_has_compatible_shallow_copy_type", "split_with_sizes",
+    "numpy_T", "view_as", "expand_as", "result_type", "size", "stride", "to", "detach_", "resize_"))
 
 
 def kind_of(name: str) -> str:
@@ -78,28 +77,77 @@ def parse_args(argv=None):
     count.add_argument("--models", default="embedded,bert-base", help="(default: %(default)s)")
     count.add_argument("--implementations", default="reference,fast", help="(default: %(default)s)")
     count.add_argument("--precisions", default="fp32,bf16", help="(default: %(default)s)")
-    epoch = p.add_argument_group("--epoch: whole default epochs, each in its own process")
-    epoch.add_argument("--epoch", action="store_true", help="time whole epochs")
-    epoch.add_argument("--configs", default=",".join(EPOCH_CONFIGS), help="subset of %(default)s")
-    epoch.add_argument("--seeds", default="0,1", help="(default: %(default)s)")
-    epoch.add_argument("--max-steps", type=int, default=None, help="cut each epoch short (a smoke run)")
-    epoch.add_argument("--out", default=None, help="keep the run folders here (default: a temporary folder)")
-    p.add_argument("--epoch-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("train_options", nargs=argparse.REMAINDER, help="after --: train_multitask.py options")
     args = p.parse_args(argv)
     args.train_options = [a for a in args.train_options if a != "--"]
     if args.steps < 1 or args.warmup < 0:
         p.error("--steps must be positive, --warmup non-negative")
-    if set(args.configs.split(",")) - set(EPOCH_CONFIGS):
-        p.error(f"--configs: choose from {', '.join(EPOCH_CONFIGS)}")
     return args
 
 
-def timed_steps(run, steps: list) -> float:
-    from bench.step_profile import trainer_steps
-    start = time.perf_counter()
-    trainer_steps(run, steps)
-    return time.perf_counter() - start
+def trainer_steps(run, steps: list) -> float:
+    """`steps` as the trainer's loop runs them (tasks/training/loop.py's run_epoch): a whole
+    `tasks.training.train_step` each, the next step's batches built ahead (on CUDA, while the device works),
+    then the schedule's step. Nothing is read back; the host's seconds to issue them."""
+    from tasks.training import train_step
+    from tasks.training.step import prefetch
+    started = time.perf_counter()
+    run.model.train()
+    for k, step in enumerate(steps):
+        train_step(run, step)
+        prefetch(run, steps[k + 1] if k + 1 < len(steps) else None)
+        run.scheduler.step()
+    return time.perf_counter() - started
+
+
+def busy_ms(intervals: list) -> float:
+    """The length of the union of (start, end) intervals in microseconds, in milliseconds."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total / 1000
+
+
+def count_events(events) -> dict:
+    """Operators, device kernels, their busy time and the host's launch calls among the profiler's `events`."""
+    from torch.autograd import DeviceType
+    ops = [e for e in events if e.name.startswith("aten::")]
+    leaves = [e for e in ops if not any(c.name.startswith("aten::") for c in e.cpu_children)]
+    device = [e for e in events if e.device_type == DeviceType.CUDA]
+    host = [e for e in events if e.device_type == DeviceType.CPU]
+    working = [e for e in ops if e.name not in NO_KERNEL
+               and all(c.name in NO_KERNEL for c in e.cpu_children if c.name.startswith("aten::"))]
+    return {"ops": len(ops), "leaf_ops": len(leaves), "compute_ops": len(working),
+            "kernels": len(device),
+            "device_busy_ms": busy_ms([(e.time_range.start, e.time_range.end) for e in device]),
+            "launches": sum(any(c in e.name for c in LAUNCH_CALLS) for e in host),
+            "graph_launches": sum(GRAPH_LAUNCH in e.name for e in host)}
+
+
+def profile_steps(run, steps: list) -> dict:
+    """Per step of `steps` under torch.profiler, ended by a synchronize:
+
+    - ops: aten operators, nested ones included; leaf_ops: those that call no other aten operator; compute_ops:
+      those that do work themselves, neither a view nor an allocation (`NO_KERNEL`) and calling no operator that
+      is not one: on a GPU each is about one kernel. Approximate: a few launch more than one, and a CPU's
+      kernels (fused AdamW, autocast's cast lists) are not CUDA's.
+    - CUDA only: kernels (and copies, sets) the device ran; device_busy_ms, the union of their intervals;
+      launches, the host's kernel-launch calls; graph_launches, its `cudaGraphLaunch` calls.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    cuda = run.inputs.device.type == "cuda"
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        trainer_steps(run, steps)
+        if cuda:
+            torch.cuda.synchronize(run.inputs.device)
+    counts = count_events(prof.events())
+    kept = ("ops", "leaf_ops", "compute_ops") + (("kernels", "device_busy_ms", "launches", "graph_launches")
+                                                 if cuda else ())
+    return {k: counts[k] / len(steps) for k in kept}
 
 
 def profile_main(args) -> dict:
@@ -113,10 +161,10 @@ def profile_main(args) -> dict:
     if args.warmup + args.steps > len(plan):
         sys.exit(f"bench: the epoch has only {len(plan)} steps")
     steps = plan[args.warmup:args.warmup + args.steps]
-    timed_steps(run, plan[:args.warmup])
-    plain = timed_steps(run, steps)  # without the profiler: its own overhead stays out of the wall time
+    trainer_steps(run, plan[:args.warmup])
+    plain = trainer_steps(run, steps)  # without the profiler: its own overhead stays out of the wall time
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        profiled = timed_steps(run, steps)
+        profiled = trainer_steps(run, steps)
     events = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in events)
     mix = defaultdict(int)
@@ -145,18 +193,16 @@ def profile_main(args) -> dict:
 
 
 def count_ops(folder: str, implementation: str, precision: str, data_dir=None, batch_size: int = 32) -> dict:
-    """Operators per step of the default run on `folder` on the CPU (bench.step_profile's counts): the plan's
-    first step of each task, after the plan's first step as a warm-up."""
-    import torch
-
-    from bench.step_profile import profile_steps
+    """Operators per step of the default run on `folder` on the CPU (`profile_steps`): the plan's first step of
+    each task, after the plan's first step as a warm-up."""
     _, _, run = trainer_run(["--model", folder, "--implementation", implementation, "--precision", precision,
                              "--device", "cpu", "--batch-size", str(batch_size)], data_dir)
     plan = run.sampler.plan(0)
     firsts = {}
     for step in plan[1:]:
         firsts.setdefault(tuple(step), step)  # a step's tasks, e.g. ("sst",)
-    counted = profile_steps(torch, run, list(firsts.values()), plan[:1], timed=False)
+    trainer_steps(run, plan[:1])
+    counted = profile_steps(run, list(firsts.values()))
     encoder = run.model.encoder.config
     return {**counted, "tasks": ["+".join(key) for key in firsts], "implementation": implementation,
             "precision": run.inputs.precision, "layers": encoder.num_hidden_layers, "hidden": encoder.hidden_size}
@@ -182,76 +228,9 @@ def count_main(args) -> dict:
     return {"cpu": cpu_model(), "torch": torch.__version__, "rows": rows}
 
 
-def epoch_worker(argv: list) -> None:
-    """train_multitask.py's command on argv, a callback timing the evaluations and reading the epoch's plan."""
-    import resource
-
-    from tasks.training import Callback, padding_fraction, train_command
-    seen = {"eval_s": 0.0}
-
-    class Probe(Callback):
-        def on_plan(self, run, plan):
-            seen.setdefault("padding", padding_fraction(plan, {t: s.lengths for t, s in run.train.items()}))
-
-        def on_evaluate(self, run, metrics, seconds):
-            seen["eval_s"] += seconds
-
-    code = train_command(argv, callbacks=[Probe()])
-    if code != 0:
-        sys.exit(code)
-    out = Path(argv[argv.index("--out") + 1])
-    metrics = json.loads((out / "metrics.json").read_text())
-    seen.update(final=metrics["final"], steps=metrics["steps"], fit_s=metrics["history"][-1]["elapsed_s"],
-                precision=json.loads((out / "config.json").read_text())["precision"]["used"],
-                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    report_result(seen)
-
-
-def epoch_configs(configs: list) -> list:
-    """Without `fp32` or `bf16` where the default precision (auto) already is that one on this machine."""
-    import minbert
-    from tasks.machine import resolve_device
-    auto = minbert.resolve_precision("auto", resolve_device("auto"))
-    if "bucketed" in configs and auto in configs:
-        print(f"note: --precision auto is {auto} on this machine: '{auto}' = 'bucketed', not run twice", flush=True)
-        configs = [c for c in configs if c != auto]
-    return configs
-
-
-def epoch_main(args) -> dict:
-    seeds, configs = [int(s) for s in args.seeds.split(",")], epoch_configs(args.configs.split(","))
-    folder = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-epoch-"))
-    extra = [*(["--data-dir", args.data_dir] if args.data_dir else []), "--model", model_folder(args.model),
-             *(["--max-steps", str(args.max_steps)] if args.max_steps else []), *args.train_options]
-    print(f"{'config':<9} {'seed':>4} {'prec':>5} {'steps':>5} {'padding':>8} {'train s':>8} {'eval s':>7} "
-          f"{'RSS MB':>7}  " + " ".join(f"{m:>7}" for m in METRICS), flush=True)
-    results = {}
-    for config in configs:
-        for seed in seeds:
-            argv = ["--epochs", "1", "--seed", seed, "--out", folder / f"{config}-seed{seed}", *EPOCH_CONFIGS[config],
-                    *extra]
-            r = results[config, seed] = run_worker(bench_command("trainer", "--epoch-worker", "--", *argv),
-                                                   f"{config} seed {seed}", cwd=REPO)
-            r["train_s"] = r["fit_s"] - r["eval_s"]
-            print(f"{config:<9} {seed:>4} {r['precision']:>5} {r['steps']:>5} {r['padding']:>8.3f} "
-                  f"{r['train_s']:>8.1f} {r['eval_s']:>7.1f} {r['peak_rss_mb']:>7.0f}  "
-                  + " ".join(f"{r['final'][m]:>7.4f}" for m in METRICS), flush=True)
-    print("\nmeans over seeds (+- half the seed range):")
-    for config in configs:
-        rows = [results[config, s] for s in seeds]
-        cells = [f"{m} {statistics.mean(v):.4f}+-{(max(v) - min(v)) / 2:.4f}"
-                 for m, v in ((m, [r["final"][m] for r in rows]) for m in METRICS)]
-        print(f"  {config:<9} train {statistics.mean(r['train_s'] for r in rows):7.1f} s  "
-              f"padding {statistics.mean(r['padding'] for r in rows):.3f}  " + "  ".join(cells))
-    return {f"{config} seed {seed}": r for (config, seed), r in results.items()}
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.epoch_worker:
-        epoch_worker(args.train_options)
-        return 0
-    figures = (count_main if args.count_ops else epoch_main if args.epoch else profile_main)(args)
+    figures = (count_main if args.count_ops else profile_main)(args)
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2, default=str) + "\n", encoding="utf-8")
     return 0

@@ -1,5 +1,4 @@
-"""Part 1's per-mode defaults (`classifier.py`), read by its command line and by the transformers reference
-that is timed against it on the same budget (`bench/part1_reference.py`).
+"""Part 1's per-mode defaults (`classifier.py`), read by its command line.
 
 Chosen so that both modes finish within their CPU budgets with the embedded model
 (docs/measurements/2026-11-23-part1.md): 2 epochs each (the course's 10 are sized for a GPU and

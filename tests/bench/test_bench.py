@@ -51,17 +51,6 @@ def test_python_m_bench_lists_every_benchmark_and_refuses_an_unknown_one():
     assert code == 2 and "no benchmark 'compile'" in err
 
 
-def test_trainer_epoch_runs_each_configuration_in_its_own_process(tiny_model, small_data_dir, tmp_path):  # noqa: F811
-    out = tmp_path / "epoch.json"
-    code, printed, err = run_cli(trainer.main, ["--epoch", "--configs", "plain", "--seeds", "0", "--max-steps", "2",
-                                                "--model", str(tiny_model), "--data-dir", str(small_data_dir),
-                                                "--out", str(tmp_path / "runs"), "--json", str(out), "--",
-                                                "--batch-size", "4", "--device", "cpu", "--precision", "fp32"])
-    assert code == 0, err
-    (row,) = json.loads(out.read_text()).values()
-    assert row["steps"] == 2 and 0 <= row["padding"] < 1 and row["train_s"] > 0 and "means over seeds" in printed
-
-
 def test_worker_report_reaches_the_parent_and_a_failed_worker_is_one_line():
     said = "from bench.common import report_result; print('noise'); report_result({'a': [1, 2]})"
     repo = Path(__file__).resolve().parents[2]
@@ -76,36 +65,32 @@ def test_gpu_bench_dry_run_plans_every_stage_within_600_s_and_runs_them_on_the_c
                                                                                      monkeypatch):
     """bench gpu --dry-run: the plan (every stage, the graphs stage its own seconds, 600 s in all), then each
     stage but the tests' plumbing on the CPU with a tiny bert-base shape: the graphed variants (the eager step on
-    padded widths here) against the eager step and transformers', the trainer's windows of steps, the profile,
-    the comparison; typed rows in the JSON and the markdown."""
+    padded widths here) against the eager step and transformers', profiled, the trainer's windows of steps, the
+    comparison; typed rows in the JSON and the markdown."""
     from bench import gpu
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the tiny model's folder
     assert sum(gpu.PLAN_S.values()) <= 600 and gpu.PLAN_S["graphs"] >= 150 and set(gpu.PLAN_S) == set(gpu.STAGES)
     out = tmp_path / "bench"
-    code, printed, err = run_cli(gpu.main, ["--dry-run", "--stages", "graphs,trainer,profile,compare", "--data-dir",
+    code, printed, err = run_cli(gpu.main, ["--dry-run", "--stages", "graphs,trainer,compare", "--data-dir",
                                             str(small_data_dir), "--out", str(out)])
     assert code == 0, err
-    assert "the plan: graphs 200 s, trainer 100 s, profile 45 s, compare 65 s = 410 s" in printed
+    assert "the plan: graphs 245 s, trainer 100 s, compare 65 s = 410 s" in printed
     result = json.loads((out / "bench-gpu.json").read_text())
     graphs = {r["setting"]: r for r in result["graphs"]}
     assert set(graphs) == {"eager", "graphed", "cudagraphs", "transformers"}, result["graphs"]
-    assert all(r["kind"] == "measured" and r["figures"]["ms_per_step"] > 0 and r["figures"]["skips"] == 0
-               for r in graphs.values())
-    assert graphs["graphed"]["figures"]["default_run"]["shapes"] >= graphs["graphed"]["figures"]["shapes"] >= 1
-    assert "dry run" in graphs["graphed"]["figures"]["graphs"]["why"]
+    assert all(r["kind"] == "GraphedStep" and r["ms_per_step"] > 0 and r["skips"] == 0 for r in graphs.values())
+    assert all(r["ops"] >= r["compute_ops"] > 0 and r["kernels"] is None for r in graphs.values())  # no CUDA
+    assert graphs["graphed"]["default_shapes"] >= graphs["graphed"]["shapes"] >= 1
+    assert "dry run" in graphs["graphed"]["graphs"] and graphs["eager"]["default_shapes"] is None
     (run,) = result["trainer"]
-    figures = run["figures"]
-    assert run["kind"] == "measured" and run["precision"] == "fp32" and figures["steps"] == 6
-    assert figures["timed_steps"] == 2 and figures["steps_per_s"] > 0 and figures["syncs_per_step"] > 0
-    assert set(figures["dev"]) >= {"sst", "quora", "sts"} and figures["scaler_skipped"] is None
-    profiled = {r["setting"]: r for r in result["profile"]}
-    assert set(profiled) == {"default", "fp32", "fixed width"} and profiled["fp32"]["precision"] == "fp32"
-    assert all(r["figures"]["ops"] >= r["figures"]["compute_ops"] > 0 and "kernels" not in r["figures"]
-               for r in profiled.values())
+    assert run["kind"] == "TrainerSteps" and run["precision"] == "fp32" and run["steps"] == 6
+    assert run["timed_steps"] == 2 and run["steps_per_s"] > 0 and run["syncs_per_step"] > 0
+    assert set(run["dev"]) >= {"sst", "quora", "sts"} and run["scaler_skipped"] is None
     (row,) = result["compare"]
-    assert row["figures"]["train_ratio"] > 0 and row["figures"]["implementation"] == "fast"  # on a CPU: fast
+    assert row["kind"] == "Compared" and row["train_ratio"] > 0 and row["eval_ratio"] > 0
+    assert row["implementation"] == "fast"  # on a CPU: fast
     summary = (out / "bench-gpu.md").read_text()
-    assert "| tiny | default | fp32 |" in summary and "| tiny | fixed width |" in summary and summary in printed
+    assert "| tiny | default | fp32 |" in summary and summary in printed
     assert "| tiny | graphed | fp32 |" in summary and "| tiny | - | fp32 | trainer's path: fast |" in summary
     assert "RESULT" in (out / "trainer-tiny-default.log").read_text()  # the worker's own output, kept
 
@@ -113,7 +98,7 @@ def test_gpu_bench_dry_run_plans_every_stage_within_600_s_and_runs_them_on_the_c
 def test_a_worker_cut_at_its_seconds_is_a_failed_row(tmp_path):
     from bench.gpu import worker_rows
     rows = worker_rows([sys.executable, "-c", "import time; time.sleep(5)"], 1, tmp_path / "w.log", model="m")
-    assert [(r.kind, r.model) for r in rows] == [("failed", "m")] and "cut at its 1 s" in rows[0].note
+    assert [(type(r).__name__, r.model) for r in rows] == [("Failed", "m")] and "cut at its 1 s" in rows[0].error
 
 
 def test_the_comparison_times_the_encoder_the_trainer_would_run_on_the_device(tiny_model, small_data_dir):  # noqa: F811
@@ -123,11 +108,11 @@ def test_the_comparison_times_the_encoder_the_trainer_would_run_on_the_device(ti
 
     import minbert
     from bench.common import trainer_run
-    from bench.gpu import parse_args
-    from bench.gpu_compare import FAST_PATH, compare_options, compared_encoders
+    from bench.gpu import compare_options, parse_args, run_options
+    from bench.gpu_compare import FAST_PATH, compared_encoders
 
     def trainer_config(args, folder, precision):
-        return trainer_run(compare_options(args, folder, precision), small_data_dir, build=False)[0]
+        return trainer_run(run_options(args, folder, *compare_options(args, precision)), build=False)[0]
     for device in ("cuda", "cpu"):
         config = trainer_config(parse_args(["--dry-run", "--data-dir", str(small_data_dir)]), str(tiny_model), "fp32")
         encoders = compared_encoders(config, torch.device(device))
@@ -167,12 +152,12 @@ def test_gpu_bench_reads_pytests_summary():
     from bench.gpu import pytest_summary
     out = "....F.s\nFAILED tests/test_gpu.py::test_x - assert 0\n2 failed, 26 passed, 1 skipped in 93.41s (0:01:33)\n"
     summary = pytest_summary(out)
-    assert summary["counts"] == {"failed": 2, "passed": 26, "skipped": 1} and summary["pytest_s"] == 93.41
-    assert summary["failures"] == ["FAILED tests/test_gpu.py::test_x - assert 0"]
-    assert pytest_summary("")["counts"] == {}
+    assert summary.counts == {"failed": 2, "passed": 26, "skipped": 1} and summary.pytest_s == 93.41
+    assert summary.failures == ["FAILED tests/test_gpu.py::test_x - assert 0"]
+    assert pytest_summary("").counts == {}
     cut = "tests/test_gpu.py::test_a PASSED [ 3%]\ntests/test_gpu.py::test_b[fp16] FAILED [ 6%]\ntests/t"
-    assert pytest_summary(cut)["counts"] == {"passed": 1, "failed": 1}  # stopped before its summary
-    assert pytest_summary("== slowest 6 durations ==\n12.50s call     tests/test_gpu.py::test_a\n")["slowest"] == \
+    assert pytest_summary(cut).counts == {"passed": 1, "failed": 1}  # stopped before its summary
+    assert pytest_summary("== slowest 6 durations ==\n12.50s call     tests/test_gpu.py::test_a\n").slowest == \
         ["12.50s call     tests/test_gpu.py::test_a"]
 
 
@@ -272,38 +257,45 @@ def test_the_gpu_kit_unpacks_to_the_embedded_model_rounded_to_fp16_and_the_data(
     assert all(torch.equal(widened[k], packaged[k].half().float()) for k in packaged)
 
 
+def made(kind, **given):
+    """A row of `kind` with `given` figures and zeros for the rest it requires."""
+    import dataclasses
+    required = {f.name: 0 for f in dataclasses.fields(kind)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    return kind(**{**required, **given})
+
+
 def test_gpu_bench_reports_issue_48s_targets_met_or_not():
-    from bench.gpu_report import Row, targets_lines
-    results = {"trainer": [Row.measured("bert-base", "default", "bf16", {"steps_per_s": 14.5}),
-                           Row.measured("embedded", "default", "bf16", {"steps_per_s": 200.0})],
-               "compare": [Row.measured("bert-base", "-", "bf16", {"implementation": "reference", "train_ratio": 2.1,
-                                                                   "eval_ratio": 1.2, "peak_mib": {"minbert": 3000.0}}),
-                           Row.skipped("budget", "bert-base", "-", "fp16")]}
-    lines = "\n".join(targets_lines(results))
+    from bench.gpu_report import Compared, Skipped, TrainerSteps, row_from_json, targets_lines
+    rows = [made(TrainerSteps, model="bert-base", setting="default", precision="bf16", steps_per_s=14.5),
+            made(TrainerSteps, model="embedded", setting="default", precision="bf16", steps_per_s=200.0),
+            made(Compared, model="bert-base", precision="bf16", implementation="reference", train_ratio=2.1,
+                 eval_ratio=1.2, minbert_peak_mib=3000.0),
+            Skipped(model="bert-base", precision="fp16", why="budget")]
+    lines = "\n".join(targets_lines(rows))
     assert "| bert-base: the trainer's step, bf16 | 69.0 ms | <= 15 ms | NOT MET |" in lines
     assert "| embedded: the trainer's step, bf16 | 5.0 ms | <= 8 ms | met |" in lines
     assert "| training against transformers, bf16 (reference) | 2.10x | >= 2.0x | met |" in lines
     assert "| evaluation against transformers, bf16 (reference) | 1.20x | >= 1.5x | NOT MET |" in lines
     assert "3,000 MiB | <= 3,277 MiB | met" in lines and "fp16" not in lines
-    assert targets_lines({}) == []
-    assert Row.from_json(results["compare"][1].to_json()) == results["compare"][1]
+    assert targets_lines([]) == []
+    assert all(row_from_json(r.to_json()) == r for r in rows)
 
 
 @pytest.mark.gpu
 def test_gpu_bench_profiles_and_compares_the_trainers_cuda_path(small_data_dir, tmp_path, monkeypatch):
-    """On CUDA, a tiny model: the profile counts kernels and launches, and the comparison times the reference
-    (what the trainer runs there) against transformers, each run's peak memory its own."""
+    """On CUDA, a tiny model: the graphs stage counts kernels and launches, and the comparison times the
+    reference (what the trainer runs there) against transformers, each run's peak memory its own."""
     from bench import gpu
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     out = tmp_path / "bench"
-    code, _, err = run_cli(gpu.main, ["--dry-run", "--device", "cuda", "--stages", "profile,compare", "--precisions",
+    code, _, err = run_cli(gpu.main, ["--dry-run", "--device", "cuda", "--stages", "graphs,compare", "--precisions",
                                       "bf16,fp32", "--data-dir", str(small_data_dir), "--out", str(out)])
     assert code == 0, err
     result = json.loads((out / "bench-gpu.json").read_text())
-    for r in (row["figures"] for row in result["profile"]):
-        assert r["implementation"] == "reference" and r["kernels"] > 0 and r["launches"] > 0, r
-        assert r["device_busy_ms"] > 0 and r["compute_ops"] > 0, r
+    for r in result["graphs"]:
+        assert r["kernels"] > 0 and r["launches"] > 0 and r["device_busy_ms"] > 0 and r["compute_ops"] > 0, r
     assert [r["precision"] for r in result["compare"]] == ["bf16", "fp32"]
-    for r in (row["figures"] for row in result["compare"]):
+    for r in result["compare"]:
         assert r["implementation"] == "reference" and r["minbert_path"] == "trainer's path", r
-        assert r["peak_mib"]["minbert"] > 0 and r["peak_mib"]["transformers"] > 0 and r["train_ratio"] > 0, r
+        assert r["minbert_peak_mib"] > 0 and r["transformers_peak_mib"] > 0 and r["train_ratio"] > 0, r

@@ -139,10 +139,8 @@ def test_the_reproduction_stays_within_its_size():
 # 1 for the function, plus 1 for each decision a reader has to follow.
 MAX_COMPLEXITY = 20
 # Today's functions above MAX_COMPLEXITY, at their figure when the limit came: none may grow; an entry
-# goes when its function comes under the limit. tasks/reproduction/ and bench/ are being rewritten
-# (issue 55, items 1 and 2).
+# goes when its function comes under the limit. tasks/reproduction/ is being rewritten (issue 55, item 1).
 COMPLEXITY_ALLOWED = {
-    "bench/gpu_compare.py:time_models": 25,
     "minbert/loading.py:load_mlm_into": 25,
     "tasks/ablation/studies/permute.py:permutation_strip": 24,
     "tasks/ablation/studies/probe/__init__.py:probe_curve": 24,
