@@ -126,11 +126,15 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{folder}: no ensemble.json (not an ensemble.py folder)")
     if args.resamples < 100:
         raise UserError(f"--resamples {args.resamples}: at least 100 for a 95% interval")
-    report = gain_report(dev_columns(folder, args.data_dir), args.resamples, args.seed)
-    for line in lines(report):
+    return show(gain_report(dev_columns(folder, args.data_dir), args.resamples, args.seed), lines, args.json)
+
+
+def show(report: dict, lines_of, json_path: Optional[str]) -> int:
+    """Print a report's lines and, with --json, write its figures; the command's exit status."""
+    for line in lines_of(report):
         print(line)
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    if json_path:
+        Path(json_path).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     return 0
 
 
