@@ -67,14 +67,16 @@ def lines(report: dict) -> list:
         for figure, e in figures.items():
             seeds = ", ".join(f"{seed}: {d:+.4f}" for seed, d in e["per_seed"].items())
             span = "" if e["ci95_low"] is None else f" [{e['ci95_low']:+.4f}, {e['ci95_high']:+.4f}]"
-            out.append(f"{kind} - {REFERENCE}, {figure}: {e['mean']:+.4f}{span} over {e['n']} seeds ({seeds})")
+            out.append(f"{kind} - {REFERENCE}, {figure}: {e['mean']:+.4f}{span} "
+                       f"over {e['n']} seeds ({seeds})")
     return out
 
 
 def parse(argv: Optional[list]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tasks.ensemble.averages",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="+", metavar="RUN", help="run folders trained with --average, one per seed")
+    parser.add_argument("runs", nargs="+", metavar="RUN",
+                        help="run folders trained with --average, one per seed")
     parser.add_argument("--json", default=None, metavar="FILE", help="also write the figures there")
     return parser.parse_args(argv)
 
