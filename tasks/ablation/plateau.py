@@ -83,9 +83,8 @@ def split_heldout(inputs: RunInputs, tasks, fraction: float, seed: int, rule: Pl
                              f"or more (one held out): raise --data-fractions or pass --plateau-patience 0")
         kept = [i for i in range(len(share)) if i not in held]
         data[task] = {**inputs.data[task], "train": share.rows(kept), HELDOUT: share.rows(sorted(held))}
-        train_record = dict(record[task].get("train") or {})
-        train_record.update(trial_fraction=fraction, trial_rows=len(kept), heldout_rows=len(held))
-        record[task] = {**record[task], "train": train_record}
+        record[task] = {**record[task], "train": {**record[task]["train"], "trial_fraction": fraction,
+                                                  "trial_rows": len(kept), "heldout_rows": len(held)}}
         counts[task] = (len(kept), len(held))
     return dataclasses.replace(inputs, data=data, data_record=record), counts
 

@@ -111,7 +111,7 @@ def _rows(where: dict, params: dict, members: list, ref, ref_values) -> list:
         if metric.startswith(BEST):
             continue
         values = [m[metric] for m in members if metric in m]
-        row = {**where, "metric": metric, **_interval(values), "params": params}
+        row = {**dict.fromkeys(SUMMARY_COLUMNS), **where, "metric": metric, **_interval(values), "params": params}
         best_metric = BEST + metric.split("/", 1)[1] if metric.startswith("dev/") else None
         best = [m[best_metric] for m in members if best_metric in m]
         if best:
@@ -135,7 +135,7 @@ def write_summary(path: Path, rows: list):
     out = csv.writer(buffer, lineterminator="\n")
     out.writerow(SUMMARY_COLUMNS)
     for row in rows:
-        cells = [row.get(c) for c in SUMMARY_COLUMNS]
+        cells = [row[c] for c in SUMMARY_COLUMNS]
         out.writerow(["" if v is None else round(v, 6) if isinstance(v, float) else v for v in cells])
     atomic_write_text(path, buffer.getvalue())
 

@@ -163,13 +163,15 @@ def attempt(sweep: Sweep, trial: Trial) -> TrialLine:
     except Exception as e:
         return trial_line(sweep, trial, FAILED, error=f"{type(e).__name__}: {e}",
                           traceback=traceback.format_exc(limit=-8), wall_time_s=round(time.time() - started, 1))
-    # The trial's result is its last evaluation; the best one is optimistic (chosen on the same dev set), kept beside.
     # A study's run returns what it has: a comparison of saved models no evaluations, a probe no budget.
-    found = {"dev": result.get("final"), "dev_best": result.get("best"), "best_step": result.get("best_step"),
-             "steps": result.get("steps"), "budget": result.get("budget"), "curves": result.get("curves"),
-             "info": result.get("info")}
-    return trial_line(sweep, trial, OK, **{k: v for k, v in found.items() if v is not None},
-                      wall_time_s=round(time.time() - started, 1))
+    found = {part: result[name] for part, name in LINE_PARTS.items() if result.get(name) is not None}
+    return trial_line(sweep, trial, OK, **found, wall_time_s=round(time.time() - started, 1))
+
+
+# A fit result's parts as a results line names them: the trial's result is its last evaluation ("final"); the best
+# one is optimistic (chosen on the same dev set), kept beside.
+LINE_PARTS = {"dev": "final", "dev_best": "best", "best_step": "best_step", "steps": "steps", "budget": "budget",
+              "curves": "curves", "info": "info"}
 
 
 def trial_line(sweep: Sweep, trial: Trial, status: str, **outcome) -> TrialLine:

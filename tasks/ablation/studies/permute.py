@@ -89,12 +89,12 @@ def run(sweep, trial) -> dict:
 
 def reference(sweep, params) -> str:
     """The original order, which every other configuration is compared with."""
-    return None if params.get("original") else label(range(sweep.shape.num_layers))
+    return None if params["original"] else label(range(sweep.shape.num_layers))
 
 
 def pools(sweep, params) -> dict:
     """order=*: the mean over the random orders."""
-    shuffled = [group for group, p in params.items() if p.get("random")]
+    shuffled = [group for group, p in params.items() if p["random"]]
     return {"order=*": ({"order": None, "original": False, "random": True, "pooled": True}, shuffled)} if shuffled \
         else {}
 
@@ -119,10 +119,10 @@ def permutation_strip(records, rows, metric: str):
         for kind, color, marker, what in (("random", "C0", "o", "one random order and seed"),
                                           ("chosen", "C2", "s", "--order, one seed")):
             dots = [r.dev[key] for r in mine if not r.params["original"] and not r.params.get("reinit")
-                    and bool(r.params.get("random", True)) == (kind == "random")]
+                    and r.params["random"] == (kind == "random")]
             ax.scatter(x + jitter.uniform(-0.12, 0.12, len(dots)), dots, s=14, color=color, marker=marker,
                        alpha=0.5, label=what if first and dots else None)
-        reference_line(ax, find(summary, lambda p: p.get("original")), "C3", "-",
+        reference_line(ax, find(summary, lambda p: p["original"]), "C3", "-",
                         "original order" if first else None, (x - 0.35, x + 0.35))
         reference_line(ax, find(summary, lambda p: p.get("reinit")), "0.4", "--",
                         "every layer re-drawn" if first else None, (x - 0.35, x + 0.35))

@@ -15,6 +15,7 @@ import pytest
 import reproduce
 from minbert import UserError
 from tasks.ablation.config import SweepConfig
+from tasks.ablation.line import SCHEMA
 from tasks.ablation.statistics import crossed_interval, interval
 from tasks.ablation.studies import STUDIES
 from tasks.ablation.study import Shape
@@ -409,7 +410,7 @@ def test_a_kept_run_refuses_trials_from_other_weights_or_another_kind_of_device(
     reproduction_runs.refuse_mixing(tmp_path, "reinit-small", "first", "a" * 12, "")   # --gather trains nothing
     stranger = [replace(r, fingerprint="f" * 16, key=r.key + "-x") for r in rows]   # other training options
     reproduction_runs.store(tmp_path / "other", _run("reinit-small", "first", range(5)),
-                            {"reinit": [dict(rows[0], fingerprint="e" * 16)]}, _sitting())
+                            {"reinit": [replace(rows[0], fingerprint="e" * 16)]}, _sitting())
     with pytest.raises(UserError, match="fingerprint"):
         reproduction_runs.store(tmp_path / "other", _run("reinit-small", "first", range(5)), {"reinit": stranger},
                                 _sitting())
@@ -439,6 +440,26 @@ def test_a_kept_run_is_one_typed_record_read_back_as_written_and_an_old_one_is_r
     code, _, err = run_cli(reproduce.main, ["--report-only", "--results", str(tmp_path), "--report",
                                             str(tmp_path / "r.md")])
     assert code == 2 and len(err.strip().splitlines()) == 1 and str(path) in err
+
+
+def test_a_sitting_adds_its_trials_below_the_kept_lines_left_as_written(tmp_path):
+    """Lines kept in an older schema stay byte for byte; the new ones follow in the current schema, and a malformed
+    kept line is one error naming its file and line."""
+    rows = _reinit(lambda k, f, s: 0.40 + 0.01 * k + 0.001 * s, seeds=range(3))[SMALL]
+    reproduction_runs.store(tmp_path, _run("reinit-small", "first", range(3)), {"reinit": rows[:4]}, _sitting())
+    path = tmp_path / "reinit-small" / "first" / "reinit.jsonl"
+    schema_1 = "".join(json.dumps({k: v for k, v in r.to_json().items() if k != "schema"}) + "\n" for r in rows[:4])
+    path.write_text(schema_1)
+    reproduction_runs.store(tmp_path, _run("reinit-small", "first", range(3)), {"reinit": rows}, _sitting())
+    text = path.read_text()
+    assert text.startswith(schema_1) and [json.loads(x).get("schema") for x in text.splitlines()] == \
+        [None] * 4 + [SCHEMA] * (len(rows) - 4)
+    [(_, sweeps)] = reproduction_runs.load(tmp_path)["first"].values()
+    assert sweeps["reinit"] == rows
+    path.write_text(schema_1.replace('"config"', '"configuration"', 1))   # line 1 names no configuration
+    code, _, err = run_cli(reproduce.main, ["--report-only", "--results", str(tmp_path), "--report",
+                                            str(tmp_path / "r.md")])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"{path}: line 1: not a trial line" in err
 
 
 def test_a_run_kept_unfinished_says_so_on_its_experiment_and_its_lines(tmp_path):
