@@ -15,7 +15,7 @@ import pytest
 import reproduce
 from minbert import UserError
 from tasks.ablation.config import SweepConfig
-from tasks.ablation.line import SCHEMA
+from tasks.ablation.line import SCHEMA, Budget, PlateauAccount
 from tasks.ablation.statistics import crossed_interval, interval
 from tasks.ablation.studies import STUDIES
 from tasks.ablation.study import Shape
@@ -654,10 +654,11 @@ def test_head_reinitialisation_takes_the_seed_as_its_unit():
 
 
 def _trial(group, rows, curve, fraction=0.03, metric="sst"):
-    plateau = {"holdout_rows": {metric: rows}, "tolerance": 0.005, "metric": metric, "stopped": True}
-    return {"mode": "reinit", "group": group, "config": group, "seed": 0, "data_fraction": fraction, "params": {},
-            "steps": curve[-1][0],
-            "budget": {"heldout_curve": [{"step": s, "score": v} for s, v in curve], "plateau": plateau}}
+    steps = curve[-1][0]
+    plateau = PlateauAccount(3, 0.005, 0.1, 500, metric, True, steps, max(v for _, v in curve), None,
+                             {metric: 10 * rows}, {metric: rows})
+    budget = Budget(1000, 10, 100, 40, steps, [], plateau, [{"step": s, "score": v} for s, v in curve])
+    return trial_line(group, 0, fraction=fraction, steps=steps, budget=budget)
 
 
 def test_the_budget_shows_learning_curves_and_flags_a_held_out_set_too_small_to_decide_a_plateau(tmp_path):
@@ -673,13 +674,13 @@ def test_the_budget_shows_learning_curves_and_flags_a_held_out_set_too_small_to_
     assert links == ["![reinit-small (first): learning curves on held-out training rows]"
                      "(figures/reinit-small-first-learning-curves.png)"]
     assert (tmp_path / "figures" / "reinit-small-first-learning-curves.png").read_bytes()[:4] == b"\x89PNG"
-    no_curves = {"reinit": [dict(_trial("from=0", 26, curve), budget={})]}
+    no_curves = {"reinit": [replace(_trial("from=0", 26, curve), budget=None)]}
     assert curves.learning_curve_link(tmp_path, "x", "first", no_curves) == []
 
 
 def test_a_probe_experiments_budget_says_probes_not_steps():
-    probes = {"probe": [{**_record("layer=0,pooling=mean", s, 0.03, info={"converged": s == 0}, mode="probe"),
-                         "steps": 0} for s in range(2)]}
+    probes = {"probe": [replace(_record("layer=0,pooling=mean", s, 0.03, info={"converged": s == 0}, mode="probe"),
+                                steps=0) for s in range(2)]}
     line = curves.budget_line(probes)
     assert "linear probes on frozen layers, 1 of 2 converged" in line and "steps trained" not in line
 
