@@ -183,6 +183,12 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
     leaves behind, so it is dropped silently.  A bad line anywhere else means
     the file was damaged some other way, and that is reported.
     """
+    return [record for _, record in read_numbered_jsonl(path)]
+
+
+def read_numbered_jsonl(path: str | os.PathLike) -> list[tuple]:
+    """`read_jsonl`'s records, each as (its line number in the file, counting from 1, record): for a reader that
+    names the line a record it cannot use came from."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -196,7 +202,7 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
             continue
         record = _parse_record(line)
         if record is not None:
-            records.append(record)
+            records.append((i + 1, record))
         elif i != last:
             raise DataError(f"{path}: line {i + 1} is not a JSON object; the log is damaged")
     return records

@@ -29,6 +29,11 @@ def png_bytes(fig) -> bytes:
     return buffer.getvalue()
 
 
+def pretty(metric: str) -> str:
+    """A metric's name as an axis or title says it ("dev/sst": "SST dev accuracy"), else the metric itself."""
+    return PRETTY.get(metric, metric)
+
+
 def fractions_of(rows) -> list:
     return sorted({r["data_fraction"] for r in rows})
 
@@ -37,7 +42,7 @@ def half_width(row, value: str = "mean") -> float:
     """Half the 95% interval of `value` (mean, or change_mean: the paired change from the reference); 0 for a
     single seed, which has no interval."""
     prefix = value[:-len("mean")]
-    lo, hi = row.get(f"{prefix}ci95_low"), row.get(f"{prefix}ci95_high")
+    lo, hi = row[f"{prefix}ci95_low"], row[f"{prefix}ci95_high"]
     return 0.0 if lo is None or hi is None else (hi - lo) / 2
 
 
@@ -52,7 +57,7 @@ def reference_line(ax, row, color, style, label, x_span=None):
     place on a categorical axis) or the whole axis."""
     if row is None:
         return
-    lo, hi = row.get("ci95_low"), row.get("ci95_high")
+    lo, hi = row["ci95_low"], row["ci95_high"]
     if x_span is None:
         ax.axhline(row["mean"], color=color, linestyle=style, linewidth=1, alpha=0.8, label=label)
         if lo is not None:

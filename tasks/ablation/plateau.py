@@ -22,6 +22,7 @@ from ..inputs import RunInputs, subsample_split
 from ..metrics import CORRELATIONS
 from ..registry import REGISTRY
 from ..training import Callback
+from .line import PlateauAccount
 
 HELDOUT = "heldout"  # the held-out rows' split name in a trial's inputs
 PATIENCE = 3
@@ -82,9 +83,8 @@ def split_heldout(inputs: RunInputs, tasks, fraction: float, seed: int, rule: Pl
                              f"or more (one held out): raise --data-fractions or pass --plateau-patience 0")
         kept = [i for i in range(len(share)) if i not in held]
         data[task] = {**inputs.data[task], "train": share.rows(kept), HELDOUT: share.rows(sorted(held))}
-        train_record = dict(record[task].get("train") or {})
-        train_record.update(trial_fraction=fraction, trial_rows=len(kept), heldout_rows=len(held))
-        record[task] = {**record[task], "train": train_record}
+        record[task] = {**record[task], "train": {**record[task]["train"], "trial_fraction": fraction,
+                                                  "trial_rows": len(kept), "heldout_rows": len(held)}}
         counts[task] = (len(kept), len(held))
     return dataclasses.replace(inputs, data=data, data_record=record), counts
 
@@ -118,12 +118,12 @@ class Plateau(Callback):
             run.request_stop(f"plateau: {self.stale} evaluations without an improvement of {self.rule.tolerance:g} "
                              f"in held-out {self.metric}")
 
-    def describe(self, counts: dict, steps: int) -> dict:
-        """The record's budget.plateau."""
-        return {**dataclasses.asdict(self.rule), "metric": self.metric, "stopped": self.stopped, "stop_step": steps,
-                "best": self.best, "best_step": self.best_step,
-                "train_rows": {t: n for t, (n, _) in counts.items()},
-                "holdout_rows": {t: h for t, (_, h) in counts.items()}}
+    def describe(self, counts: dict, steps: int) -> PlateauAccount:
+        """The results line's budget.plateau."""
+        return PlateauAccount(**dataclasses.asdict(self.rule), metric=self.metric, stopped=self.stopped,
+                              stop_step=steps, best=self.best, best_step=self.best_step,
+                              train_rows={t: n for t, (n, _) in counts.items()},
+                              holdout_rows={t: h for t, (_, h) in counts.items()})
 
 
 def dev_curve(history: list) -> list:

@@ -30,16 +30,16 @@ class Progress:
         else:
             print(text, flush=True)
 
-    def update(self, trial, record: dict):
+    def update(self, trial, record):
+        """A trial has ended: `record` its results line (line.TrialLine)."""
         self.done += 1
         self.ran += 1
-        if record["status"] == "ok":
-            dev = record.get("dev") or {}
-            outcome = " ".join(f"{k}={v:.4f}" for k, v in dev.items() if v is not None) or "ok"
+        if record.ok:
+            outcome = " ".join(f"{k}={v:.4f}" for k, v in record.dev.items() if v is not None) or "ok"
         else:
-            outcome = f"FAILED ({record['error'][:120]})"
+            outcome = f"FAILED ({record.error[:120]})"
         line = f"[{self.done}/{self.total}] {trial.mode} {trial.label} seed={trial.seed} " \
-               f"fraction={trial.fraction:g}: {outcome} ({record['wall_time_s']:.0f}s)"
+               f"fraction={trial.fraction:g}: {outcome} ({record.wall_time_s:.0f}s)"
         if self.bar is not None:
             self.bar.update(1)
             self.bar.write(line)

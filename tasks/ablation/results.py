@@ -1,4 +1,5 @@
-"""A sweep's results files: one results line per finished (or failed) trial, appended as each ends.
+"""A sweep's results files: one results line (line.py's `TrialLine`) per finished or failed trial, appended as
+each ends.
 
 results.jsonl, or results.shard-I-of-N.jsonl for a shard; every such file in the folder counts as done
 and is merged for the summary, whatever shard count it was run with.
@@ -8,7 +9,8 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from ..fileio import atomic_write_text, read_jsonl
+from ..fileio import atomic_write_text
+from .line import read_lines
 
 RESULTS = "results.jsonl"
 SHARD_RESULTS = re.compile(r"results\.shard-\d+-of-\d+\.jsonl")
@@ -26,18 +28,18 @@ def results_files(folder: Path) -> list:
 def load_results(path: Path) -> list:
     """The trials recorded in this process's own results file; a torn last line (a killed write) is dropped from
     the file too."""
-    records = read_jsonl(path)
+    records = read_lines(path)
     if path.exists():
         data = path.read_bytes()
         lines = [line for line in data.split(b"\n") if line.strip()]
         if data and (not data.endswith(b"\n") or len(lines) != len(records)):
-            atomic_write_text(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in records))
+            atomic_write_text(path, "".join(json.dumps(r.to_json(), allow_nan=False) + "\n" for r in records))
     return records
 
 
 def merged_results(folder: Path, own: Optional[Path] = None) -> list:
     """Every record of every results file in the folder. Only `own` is repaired: the other files are other
     shards', possibly being appended to right now, and rewriting one could drop the line being appended."""
-    return [r for path in results_files(folder) for r in (load_results(path) if path == own else read_jsonl(path))]
+    return [r for path in results_files(folder) for r in (load_results(path) if path == own else read_lines(path))]
 
 

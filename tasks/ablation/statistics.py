@@ -30,10 +30,10 @@ import math
 import numpy as np
 
 
-def unit_of(record: dict):
-    """A trial's independent unit: its seed, or its pair of seeds for a seed-vs-seed comparison."""
-    params = record["params"]
-    return tuple(params["seeds"]) if "seeds" in params else record["seed"]
+def unit_of(line):
+    """A trial's independent unit (`line` its line.TrialLine): its seed, or its pair of seeds for a seed-vs-seed
+    comparison."""
+    return tuple(line.params["seeds"]) if "seeds" in line.params else line.seed
 
 
 def estimate(values: dict) -> dict:

@@ -17,21 +17,19 @@ whether the budget took the trials to their plateau; the reproduction's report d
 import csv
 import io
 import math
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
 from ..fileio import atomic_write_bytes, atomic_write_text, safe_join
 from .drawing import legend, new_figure, png_bytes
+from .line import BEST, FAILED  # BEST: summarised beside the final evaluation (dev/), not as its own rows
 from .statistics import change, estimate, pooled_interval, unit_of
 
 SUMMARY = "summary.csv"
 SUMMARY_COLUMNS = ("mode", "config", "data_fraction", "metric", "n", "mean", "std", "ci95_low", "ci95_high",
                    "best_mean", "best_ci95_low", "best_ci95_high",
                    "reference", "change_n", "change_mean", "change_ci95_low", "change_ci95_high")
-BEST = "dev_best/"  # a trial's best evaluation: summarised beside its final one (dev/), not as its own rows
 
 
 def finished(records: list, mode: str, fp: str) -> list:
@@ -39,9 +37,9 @@ def finished(records: list, mode: str, fp: str) -> list:
     trial run twice counts once in the intervals."""
     latest = {}
     for r in records:
-        if r.get("status") == "ok" and r.get("mode") == mode and r.get("fingerprint") == fp and \
-                r.get("finished_at", "") >= latest.get(r["key"], {}).get("finished_at", ""):
-            latest[r["key"]] = r
+        if r.ok and r.mode == mode and r.fingerprint == fp and \
+                (r.key not in latest or r.finished_at >= latest[r.key].finished_at):
+            latest[r.key] = r
     return list(latest.values())
 
 
@@ -53,9 +51,9 @@ def tally(sweep, trials: list, records: list, write: bool = True) -> bool:
     # In plan order, not the results files' order, which workers and shards finishing in any order would
     # carry into summary.csv's rows.
     place = {key: i for i, key in enumerate(keys)}
-    ok = sorted(finished(records, sweep.config.mode, sweep.fingerprint), key=lambda r: place.get(r["key"], len(place)))
-    ok_keys = {r["key"] for r in ok}
-    failed_keys = {r["key"] for r in records if r.get("status") == "failed"} - ok_keys
+    ok = sorted(finished(records, sweep.config.mode, sweep.fingerprint), key=lambda r: place.get(r.key, len(place)))
+    ok_keys = {r.key for r in ok}
+    failed_keys = {r.key for r in records if r.status == FAILED} - ok_keys
     n_ok, n_failed = sum(k in ok_keys for k in keys), sum(k in failed_keys for k in keys)
     print(f"sweep: {len(trials)} trials: {n_ok} finished, {len(trials) - n_ok - n_failed} missing, {n_failed} "
           f"failed", flush=True)
@@ -74,62 +72,29 @@ def headline_metric(tasks) -> str:
     return f"dev/{tasks[0]}" if len(tasks) == 1 else "dev/overall"
 
 
-@dataclass(frozen=True)
-class Trial:
-    """What a finished trial's results line says of its training, read in this one place (`Trial.of`): a section
-    its mode did not write (a probe's budget, a fine-tuning's info) reads empty."""
-    mode: str
-    arm: str                    # its group, else its configuration
-    seed: int
-    fraction: float
-    pairs: bool                 # a comparison of two seeds' fine-tunings (one unit fewer than the seeds)
-    steps: Optional[int]        # the steps it trained; None where it trained none
-    total_steps: Optional[int]  # both stages of a transfer trial; else `steps`
-    plateau: dict               # the plateau rule's account (plateau.py); {} where no plateau rule ran
-    heldout_curve: list         # [{step, score}] on the held-out training rows; [] where none was kept
-    info: dict                  # the study's own account (a probe's penalty, held-out score, convergence)
-
-    @classmethod
-    def of(cls, record: dict) -> "Trial":
-        budget, info = record.get("budget") or {}, record.get("info") or {}
-        return cls(record["mode"], record.get("group") or record["config"], record["seed"], record["data_fraction"],
-                   record["params"].get("kind") == "seeds", record.get("steps"),
-                   info.get("total_steps") or record.get("steps"), budget.get("plateau") or {},
-                   budget.get("heldout_curve") or [], info)
-
-
-def trial_metrics(record: dict) -> dict:
-    """Every number a trial measured: final dev metrics as dev/<task>, best ones as dev_best/<task>, per-layer
-    curves as <curve>/<layer>."""
-    out = {f"dev/{k}": v for k, v in (record.get("dev") or {}).items() if v is not None}
-    out.update({f"{BEST}{k}": v for k, v in (record.get("dev_best") or {}).items() if v is not None})
-    for name, values in (record.get("curves") or {}).items():
-        out.update({f"{name}/{i}": v for i, v in enumerate(values)})
-    return out
-
-
 def _by_unit(members: list) -> dict:
     """metric -> {unit: value}: the unit is the trial's seed, or its pair of seeds for a seed-vs-seed trial."""
     values = {}
     for r in members:
-        for name, value in trial_metrics(r).items():
+        for name, value in r.metrics.items():
             values.setdefault(name, {})[unit_of(r)] = value
     return values
 
 
 def summarise(records: list, reference=lambda params: None, pools=lambda params: {}) -> list:
-    """One row per configuration group (and pool), data fraction and metric, over the seeds.
+    """One row per configuration group (and pool), data fraction and metric, over the seeds of `records` (finished
+    trials' `TrialLine`s).
 
     `reference(params)`: the group a configuration is compared with, or None. `pools({group: params})`:
     {label: (params, [groups])}, the means over configurations to add.
     """
     sweeps = {}
     for r in records:
-        sweeps.setdefault((r["mode"], r["data_fraction"]), {}).setdefault(r["group"], []).append(r)
+        sweeps.setdefault((r.mode, r.data_fraction), {}).setdefault(r.group, []).append(r)
     rows = []
     for (mode, fraction), groups in sweeps.items():
         values = {group: _by_unit(members) for group, members in groups.items()}
-        params = {group: members[0]["params"] for group, members in groups.items()}
+        params = {group: members[0].params for group, members in groups.items()}
         labelled = [(group, params[group], [group]) for group in groups]
         labelled += [(label, p, members) for label, (p, members) in pools(params).items()]
         for label, p, members in labelled:
@@ -146,7 +111,7 @@ def _rows(where: dict, params: dict, members: list, ref, ref_values) -> list:
         if metric.startswith(BEST):
             continue
         values = [m[metric] for m in members if metric in m]
-        row = {**where, "metric": metric, **_interval(values), "params": params}
+        row = {**dict.fromkeys(SUMMARY_COLUMNS), **where, "metric": metric, **_interval(values), "params": params}
         best_metric = BEST + metric.split("/", 1)[1] if metric.startswith("dev/") else None
         best = [m[best_metric] for m in members if best_metric in m]
         if best:
@@ -170,7 +135,7 @@ def write_summary(path: Path, rows: list):
     out = csv.writer(buffer, lineterminator="\n")
     out.writerow(SUMMARY_COLUMNS)
     for row in rows:
-        cells = [row.get(c) for c in SUMMARY_COLUMNS]
+        cells = [row[c] for c in SUMMARY_COLUMNS]
         out.writerow(["" if v is None else round(v, 6) if isinstance(v, float) else v for v in cells])
     atomic_write_text(path, buffer.getvalue())
 
@@ -202,14 +167,14 @@ MAX_COLOURED_GROUPS = 10  # beyond this many configurations a legend is unreadab
 def learning_curves(sweeps: dict):
     """Each sweep's trials as held-out score against steps, a dot where each stopped: whether the budget took the
     trials to their plateau. Held-out rows are a share of the trial's own training data, never dev. `sweeps` maps
-    a sweep's name to its trial records (`results.jsonl` rows); None when no trial kept a held-out curve."""
+    a sweep's name to its trials' results lines (`TrialLine`); None when no trial kept a held-out curve."""
     panels = {}
     for name, records in sweeps.items():  # one panel per sweep and data fraction: their held-out sets differ
-        trials = [t for t in map(Trial.of, records) if t.heldout_curve]
-        fractions = sorted({t.fraction for t in trials})
+        trials = [t for t in records if t.heldout_curve]
+        fractions = sorted({t.data_fraction for t in trials})
         for fraction in fractions:
             title = name if len(fractions) == 1 else f"{name}, fraction {fraction:g}"
-            panels[title] = [t for t in trials if t.fraction == fraction]
+            panels[title] = [t for t in trials if t.data_fraction == fraction]
     if not panels:
         return None
     columns = min(3, len(panels))
@@ -217,17 +182,17 @@ def learning_curves(sweeps: dict):
     fig = new_figure(figsize=(5.0 * columns, 3.4 * rows_of_panels))
     axes = np.atleast_1d(fig.subplots(rows_of_panels, columns)).ravel()
     for ax, (name, trials) in zip(axes, sorted(panels.items())):
-        arms = sorted({t.arm for t in trials})
+        arms = sorted({t.group for t in trials})
         coloured = len(arms) <= MAX_COLOURED_GROUPS
         labelled = set()
-        for t in sorted(trials, key=lambda t: (t.arm, t.seed)):
-            colour = f"C{arms.index(t.arm) % 10}" if coloured else "0.5"
-            label = t.arm if coloured and t.arm not in labelled else None
-            labelled.add(t.arm)
+        for t in sorted(trials, key=lambda t: (t.group, t.seed)):
+            colour = f"C{arms.index(t.group) % 10}" if coloured else "0.5"
+            label = t.group if coloured and t.group not in labelled else None
+            labelled.add(t.group)
             steps, scores = [p["step"] for p in t.heldout_curve], [p["score"] for p in t.heldout_curve]
             ax.plot(steps, scores, color=colour, linewidth=0.8, alpha=0.7, label=label)
             ax.plot(steps[-1:], scores[-1:], "o", color=colour, markersize=3)
-        held_out = {task: rows for t in trials for task, rows in t.plateau.get("holdout_rows", {}).items()}
+        held_out = {task: rows for t in trials if t.plateau for task, rows in t.plateau.holdout_rows.items()}
         ax.set_title(f"{name}: {len(trials)} trials" + (", held-out rows " + ", ".join(
             f"{task} {rows}" for task, rows in sorted(held_out.items())) if held_out else ""), fontsize=9)
         ax.set_xlabel("optimizer step")

@@ -39,6 +39,7 @@ from ..inputs import RunInputs, announcement, prepare, subsample_split
 from ..training import InMemory, Interrupted, TensorBoard, declarations, fit, training_plan
 from . import workers
 from .config import SweepConfig
+from .line import FAILED, OK, Budget, TrialLine
 from .plateau import Plateau, PlateauRule, coarse_holdout, dev_curve, heldout_count, plateau_fingerprint, split_heldout
 from .progress import Progress, TrialLines
 from .results import merged_results, results_files, results_name
@@ -114,7 +115,7 @@ class Sweep:
             inputs, counts = split_heldout(inputs, tasks, trial.fraction, trial.seed, rule)
             config = dataclasses.replace(config, data_fraction=1.0)
             callbacks.append(Plateau(rule, tasks))
-        config, spent = budget(config, inputs, self.config.trial_steps if steps is None else steps)
+        config, cap = budget(config, inputs, self.config.trial_steps if steps is None else steps)
         folder = self.fresh_dir("tensorboard", name or trial.name)
         hparams = {"mode": trial.mode, "config": trial.label, "seed": trial.seed, "data_fraction": trial.fraction,
                    "tasks": config.tasks, "stage": name or "trial"}
@@ -122,10 +123,9 @@ class Sweep:
             export_to = self.fresh_dir("models", trial.name)
         outputs = [TensorBoard(folder, hparams), InMemory(final_weights=True, export_to=export_to)]
         result = fit(config, inputs, outputs, encoder=encoder, callbacks=[*callbacks, *self.callbacks])
-        spent.update(trained_steps=result["steps"], dev_curve=dev_curve(result["history"]), plateau=None)
-        if callbacks:
-            spent.update(plateau=callbacks[0].describe(counts, result["steps"]), heldout_curve=callbacks[0].curve)
-        result["budget"] = spent
+        result["budget"] = Budget(**cap, trained_steps=result["steps"], dev_curve=dev_curve(result["history"]),
+                                  plateau=callbacks[0].describe(counts, result["steps"]) if callbacks else None,
+                                  heldout_curve=callbacks[0].curve if callbacks else [])
         return result
 
     def fresh_dir(self, *parts) -> Path:
@@ -153,31 +153,32 @@ def budget(config: TrainConfig, inputs: RunInputs, trial_steps: int) -> tuple:
                     "eval_every": config.eval_every}
 
 
-def attempt(sweep: Sweep, trial: Trial) -> dict:
+def attempt(sweep: Sweep, trial: Trial) -> TrialLine:
     """Run one trial and return its results line; a crash becomes a "failed" line, retried on the next run."""
     started = time.time()
-    record = trial_record(sweep, trial)
     try:
         result = sweep.run_trial(trial)
     except (UserError, Interrupted):
         raise
     except Exception as e:
-        return {**record, "status": "failed", "error": f"{type(e).__name__}: {e}",
-                "traceback": traceback.format_exc(limit=-8), "wall_time_s": round(time.time() - started, 1),
-                "finished_at": _utc_now()}
-    # The trial's result is its last evaluation; the best one is optimistic (chosen on the same dev set), kept beside.
-    found = {"dev": result.get("final"), "dev_best": result.get("best"), "best_step": result.get("best_step"),
-             "steps": result.get("steps"), "budget": result.get("budget"), "curves": result.get("curves"),
-             "info": result.get("info")}
-    return {**record, "status": "ok", **{k: v for k, v in found.items() if v is not None},
-            "wall_time_s": round(time.time() - started, 1), "finished_at": _utc_now()}
+        return trial_line(sweep, trial, FAILED, error=f"{type(e).__name__}: {e}",
+                          traceback=traceback.format_exc(limit=-8), wall_time_s=round(time.time() - started, 1))
+    # A study's run returns what it has: a comparison of saved models no evaluations, a probe no budget.
+    found = {part: result[name] for part, name in LINE_PARTS.items() if result.get(name) is not None}
+    return trial_line(sweep, trial, OK, **found, wall_time_s=round(time.time() - started, 1))
 
 
-def trial_record(sweep: Sweep, trial: Trial) -> dict:
-    """What every results line of a trial says, whatever became of it."""
-    return {"key": trial.key(sweep.fingerprint), "mode": trial.mode, "config": trial.label, "group": trial.group,
-            "params": trial.params, "seed": trial.seed, "data_fraction": trial.fraction,
-            "fingerprint": sweep.fingerprint, "precision": sweep.inputs.precision, "device": str(sweep.inputs.device)}
+# A fit result's parts as a results line names them: the trial's result is its last evaluation ("final"); the best
+# one is optimistic (chosen on the same dev set), kept beside.
+LINE_PARTS = {"dev": "final", "dev_best": "best", "best_step": "best_step", "steps": "steps", "budget": "budget",
+              "curves": "curves", "info": "info"}
+
+
+def trial_line(sweep: Sweep, trial: Trial, status: str, **outcome) -> TrialLine:
+    """A trial's results line: what every line of it says, whatever became of it, and its `outcome`."""
+    return TrialLine(trial.key(sweep.fingerprint), trial.mode, trial.label, trial.group, trial.params, trial.seed,
+                     trial.fraction, status, fingerprint=sweep.fingerprint, precision=sweep.inputs.precision,
+                     device=str(sweep.inputs.device), finished_at=_utc_now(), **outcome)
 
 
 def _utc_now() -> str:
@@ -241,7 +242,7 @@ def run_and_collect(config: SweepConfig) -> tuple:
     sweep, trials = open_sweep(config)
     status = run_shard(sweep, trials)
     listed = {t.key(sweep.fingerprint) for t in trials}
-    return status, [r for r in finished_records(sweep) if r["key"] in listed]
+    return status, [r for r in finished_records(sweep) if r.key in listed]
 
 
 def collect_finished(config: SweepConfig) -> tuple:
@@ -249,7 +250,7 @@ def collect_finished(config: SweepConfig) -> tuple:
     on another machine finished there."""
     sweep, trials = open_sweep(config)
     listed = {t.key(sweep.fingerprint) for t in trials}
-    records = [r for r in finished_records(sweep) if r["key"] in listed]
+    records = [r for r in finished_records(sweep) if r.key in listed]
     print(f"{config.mode}: {len(records)} of {len(trials)} trials finished in {sweep.out}; nothing trained", flush=True)
     return 0, records
 
@@ -272,7 +273,7 @@ def finished_records(sweep: Sweep) -> list:
 
 
 def note_other_options(sweep: Sweep, records: list):
-    others = sum(r.get("mode") == sweep.config.mode and r.get("fingerprint") != sweep.fingerprint for r in records)
+    others = sum(r.mode == sweep.config.mode and r.fingerprint != sweep.fingerprint for r in records)
     if others:
         print(f"note: {others} lines of the results in {sweep.out} were run with other training options, model or "
               f"data; they are left out of this sweep's summary", flush=True)
@@ -297,7 +298,7 @@ def run_shard(sweep: Sweep, trials: list) -> int:
         print(f"note: {note}", flush=True)
     path = sweep.out / results_name(config.shard)
     previous = merged_results(sweep.out, own=path)
-    done = {r["key"] for r in finished(previous, config.mode, sweep.fingerprint)}
+    done = {r.key for r in finished(previous, config.mode, sweep.fingerprint)}
     mine = shard_trials(trials, config.shard, config.shard_salt)
     pending = [t for t in mine if t.key(sweep.fingerprint) not in done]
     share = f"shard {config.shard[0]}/{config.shard[1]}: {len(mine)} of {len(trials)}" if config.shard \
@@ -342,14 +343,14 @@ def run_trials(sweep: Sweep, pending: list, total: int, path: Path) -> int:
     progress = Progress(total, total - len(pending), count)
     failed = 0
 
-    def record(trial: Trial, line: dict):
+    def record(trial: Trial, line: TrialLine):
         nonlocal failed
-        line = {**line, "workers": count, "threads": threads}
-        append_jsonl(path, line)
-        failed += line["status"] != "ok"
+        line = dataclasses.replace(line, workers=count, threads=threads)
+        append_jsonl(path, line.to_json())
+        failed += not line.ok
         progress.update(trial, line)
 
-    def job(trial: Trial, say) -> dict:
+    def job(trial: Trial, say) -> TrialLine:
         sweep.callbacks = [TrialLines(trial, say)]
         return attempt(sweep, trial)
 
@@ -389,7 +390,6 @@ def units(trials: list, worker_unit=lambda trial: None) -> list:
     return [workers.Unit(i, items) for i, items in enumerate(grouped.values())]
 
 
-def lost(sweep: Sweep, trial: Trial, reason: str) -> dict:
+def lost(sweep: Sweep, trial: Trial, reason: str) -> TrialLine:
     """The results line of a trial whose worker died under it: failed, retried on the next run."""
-    return {**trial_record(sweep, trial), "status": "failed", "error": reason, "wall_time_s": 0.0,
-            "finished_at": _utc_now()}
+    return trial_line(sweep, trial, FAILED, error=reason, wall_time_s=0.0)

@@ -7,14 +7,13 @@ own), the row's label gives each arm's steps, mean and range, from the kept tria
 import numpy as np
 
 from ..ablation.statistics import paired_interval
-from ..ablation.summary import Trial
 from .verdicts import Row
 
 
 def trained(records: list) -> str:
     """'280 (200-360) steps' (mean and range) of the records' trials, both stages of a transfer trial counted;
     '' without steps."""
-    steps = [Trial.of(r).total_steps for r in records if r.get("steps")]
+    steps = [r.total_steps for r in records if r.steps]
     if not steps:
         return ""
     return f"{np.mean(steps):.0f} ({min(steps)}-{max(steps)}) steps"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from ..ablation.drawing import png_bytes
 from ..ablation.plateau import coarse_holdout
-from ..ablation.summary import Trial, learning_curves
+from ..ablation.summary import learning_curves
 from ..fileio import atomic_write_bytes
 
 
@@ -35,8 +35,8 @@ def unfinished(run, sweeps: dict) -> list:
     out = []
     for label, records in sweeps.items():
         arms = {}
-        for t in map(Trial.of, records):
-            arms.setdefault((t.arm, t.pairs), set()).add(t.seed)
+        for t in records:
+            arms.setdefault((t.group, t.pairs), set()).add(t.seed)
         out += [f"{label} {arm or 'all'}: seeds {sorted(got)} of {len(run.seeds)}"
                 for (arm, pairs), got in arms.items() if len(got) < len(run.seeds) - pairs]
         out += [] if records else [f"{label}: no trials"]
@@ -46,7 +46,7 @@ def unfinished(run, sweeps: dict) -> list:
 def budget_line(sweeps: dict) -> str:
     """How the trials' budget ended: on a plateau of held-out training rows, or at the cap (a trial that hit the
     cap may not have converged, and its verdict then partly measures convergence speed)."""
-    trials = [Trial.of(r) for rs in sweeps.values() for r in rs if r.get("steps") is not None]
+    trials = [r for rs in sweeps.values() for r in rs if r.steps is not None]
     if not trials:
         return "Budget: no trained trials."
     probes = [t for t in trials if t.mode == "probe"]
@@ -55,11 +55,11 @@ def budget_line(sweeps: dict) -> str:
         return (f"Budget: no fine-tuning steps: linear probes on frozen layers, {converged} of {len(probes)} "
                 f"converged (penalty chosen on held-out training rows).")
     steps = sorted(t.steps for t in trials)
-    stopped = sum(bool(t.plateau.get("stopped")) for t in trials)
+    stopped = sum(bool(t.plateau and t.plateau.stopped) for t in trials)
     told = f"{stopped} of {len(trials)} stopped on a held-out plateau, {len(trials) - stopped} at the cap" \
         if any(t.plateau for t in trials) else "a fixed step budget (no plateau stopping in these results)"
-    notes = sorted({coarse_holdout(t.plateau.get("metric", ""), sum(t.plateau.get("holdout_rows", {}).values()),
-                                   t.plateau.get("tolerance") or 0) or "" for t in trials} - {""})
+    notes = sorted({coarse_holdout(t.plateau.metric, sum(t.plateau.holdout_rows.values()), t.plateau.tolerance)
+                    or "" for t in trials if t.plateau} - {""})
     return (f"Budget: steps trained {steps[0]}-{steps[-1]} (median {steps[len(steps) // 2]}); {told}."
             + "".join(f" Warning: {note}; the learning curves show it." for note in notes))
 

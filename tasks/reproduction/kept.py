@@ -2,7 +2,8 @@
 
     RESULTS/EXPERIMENT/RUN/run.json        one `KeptRun`: what was run (scale, model, tasks, seeds, each sweep's
                                            options), where its trials trained and from which weights, its sittings
-    RESULTS/EXPERIMENT/RUN/SWEEP.jsonl     the sweep's finished trials, as ablate.py wrote them
+    RESULTS/EXPERIMENT/RUN/SWEEP.jsonl     the sweep's finished trials, as ablate.py wrote them (one
+                                           tasks.ablation.line.TrialLine a line, of the schema it was kept in)
 
 RUN is "first" for the declared protocol, or a follow-up's label (follow_ups.py): extra seeds or a changed
 protocol never replace the first run's trials. A results folder keeps one model's runs, and gets its own report.
@@ -20,7 +21,8 @@ from typing import Optional
 
 from minbert import UserError
 
-from ..fileio import atomic_write_text, read_jsonl, safe_join
+from ..ablation.line import read_lines
+from ..fileio import atomic_write_text, safe_join
 from ..pretraining import REBUILT, Model, name_from_path
 from .follow_ups import FIRST, FOLLOW_UPS
 from .measures import Results
@@ -92,15 +94,15 @@ def write_run(path: Path, run: KeptRun) -> None:
     atomic_write_text(path, json.dumps(dataclasses.asdict(run), indent=1, sort_keys=True) + "\n")
 
 
-def device_kind(record: dict) -> str:
-    """The kind of device a trial record says it trained on ("cuda:0" -> "cuda"); "" where it says none."""
-    return str(record.get("device", "")).split(":")[0]
+def device_kind(line) -> str:
+    """The kind of device a trial line says it trained on ("cuda:0" -> "cuda"); "" where it says none."""
+    return line.device.split(":")[0]
 
 
 def store(results_dir: Path, run: KeptRun, records: dict, sitting: Sitting) -> Path:
-    """Keep a run's finished trials ({sweep label: records}) and this sitting; refuse another protocol or model,
+    """Keep a run's finished trials ({sweep label: [TrialLine]}) and this sitting; refuse another protocol or model,
     and trials that would mix (`refuse`). Every check comes before any write: a refused sitting leaves the run as
-    it was."""
+    it was, and a sitting that adds trials leaves the lines kept before as they were written."""
     folder = safe_join(Path(results_dir), run.experiment, run.run)
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".lock", "a") as lock:   # shards keeping at once take turns; closing the file unlocks it
@@ -114,14 +116,16 @@ def store(results_dir: Path, run: KeptRun, records: dict, sitting: Sitting) -> P
                             f"protocol are a follow-up (tasks/reproduction/follow_ups.py), never a replacement")
         files = {}
         for label, new in records.items():
-            old = read_jsonl(sweep_path := safe_join(folder, f"{label}.jsonl"))
-            keys = {r["key"] for r in old}
-            files[sweep_path] = (old, [r for r in new if r["key"] not in keys])
+            old = read_lines(sweep_path := safe_join(folder, f"{label}.jsonl"))
+            keys = {r.key for r in old}
+            files[sweep_path] = (old, [r for r in new if r.key not in keys])
         added = [r for _, fresh in files.values() for r in fresh]
         kinds = {device_kind(r) for r in added} - {""}
         refuse(path, kept, kinds, run.weights if added else "", files.values())
         for sweep_path, (old, fresh) in files.items():
-            atomic_write_text(sweep_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in old + fresh))
+            kept_text = sweep_path.read_text(encoding="utf-8") if old else ""
+            atomic_write_text(sweep_path, kept_text + "".join(json.dumps(r.to_json(), sort_keys=True) + "\n"
+                                                              for r in fresh))
         kept.device = kept.device or next(iter(kinds), "")
         if added:   # a run kept without its weights never claims a later sitting's for all
             kept.weights = kept.weights if kept.sittings else run.weights
@@ -135,8 +139,7 @@ def refuse(path: Path, kept: KeptRun, kinds: set, weights: str, sweeps=()) -> No
     of each sweep) with another sweep fingerprint (every training option, the weights' and data's hashes) than the
     run's kept trials: arms paired by seed differ only by the arm, and two devices' kernels or a copy of the weights
     rounded to fp16 would read as the arm's effect. What the run does not record yet is not compared."""
-    prints = [({r.get("fingerprint") for r in old} - {None}, {r.get("fingerprint") for r in new} - {None})
-              for old, new in sweeps]
+    prints = [({r.fingerprint for r in old} - {""}, {r.fingerprint for r in new} - {""}) for old, new in sweeps]
     other = next(((sorted(had), sorted(got - had)) for had, got in prints if had and got - had), None)
     if len(kinds | ({kept.device} - {""})) > 1:
         why = f"trained on {kept.device or 'one kind of device'}, these on {', '.join(sorted(kinds))}"
@@ -158,11 +161,11 @@ def refuse_mixing(results_dir: Path, experiment: str, label: str, weights: str, 
 
 
 def load(results_dir: Path) -> dict:
-    """{run label: {experiment: (KeptRun, {sweep label: records})}} of every kept run."""
+    """{run label: {experiment: (KeptRun, {sweep label: [TrialLine]})}} of every kept run."""
     out = {}
     for path in sorted(Path(results_dir).glob("*/*/run.json")):
         run = read_run(path)
-        sweeps = {p.stem: read_jsonl(p) for p in sorted(path.parent.glob("*.jsonl"))}
+        sweeps = {p.stem: read_lines(p) for p in sorted(path.parent.glob("*.jsonl"))}
         out.setdefault(run.run, {})[run.experiment] = (run, sweeps)
     return out
 

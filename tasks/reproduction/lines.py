@@ -36,9 +36,9 @@ def _disclosed(run, sweeps: dict) -> str:
     if not records:
         return "not run"
     lrs = {float(a[a.index("--lr") + 1]) if "--lr" in a else DEFAULT_LR for a in run.sweeps.values()} or {DEFAULT_LR}
-    policies = sorted({r["params"]["policy"] for r in records if r.get("params", {}).get("policy")})
+    policies = sorted({r.params["policy"] for r in records if r.params.get("policy")})
     return "; ".join([f"lr {', '.join(f'{x:.0e}'.replace('e-0', 'e-') for x in sorted(lrs))}",
-                      f"precision {', '.join(sorted({str(r.get('precision', '?')) for r in records}))}",
+                      f"precision {', '.join(sorted({r.precision or '?' for r in records}))}",
                       *(["re-drawn: " + "; ".join(POLICY.get(p, p) for p in policies)] if policies else [])])
 
 

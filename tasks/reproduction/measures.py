@@ -13,7 +13,6 @@ import numpy as np
 
 from ..ablation import statistics
 from ..ablation.statistics import crossed_interval, paired_interval, unit_of
-from ..ablation.summary import trial_metrics
 from . import null_baseline
 from .arms import pending
 from .probes import best_probe, nothing_to_test, probe_scores
@@ -42,14 +41,14 @@ class Results:
     def select(self, experiment: str, label: str, config=None, fraction=None, group=None) -> list:
         self.read.add(experiment)
         return [r for r in self.records.get((experiment, label), ())
-                if (config is None or config == r["config"]) and (group is None or group == r.get("group"))
-                and (fraction is None or math.isclose(r["data_fraction"], fraction))]
+                if (config is None or config == r.config) and (group is None or group == r.group)
+                and (fraction is None or math.isclose(r.data_fraction, fraction))]
 
     def values(self, experiment: str, label: str, metric: str, config=None, fraction=None, group=None) -> dict:
         """{unit: value} of `metric`: the unit is the seed, or the pair of seeds of a seed-vs-seed trial."""
         out = {}
         for r in self.select(experiment, label, config, fraction, group):
-            value = trial_metrics(r).get(metric)
+            value = r.metrics.get(metric)
             if value is not None:
                 out[unit_of(r)] = value
         return out
@@ -116,7 +115,7 @@ def singh_task_dependence(results, ctx):
     """The primary task's middle-third gain at the small fraction minus the second's at its trials' (smallest)
     fraction (the small one, or task-dependence-matched's: the primary's row count)."""
     s = ctx.scale.small
-    second = min((r["data_fraction"] for r in results.select("task-dependence", "reinit")), default=s)
+    second = min((r.data_fraction for r in results.select("task-dependence", "reinit")), default=s)
     values = combine(minus, _gain(results, ctx, ctx.high, ctx.low, s),
                      _gain(results, ctx, ctx.high, ctx.low, second, "task-dependence"))
     return [Row(f"middle-third gain, {ctx.tasks['primary']} at {s:g} minus {ctx.tasks['second']} at {second:g}",
@@ -145,7 +144,7 @@ def mean_over_heads(results, ctx, experiment: str, sign: int) -> list:
     for 'hurts' (the bottom)."""
     metric, large = f"dev/{ctx.tasks['primary']}", ctx.scale.large
     none = results.values(experiment, "heads", metric, f"from={ctx.n}", large)
-    configs = sorted({r["config"] for r in results.select(experiment, "heads") if r["params"].get("scheme") == "head"})
+    configs = sorted({r.config for r in results.select(experiment, "heads") if r.params.get("scheme") == "head"})
     members = [v for v in (results.values(experiment, "heads", metric, c, large) for c in configs) if v]
     heads = {s: float(np.mean([m[s] for m in members])) for s in set(none).intersection(*members)} if members else {}
     found = paired_interval(*((heads, none) if sign > 0 else (none, heads))) if heads else None
@@ -162,7 +161,7 @@ def tamkin_permute(results, ctx):
     reference shared by every order at each seed; the orders are a sample of the n! - 1)."""
     metric = f"dev/{ctx.tasks['primary']}"
     original = results.values("permute", "permute", metric, "order=" + "-".join(map(str, range(ctx.n))))
-    orders = sorted({r["config"] for r in results.select("permute", "permute") if r["params"].get("random")})
+    orders = sorted({r.config for r in results.select("permute", "permute") if r.params.get("random")})
     members = [m for m in (results.values("permute", "permute", metric, o) for o in orders) if m]
     found = crossed_interval(members, original) if original else None
     return [Row(f"original minus random order, {len(members)} orders x {found['n'] if found else 0} seeds "

@@ -14,7 +14,6 @@ from typing import Optional
 
 from minbert import UserError
 
-from ..ablation.summary import Trial
 from .curves import unfinished
 from .experiments import EXPERIMENTS, seeds_of
 from .kept import device_kind, load
@@ -32,11 +31,11 @@ def run_rate(records: list) -> Optional[tuple]:
     (its `finished_at` less its `wall_time_s`) to its last trial's end, over their fine-tuning steps (both
     stages of a transfer trial), so a trial's fixed costs and the workers or shards that ran at once are in
     it. None where a trial lacks its times, none trained, or they trained on two kinds of device."""
-    if not records or any("finished_at" not in r or "wall_time_s" not in r for r in records):
+    if not records or any(not r.finished_at or r.wall_time_s is None for r in records):
         return None
-    ends = [datetime.strptime(r["finished_at"], "%Y-%m-%dT%H:%M:%SZ") for r in records]
-    starts = [end - timedelta(seconds=r["wall_time_s"]) for end, r in zip(ends, records)]
-    steps = sum(Trial.of(r).total_steps or 0 for r in records)
+    ends = [datetime.strptime(r.finished_at, "%Y-%m-%dT%H:%M:%SZ") for r in records]
+    starts = [end - timedelta(seconds=r.wall_time_s) for end, r in zip(ends, records)]
+    steps = sum(r.total_steps or 0 for r in records)
     kinds = {device_kind(r) or "?" for r in records}
     if not steps or len(kinds) != 1:
         return None

@@ -22,7 +22,7 @@ def probe_scores(results, ctx, layer: int, pooling: str, fraction: float, metric
     task, config = ctx.tasks["primary"], f"layer={layer},pooling={pooling}"
     if metric == "dev":
         return results.values("probe", "probe", f"dev/{task}", config, fraction)
-    return {r["seed"]: r["info"]["holdout_score"][task] for r in results.select("probe", "probe", config, fraction)}
+    return {r.seed: r.info["holdout_score"][task] for r in results.select("probe", "probe", config, fraction)}
 
 
 def nothing_to_test() -> dict:

@@ -218,9 +218,9 @@ def compare_encoders(a: minbert.BertModel, b: minbert.BertModel, batches: list, 
 
 def reference(sweep, params) -> Optional[str]:
     """A fine-tuning's change is compared with the seed-vs-seed floor of the same training data."""
-    if params.get("kind") != "finetune":
+    if params["kind"] != "finetune":
         return None
-    return "seed-vs-seed" + (f",task={params['task']}" if params.get("task") else "")
+    return "seed-vs-seed" + (f",task={params['task']}" if params["task"] else "")
 
 
 CURVES = (("weight_l2", "L2 distance of the layer's output.dense.weight"),

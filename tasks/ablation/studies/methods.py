@@ -20,7 +20,7 @@ from minbert import UserError
 from ...config import validate
 from ...inputs import prepare
 from ..arguments import items
-from ..drawing import PRETTY, errorbar, fractions_of, new_figure, title
+from ..drawing import errorbar, fractions_of, new_figure, pretty, title
 from ..study import Shape, Study, grid, planned
 
 # name -> the training options it sets (TrainConfig's fields)
@@ -80,12 +80,12 @@ def run(sweep, trial) -> dict:
 
 
 def reference(sweep, params) -> str:
-    return None if params.get("method") == "baseline" else "method=baseline"
+    return None if params["method"] == "baseline" else "method=baseline"
 
 
 def change_bars(rows, metric: str, mode: str, label: str):
     """Each configuration's paired change from its study's reference, with its 95% interval, per data fraction."""
-    rows = [r for r in rows if r["mode"] == mode and r["metric"] == metric and r.get("change_mean") is not None]
+    rows = [r for r in rows if r["mode"] == mode and r["metric"] == metric and r["change_mean"] is not None]
     if not rows:
         return None
     fractions = fractions_of(rows)
@@ -99,7 +99,7 @@ def change_bars(rows, metric: str, mode: str, label: str):
         ax.axhline(0.0, color="0.5", linewidth=0.8)
         ax.set_xticks(range(len(configs)))
         ax.set_xticklabels(configs, rotation=20, fontsize=8)
-        ax.set_ylabel(f"{label}: {PRETTY.get(metric, metric)}")
+        ax.set_ylabel(f"{label}: {pretty(metric)}")
         ax.set_title(f"data fraction {fraction:g}", fontsize=9)
     title(fig, f"{mode}: change from the reference", rows)
     return fig

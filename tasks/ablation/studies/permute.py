@@ -24,7 +24,7 @@ import minbert
 from minbert import UserError
 
 from ..arguments import integer
-from ..drawing import errorbar, find, fractions_of, legend, metric_axis, new_figure, reference_line
+from ..drawing import errorbar, find, legend, metric_axis, new_figure, reference_line
 from ..study import Shape, Study, grid, planned
 
 
@@ -89,12 +89,12 @@ def run(sweep, trial) -> dict:
 
 def reference(sweep, params) -> str:
     """The original order, which every other configuration is compared with."""
-    return None if params.get("original") else label(range(sweep.shape.num_layers))
+    return None if params["original"] else label(range(sweep.shape.num_layers))
 
 
 def pools(sweep, params) -> dict:
     """order=*: the mean over the random orders."""
-    shuffled = [group for group, p in params.items() if p.get("random")]
+    shuffled = [group for group, p in params.items() if p["random"]]
     return {"order=*": ({"order": None, "original": False, "random": True, "pooled": True}, shuffled)} if shuffled \
         else {}
 
@@ -104,25 +104,25 @@ def permutation_strip(records, rows, metric: str):
     between the original order and the model with every layer re-drawn (lines, with their intervals over seeds);
     every trial as a dot."""
     key = metric.split("/", 1)[1]
-    records = [r for r in records if (r.get("dev") or {}).get(key) is not None]
+    records = [r for r in records if r.dev.get(key) is not None]
     rows = [r for r in rows if r["metric"] == metric]
     if not records:
         return None
-    fractions = fractions_of(records)
+    fractions = sorted({r.data_fraction for r in records})
     jitter = np.random.default_rng(0)
     fig = new_figure(figsize=(max(4.4, 2.4 * len(fractions)), 4.6))
     ax = fig.add_subplot()
     for x, fraction in enumerate(fractions):
         first = x == 0
-        mine = [r for r in records if r["data_fraction"] == fraction]
+        mine = [r for r in records if r.data_fraction == fraction]
         summary = [r for r in rows if r["data_fraction"] == fraction]
         for kind, color, marker, what in (("random", "C0", "o", "one random order and seed"),
                                           ("chosen", "C2", "s", "--order, one seed")):
-            dots = [r["dev"][key] for r in mine if not r["params"]["original"] and not r["params"].get("reinit")
-                    and bool(r["params"].get("random", True)) == (kind == "random")]
+            dots = [r.dev[key] for r in mine if not r.params["original"] and not r.params.get("reinit")
+                    and r.params["random"] == (kind == "random")]
             ax.scatter(x + jitter.uniform(-0.12, 0.12, len(dots)), dots, s=14, color=color, marker=marker,
                        alpha=0.5, label=what if first and dots else None)
-        reference_line(ax, find(summary, lambda p: p.get("original")), "C3", "-",
+        reference_line(ax, find(summary, lambda p: p["original"]), "C3", "-",
                         "original order" if first else None, (x - 0.35, x + 0.35))
         reference_line(ax, find(summary, lambda p: p.get("reinit")), "0.4", "--",
                         "every layer re-drawn" if first else None, (x - 0.35, x + 0.35))

@@ -30,7 +30,7 @@ from minbert.loading import sha256_of
 from ...saved.model_folder import MODEL_DIR, pretraining_of
 from ...saved.model_folder import PRETRAINING_JSON as INFO_FILE
 from ..arguments import items
-from ..drawing import PRETTY, errorbar, fractions_of, legend, metric_axis, new_figure, title
+from ..drawing import errorbar, fractions_of, legend, metric_axis, new_figure, pretty, title
 from ..study import Shape, Study, grid, planned
 
 LADDER_PREFIX = "model-at-"
@@ -200,7 +200,7 @@ def reference(sweep, params) -> Optional[str]:
         least = ladder_rungs(sweep.options)[0]
         sweep.cache["reference"] = (least.label, weights_sha256(least.folder))
     label, weights = sweep.cache["reference"]
-    return None if params.get("weights") == weights else label
+    return None if params["weights"] == weights else label
 
 
 def tokens_text(n: int) -> str:
@@ -227,7 +227,7 @@ def tokens_curve(rows, metric: str, value: str = "mean"):
     """Per data fraction, against pretraining tokens: the metric (value "mean": mean over seeds, 95% interval),
     or each rung's change from the least-pretrained one, paired by seed ("change_mean")."""
     rows = [r for r in rows if r["metric"] == metric and "tokens" in r["params"]]
-    drawn = [r for r in rows if r.get(value) is not None]
+    drawn = [r for r in rows if r[value] is not None]
     if not drawn:
         return None
     fig = new_figure(figsize=(6.4, 4.4))
@@ -244,7 +244,7 @@ def tokens_curve(rows, metric: str, value: str = "mean"):
     else:
         reference = drawn[0]["reference"].split(",")[0]  # tokens=0, without its weights' hash
         ax.axhline(0.0, color="0.5", linewidth=0.8)
-        ax.set_ylabel(f"change in {PRETTY.get(metric, metric)} from {reference} (paired by seed)")
+        ax.set_ylabel(f"change in {pretty(metric)} from {reference} (paired by seed)")
         text = f"What pretraining adds to fine-tuning: each rung minus {reference}, same seeds"
     legend(ax)
     title(fig, text, drawn)

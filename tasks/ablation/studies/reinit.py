@@ -28,7 +28,6 @@ from minbert import UserError
 
 from ..arguments import integer, items
 from ..drawing import (
-    PRETTY,
     diverging,
     errorbar,
     find,
@@ -36,6 +35,7 @@ from ..drawing import (
     legend,
     metric_axis,
     new_figure,
+    pretty,
     reference_line,
     title,
 )
@@ -174,7 +174,7 @@ def run(sweep, trial) -> dict:
 def reference(sweep, params) -> str:
     """The unmodified model (from=N), which every other configuration is compared with."""
     unmodified = f"from={sweep.shape.num_layers}"
-    return None if params.get("scheme") == "from" and not params["layers"] and not params["embeddings"] \
+    return None if params["scheme"] == "from" and not params["layers"] and not params["embeddings"] \
         else unmodified
 
 
@@ -183,7 +183,7 @@ def pools(sweep, params) -> dict:
     to College, Figs. 7-8); head=*:H: the mean over the layers that had head H re-drawn (Figs. 9-10)."""
     by_layer, by_head = {}, {}
     for group, p in params.items():
-        if p.get("scheme") == "head":
+        if p["scheme"] == "head":
             by_layer.setdefault((p["layer"], p["embeddings"]), []).append(group)
             by_head.setdefault((p["head"], p["embeddings"]), []).append(group)
     out = {f"head={layer}:*" + (",emb" if emb else ""): ({"scheme": "head-layer", "layer": layer, "embeddings": emb},
@@ -197,7 +197,7 @@ def pools(sweep, params) -> dict:
 
 def reinit_curve(rows, metric: str, num_layers: int):
     """Metric vs k for "layers >= k reinitialised"; dashed: the pretrained and the all-reinitialised model."""
-    rows = [r for r in rows if r["metric"] == metric and r["params"].get("scheme") == "from"]
+    rows = [r for r in rows if r["metric"] == metric and r["params"]["scheme"] == "from"]
     if not rows:
         return None
     fig = new_figure(figsize=(6.4, 4.4))
@@ -225,7 +225,7 @@ def reinit_blocks(rows, metric: str, num_layers: int):
     """Per block: the block re-drawn, and only the block pretrained; lines: the pretrained model and the model
     with every layer re-drawn (only the embeddings pretrained), Tamkin et al.'s reference for blocks."""
     rows = [r for r in rows if r["metric"] == metric]
-    blocks = [r for r in rows if r["params"].get("scheme") in ("block", "keep")]
+    blocks = [r for r in rows if r["params"]["scheme"] in ("block", "keep")]
     if not blocks:
         return None
     fractions = fractions_of(blocks)
@@ -238,12 +238,12 @@ def reinit_blocks(rows, metric: str, num_layers: int):
         embeddings = any(r["params"]["embeddings"] for r in mine if "start" in r["params"])
         for offset, (scheme, what, color) in zip((-0.08, 0.08), (("block", "the block re-drawn", "C3"),
                                                                   ("keep", "only the block pretrained", "C0"))):
-            series = [r for r in mine if r["params"].get("scheme") == scheme]
+            series = [r for r in mine if r["params"]["scheme"] == scheme]
             errorbar(ax, series, lambda r: spans.index((r["params"]["start"], r["params"]["size"])) + offset,
                       color=color, marker="o", linestyle="none", label=what)
-        reference_line(ax, find(mine, lambda p: p.get("scheme") == "from" and p["from"] == num_layers
+        reference_line(ax, find(mine, lambda p: p["scheme"] == "from" and p["from"] == num_layers
                                   and not p["embeddings"]), "k", "--", "pretrained")
-        reference_line(ax, find(mine, lambda p: p.get("scheme") == "from" and p["from"] == 0
+        reference_line(ax, find(mine, lambda p: p["scheme"] == "from" and p["from"] == 0
                                   and p["embeddings"] == embeddings), "0.5", "-.",
                         "every layer re-drawn" if embeddings else "every layer re-drawn (embeddings only)")
         ax.set_xticks(range(len(spans)))
@@ -259,7 +259,7 @@ def reinit_blocks(rows, metric: str, num_layers: int):
 def heads_heatmap(rows, metric: str, num_layers: int, num_heads: int):
     """Change of the metric from the unmodified model (paired by seed) when one head is reinitialised (layer x
     head); the metric itself where the unmodified model was not run."""
-    heads = [r for r in rows if r["metric"] == metric and r["params"].get("scheme") == "head"]
+    heads = [r for r in rows if r["metric"] == metric and r["params"]["scheme"] == "head"]
     if not heads:
         return None
     fractions = fractions_of(heads)
@@ -267,17 +267,17 @@ def heads_heatmap(rows, metric: str, num_layers: int, num_heads: int):
     axes = fig.subplots(1, len(fractions), squeeze=False)[0]
     for ax, fraction in zip(axes, fractions):
         mine = [r for r in heads if r["data_fraction"] == fraction]
-        paired = all(r.get("change_mean") is not None for r in mine)
+        paired = all(r["change_mean"] is not None for r in mine)
         matrix = np.full((num_layers, num_heads), np.nan)
         for r in mine:
             matrix[r["params"]["layer"], r["params"]["head"]] = r["change_mean"] if paired else r["mean"]
-        diverging(ax, matrix, "change from the unmodified model" if paired else PRETTY.get(metric, metric))
+        diverging(ax, matrix, "change from the unmodified model" if paired else pretty(metric))
         ax.set_xticks(range(num_heads))
         ax.set_yticks(range(num_layers))
         ax.set_xlabel("head")
         ax.set_ylabel("layer")
         ax.set_title(f"data fraction {fraction:g}", fontsize=9)
-    title(fig, f"Re-initialising one attention head: {PRETTY.get(metric, metric)} (grey: not run)", heads)
+    title(fig, f"Re-initialising one attention head: {pretty(metric)} (grey: not run)", heads)
     return fig
 
 
@@ -285,9 +285,9 @@ def heads_by_layer(rows, metric: str, num_layers: int, by: str = "layer"):
     """Per layer (by="layer") or per head index (by="head"), the change from the unmodified model when one head is
     re-drawn: each head's mean over seeds as a dot, the mean over the layer's heads (or over the layers that had
     that head re-drawn) with the 95% interval of its per-seed (paired) change."""
-    rows = [r for r in rows if r["metric"] == metric and r.get("change_mean") is not None]
-    heads = [r for r in rows if r["params"].get("scheme") == "head"]
-    pooled = [r for r in rows if r["params"].get("scheme") == ("head-layer" if by == "layer" else "head-index")]
+    rows = [r for r in rows if r["metric"] == metric and r["change_mean"] is not None]
+    heads = [r for r in rows if r["params"]["scheme"] == "head"]
+    pooled = [r for r in rows if r["params"]["scheme"] == ("head-layer" if by == "layer" else "head-index")]
     if not heads or not pooled:
         return None
     fractions = fractions_of(heads)
@@ -305,7 +305,7 @@ def heads_by_layer(rows, metric: str, num_layers: int, by: str = "layer"):
         ax.axhline(0.0, color="0.5", linewidth=0.8)
         ax.set_xticks(range(num_layers))
         ax.set_xlabel("layer of the re-drawn head" if by == "layer" else "index of the re-drawn head")
-        ax.set_ylabel(f"change in {PRETTY.get(metric, metric)} from the unmodified model")
+        ax.set_ylabel(f"change in {pretty(metric)} from the unmodified model")
         ax.set_title(f"data fraction {fraction:g}", fontsize=9)
         legend(ax)
     fig.suptitle(f"Re-initialising one attention head, per {'layer' if by == 'layer' else 'head index'}",

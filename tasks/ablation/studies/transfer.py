@@ -27,6 +27,7 @@ from minbert import UserError
 from ...fileio import atomic_write_json, safe_join
 from ...saved.model_folder import TASKS_JSON
 from ..drawing import diverging, fractions_of, new_figure
+from ..line import Budget
 from ..study import Shape, Study, Trial, grid, planned
 
 STAGE_BUDGET = "budget.json"  # in an intermediate model's folder: what its stage spent (steps, plateau, curves)
@@ -79,9 +80,9 @@ def run(sweep, trial) -> dict:
         return sweep.fit(trial, sweep.inputs.encoder, tasks=(final,), epochs=times * sweep.training.epochs)
     encoder, intermediate_dev, stage_budget = intermediate(sweep, via, trial)
     result = sweep.fit(trial, encoder, tasks=(final,))
-    result["info"] = {"intermediate_dev": intermediate_dev, "intermediate_budget": stage_budget,
-                      "total_steps": (stage_budget or {}).get("trained_steps", 0) + result["steps"]
-                      if stage_budget else None}
+    result["info"] = {"intermediate_dev": intermediate_dev,
+                      "intermediate_budget": stage_budget.to_json() if stage_budget else None,
+                      "total_steps": stage_budget.trained_steps + result["steps"] if stage_budget else None}
     return result
 
 
@@ -98,10 +99,10 @@ def intermediate(sweep, task: str, trial: Trial):
     folder = safe_join(sweep.out, "intermediate", sweep.fingerprint, stage.name)
     if not (folder / TASKS_JSON).exists():
         result = sweep.fit(stage, sweep.inputs.encoder, name=stage.name, tasks=(task,), export_to=folder)
-        atomic_write_json(folder / STAGE_BUDGET, result["budget"])
+        atomic_write_json(folder / STAGE_BUDGET, result["budget"].to_json())
     dev = json.loads((folder / TASKS_JSON).read_text(encoding="utf-8"))["dev"]
     budget_file = folder / STAGE_BUDGET
-    spent = json.loads(budget_file.read_text(encoding="utf-8")) if budget_file.exists() else None
+    spent = Budget.from_json(json.loads(budget_file.read_text(encoding="utf-8"))) if budget_file.exists() else None
     return minbert.from_pretrained(str(folder), implementation=sweep.inputs.encoder.config.implementation), dev, spent
 
 

@@ -13,7 +13,7 @@ import torch
 import ablate
 import minbert
 from minbert import UserError
-from tasks.ablation import arguments, sweep
+from tasks.ablation import arguments, line, sweep
 from tasks.ablation.config import SweepConfig, from_settings
 from tasks.ablation.plateau import PlateauRule
 from tasks.ablation.studies import STUDIES, dynamics, permute
@@ -335,7 +335,8 @@ def test_a_budgeted_trial_trains_its_steps_and_reports_the_final_evaluation(smal
     spent = record["budget"]
     assert record["steps"] == 7 and {k: spent[k] for k in ("steps", "epochs", "steps_per_epoch", "eval_every")} == \
         {"steps": 7, "epochs": 3, "steps_per_epoch": 3, "eval_every": 3}
-    assert spent["trained_steps"] == 7 and spent["plateau"] is None and "heldout_curve" not in spent
+    assert spent["trained_steps"] == 7 and spent["plateau"] is None and spent["heldout_curve"] == []
+    assert record["schema"] == line.SCHEMA
     assert [e["step"] for e in spent["dev_curve"]] == [3, 6, 7]
     assert record["best_step"] in (3, 6, 7) and record["dev_best"]["sst"] >= record["dev"]["sst"]
     code, _, err = run_cli(ablate.main, argv + ["--epochs", "2"])

@@ -13,8 +13,9 @@ from tasks.ablation.statistics import (
     pooled_paired_interval,
 )
 from tasks.ablation.studies import permute, reinit
-from tasks.ablation.summary import Trial, summarise
+from tasks.ablation.summary import summarise
 from tasks.ablation.sweep import Shape
+from tests.helpers.lines import trial_line
 
 T2, T1 = 4.302653, 12.706205  # t(0.975) with 2 and 1 degrees of freedom
 
@@ -67,8 +68,8 @@ def test_mean_over_configurations_and_its_paired_change():
 
 
 def _record(mode, config, seed, params, final=None, best=None, curves=None, group=None):
-    return {"mode": mode, "config": config, "group": group or config, "seed": seed, "data_fraction": 1.0,
-            "params": params, "dev": final and {"sst": final}, "dev_best": best and {"sst": best}, "curves": curves}
+    return trial_line(config, seed, params, mode, group=group, dev=final and {"sst": final},
+                      dev_best=best and {"sst": best}, curves=curves)
 
 
 def _head(layer, head, seed, final):
@@ -152,16 +153,3 @@ def test_figures_draw_the_papers_references():
     labels = _legend(reinit.reinit_blocks(rows, "dev/sst", 2))
     assert {"pretrained", "every layer re-drawn (embeddings only)", "the block re-drawn",
             "only the block pretrained"} <= set(labels)
-
-
-def test_a_trial_record_reads_its_training_whatever_its_mode_wrote():
-    """Trial.of: a transfer trial's total steps count both stages, a probe's missing budget reads empty, and a
-    seed-vs-seed comparison is one unit fewer than the seeds."""
-    base = {"config": "c", "seed": 1, "data_fraction": 0.25, "params": {}}
-    transfer = Trial.of({**base, "mode": "transfer", "group": "via=sts", "steps": 200, "info": {"total_steps": 480},
-                         "budget": {"plateau": {"stopped": True}, "heldout_curve": [{"step": 40, "score": 0.5}]}})
-    assert (transfer.arm, transfer.steps, transfer.total_steps, transfer.plateau) == ("via=sts", 200, 480,
-                                                                                       {"stopped": True})
-    probe = Trial.of({**base, "mode": "probe", "steps": 0, "budget": None, "info": None})
-    assert (probe.arm, probe.total_steps, probe.plateau, probe.heldout_curve, probe.info) == ("c", 0, {}, [], {})
-    assert Trial.of({**base, "mode": "dynamics", "params": {"kind": "seeds"}}).pairs

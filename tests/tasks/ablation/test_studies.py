@@ -15,6 +15,7 @@ from tasks.ablation.studies import STUDIES
 from tasks.ablation.summary import summarise
 from tasks.inputs import prepare, subsample_split
 from tests.helpers import run_cli
+from tests.helpers.lines import trial_line
 
 SMALL = ["--batch-size", "8", "--precision", "fp32", "--eval-batch-size", "64", "--device", "cpu",
          "--workers", "1"]  # in-process: some tests patch the trainer
@@ -141,10 +142,10 @@ def test_floor_difference_is_the_change_above_seed_noise_with_seeds_as_units():
     assert result["ci95_low"] < result["mean"] < result["ci95_high"]
     assert floor_difference({0: 1.0, 1: 1.0}, {(0, 1): 0.5})["ci95_low"] is None  # two seeds: no interval
     assert floor_difference({5: 1.0}, {(0, 1): 0.5}) is None
-    records = [{"mode": "dynamics", "data_fraction": 1.0, "group": "finetune", "seed": s,
-                "params": {"kind": "finetune", "task": None}, "curves": {"svcca": [v]}} for s, v in values.items()]
-    records += [{"mode": "dynamics", "data_fraction": 1.0, "group": "seed-vs-seed", "seed": a,
-                 "params": {"kind": "seeds", "seeds": [a, b]}, "curves": {"svcca": [v]}} for (a, b), v in pairs.items()]
+    records = [trial_line("finetune", s, {"kind": "finetune", "task": None}, "dynamics", curves={"svcca": [v]})
+               for s, v in values.items()]
+    records += [trial_line(f"seeds={a}-{b}", a, {"kind": "seeds", "seeds": [a, b]}, "dynamics", group="seed-vs-seed",
+                           curves={"svcca": [v]}) for (a, b), v in pairs.items()]
     reference = STUDIES["dynamics"].reference
     [row] = [r for r in summarise(records, lambda p: reference(None, p)) if r["config"] == "finetune"]
     assert row["reference"] == "seed-vs-seed" and row["change_mean"] == pytest.approx(0.8)
@@ -173,8 +174,7 @@ def test_head_pools_per_layer_and_per_head_index_and_every_block():
     with pytest.raises(UserError, match=r"--block \*:7"):
         _plan("--mode", "reinit", "--block", "*:7")
     # Figs. 9-10's summary: per head index, the mean over the layers, its change paired with the unmodified model
-    records = [{"mode": "reinit", "data_fraction": 1.0, "group": c, "seed": s, "params": p,
-                "dev": {"sst": 0.5 + 0.01 * s + (0.1 * p["head"] if "head" in p else 0.0)}}
+    records = [trial_line(c, s, p, dev={"sst": 0.5 + 0.01 * s + (0.1 * p["head"] if "head" in p else 0.0)})
                for c, p in params.items() for s in (0, 1)]
     rows = summarise(records, lambda p: STUDIES["reinit"].reference(SimpleNamespace(shape=SimpleNamespace(
         num_layers=6)), p), lambda p: STUDIES["reinit"].pools(None, p))

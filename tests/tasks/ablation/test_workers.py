@@ -17,6 +17,7 @@ from tasks.ablation import progress, sweep, workers
 from tasks.ablation.studies import permute, probe
 from tasks.training import Interrupted
 from tests.helpers import run_cli
+from tests.helpers.lines import trial_line
 
 BASE = ["--model", "minilm", "--batch-size", "8", "--max-steps", "3", "--precision", "fp32", "--eval-batch-size", "64",
         "--device", "cpu", "--mode", "permute", "--trials", "1", "--task", "all"]
@@ -168,14 +169,13 @@ def test_bad_workers_value_exits_2(small_data_dir, tmp_path):
 
 
 def test_legends_sit_outside_the_axes():
-    records = [{"config": c, "group": c, "data_fraction": 1.0, "seed": s, "dev": {"sst": v}, "params": p}
-               for s in (0, 1) for c, p, v in (
-                   ("order=0-1", {"order": [0, 1], "original": True, "random": False}, 0.5 + s / 100),
-                   ("order=1-0", {"order": [1, 0], "original": False, "random": True}, 0.4 + s / 100),
-                   ("reinit=all", {"order": None, "original": False, "random": False, "reinit": True}, 0.3))]
-    rows = [{"config": r["config"], "metric": "dev/sst", "data_fraction": 1.0, "n": 2, "mean": r["dev"]["sst"],
-             "ci95_low": r["dev"]["sst"] - 0.01, "ci95_high": r["dev"]["sst"] + 0.01, "params": r["params"]}
-            for r in records if r["seed"] == 0]
+    records = [trial_line(c, s, p, "permute", dev={"sst": v}) for s in (0, 1) for c, p, v in (
+        ("order=0-1", {"order": [0, 1], "original": True, "random": False}, 0.5 + s / 100),
+        ("order=1-0", {"order": [1, 0], "original": False, "random": True}, 0.4 + s / 100),
+        ("reinit=all", {"order": None, "original": False, "random": False, "reinit": True}, 0.3))]
+    rows = [{"config": r.config, "metric": "dev/sst", "data_fraction": 1.0, "n": 2, "mean": r.dev["sst"],
+             "ci95_low": r.dev["sst"] - 0.01, "ci95_high": r.dev["sst"] + 0.01, "params": r.params}
+            for r in records if r.seed == 0]
     fig = permute.permutation_strip(records, rows, "dev/sst")
     canvas = FigureCanvasAgg(fig)
     canvas.draw()

@@ -20,6 +20,7 @@ from tasks.reproduction.follow_ups import FIRST, FOLLOW_UPS
 from tasks.reproduction.sweeps import listed_trials
 from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDERPOWERED
 from tests.helpers import run_cli
+from tests.helpers.lines import trial_line
 
 CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
 LARGE, SEEDS = 0.25, range(5)
@@ -27,9 +28,7 @@ SITTING = kept.Sitting("2026-11-25 10:00 UTC", "0" * 12, "test cpu", 600.0, 0)
 
 
 def _record(config, seed, params, dev=None, fraction=LARGE, **extra):
-    return {"key": f"{config}|seed={seed}|fraction={fraction}", "config": config, "group": config, "seed": seed,
-            "data_fraction": fraction, "params": params, "dev": dev or {}, "status": "ok", "steps": 200,
-            "mode": "reinit", **extra}
+    return trial_line(config, seed, params, fraction=fraction, dev=dev, steps=200, **extra)
 
 
 def _probe_records(best=3):

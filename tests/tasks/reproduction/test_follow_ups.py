@@ -15,14 +15,14 @@ from tasks.reproduction.findings import BY_ID, hao
 from tasks.reproduction.findings.null import AGAINST_NULL
 from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, judge
 from tests.helpers import run_cli
+from tests.helpers.lines import trial_line
 
 CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
 SMALL, LARGE, MATCHED = 0.03, 0.25, 0.0158
 
 
 def _record(config, seed, fraction, params=None, dev=None, curves=None):
-    return {"key": f"{config}-{seed}-{fraction}", "config": config, "group": config, "seed": seed,
-            "data_fraction": fraction, "params": params or {}, "dev": dev or {}, "curves": curves, "status": "ok"}
+    return trial_line(config, seed, params, fraction=fraction, dev=dev, curves=curves)
 
 
 def _reinit(task, fraction, gain_of_middle, ks=range(7)):

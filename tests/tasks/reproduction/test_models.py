@@ -16,6 +16,7 @@ from minbert import UserError
 from tasks.fileio import read_jsonl
 from tasks.reproduction import experiments, judging, kept, power, report
 from tests.helpers import run_cli
+from tests.helpers.lines import trial_line
 
 ROOT = Path(__file__).resolve().parents[3]
 KEPT = ROOT / "docs" / "reproduction" / "results"
@@ -106,7 +107,7 @@ def test_a_folders_pilot_run_gives_its_power_and_the_embedded_model_keeps_its_ow
 def test_a_folder_refuses_another_models_runs(other_model, tmp_path):
     run = kept.KeptRun("pairs", "first", 1, "cpu", "a/model", {}, [0], 6, {}, weights="a" * 12)
     sitting = kept.Sitting("2026-11-25 10:00 UTC", "x", "c", 1.0, 0)
-    kept.store(tmp_path, run, {"sts": [{"key": "k"}]}, sitting)
+    kept.store(tmp_path, run, {"sts": [trial_line("k", 0, mode="pairs", key="k")]}, sitting)
     kept.store(tmp_path, kept.KeptRun("pairs", "first", 1, "cpu", str(tmp_path / "same"), {}, [0], 6, {},
                                       weights="a" * 12), {"sts": []}, sitting)     # one model, its path written apart
     with pytest.raises(UserError, match="with a/model .weights aaaaaaaaaaaa., not scale cpu with minilm "

@@ -6,6 +6,7 @@ import inspect
 import json
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 import reproduce
 from minbert import UserError
 from tasks.ablation.config import SweepConfig
+from tasks.ablation.line import SCHEMA, Budget, PlateauAccount
 from tasks.ablation.statistics import crossed_interval, interval
 from tasks.ablation.studies import STUDIES
 from tasks.ablation.study import Shape
@@ -38,6 +40,7 @@ from tasks.reproduction.verdicts import (
 )
 from tests.helpers import run_cli
 from tests.helpers.glue import task_file
+from tests.helpers.lines import trial_line
 
 CTX = reproduction.Context(6, reproduction.SCALES["cpu"], dict(reproduction.ROLES))
 SMALL, LARGE = CTX.scale.small, CTX.scale.large
@@ -169,9 +172,7 @@ def test_every_declaration_is_complete_and_wired():
 
 def _record(config, seed, fraction, params=None, dev=None, curves=None, group=None, info=None, key=None,
             mode="reinit"):
-    return {"key": key or f"{config}-{seed}-{fraction}", "config": config, "group": group or config, "seed": seed,
-            "data_fraction": fraction, "params": params or {}, "dev": dev or {}, "curves": curves, "info": info,
-            "status": "ok", "mode": mode}
+    return trial_line(config, seed, params, mode, fraction, group, key, dev=dev, curves=curves, info=info)
 
 
 def _reinit(score, seeds=range(5)) -> list:
@@ -212,7 +213,7 @@ def test_permutation_interval_carries_the_originals_noise_seeds_and_orders_both(
     results.add("permute", "permute", records)
     row = measures.tamkin_permute(results, CTX)[0]
     assert row.estimate["n"] == 3 and row.estimate["configurations"] == len(effects)
-    members = [{s: r["dev"]["sst"] for s, r in zip(range(3), records[3 + 3 * i:6 + 3 * i])}
+    members = [{s: r.dev["sst"] for s, r in zip(range(3), records[3 + 3 * i:6 + 3 * i])}
                for i in range(len(effects))]
     assert row.estimate == crossed_interval(members, {s: 0.45 + 0.01 * s for s in range(3)})
     per_order = interval([np.mean([0.45 + 0.01 * s - m[s] for s in range(3)]) for m in members])
@@ -275,7 +276,7 @@ def test_a_follow_up_never_overwrites_the_first_run(tmp_path, monkeypatch):
         reproduction_runs.store(results_dir, _run("reinit-small", "first", range(5)), {"reinit": strong[SMALL]},
                                 _sitting())
     # the same protocol resumed: a kept trial is never replaced, only missing ones are added
-    changed = [dict(r, dev={"sst": 0.99}) for r in weak[SMALL]]
+    changed = [replace(r, dev={"sst": 0.99}) for r in weak[SMALL]]
     reproduction_runs.store(results_dir, _run("reinit-small", "first", range(3)), {"reinit": changed}, _sitting())
     kept = read_jsonl(results_dir / "reinit-small" / "first" / "reinit.jsonl")
     assert all(r["dev"]["sst"] < 0.99 for r in kept)
@@ -325,7 +326,7 @@ def test_report_only_rebuilds_the_report_from_kept_results_without_training(tmp_
 
 def test_the_plan_shows_what_a_kept_run_took_beside_its_estimate(tmp_path, monkeypatch):
     results_dir = tmp_path / "results"
-    rows = [dict(r, device="cpu") for r in _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)[SMALL]]
+    rows = [replace(r, device="cpu") for r in _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)[SMALL]]
     reproduction_runs.store(results_dir, _run("reinit-small", "first", range(5)), {"reinit": rows[:20]}, _sitting())
     reproduction_runs.store(results_dir, _run("reinit-small", "first", range(5)), {"reinit": rows},
                             _sitting(wall_time_s=30.0))   # a second sitting adds its time
@@ -382,7 +383,7 @@ def test_shards_of_a_run_each_keep_their_trials_and_the_run_its_device_and_weigh
 
 def _kept_pair_run(tmp_path, device="cpu", weights="a" * 12):
     """A kept run of five trials trained on `device` from `weights`, and its sweep file."""
-    rows = [dict(r, device=f"{device}:0" if device == "cuda" else device)
+    rows = [replace(r, device=f"{device}:0" if device == "cuda" else device)
             for r in _reinit(lambda k, f, s: 0.25 + 0.01 * s)[SMALL][:5]]
     reproduction_runs.store(tmp_path, _run("reinit-small", "first", range(5), weights=weights), {"reinit": rows},
                             _sitting())
@@ -394,22 +395,22 @@ def test_a_kept_run_refuses_trials_from_other_weights_or_another_kind_of_device(
     of weights; a refused sitting writes nothing, and the check also comes before anything trains."""
     sweep_file, rows = _kept_pair_run(tmp_path)
     before = sweep_file.read_bytes()
-    fresh = [dict(r, key=r["key"] + "-new") for r in rows]
+    fresh = [replace(r, key=r.key + "-new") for r in rows]
     with pytest.raises(UserError, match="other weights"):
         reproduction_runs.store(tmp_path, _run("reinit-small", "first", range(5), weights="0" * 12),
                                 {"reinit": fresh}, _sitting())
     with pytest.raises(UserError, match="trained on cpu, these on cuda"):
         reproduction_runs.store(tmp_path, _run("reinit-small", "first", range(5), weights="a" * 12),
-                                {"reinit": [dict(r, device="cuda:0") for r in fresh]}, _sitting())
+                                {"reinit": [replace(r, device="cuda:0") for r in fresh]}, _sitting())
     assert sweep_file.read_bytes() == before
     with pytest.raises(UserError, match="other weights"):
         reproduction_runs.refuse_mixing(tmp_path, "reinit-small", "first", "0" * 12, "cpu")
     with pytest.raises(UserError, match="trained on cpu, these on cuda"):
         reproduction_runs.refuse_mixing(tmp_path, "reinit-small", "first", "a" * 12, "cuda")
     reproduction_runs.refuse_mixing(tmp_path, "reinit-small", "first", "a" * 12, "")   # --gather trains nothing
-    stranger = [dict(r, fingerprint="f" * 16, key=r["key"] + "-x") for r in rows]   # other training options
+    stranger = [replace(r, fingerprint="f" * 16, key=r.key + "-x") for r in rows]   # other training options
     reproduction_runs.store(tmp_path / "other", _run("reinit-small", "first", range(5)),
-                            {"reinit": [dict(rows[0], fingerprint="e" * 16)]}, _sitting())
+                            {"reinit": [replace(rows[0], fingerprint="e" * 16)]}, _sitting())
     with pytest.raises(UserError, match="fingerprint"):
         reproduction_runs.store(tmp_path / "other", _run("reinit-small", "first", range(5)), {"reinit": stranger},
                                 _sitting())
@@ -441,9 +442,29 @@ def test_a_kept_run_is_one_typed_record_read_back_as_written_and_an_old_one_is_r
     assert code == 2 and len(err.strip().splitlines()) == 1 and str(path) in err
 
 
+def test_a_sitting_adds_its_trials_below_the_kept_lines_left_as_written(tmp_path):
+    """Lines kept in an older schema stay byte for byte; the new ones follow in the current schema, and a malformed
+    kept line is one error naming its file and line."""
+    rows = _reinit(lambda k, f, s: 0.40 + 0.01 * k + 0.001 * s, seeds=range(3))[SMALL]
+    reproduction_runs.store(tmp_path, _run("reinit-small", "first", range(3)), {"reinit": rows[:4]}, _sitting())
+    path = tmp_path / "reinit-small" / "first" / "reinit.jsonl"
+    schema_1 = "".join(json.dumps({k: v for k, v in r.to_json().items() if k != "schema"}) + "\n" for r in rows[:4])
+    path.write_text(schema_1)
+    reproduction_runs.store(tmp_path, _run("reinit-small", "first", range(3)), {"reinit": rows}, _sitting())
+    text = path.read_text()
+    assert text.startswith(schema_1) and [json.loads(x).get("schema") for x in text.splitlines()] == \
+        [None] * 4 + [SCHEMA] * (len(rows) - 4)
+    [(_, sweeps)] = reproduction_runs.load(tmp_path)["first"].values()
+    assert sweeps["reinit"] == rows
+    path.write_text(schema_1.replace('"config"', '"configuration"', 1))   # line 1 names no configuration
+    code, _, err = run_cli(reproduce.main, ["--report-only", "--results", str(tmp_path), "--report",
+                                            str(tmp_path / "r.md")])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"{path}: line 1: not a trial line" in err
+
+
 def test_a_run_kept_unfinished_says_so_on_its_experiment_and_its_lines(tmp_path):
     rows = _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)
-    cut = [r for r in rows[SMALL] if not (r["group"] == "from=3" and r["seed"] >= 3)]   # one arm lacks seeds 3, 4
+    cut = [r for r in rows[SMALL] if not (r.group == "from=3" and r.seed >= 3)]   # one arm lacks seeds 3, 4
     reproduction_runs.store(tmp_path / "results", _run("reinit-small", "first", range(5)), {"reinit": cut},
                             _sitting())
     meta, sweeps = reproduction_runs.load(tmp_path / "results")["first"]["reinit-small"]
@@ -460,7 +481,7 @@ def test_a_run_kept_unfinished_says_so_on_its_experiment_and_its_lines(tmp_path)
 
 def test_a_run_says_where_its_trials_trained_even_when_another_machine_kept_them(tmp_path):
     rows = _reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)[SMALL]
-    gpu = [dict(r, device="cuda:0") for r in rows]     # trained on a device, gathered and kept on a CPU
+    gpu = [replace(r, device="cuda:0") for r in rows]     # trained on a device, gathered and kept on a CPU
     reproduction_runs.store(tmp_path / "results", _run("reinit-small", "first", range(5)), {"reinit": gpu},
                             _sitting(wall_time_s=5.0))
     run, _ = reproduction_runs.load(tmp_path / "results")["first"]["reinit-small"]
@@ -577,7 +598,7 @@ def test_smart_and_surgery_are_methods_sweeps_paired_by_seed_with_one_baseline()
                     _record("method=dominant", s, LARGE, {"method": "dominant"}, {"sts": 0.8, "overall": 0.58})]
     results = measures.Results()
     results.add("methods", "multitask", records)
-    results.add("methods", "sts", [r for r in records if r["config"] != "method=dominant"])
+    results.add("methods", "sts", [r for r in records if r.config != "method=dominant"])
     assert _measure("freeze-smart-sts", results)[0].estimate["mean"] == pytest.approx(0.03)
     assert _measure("freeze-smart-multitask", results)[0].estimate["mean"] == pytest.approx(0.005)
     assert _measure("freeze-surgery-no-effect", results)[0].estimate["mean"] == pytest.approx(-0.02)
@@ -593,8 +614,8 @@ def test_transfer_is_compared_with_direct_fine_tuning_at_twice_the_cap_and_says_
     results.add("transfer", "transfer", records)
     row = next(r for r in arms.college_transfer(results, CTX) if r.label.startswith("quora then sts"))
     assert "twice the cap" in row.label and row.estimate["mean"] == pytest.approx(0.022)
-    stopped = [{**r, "steps": 200, "info": {"total_steps": 480}} if r["config"].startswith("via=quora") else
-               {**r, "steps": 280} for r in records]
+    stopped = [replace(r, steps=200, info={"total_steps": 480}) if r.config.startswith("via=quora") else
+               replace(r, steps=280) for r in records]
     results.add("transfer", "transfer", stopped)    # a plateau stops each arm: the label says what each trained
     row = next(r for r in arms.college_transfer(results, CTX) if r.label.startswith("quora then sts"))
     assert "transfer arm 480 (480-480) steps in all" in row.label and "280 (280-280) steps" in row.label
@@ -633,10 +654,11 @@ def test_head_reinitialisation_takes_the_seed_as_its_unit():
 
 
 def _trial(group, rows, curve, fraction=0.03, metric="sst"):
-    plateau = {"holdout_rows": {metric: rows}, "tolerance": 0.005, "metric": metric, "stopped": True}
-    return {"mode": "reinit", "group": group, "config": group, "seed": 0, "data_fraction": fraction, "params": {},
-            "steps": curve[-1][0],
-            "budget": {"heldout_curve": [{"step": s, "score": v} for s, v in curve], "plateau": plateau}}
+    steps = curve[-1][0]
+    plateau = PlateauAccount(3, 0.005, 0.1, 500, metric, True, steps, max(v for _, v in curve), None,
+                             {metric: 10 * rows}, {metric: rows})
+    budget = Budget(1000, 10, 100, 40, steps, [], plateau, [{"step": s, "score": v} for s, v in curve])
+    return trial_line(group, 0, fraction=fraction, steps=steps, budget=budget)
 
 
 def test_the_budget_shows_learning_curves_and_flags_a_held_out_set_too_small_to_decide_a_plateau(tmp_path):
@@ -652,13 +674,13 @@ def test_the_budget_shows_learning_curves_and_flags_a_held_out_set_too_small_to_
     assert links == ["![reinit-small (first): learning curves on held-out training rows]"
                      "(figures/reinit-small-first-learning-curves.png)"]
     assert (tmp_path / "figures" / "reinit-small-first-learning-curves.png").read_bytes()[:4] == b"\x89PNG"
-    no_curves = {"reinit": [dict(_trial("from=0", 26, curve), budget={})]}
+    no_curves = {"reinit": [replace(_trial("from=0", 26, curve), budget=None)]}
     assert curves.learning_curve_link(tmp_path, "x", "first", no_curves) == []
 
 
 def test_a_probe_experiments_budget_says_probes_not_steps():
-    probes = {"probe": [{**_record("layer=0,pooling=mean", s, 0.03, info={"converged": s == 0}, mode="probe"),
-                         "steps": 0} for s in range(2)]}
+    probes = {"probe": [replace(_record("layer=0,pooling=mean", s, 0.03, info={"converged": s == 0}, mode="probe"),
+                                steps=0) for s in range(2)]}
     line = curves.budget_line(probes)
     assert "linear probes on frozen layers, 1 of 2 converged" in line and "steps trained" not in line
 

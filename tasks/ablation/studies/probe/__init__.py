@@ -180,7 +180,7 @@ def probe_curve(rows, metric: str, num_layers: int, finetuned=None):
     rows = [r for r in rows if r["metric"] == metric and "pooling" in r["params"]]
     if not rows:
         return None
-    finetuned = [r for r in finetuned or () if r["metric"] == metric and r["params"].get("scheme") == "from"]
+    finetuned = [r for r in finetuned or () if r["metric"] == metric and r["params"]["scheme"] == "from"]
     poolings = sorted({r["params"]["pooling"] for r in rows})
     fig = new_figure(figsize=(5.2 * len(poolings), 4.4))
     axes = fig.subplots(1, len(poolings), squeeze=False, sharey=True)[0]
