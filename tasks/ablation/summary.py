@@ -182,25 +182,30 @@ def learning_curves(sweeps: dict):
     fig = new_figure(figsize=(5.0 * columns, 3.4 * rows_of_panels))
     axes = np.atleast_1d(fig.subplots(rows_of_panels, columns)).ravel()
     for ax, (name, trials) in zip(axes, sorted(panels.items())):
-        arms = sorted({t.group for t in trials})
-        coloured = len(arms) <= MAX_COLOURED_GROUPS
-        labelled = set()
-        for t in sorted(trials, key=lambda t: (t.group, t.seed)):
-            colour = f"C{arms.index(t.group) % 10}" if coloured else "0.5"
-            label = t.group if coloured and t.group not in labelled else None
-            labelled.add(t.group)
-            steps, scores = [p["step"] for p in t.heldout_curve], [p["score"] for p in t.heldout_curve]
-            ax.plot(steps, scores, color=colour, linewidth=0.8, alpha=0.7, label=label)
-            ax.plot(steps[-1:], scores[-1:], "o", color=colour, markersize=3)
-        held_out = {task: rows for t in trials if t.plateau for task, rows in t.plateau.holdout_rows.items()}
-        ax.set_title(f"{name}: {len(trials)} trials" + (", held-out rows " + ", ".join(
-            f"{task} {rows}" for task, rows in sorted(held_out.items())) if held_out else ""), fontsize=9)
-        ax.set_xlabel("optimizer step")
-        ax.set_ylabel("held-out training rows: score")
-        if coloured:
-            legend(ax)
+        _curves_panel(ax, name, trials)
     for ax in axes[len(panels):]:
         ax.set_visible(False)
     fig.suptitle("Learning curves on each trial's held-out training rows (a dot: where the trial stopped)",
                  fontsize=10)
     return fig
+
+
+def _curves_panel(ax, name: str, trials: list) -> None:
+    """One sweep's (and fraction's) held-out curves, one colour per arm while there are few."""
+    arms = sorted({t.group for t in trials})
+    coloured = len(arms) <= MAX_COLOURED_GROUPS
+    labelled = set()
+    for t in sorted(trials, key=lambda t: (t.group, t.seed)):
+        colour = f"C{arms.index(t.group) % 10}" if coloured else "0.5"
+        label = t.group if coloured and t.group not in labelled else None
+        labelled.add(t.group)
+        steps, scores = [p["step"] for p in t.heldout_curve], [p["score"] for p in t.heldout_curve]
+        ax.plot(steps, scores, color=colour, linewidth=0.8, alpha=0.7, label=label)
+        ax.plot(steps[-1:], scores[-1:], "o", color=colour, markersize=3)
+    held_out = {task: rows for t in trials if t.plateau for task, rows in t.plateau.holdout_rows.items()}
+    ax.set_title(f"{name}: {len(trials)} trials" + (", held-out rows " + ", ".join(
+        f"{task} {rows}" for task, rows in sorted(held_out.items())) if held_out else ""), fontsize=9)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("held-out training rows: score")
+    if coloured:
+        legend(ax)
