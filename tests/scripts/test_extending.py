@@ -31,6 +31,7 @@ from tasks.reproduction import arms, experiments, findings, judging, kept, plan,
 from tasks.reproduction.verdicts import NOT_REPRODUCED, REPRODUCED, Finding
 from tasks.schedules import SCHEDULES, Schedule
 from tests.helpers import run_cli
+from tests.helpers.lines import trial_line
 
 FAST = ["--device", "cpu", "--batch-size", "8", "--eval-batch-size", "64", "--precision", "fp32", "--max-steps", "2"]
 
@@ -192,8 +193,7 @@ EXAMPLE = Finding(
 
 
 def _trials(config, scores):
-    return [{"key": f"{config}-{seed}", "mode": "reinit", "config": config, "group": config, "seed": seed,
-             "data_fraction": 0.25, "params": {}, "dev": {"sst": score}, "status": "ok"}
+    return [trial_line(config, seed, fraction=0.25, key=f"{config}-{seed}", dev={"sst": score})
             for seed, score in enumerate(scores)]
 
 
