@@ -34,9 +34,12 @@ reads "underpowered" (power.py), a category of its own.
 """
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..ablation.statistics import at_level
+
+if TYPE_CHECKING:
+    from .power import Power  # power.py reads this module's verdicts
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, UNDERPOWERED, NOT_RUN, NOT_TESTABLE = \
     "reproduced", "not reproduced", "inconclusive", "underpowered", "not run yet", "not testable here"
@@ -103,7 +106,7 @@ class Verdict:
     run: str                       # the run's label: "first" or a follow-up's
     rows: list = field(default_factory=list)
     outcome: str = NOT_RUN
-    power: Optional[dict] = None   # power.assess: what the design can decide at its n
+    power: Optional["Power"] = None   # power.assess: what the design can decide at its n
     reads: tuple = ()              # ((experiment, run label), ...) whose trials its rows read
 
 

@@ -111,7 +111,7 @@ def test_not_necessary_is_an_equivalence_within_a_point(tmp_path, cost, expected
     v = by_run["tamkin-not-necessary"]["tamkin-probe-not-necessary"]
     assert v.finding.kind == "equivalence" and v.rows[0].estimate["level"] == 0.90       # TOST
     assert v.outcome == expected and by_run[FIRST]["tamkin-probe-not-necessary"].outcome == NOT_RUN
-    assert v.power["pilot_sd"] == 0.017 and v.power["needs"] == 27
+    assert v.power.pilot_sd == 0.017 and v.power.needs == 27
 
 
 # ---------------------------------------------------------------------------- smart-alone

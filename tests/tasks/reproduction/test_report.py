@@ -154,8 +154,7 @@ def test_the_null_baselines_ratio_floors_a_near_zero_denominator():
 
 def test_an_equivalences_power_cell_says_its_rule():
     v = _line([0.002, -0.02, 0.015, -0.01, 0.005], kind="equivalence")
-    v.power = {"n": 5, "sd": 0.017, "pilot_sd": None, "powered": False, "needs": 27, "reproduced_within": -0.01,
-               "not_reproduced_beyond": 0.033}
+    v.power = power.Power(5, 0.017, False, reproduced_within=-0.01, not_reproduced_beyond=0.033, needs=27)
     cell = power.describe(v.power, 0.01, "equivalence")
     assert "reproduced when the 90% interval lies within -/+ 0.01" in cell and "no effect is called" not in cell
     assert UNDERPOWERED not in cell
