@@ -199,8 +199,8 @@ def _curves(top):
 
 
 def _pair_null(top):
-    return {"relative": 0.03, "seeds": [{"seed": [2 * i, 2 * i + 1], "curves": _curves(top + 0.02 * i)}
-                                        for i in range(4)]}
+    return null_baseline.Null.from_json({"relative": 0.03, "seeds": [
+        {"seed": [2 * i, 2 * i + 1], "curves": _curves(top + 0.02 * i)} for i in range(4)]})
 
 
 def _seed_pairs():
@@ -215,7 +215,7 @@ def _datasets():
 
 def test_the_consistency_lines_are_read_against_the_pair_form_null():
     null = BY_ID      # the ratio lines read against their null in the first run since issue 54
-    results = measures.Results(null={"relative": 0.03, "seeds": [], "pairs": _pair_null(0.5)})
+    results = measures.Results(null=null_baseline.Null(0.03, (), _pair_null(0.5)))
     results.add("dynamics", "dynamics", _seed_pairs())
     results.add("datasets", "dynamics", _datasets())
     replicates = [(0.5 + 0.02 * i) / 0.1 - 1 for i in range(4)]
@@ -228,7 +228,7 @@ def test_the_consistency_lines_are_read_against_the_pair_form_null():
     datasets = measures.against_pair_null(results, CTX, **null["hao-datasets-consistent-low"].keywords)
     assert datasets[1].estimate == pytest.approx(difference_interval([(0.9 + 0.01 * s) / 0.1 - 1 for s in SEEDS],
                                                                      replicates))
-    results.null = {"relative": 0.03, "seeds": []}                     # the single form only: pending
+    results.null = null_baseline.Null(0.03)                             # the single form only: pending
     [row] = measures.against_pair_null(results, CTX, **null["hao-seeds-consistent-low"].keywords)
     assert row.pending == "python -m tasks.ablation.perturbation --pairs 5" and "--pairs" in row.label
 
@@ -237,7 +237,7 @@ def test_the_consistency_lines_are_read_against_the_pair_form_null():
 def test_the_pair_lines_verdict_against_the_pair_null(null_top, expected):
     runs = {FIRST: {"dynamics": (_kept_run("dynamics"), {"dynamics": _seed_pairs()}),
                     "datasets": (_kept_run("datasets"), {"dynamics": _datasets()})}}
-    by_run = judging.verdicts(runs, CTX, {"relative": 0.03, "seeds": [], "pairs": _pair_null(null_top)})
+    by_run = judging.verdicts(runs, CTX, null_baseline.Null(0.03, (), _pair_null(null_top)))
     null = by_run[FIRST]    # the first run's lines: their null subtracted since issue 54
     for fid in ("hao-seeds-consistent-low", "hao-datasets-consistent-low"):
         assert null[fid].outcome == expected and len(null[fid].rows) == 2 and null[fid].finding.combine == "all"
@@ -249,6 +249,6 @@ def test_the_pair_form_kept_beside_the_single_form_is_read_with_it(tmp_path):
     single, pairs = tmp_path / "null-baseline.json", tmp_path / null_baseline.PAIRS_PATH.name
     assert null_baseline.load(single) is None
     pairs.write_text('{"relative": 0.03, "seeds": []}')
-    assert null_baseline.load(single) == {"pairs": {"relative": 0.03, "seeds": []}}
+    assert null_baseline.load(single) == null_baseline.Null(pairs=null_baseline.Null(0.03))
     single.write_text('{"relative": 0.03, "seeds": []}')
-    assert null_baseline.load(single) == {"relative": 0.03, "seeds": [], "pairs": {"relative": 0.03, "seeds": []}}
+    assert null_baseline.load(single) == null_baseline.Null(0.03, (), null_baseline.Null(0.03))

@@ -10,7 +10,7 @@ from scipy import stats
 
 import reproduce
 from tasks.ablation.statistics import difference_interval, interval
-from tasks.reproduction import experiments, follow_ups, judging, kept, measures
+from tasks.reproduction import experiments, follow_ups, judging, kept, measures, null_baseline
 from tasks.reproduction.findings import BY_ID, hao
 from tasks.reproduction.findings.null import AGAINST_NULL
 from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, judge
@@ -71,8 +71,8 @@ def _curves(top):
 
 
 def _dynamics(null_top):
-    results = measures.Results(null={"relative": 0.03, "seeds": [{"seed": i, "curves": _curves(null_top + 0.01 * i)}
-                                                                 for i in range(3)]})
+    results = measures.Results(null=null_baseline.Null.from_json(
+        {"relative": 0.03, "seeds": [{"seed": i, "curves": _curves(null_top + 0.01 * i)} for i in range(3)]}))
     results.add("dynamics", "dynamics", [_record("finetune", s, f, {"kind": "finetune"}, None,
                                                  _curves(0.5 + 0.01 * s)) for s in range(5) for f in (SMALL, LARGE)])
     return results
