@@ -133,14 +133,14 @@ def assess(finding, rows: list, declared_n: int, pilot: dict) -> Optional[Power]
     (independent) has their sds in quadrature; none where the pilot lacks one of them."""
     keys = tuple(finding.pilot)
     declared = math.sqrt(sum(pilot[k] ** 2 for k in keys)) if keys and set(keys) <= set(pilot) else None
-    measured = [r.estimate for r in rows if r.estimate and r.estimate.get("std") is not None]
+    measured = [(r.estimate.n, r.estimate.std) for r in rows if r.estimate and r.estimate.std is not None]
     if not measured and declared is None:
         return None
     found, shape = [], (finding.kind, max(1, len(measured) if measured else len(rows)), finding.combine)
-    for estimate in measured or [{"n": declared_n, "std": None}]:
-        sd = max((x for x in (declared, estimate["std"]) if x is not None), default=None)
-        found.append(replace(reach(sd, estimate["n"] or 0, finding.sesoi, *shape), pilot_sd=declared,
-                             needs=needs(sd, finding.sesoi, *shape), achieved_sd=estimate["std"], rows=shape[1]))
+    for n, std in measured or [(declared_n, None)]:
+        sd = max((x for x in (declared, std) if x is not None), default=None)
+        found.append(replace(reach(sd, n or 0, finding.sesoi, *shape), pilot_sd=declared,
+                             needs=needs(sd, finding.sesoi, *shape), achieved_sd=std, rows=shape[1]))
     return max(found, key=lambda f: f.needs or MAX_N + 1)
 
 

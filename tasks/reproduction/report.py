@@ -79,9 +79,14 @@ class Judged:
 
 def row_lines(v) -> tuple:
     """Each row of the verdict as report.json keeps it."""
-    return tuple(RowLine(r.label, _number(e.get("mean")), e.get("level", 0.95) if e else None,
-                         (_number(e.get("ci95_low")), _number(e.get("ci95_high"))), e.get("n"), r.verdict,
-                         r.pending or None) for r in v.rows for e in [r.estimate or {}])
+    return tuple(map(_row_line, v.rows))
+
+
+def _row_line(row) -> RowLine:
+    e = row.estimate
+    figures = (_number(e.mean), e.level, (_number(e.low), _number(e.high)), e.n) if e else (None, None, (None, None),
+                                                                                            None)
+    return RowLine(row.label, *figures, row.verdict, row.pending or None)
 
 
 def _dated(r) -> Dated:

@@ -18,7 +18,7 @@ from tasks.reproduction import experiments, judging, kept, measures, null_baseli
 from tasks.reproduction.findings import BY_ID
 from tasks.reproduction.follow_ups import FIRST, FOLLOW_UPS
 from tasks.reproduction.sweeps import listed_trials
-from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDERPOWERED
+from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDERPOWERED, Estimate
 from tests.helpers import run_cli
 
 CTX = experiments.Context(6, experiments.SCALES["cpu"], dict(experiments.ROLES))
@@ -91,12 +91,12 @@ def _one_layer(full, redrawn, layer=2):
 def test_not_necessary_is_the_full_model_minus_the_best_layer_re_drawn_paired_by_seed():
     full, redrawn = (lambda s: 0.45 + 0.01 * s), (lambda s: 0.44 + 0.01 * s + 0.002 * (s % 2))
     [row] = probes.tamkin_probe_not_necessary(_one_layer(full, redrawn), CTX)
-    assert row.estimate == interval([full(s) - redrawn(s) for s in SEEDS])
+    assert row.estimate == Estimate.of(interval([full(s) - redrawn(s) for s in SEEDS]))
     assert "only layer 2 re-drawn (probe layer 3" in row.label
     embeddings = measures.Results()
     embeddings.add("probe", "probe", _probe_records(best=0))
     [row] = probes.tamkin_probe_not_necessary(embeddings, CTX)
-    assert "embeddings" in row.label and math.isnan(row.estimate["mean"])
+    assert "embeddings" in row.label and math.isnan(row.estimate.mean)
 
 
 # the interval decides where it can; where it crosses the margin, the pilot's sd (0.017: needs 27 seeds) labels it
@@ -109,7 +109,7 @@ def test_not_necessary_is_an_equivalence_within_a_point(tmp_path, cost, expected
     by_run = judging.verdicts(kept.load(tmp_path), CTX)
     assert set(by_run["tamkin-not-necessary"]) == {"tamkin-probe-not-necessary"}    # its finding, nothing else
     v = by_run["tamkin-not-necessary"]["tamkin-probe-not-necessary"]
-    assert v.finding.kind == "equivalence" and v.rows[0].estimate["level"] == 0.90       # TOST
+    assert v.finding.kind == "equivalence" and v.rows[0].estimate.level == 0.90       # TOST
     assert v.outcome == expected and by_run[FIRST]["tamkin-probe-not-necessary"].outcome == NOT_RUN
     assert v.power.pilot_sd == 0.017 and v.power.needs == 27
 
@@ -147,7 +147,8 @@ def test_smart_alone_is_smart_minus_without_per_task_paired_by_seed():
     rows = declared.measure(results, CTX, **declared.keywords)
     assert [r.label.split(":")[0] for r in rows] == ["sst alone", "quora alone"]
     for row, change in zip(rows, (0.004, -0.02)):
-        assert row.estimate == pytest.approx(interval([change + 0.002 * (s % 3 - 1) for s in SEEDS]))
+        assert vars(row.estimate) == pytest.approx(vars(Estimate.of(interval([change + 0.002 * (s % 3 - 1)
+                                                                               for s in SEEDS]))))
         assert "smart 200 (200-200) steps" in row.label
 
 
@@ -161,7 +162,7 @@ def test_smart_alone_holds_only_when_both_tasks_do(tmp_path, change, expected):
     v = by_run["smart-alone"]["freeze-smart-alone"]
     assert v.finding.combine == "all" and v.outcome == expected
     assert v.rows[0].verdict == REPRODUCED                      # SST holds in each case: Quora decides
-    assert all(r.estimate["level"] == 0.90 for r in v.rows)     # each row at its own level (intersection-union)
+    assert all(r.estimate.level == 0.90 for r in v.rows)     # each row at its own level (intersection-union)
 
 
 def test_the_plan_estimates_the_controls_own_sweeps(tmp_path):
@@ -223,11 +224,12 @@ def test_the_consistency_lines_are_read_against_the_pair_form_null():
     fine_tuned = pairwise_interval({(a, b): (0.8 + 0.01 * (a + b) + 0.003 * a * b) / 0.1 - 1
                                     for a in SEEDS for b in SEEDS if a < b})
     assert [r.label.split(", ")[1].split(" ")[0] for r in seeds] == ["svcca", "attention_js"]
-    assert seeds[0].estimate == pytest.approx(estimates_difference(fine_tuned, interval(replicates)))
+    assert vars(seeds[0].estimate) == pytest.approx(vars(Estimate.of(estimates_difference(fine_tuned,
+                                                                                          interval(replicates)))))
     assert "4 pairs of random directions" in seeds[0].label
     datasets = measures.against_pair_null(results, CTX, **null["hao-datasets-consistent-low"].keywords)
-    assert datasets[1].estimate == pytest.approx(difference_interval([(0.9 + 0.01 * s) / 0.1 - 1 for s in SEEDS],
-                                                                     replicates))
+    assert vars(datasets[1].estimate) == pytest.approx(vars(Estimate.of(difference_interval(
+        [(0.9 + 0.01 * s) / 0.1 - 1 for s in SEEDS], replicates))))
     results.null = null_baseline.Null(0.03)                             # the single form only: pending
     [row] = measures.against_pair_null(results, CTX, **null["hao-seeds-consistent-low"].keywords)
     assert row.pending == "python -m tasks.ablation.perturbation --pairs 5" and "--pairs" in row.label

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import reproduce
-from tasks.ablation.statistics import at_level, interval
+from tasks.ablation.statistics import interval
 from tasks.reproduction import curves, experiments, follow_ups, front, kept, lines, null_baseline, power, report
 from tasks.reproduction.findings import BY_ID, FINDINGS, PAGES
 from tasks.reproduction.judging import counts_line, counts_of
@@ -90,11 +90,11 @@ def test_a_lines_p_value_inverts_its_interval():
     v = _line([0.02, 0.03, 0.01, 0.04, 0.025])
     p = front.p_value(v)
     assert 0 < p < 0.025 and v.outcome == REPRODUCED
-    assert at_level(v.rows[0].estimate, 1 - 2 * p)["ci95_low"] == pytest.approx(0, abs=1e-12)   # the bound at 0
+    assert v.rows[0].estimate.at(1 - 2 * p).low == pytest.approx(0, abs=1e-12)   # the bound at 0
     tost = _line([0.001, -0.002, 0.003, 0.0, 0.001], kind="equivalence")
     inside = front.p_value(tost)
     assert inside < 0.05 and tost.outcome == REPRODUCED
-    assert at_level(tost.rows[0].estimate, 1 - 2 * inside)["ci95_high"] == pytest.approx(0.01)   # the nearer margin
+    assert tost.rows[0].estimate.at(1 - 2 * inside).high == pytest.approx(0.01)   # the nearer margin
 
 
 def test_holm_adjusts_a_family_and_keeps_only_what_survives():
@@ -118,7 +118,7 @@ def test_holm_adjusts_a_family_and_keeps_only_what_survives():
 def test_a_bound_near_its_decision_line_is_fragile():
     near = _line([0.02, 0.004, 0.025, 0.002, 0.02])          # reproduced, its lower bound just above 0
     far = _line([0.05, 0.051, 0.049, 0.052, 0.05])
-    assert near.outcome == REPRODUCED and 0 < near.rows[0].estimate["ci95_low"] <= front.FRAGILE * 0.01
+    assert near.outcome == REPRODUCED and 0 < near.rows[0].estimate.low <= front.FRAGILE * 0.01
     assert front.fragile(near) and not front.fragile(far)
     below = _line([0.007, 0.009, 0.008, 0.0085, 0.0075])     # not reproduced, the upper bound just under the SESOI
     assert below.outcome == NOT_REPRODUCED and front.fragile(below)
@@ -197,10 +197,10 @@ def test_the_plan_lists_every_control_with_its_minutes(monkeypatch):
 
 
 def test_an_undecided_line_names_the_row_that_left_it_undecided():
-    from tasks.reproduction.verdicts import INCONCLUSIVE, Row, Verdict
+    from tasks.reproduction.verdicts import INCONCLUSIVE, Estimate, Row, Verdict
     finding = BY_ID["college-intermediate-task"]       # any pair reproduces it
-    rows = [Row("quora then sts", {"mean": -0.013, "ci95_low": -0.018, "ci95_high": -0.008, "n": 5}, NR),
-            Row("sts then quora", {"mean": 0.003, "ci95_low": -0.012, "ci95_high": 0.017, "n": 5}, INCONCLUSIVE)]
+    rows = [Row("quora then sts", Estimate(5, -0.013, low=-0.018, high=-0.008), NR),
+            Row("sts then quora", Estimate(5, 0.003, low=-0.012, high=0.017), INCONCLUSIVE)]
     verdict = Verdict(finding, "transfer-siamese", rows, UNDERPOWERED, power.reach(0.025, 5, finding.sesoi))
     sentence = lines.decides(verdict)
     assert sentence.startswith("Underpowered: row 'sts then quora'") and "quora then sts" not in sentence

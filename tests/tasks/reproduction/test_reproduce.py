@@ -6,6 +6,7 @@ import inspect
 import json
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ from tasks.reproduction.verdicts import (
     NOT_TESTABLE,
     REPRODUCED,
     UNDERPOWERED,
+    Estimate,
     Row,
     decide,
     judge,
@@ -57,8 +59,7 @@ def _declared(finding_id: str, results) -> list:
 
 
 def _interval(low, high, mean=None):
-    return {"n": 5, "mean": (low + high) / 2 if mean is None else mean, "std": 1.0, "ci95_low": low,
-            "ci95_high": high}
+    return Estimate(5, (low + high) / 2 if mean is None else mean, 1.0, low, high)
 
 
 def test_the_rule_gives_each_verdict_on_constructed_intervals():
@@ -71,7 +72,7 @@ def test_the_rule_gives_each_verdict_on_constructed_intervals():
     # "reaches" is the point estimate: above zero but the best estimate short of the SESOI is not enough
     assert decide(_interval(0.001, 0.03, 0.015), sesoi) == INCONCLUSIVE
     assert decide(_interval(0.001, 0.03, 0.02), sesoi) == REPRODUCED
-    assert decide({"n": 1, "mean": 0.3, "ci95_low": None, "ci95_high": None}, sesoi) == INCONCLUSIVE
+    assert decide(Estimate(1, 0.3), sesoi) == INCONCLUSIVE
     assert decide(None, sesoi) == NOT_RUN
 
 
@@ -84,23 +85,21 @@ def test_an_equivalence_is_reproduced_inside_the_margin_and_not_outside_it():
 
 def test_several_rows_combine_by_intersection_union_and_bonferroni_where_each_side_needs_it():
     any_finding = BY_ID["college-not-monotone"]
-    one = {"n": 5, "mean": 0.03, "std": 0.01, "ci95_low": 0.0176, "ci95_high": 0.0424}
-    alone = judge(any_finding, "first", [Row("a", dict(one))])
+    one = Estimate(5, 0.03, 0.01, 0.0176, 0.0424)
+    alone = judge(any_finding, "first", [Row("a", one)])
     assert alone.outcome == REPRODUCED
     # "some row reverses" is a union: each row at 1 - 0.05/6 (Bonferroni); the row's own interval is unchanged
-    six = judge(any_finding, "first", [Row(str(i), dict(one)) for i in range(6)])
-    assert six.rows[0].adjusted["ci95_low"] < one["ci95_low"]
-    assert six.rows[0].estimate["ci95_low"] == pytest.approx(one["ci95_low"], abs=1e-4)
+    six = judge(any_finding, "first", [Row(str(i), one) for i in range(6)])
+    assert six.rows[0].adjusted.low < one.low
+    assert six.rows[0].estimate.low == pytest.approx(one.low, abs=1e-4)
     # "every row fails" is an intersection-union test: each row at its own 95%, no correction
-    flat = {"n": 5, "mean": 0.0, "std": 0.005, "ci95_low": -0.0062, "ci95_high": 0.0062}
-    assert judge(any_finding, "first", [Row(str(i), dict(flat)) for i in range(6)]).outcome == NOT_REPRODUCED
+    flat = Estimate(5, 0.0, 0.005, -0.0062, 0.0062)
+    assert judge(any_finding, "first", [Row(str(i), flat) for i in range(6)]).outcome == NOT_REPRODUCED
     all_finding = BY_ID["freeze-cross-encoding"]
-    tight = {"n": 5, "std": 0.005}
-    mixed = judge(all_finding, "first", [Row("sts", {**tight, "mean": 0.04, "ci95_low": 0.03, "ci95_high": 0.05}),
-                                         Row("quora", {**tight, "mean": -0.01, "ci95_low": -0.02, "ci95_high": 0.0})])
+    mixed = judge(all_finding, "first", [Row("sts", Estimate(5, 0.04, 0.005, 0.03, 0.05)),
+                                         Row("quora", Estimate(5, -0.01, 0.005, -0.02, 0.0))])
     assert mixed.outcome == NOT_REPRODUCED
-    both = judge(all_finding, "first", [Row(t, {**tight, "mean": 0.03, "ci95_low": 0.0238, "ci95_high": 0.0362})
-                                        for t in ("sts", "quora")])
+    both = judge(all_finding, "first", [Row(t, Estimate(5, 0.03, 0.005, 0.0238, 0.0362)) for t in ("sts", "quora")])
     assert both.outcome == REPRODUCED    # every row at its own 95%: the intersection-union needs no correction
     # a part of the quote not measured yet keeps an all-rows finding from reading reproduced
     pending = judge(all_finding, "first", [*both.rows, Row("a part not run", None, pending="some-follow-up")])
@@ -110,12 +109,12 @@ def test_several_rows_combine_by_intersection_union_and_bonferroni_where_each_si
 
 def test_an_equivalence_reads_the_90_percent_interval_tost():
     finding = BY_ID["freeze-smart-multitask"]
-    estimate = {"n": 5, "mean": 0.0, "std": 0.007, "df": 4}
-    row = judge(finding, "first", [Row("a", dict(estimate))]).rows[0]
-    assert row.estimate["level"] == 0.90
-    assert row.estimate["ci95_high"] == pytest.approx(2.131847 * 0.007 / math.sqrt(5), abs=1e-6)
+    estimate = Estimate(5, 0.0, 0.007, df=4)
+    row = judge(finding, "first", [Row("a", estimate)]).rows[0]
+    assert row.estimate.level == 0.90
+    assert row.estimate.high == pytest.approx(2.131847 * 0.007 / math.sqrt(5), abs=1e-6)
     assert row.verdict == REPRODUCED   # the 95% interval (+/- 0.0087) would also fit; at sd 0.0085 only the 90%
-    wider = judge(finding, "first", [Row("a", {**estimate, "std": 0.0085})]).rows[0]
+    wider = judge(finding, "first", [Row("a", replace(estimate, std=0.0085))]).rows[0]
     assert wider.verdict == REPRODUCED and 2.776445 * 0.0085 / math.sqrt(5) > 0.01
 
 
@@ -130,10 +129,10 @@ def test_power_says_what_a_design_can_decide_and_labels_an_underpowered_line():
     assert direction.reproduced_from >= 0.02 and direction.not_reproduced_below > 0 and direction.powered
     assert not power.reach(0.03, 5, 0.02).powered and power.needs(0.03, 0.02) > 5
     finding = BY_ID["freeze-smart-multitask"]
-    v = power.apply(judge(finding, "first", [Row("a", {"n": 5, "mean": 0.0, "std": 0.02, "df": 4})]), CTX.scale)
+    v = power.apply(judge(finding, "first", [Row("a", Estimate(5, 0.0, 0.02, df=4))]), CTX.scale)
     assert v.outcome == UNDERPOWERED and power.label(v.power).startswith("underpowered at n = 5, needs n >= ")
     # a powered design keeps its inconclusive; a decided interval keeps its verdict whatever the power
-    decided = power.apply(judge(finding, "first", [Row("a", {"n": 5, "mean": 0.05, "std": 0.02, "df": 4})]),
+    decided = power.apply(judge(finding, "first", [Row("a", Estimate(5, 0.05, 0.02, df=4))]),
                           CTX.scale)
     assert decided.outcome == NOT_REPRODUCED
 
@@ -192,9 +191,9 @@ def test_reinit_measures_are_signed_to_the_papers_direction():
         return 0.25 + (top - 0.25) * (k / 6) ** (0.5 if fraction == LARGE else 0.2) + 0.003 * seed
     results = _results(concave)
     scarce = measures.singh_scarce(results, CTX)[0]
-    assert scarce.estimate["mean"] == pytest.approx(0.07) and decide(scarce.estimate, 0.02) == REPRODUCED
+    assert scarce.estimate.mean == pytest.approx(0.07) and decide(scarce.estimate, 0.02) == REPRODUCED
     tamkin = measures.tamkin_data_size(results, CTX)[0]
-    assert tamkin.estimate["mean"] > 0.02
+    assert tamkin.estimate.mean > 0.02
     flat = _results(lambda k, f, s: 0.4 + 0.002 * s)   # pretraining does nothing
     assert decide(measures.singh_scarce(flat, CTX)[0].estimate, 0.02) == NOT_REPRODUCED
     assert len(measures.college_not_monotone(results, CTX)) == 6
@@ -211,12 +210,12 @@ def test_permutation_interval_carries_the_originals_noise_seeds_and_orders_both(
     results = measures.Results()
     results.add("permute", "permute", records)
     row = measures.tamkin_permute(results, CTX)[0]
-    assert row.estimate["n"] == 3 and row.estimate["configurations"] == len(effects)
+    assert row.estimate.n == 3 and f"{len(effects)} orders x 3 seeds" in row.label
     members = [{s: r["dev"]["sst"] for s, r in zip(range(3), records[3 + 3 * i:6 + 3 * i])}
                for i in range(len(effects))]
-    assert row.estimate == crossed_interval(members, {s: 0.45 + 0.01 * s for s in range(3)})
+    assert row.estimate == Estimate.of(crossed_interval(members, {s: 0.45 + 0.01 * s for s in range(3)}))
     per_order = interval([np.mean([0.45 + 0.01 * s - m[s] for s in range(3)]) for m in members])
-    assert row.estimate["ci95_low"] <= per_order["ci95_low"]    # never narrower than the order as the unit
+    assert row.estimate.low <= per_order["ci95_low"]    # never narrower than the order as the unit
 
 
 def test_the_probe_layer_is_chosen_on_held_out_training_data_not_dev():
@@ -247,11 +246,11 @@ def test_dynamics_ratios_compare_thirds_and_jackknife_seed_pairs():
     results.add("dynamics", "dynamics", records)
     small, later = _declared("singh-later-layers-move", results)   # a row per fraction: "in all experiments"
     assert small.estimate is None and "0.25" in later.label
-    assert later.estimate["mean"] == pytest.approx(0.55 / 0.15 - 1, rel=0.05)
+    assert later.estimate.mean == pytest.approx(0.55 / 0.15 - 1, rel=0.05)
     invariant = measures.singh_early_invariant(results, CTX)[0]
-    assert invariant.estimate["mean"] == pytest.approx(1 - 0.15 / 0.55, rel=0.05)
+    assert invariant.estimate.mean == pytest.approx(1 - 0.15 / 0.55, rel=0.05)
     seeds = _declared("hao-seeds-consistent-low", results)[0]
-    assert seeds.estimate["n"] == 5 and decide(seeds.estimate, 0.5) == NOT_REPRODUCED   # flat: no layer pattern
+    assert seeds.estimate.n == 5 and decide(seeds.estimate, 0.5) == NOT_REPRODUCED   # flat: no layer pattern
 
 
 def _run(experiment, label, seeds, **fields):
@@ -578,9 +577,9 @@ def test_smart_and_surgery_are_methods_sweeps_paired_by_seed_with_one_baseline()
     results = measures.Results()
     results.add("methods", "multitask", records)
     results.add("methods", "sts", [r for r in records if r["config"] != "method=dominant"])
-    assert _measure("freeze-smart-sts", results)[0].estimate["mean"] == pytest.approx(0.03)
-    assert _measure("freeze-smart-multitask", results)[0].estimate["mean"] == pytest.approx(0.005)
-    assert _measure("freeze-surgery-no-effect", results)[0].estimate["mean"] == pytest.approx(-0.02)
+    assert _measure("freeze-smart-sts", results)[0].estimate.mean == pytest.approx(0.03)
+    assert _measure("freeze-smart-multitask", results)[0].estimate.mean == pytest.approx(0.005)
+    assert _measure("freeze-surgery-no-effect", results)[0].estimate.mean == pytest.approx(-0.02)
 
 
 def test_transfer_is_compared_with_direct_fine_tuning_at_twice_the_cap_and_says_the_steps_trained():
@@ -592,7 +591,7 @@ def test_transfer_is_compared_with_direct_fine_tuning_at_twice_the_cap_and_says_
     results = measures.Results()
     results.add("transfer", "transfer", records)
     row = next(r for r in arms.college_transfer(results, CTX) if r.label.startswith("quora then sts"))
-    assert "twice the cap" in row.label and row.estimate["mean"] == pytest.approx(0.022)
+    assert "twice the cap" in row.label and row.estimate.mean == pytest.approx(0.022)
     stopped = [{**r, "steps": 200, "info": {"total_steps": 480}} if r["config"].startswith("via=quora") else
                {**r, "steps": 280} for r in records]
     results.add("transfer", "transfer", stopped)    # a plateau stops each arm: the label says what each trained
@@ -625,11 +624,11 @@ def test_head_reinitialisation_takes_the_seed_as_its_unit():
     results.add("heads-top", "heads", records)
     row = _measure("college-heads-top-help", results)[0]
     per_seed = [np.mean([0.01 * s + 0.001 * h for h in range(12)]) - 0.01 * s * s for s in range(3)]
-    assert row.estimate["n"] == 3 and row.estimate["mean"] == pytest.approx(np.mean(per_seed))
-    assert row.estimate["ci95_low"] == pytest.approx(interval(per_seed)["ci95_low"])
+    assert row.estimate.n == 3 and row.estimate.mean == pytest.approx(np.mean(per_seed))
+    assert row.estimate.low == pytest.approx(interval(per_seed)["ci95_low"])
     bottom = measures.mean_over_heads(results, CTX, "heads-top", -1)[0].estimate
-    assert bottom["mean"] == pytest.approx(-row.estimate["mean"])
-    assert bottom["ci95_low"] == pytest.approx(-row.estimate["ci95_high"])
+    assert bottom.mean == pytest.approx(-row.estimate.mean)
+    assert bottom.low == pytest.approx(-row.estimate.high)
 
 
 def _trial(group, rows, curve, fraction=0.03, metric="sst"):
