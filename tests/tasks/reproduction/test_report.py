@@ -25,6 +25,7 @@ from tasks.reproduction.verdicts import (
     judge,
 )
 from tests.helpers import run_cli
+from tests.helpers.reproduction import LARGE, SMALL, finding_rows, kept_run, reinit, sitting
 
 ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "docs" / "reproduction" / "results"
@@ -125,7 +126,7 @@ def test_a_bound_near_its_decision_line_is_fragile():
     assert not front.fragile(_line([-0.05, -0.051, -0.049, -0.052, -0.05]))
 
 
-def kept_run(device: str) -> kept.KeptRun:
+def _on(device: str) -> kept.KeptRun:
     return kept.KeptRun("e", "first", 1, "cpu", "minilm", {}, [0], 6, {}, device=device)
 
 
@@ -139,8 +140,8 @@ def test_follow_ups_are_never_counted_and_a_disagreement_is_said():
     assert said == ["**unlike the first run**: holds with lr 2e-5"]
     first.reads = (("e", "first"),)
     later.reads = (("e", "lr-2e-5"),)
-    runs = {"first": {"e": (kept_run("cpu"), {"s": [{"device": "cpu"}]})},
-            "lr-2e-5": {"e": (kept_run("cuda"), {"s": [{"device": "cuda:0"}]})}}
+    runs = {"first": {"e": (_on("cpu"), {"s": [{"device": "cpu"}]})},
+            "lr-2e-5": {"e": (_on("cuda"), {"s": [{"device": "cuda:0"}]})}}
     assert front.sensitivity("x", by_run, runs, first) == [
         "**unlike the first run**: holds with lr 2e-5 and the device changed together (cpu to cuda)"]
 
@@ -206,3 +207,23 @@ def test_an_undecided_line_names_the_row_that_left_it_undecided():
     assert sentence.startswith("Underpowered: row 'sts then quora'") and "quora then sts" not in sentence
     decided = Verdict(finding, "transfer-siamese", [rows[0], Row("sts then quora", rows[1].estimate, NR)], NR)
     assert lines.decides(decided).startswith("Not reproduced: row 'quora then sts'")
+
+
+def test_report_only_rebuilds_the_report_from_kept_results_without_training(tmp_path, monkeypatch):
+    results_dir, report = tmp_path / "results", tmp_path / "report.md"
+    rows = reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)
+    for name, fraction in (("reinit-small", SMALL), ("reinit-large", LARGE)):
+        kept.store(results_dir, kept_run(name, "first", range(5)), {"reinit": rows[fraction]}, sitting())
+    monkeypatch.setattr(reproduce, "run_experiment", lambda *a: pytest.fail("--report-only trained"))
+    monkeypatch.setattr(reproduce, "layers_of", lambda model: pytest.fail("--report-only loaded the model"))
+    code, out, err = run_cli(reproduce.main, ["--report-only", "--results", str(results_dir), "--report", str(report)])
+    assert code == 0, err
+    text = report.read_text()
+    for f in FINDINGS:
+        assert f"| [{f.id}]" in text
+    scarce = next(x for x in text.splitlines() if x.startswith("| [singh-scarce]"))
+    assert "**reproduced**" in scarce and "+0.180" in scarce
+    assert "**not run yet**" in finding_rows(tmp_path, "tamkin-permute")[0]
+    assert "**not testable here**" in finding_rows(tmp_path, "college-wnli")[0]
+    runs = (tmp_path / "runs.md").read_text()
+    assert "1.0 min wall" in runs
