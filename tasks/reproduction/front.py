@@ -9,7 +9,7 @@ from .findings import PAGES
 from .follow_ups import FIRST, FOLLOW_UPS
 from .lines import fmt
 from .power import need_text
-from .verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED, decide, level_of
+from .verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED, Estimate, decide, level_of
 
 P_VALUES = ("p-values. Every line's interval is a t-interval, mean -/+ t(df) sd / sqrt(n), whatever its unit "
             "(`tasks/ablation/statistics.py`), so inverting it gives the one-sided p of \"effect > 0\" exactly. An "
@@ -43,13 +43,13 @@ def p_value(v) -> float:
     """The line's one-sided p for its "reproduced" side (P_VALUES); nan where it has none."""
     rows = [r.estimate for r in v.rows if r.estimate and not r.pending]
     if v.outcome in (NOT_RUN, NOT_TESTABLE) or not rows or any(r.pending for r in v.rows) \
-            or not all(e.get("n") and 0 < (e.get("std") or math.nan) < math.inf for e in rows):
+            or not all(e.n and 0 < (e.std or math.nan) < math.inf for e in rows):
         return math.nan
     ps, margin = [], v.finding.sesoi
     for e in rows:
-        se, df = e["std"] / math.sqrt(e["n"]), e.get("df", e["n"] - 1)
-        ps.append(max(stats.t.sf((e["mean"] + margin) / se, df), stats.t.sf((margin - e["mean"]) / se, df))
-                  if v.finding.kind == "equivalence" else float(stats.t.sf(e["mean"] / se, df)))
+        se, df = e.std / math.sqrt(e.n), e.n - 1 if e.df is None else e.df
+        ps.append(max(stats.t.sf((e.mean + margin) / se, df), stats.t.sf((margin - e.mean) / se, df))
+                  if v.finding.kind == "equivalence" else float(stats.t.sf(e.mean / se, df)))
     return min(1.0, len(ps) * min(ps)) if v.finding.combine == "any" else max(ps)
 
 
@@ -79,14 +79,14 @@ def decisive(v):
     """(the row that decides the line, its bound's distance from its decision line) for a decided line, else (its
     first row with an interval or None, None). Where one row decides (an "all" line's failing row, an "any" line's
     holding one, at Bonferroni's level: verdicts.py) it is the clearest such row; where every row must, the nearest."""
-    rows = [r for r in v.rows if r.estimate and not r.pending and r.estimate.get("ci95_low") is not None]
+    rows = [r for r in v.rows if r.estimate and not r.pending and r.estimate.low is not None]
     f, best = v.finding, None
     union = (f.combine, v.outcome) in (("all", NOT_REPRODUCED), ("any", REPRODUCED))
     for r in rows if v.outcome in WORD else ():
         e = r.adjusted if union and r.adjusted else r.estimate
         if decide(e, f.sesoi, f.kind) != v.outcome:
             continue
-        low, high = e["ci95_low"], e["ci95_high"]
+        low, high = e.low, e.high
         if f.kind == "equivalence":
             gap = min(low + f.sesoi, f.sesoi - high) if v.outcome == REPRODUCED else max(low - f.sesoi, -f.sesoi - high)
         else:
@@ -107,9 +107,9 @@ def device(runs: dict, v) -> str:
     return "+".join(sorted(kinds - {""})) or "-"
 
 
-def estimate_of(row) -> dict:
-    """A report line's row (record.RowLine) as an estimate: mean, bounds and level."""
-    return {"mean": row.effect, "ci95_low": row.interval[0], "ci95_high": row.interval[1], "level": row.level}
+def estimate_of(row) -> Estimate:
+    """A report line's row (record.RowLine) as an estimate: mean, bounds and level (its n not needed here)."""
+    return Estimate(None, row.effect, low=row.interval[0], high=row.interval[1], level=row.level)
 
 
 def _rows_text(line) -> str:

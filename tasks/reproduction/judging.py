@@ -99,7 +99,7 @@ def pilot_of(results_dir: Path, model: str) -> Optional[dict]:
     ctx = experiments.Context(run.layers, experiments.SCALES[run.scale], run.tasks, model=run.model)
     found, sds = verdicts(runs, ctx, None, None)[FIRST], {}
     for f in (f for f in FINDINGS if len(f.pilot) == 1 and f.id in found):
-        for e in (r.estimate for r in found[f.id].rows if r.estimate and (r.estimate.get("n") or 0) >= 2):
-            if e.get("std") is not None:
-                sds[f.pilot[0]] = max(sds.get(f.pilot[0], 0.0), e["std"])
+        for e in (r.estimate for r in found[f.id].rows if r.estimate and (r.estimate.n or 0) >= 2):
+            if e.std is not None:
+                sds[f.pilot[0]] = max(sds.get(f.pilot[0], 0.0), e.std)
     return sds or None

@@ -44,14 +44,13 @@ def _disclosed(run, sweeps: dict) -> str:
 
 def _row_reason(row, sesoi: float, kind: str) -> str:
     e = row.estimate
-    where = "no interval" if e.get("ci95_low") is None else \
-        f"the {e.get('level', 0.95):.0%} interval [{e['ci95_low']:+.3f}, {e['ci95_high']:+.3f}]"
+    where = "no interval" if e.low is None else f"the {e.level:.0%} interval [{e.low:+.3f}, {e.high:+.3f}]"
     if kind == "equivalence":
         inside = {REPRODUCED: "lies within", NOT_REPRODUCED: "lies wholly outside"}.get(row.verdict, "crosses")
         return f"{where} {inside} -/+ {sesoi:g}"
-    return where + {REPRODUCED: f" lies above 0 and the estimate {e['mean']:+.3f} reaches {sesoi:g}",
+    return where + {REPRODUCED: f" lies above 0 and the estimate {e.mean:+.3f} reaches {sesoi:g}",
                     NOT_REPRODUCED: f" ends below the SESOI {sesoi:g}"}.get(
-        row.verdict, f" holds 0 or the estimate {e['mean']:+.3f} falls short of {sesoi:g}")
+        row.verdict, f" holds 0 or the estimate {e.mean:+.3f} falls short of {sesoi:g}")
 
 
 def decides(v) -> str:
@@ -87,12 +86,11 @@ def _lead(v) -> str:
 
 def fmt(e, n: bool = True) -> str:
     """'+0.012 [-0.003, +0.027] (90% CI), n=5': the level said where it is not 95%."""
-    if not e or e.get("mean") is None or not math.isfinite(e["mean"]):
+    if e is None or e.mean is None or not math.isfinite(e.mean):
         return "nothing measured"
-    level = e.get("level", 0.95)
-    shown = "" if level == 0.95 else f" ({level:.1%} CI)".replace(".0%", "%")
-    interval = f"[{e['ci95_low']:+.3f}, {e['ci95_high']:+.3f}]{shown}" if e.get("ci95_low") is not None else "[-]"
-    return f"{e['mean']:+.3f} {interval}" + (f", n={e.get('n')}" if n else "")
+    shown = "" if e.level == 0.95 else f" ({e.level:.1%} CI)".replace(".0%", "%")
+    interval = f"[{e.low:+.3f}, {e.high:+.3f}]{shown}" if e.low is not None else "[-]"
+    return f"{e.mean:+.3f} {interval}" + (f", n={e.n}" if n else "")
 
 
 def effect_cell(v) -> str:
@@ -105,4 +103,4 @@ def effect_cell(v) -> str:
     return "<br>".join(f"{r.label}: pending (follow-up `{r.pending}`)" if r.pending else
                        f"{r.label}: {fmt(r.estimate)} ({r.verdict}" + (
                            f"; Bonferroni {fmt(r.adjusted, n=False)}" if r.adjusted is not r.estimate and r.adjusted
-                           and r.adjusted.get("ci95_low") is not None else "") + ")" for r in v.rows)
+                           and r.adjusted.low is not None else "") + ")" for r in v.rows)

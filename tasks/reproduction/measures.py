@@ -24,7 +24,7 @@ RESTORE = ("restore", "restore", "restore", "restore_svcca")  # index i of the c
 class Results:
     """The finished trials of one run of each experiment, by (experiment, sweep label)."""
 
-    def __init__(self, null: Optional[dict] = None):
+    def __init__(self, null: Optional[null_baseline.Null] = None):
         self.records = {}
         self.null = null        # the layer ratios' null baseline (null_baseline.py), where one is kept
         self.source = {}        # {experiment: the run label its trials were kept under}
@@ -253,14 +253,14 @@ def against_null(results, ctx, curve: str, upper: str, lower: str, label: str, f
     """`layer_ratio`'s per-seed ratio minus the null's: an equal relative perturbation of every layer
     (null_baseline.py: `results.null`), a replicate per random direction; Welch's interval, so the null's spread is
     in it. A row per fraction; no interval without the null."""
-    null = results.null or {}
-    replicates, rows = null_baseline.replicates(null, curve, upper, lower, ctx.n), []
+    replicates, rows = null_baseline.replicates(results.null, curve, upper, lower, ctx.n), []
+    relative = results.null.relative if results.null else 0
     for which in fractions:
         fraction = getattr(ctx.scale, which)
         values = [v for v in _ratios(results, ctx, curve, upper, lower, fraction).values() if math.isfinite(v)]
         found = statistics.difference_interval(values, replicates) if values and replicates else None
         rows.append(Row(f"{label} at {fraction:g} minus the null's ({len(replicates)} random directions at "
-                        f"{null.get('relative', 0):g} of each weight's norm)", found))
+                        f"{relative:g} of each weight's norm)", found))
     return rows
 
 
@@ -304,9 +304,9 @@ def hao_datasets(results, ctx):
 def against_pair_null(results, ctx, curves: tuple, source: str, label: str, what: str, follow_up: str) -> list:
     """Seed-vs-seed (`source` "seeds": per pair of seeds, jackknife) or dataset-vs-dataset ("datasets": per seed)
     top third / bottom third - 1 of each curve, minus the null's pair form: two independently perturbed copies
-    compared the same way (null_baseline.py --pairs: `results.null["pairs"]`, a replicate per pair of random
+    compared the same way (null_baseline.py --pairs: `results.null.pairs`, a replicate per pair of random
     directions); Welch over the two estimates, so the null's spread is in the interval. Pending without it."""
-    pairs = (results.null or {}).get("pairs")
+    pairs = results.null.pairs if results.null else None
     if not pairs:
         return pending(results, ctx, what, follow_up)
     rows = []
@@ -316,7 +316,7 @@ def against_pair_null(results, ctx, curves: tuple, source: str, label: str, what
         null = [v for v in null_baseline.replicates(pairs, curve, "top", "bottom", ctx.n) if math.isfinite(v)]
         found = estimate(values)
         rows.append(Row(f"{label}, {curve} minus the null's ({len(null)} pairs of random directions at "
-                        f"{pairs.get('relative', 0):g} of each weight's norm)",
+                        f"{pairs.relative:g} of each weight's norm)",
                         statistics.estimates_difference(found, statistics.interval(null)) if found and null else None))
     return rows
 

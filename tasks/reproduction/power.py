@@ -14,6 +14,7 @@ power is its weakest row's. Each model's pilot is its own (its results folder's 
 PILOT_SD for the embedded model): a model without one gets no power labels rather than borrow an sd.
 """
 import math
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from .experiments import EXPERIMENTS, seeds_of
@@ -29,6 +30,47 @@ POWER = 0.80
 MAX_N = 100_000            # beyond it a needed n reads "more than"
 NOT_COMPUTED = "power not yet computed for this model"
 UNDECIDED = (UNDERPOWERED, UNDECIDABLE)   # the verdicts a power label says
+
+
+@dataclass(frozen=True)
+class Power:
+    """A line's power figure: what its design calls reproduced and not reproduced at its n (80% power)."""
+    n: Optional[int] = None                 # None only where not computed
+    sd: Optional[float] = None              # None without an sd to compute it from
+    powered: bool = False
+    # a direction line's (and any line without an sd, both None there); None on an equivalence line
+    reproduced_from: Optional[float] = None
+    not_reproduced_below: Optional[float] = None
+    # an equivalence line's (TOST); None on a direction line
+    reproduced_within: Optional[float] = None
+    not_reproduced_beyond: Optional[float] = None
+    # assess's, of a finding's weakest row; None on reach's bare design
+    pilot_sd: Optional[float] = None        # None where the pilot lacks the line's effects
+    needs: Optional[int] = None             # None beyond MAX_N or without an sd
+    achieved_sd: Optional[float] = None     # the run's own; None before a run
+    rows: Optional[int] = None
+    day: Optional[int] = None               # the seeds a GPU day gives its experiments; None where not given
+    not_computed: Optional[str] = None      # why not, where the model has no pilot (then nothing else is set)
+
+    def to_json(self) -> dict:
+        """The keys report.json keeps: the figures of the line's kind, assess's where assessed, day where given."""
+        if self.not_computed:
+            return {"not_computed": self.not_computed}
+        equivalence = self.reproduced_within is not None
+        keys = ("n", "sd", "powered", *(("reproduced_within", "not_reproduced_beyond") if equivalence
+                                         else ("reproduced_from", "not_reproduced_below")),
+                *(("pilot_sd", "needs", "achieved_sd", "rows") if self.rows is not None else ()),
+                *(("day",) if self.day is not None else ()))
+        return {k: _number(getattr(self, k)) for k in keys}
+
+    @classmethod
+    def from_json(cls, data: Optional[dict]) -> Optional["Power"]:
+        return cls(**data) if data is not None else None
+
+
+def _number(x):
+    """A float as JSON has it (None for nan or infinity); anything else as it is."""
+    return (float(x) if math.isfinite(x) else None) if isinstance(x, float) else x
 
 
 def _t(q: float, df: float) -> float:
@@ -49,21 +91,21 @@ def sides(kind: str, rows: int = 1, combine: str = "single") -> tuple:
     return (one, every) if absent_by_one else (every, one)
 
 
-def reach(sd: float, n: int, sesoi: float, kind: str = "direction", rows: int = 1, combine: str = "single") -> dict:
+def reach(sd: float, n: int, sesoi: float, kind: str = "direction", rows: int = 1, combine: str = "single") -> Power:
     """What a design of n units with per-unit sd `sd` calls reproduced and not reproduced with 80% power, for a line
     of `rows` rows combined by `combine` (each row at the level and power its side needs: `sides`)."""
     if n < 2 or sd is None or not math.isfinite(sd):
-        return {"n": n, "sd": sd, "powered": False, "reproduced_from": None, "not_reproduced_below": None}
+        return Power(n, sd)
     se, df = sd / math.sqrt(n), n - 1
     (level, power), (other, other_power) = sides(kind, rows, combine)
     if kind == "equivalence":   # TOST: an absent effect within the margin on both sides, each at `level`
         reach_se = (_t(other, df) + _t(other_power, df)) * se
-        return {"n": n, "sd": sd, "powered": (_t(level, df) + _t(1 - (1 - power) / 2, df)) * se <= sesoi,
-                "reproduced_within": sesoi - (_t(level, df) + _t(power, df)) * se,
-                "not_reproduced_beyond": sesoi + reach_se}
+        return Power(n, sd, (_t(level, df) + _t(1 - (1 - power) / 2, df)) * se <= sesoi,
+                     reproduced_within=sesoi - (_t(level, df) + _t(power, df)) * se,
+                     not_reproduced_beyond=sesoi + reach_se)
     absent = (_t(level, df) + _t(power, df)) * se
-    return {"n": n, "sd": sd, "powered": sesoi - absent >= 0, "not_reproduced_below": sesoi - absent,
-            "reproduced_from": max(sesoi + _t(other_power, df) * se, (_t(other, df) + _t(other_power, df)) * se)}
+    return Power(n, sd, sesoi - absent >= 0, not_reproduced_below=sesoi - absent,
+                 reproduced_from=max(sesoi + _t(other_power, df) * se, (_t(other, df) + _t(other_power, df)) * se))
 
 
 def needs(sd: float, sesoi: float, kind: str = "direction", rows: int = 1, combine: str = "single") -> Optional[int]:
@@ -72,7 +114,7 @@ def needs(sd: float, sesoi: float, kind: str = "direction", rows: int = 1, combi
     if sd is None or not math.isfinite(sd):
         return None
     def powered(n):
-        return reach(sd, n, sesoi, kind, rows, combine)["powered"]
+        return reach(sd, n, sesoi, kind, rows, combine).powered
     high = 2
     while not powered(high):
         if high > MAX_N:
@@ -85,26 +127,26 @@ def needs(sd: float, sesoi: float, kind: str = "direction", rows: int = 1, combi
     return high
 
 
-def assess(finding, rows: list, declared_n: int, pilot: dict) -> Optional[dict]:
+def assess(finding, rows: list, declared_n: int, pilot: dict) -> Optional[Power]:
     """The finding's power: its pilot's design at the declared n, its run's (each row's sd and n), and the label's:
     the weakest row at the larger of the two sds. A line whose effect combines the pilot's effects `finding.pilot`
     (independent) has their sds in quadrature; none where the pilot lacks one of them."""
     keys = tuple(finding.pilot)
     declared = math.sqrt(sum(pilot[k] ** 2 for k in keys)) if keys and set(keys) <= set(pilot) else None
-    measured = [r.estimate for r in rows if r.estimate and r.estimate.get("std") is not None]
+    measured = [(r.estimate.n, r.estimate.std) for r in rows if r.estimate and r.estimate.std is not None]
     if not measured and declared is None:
         return None
     found, shape = [], (finding.kind, max(1, len(measured) if measured else len(rows)), finding.combine)
-    for estimate in measured or [{"n": declared_n, "std": None}]:
-        sd = max((x for x in (declared, estimate["std"]) if x is not None), default=None)
-        found.append({**reach(sd, estimate["n"] or 0, finding.sesoi, *shape), "pilot_sd": declared,
-                      "needs": needs(sd, finding.sesoi, *shape), "achieved_sd": estimate["std"], "rows": shape[1]})
-    return max(found, key=lambda f: f["needs"] or MAX_N + 1)
+    for n, std in measured or [(declared_n, None)]:
+        sd = max((x for x in (declared, std) if x is not None), default=None)
+        found.append(replace(reach(sd, n or 0, finding.sesoi, *shape), pilot_sd=declared,
+                             needs=needs(sd, finding.sesoi, *shape), achieved_sd=std, rows=shape[1]))
+    return max(found, key=lambda f: f.needs or MAX_N + 1)
 
 
-def need_text(power: dict) -> str:
+def need_text(power: Power) -> str:
     """'n >= 12', or 'n > 100,000' where no n up to MAX_N would do."""
-    return f"n >= {power['needs']:,}" if power.get("needs") else f"n > {MAX_N:,}"
+    return f"n >= {power.needs:,}" if power.needs else f"n > {MAX_N:,}"
 
 
 def about(n: Optional[int]) -> str:
@@ -112,36 +154,36 @@ def about(n: Optional[int]) -> str:
     return f"about {float(f'{n:.2g}'):,.0f}" if n else f"more than {MAX_N:,}"
 
 
-def label(power: Optional[dict]) -> str:
+def label(power: Optional[Power]) -> str:
     """'underpowered at n = 5, needs n >= 12'; 'undecidable at this scale (needs n of about 1,400)' where a GPU day
-    gives fewer seeds (power["day"]); '' for a powered design."""
-    if not power or power.get("powered") or power.get("not_computed"):
+    gives fewer seeds (power.day); '' for a powered design."""
+    if not power or power.powered or power.not_computed:
         return ""
     if beyond_a_day(power):
-        return f"{UNDECIDABLE} (needs n of {about(power.get('needs'))})"
-    return f"underpowered at n = {power['n']}, needs {need_text(power)}"
+        return f"{UNDECIDABLE} (needs n of {about(power.needs)})"
+    return f"underpowered at n = {power.n}, needs {need_text(power)}"
 
 
-def beyond_a_day(power: dict) -> bool:
+def beyond_a_day(power: Power) -> bool:
     """Whether the line needs more seeds than a GPU day gives its experiments (plan.seeds_a_gpu_day)."""
-    return bool(power.get("day")) and (power.get("needs") or MAX_N + 1) > power["day"]
+    return bool(power.day) and (power.needs or MAX_N + 1) > power.day
 
 
-def describe(power: dict, sesoi: float, kind: str) -> str:
+def describe(power: Power, sesoi: float, kind: str) -> str:
     """One cell: what the design can call reproduced and not reproduced at its n (80% power)."""
-    if power.get("not_computed") or power.get("sd") is None:
-        return power.get("not_computed") or "no sd to compute it from"
-    pilot = f" (pilot {power['pilot_sd']:.3g})" if power.get("pilot_sd") else " (no pilot: the run's own)"
-    what = f"n = {power['n']}, sd {power['sd']:.3g}{pilot}: "
+    if power.not_computed or power.sd is None:
+        return power.not_computed or "no sd to compute it from"
+    pilot = f" (pilot {power.pilot_sd:.3g})" if power.pilot_sd else " (no pilot: the run's own)"
+    what = f"n = {power.n}, sd {power.sd:.3g}{pilot}: "
     if kind == "equivalence":
-        within = power["reproduced_within"]
+        within = power.reproduced_within
         what += (f"reproduced when the 90% interval lies within -/+ {sesoi:g} ("
                  + (f"80% power for |effect| <= {within:.3g})" if within > 0 else "under 80% power even at a true 0)")
-                 + f"; not reproduced (80% power) if |effect| >= {power['not_reproduced_beyond']:.3g}")
+                 + f"; not reproduced (80% power) if |effect| >= {power.not_reproduced_beyond:.3g}")
     else:
-        what += (f"reproduced if effect >= {power['reproduced_from']:.3g}, not reproduced if effect <= "
-                 f"{power['not_reproduced_below']:+.3g}")
-    return what + ("; powered for both" if power.get("powered") else f"; both at 80% power need {need_text(power)}")
+        what += (f"reproduced if effect >= {power.reproduced_from:.3g}, not reproduced if effect <= "
+                 f"{power.not_reproduced_below:+.3g}")
+    return what + ("; powered for both" if power.powered else f"; both at 80% power need {need_text(power)}")
 
 
 def apply(verdict, scale, pilot: Optional[dict] = PILOT_SD, day: Optional[int] = None):
@@ -152,11 +194,11 @@ def apply(verdict, scale, pilot: Optional[dict] = PILOT_SD, day: Optional[int] =
     if finding.experiment is None:
         return verdict
     if pilot is None:
-        verdict.power = {"not_computed": f"{NOT_COMPUTED} (no pilot run of its own: RESULTS/{PILOT_DIR})"}
+        verdict.power = Power(not_computed=f"{NOT_COMPUTED} (no pilot run of its own: RESULTS/{PILOT_DIR})")
     else:
         verdict.power = assess(finding, verdict.rows, len(seeds_of(EXPERIMENTS[finding.experiment], scale)), pilot)
         if verdict.power is not None and day:
-            verdict.power["day"] = day
-        if verdict.outcome == INCONCLUSIVE and verdict.power and not verdict.power["powered"]:
+            verdict.power = replace(verdict.power, day=day)
+        if verdict.outcome == INCONCLUSIVE and verdict.power and not verdict.power.powered:
             verdict.outcome = UNDECIDABLE if beyond_a_day(verdict.power) else UNDERPOWERED
     return verdict

@@ -8,6 +8,8 @@ from typing import Optional
 
 from minbert import UserError
 
+from .power import Power
+
 SCHEMA = 2   # 1: the dict report.py built before issue 54 (no dates, no roles)
 
 
@@ -61,7 +63,7 @@ class Line:
     sesoi_from_pilot: bool
     verdict: str
     verdict_text: str
-    power: Optional[dict]       # power.assess's figures
+    power: Optional[Power]      # power.assess's figures
     decides: str
     disclosure: str
     device: str
@@ -87,7 +89,7 @@ class Line:
         return 0 < self.holding[0] < self.holding[1]
 
     def to_json(self) -> dict:
-        return {"schema": SCHEMA, **asdict(self)}
+        return {"schema": SCHEMA, **asdict(self), "power": self.power.to_json() if self.power else None}
 
     @classmethod
     def from_json(cls, data: dict, where: str = "report.json") -> "Line":
@@ -98,7 +100,7 @@ class Line:
         data = {k: v for k, v in data.items() if k in known}
         return cls(**{**data, "reads": tuple(map(tuple, data["reads"])),
                       "rows": tuple(RowLine(**{**r, "interval": tuple(r["interval"])}) for r in data["rows"]),
-                      "holm": Holm(**data["holm"]) if data["holm"] else None,
+                      "holm": Holm(**data["holm"]) if data["holm"] else None, "power": Power.from_json(data["power"]),
                       "declared": Dated(**data["declared"]),
                       "revisions": tuple(Dated(**r) for r in data["revisions"]),
                       "data_dates": tuple(data["data_dates"]), "holding": tuple(data["holding"])})

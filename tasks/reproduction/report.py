@@ -69,7 +69,7 @@ class Judged:
             tuple(v.reads), row_lines(v), v.rows.index(row) if row else None, f.sesoi, f.kind, f.combine,
             f.sesoi_reason, f.sesoi_from_pilot, v.outcome,
             power.label(v.power) if v.outcome in power.UNDECIDED else v.outcome,
-            {k: _number(x) for k, x in v.power.items()} if v.power else None, decides(v),
+            v.power, decides(v),
             disclosure(self.runs, v, label), front.device(self.runs, v), front.fragile(v),
             (label, f.experiment) in self.cut, Holm(p, adjusted, after) if after else None,
             _dated(f.declared), tuple(map(_dated, f.revisions)), f.rule_date, dates, *history(f, dates),
@@ -79,9 +79,14 @@ class Judged:
 
 def row_lines(v) -> tuple:
     """Each row of the verdict as report.json keeps it."""
-    return tuple(RowLine(r.label, _number(e.get("mean")), e.get("level", 0.95) if e else None,
-                         (_number(e.get("ci95_low")), _number(e.get("ci95_high"))), e.get("n"), r.verdict,
-                         r.pending or None) for r in v.rows for e in [r.estimate or {}])
+    return tuple(map(_row_line, v.rows))
+
+
+def _row_line(row) -> RowLine:
+    e = row.estimate
+    figures = (_number(e.mean), e.level, (_number(e.low), _number(e.high)), e.n) if e else (None, None, (None, None),
+                                                                                            None)
+    return RowLine(row.label, *figures, row.verdict, row.pending or None)
 
 
 def _dated(r) -> Dated:
@@ -269,7 +274,7 @@ def confirmatory_lines(m: Judged) -> list:
     underpowered, its n and the minutes of that n on two cores (its experiment and those its findings read), and
     whether the registered run carries it; a line past a GPU day is undecidable at this scale and left out."""
     ctx, out = m.ctx, []
-    for x in (x for x in m.lines if x.headline and x.power and x.power.get("needs") and x.experiment):
+    for x in (x for x in m.lines if x.headline and x.power and x.power.needs and x.experiment):
         if x.verdict == verdicts.UNDECIDABLE or not (x.revised_after_data or x.verdict == verdicts.UNDERPOWERED):
             continue
         e = experiments.EXPERIMENTS[x.experiment]
@@ -277,7 +282,7 @@ def confirmatory_lines(m: Judged) -> list:
                        / len(experiments.seeds_of(experiments.EXPERIMENTS[y], ctx.scale)) for y in (e.name, *e.needs))
         carried = x.finding in CONFIRMATORY.findings and CONFIRMATORY.model in ("", ctx.model)
         why = "revised after its data" if x.revised_after_data else "underpowered"
-        out.append(f"{x.finding} ({why}): needs n >= {x.power['needs']:,}, ~{x.power['needs'] * per_seed:,.0f} min "
+        out.append(f"{x.finding} ({why}): needs n >= {x.power.needs:,}, ~{x.power.needs * per_seed:,.0f} min "
                    f"of {', '.join((e.name, *e.needs))} on two cores; "
                    + ("registered" if carried else "not registered: past the budget"))
     head = ["What the power figures ask of a confirmatory run, line by line (`python reproduce.py --plan` sizes the "

@@ -34,9 +34,12 @@ reads "underpowered" (power.py), a category of its own.
 """
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..ablation.statistics import at_level
+
+if TYPE_CHECKING:
+    from .power import Power  # power.py reads this module's verdicts
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, UNDERPOWERED, NOT_RUN, NOT_TESTABLE = \
     "reproduced", "not reproduced", "inconclusive", "underpowered", "not run yet", "not testable here"
@@ -86,14 +89,49 @@ class Finding:
         return max([r.date for r in self.revisions] + [self.declared.date if self.declared else ""])
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """An effect with its interval: tasks/ablation/statistics.py's figures, read once (`of`) where a row is made."""
+    n: Optional[int]               # its units (seeds); None on a report line's row read back (front.estimate_of)
+    mean: Optional[float]          # nan (None read back) where nothing could be measured
+    std: Optional[float] = None    # one unit's spread; None (and no interval) where one unit gives none
+    low: Optional[float] = None    # the interval at `level`; None without a spread
+    high: Optional[float] = None
+    df: Optional[float] = None     # its degrees of freedom; None without a spread
+    level: float = 0.95
+
+    @classmethod
+    def of(cls, found: Optional[dict]) -> Optional["Estimate"]:
+        """statistics' {"n", "mean", "std", "ci95_low", "ci95_high"} (with "df" where it has a spread, "level" where
+        not 95%) as an Estimate; None for None."""
+        if found is None:
+            return None
+        return cls(found["n"], found["mean"], found["std"], found["ci95_low"], found["ci95_high"], found.get("df"),
+                   found.get("level", 0.95))
+
+    def at(self, level: float) -> "Estimate":
+        """The same estimate's two-sided interval at `level` (statistics.at_level); itself without a spread."""
+        if self.std is None or (self.n or 0) < 2:
+            return self
+        figures = {"n": self.n, "mean": self.mean, "std": self.std, "ci95_low": self.low, "ci95_high": self.high,
+                   **({"df": self.df} if self.df is not None else {}),
+                   **({"level": self.level} if self.level != 0.95 else {})}
+        return Estimate.of(at_level(figures, level))
+
+
 @dataclass
 class Row:
-    """One measured effect of a finding: its label and interval (statistics' dict), the paper's direction +."""
+    """One measured effect of a finding: its label and interval, the paper's direction +. A measure hands it
+    statistics' dict (tasks/ablation/statistics.py), read here as an Estimate."""
     label: str
-    estimate: Optional[dict]
+    estimate: Optional[Estimate]
     verdict: str = ""
     pending: str = ""              # a part of the quote not measured yet: the follow-up that would measure it
-    adjusted: Optional[dict] = None  # the Bonferroni interval, where a side of `combine` needs it
+    adjusted: Optional[Estimate] = None  # the Bonferroni interval, where a side of `combine` needs it
+
+    def __post_init__(self):
+        if isinstance(self.estimate, dict):
+            self.estimate = Estimate.of(self.estimate)
 
 
 @dataclass
@@ -103,16 +141,16 @@ class Verdict:
     run: str                       # the run's label: "first" or a follow-up's
     rows: list = field(default_factory=list)
     outcome: str = NOT_RUN
-    power: Optional[dict] = None   # power.assess: what the design can decide at its n
+    power: Optional["Power"] = None   # power.assess: what the design can decide at its n
     reads: tuple = ()              # ((experiment, run label), ...) whose trials its rows read
 
 
-def decide(estimate: Optional[dict], sesoi: float, kind: str = "direction") -> str:
+def decide(estimate: Optional[Estimate], sesoi: float, kind: str = "direction") -> str:
     """The verdict of one interval (95%, or 90% for an equivalence; the effect signed so that the paper's direction
     is positive)."""
     if not estimate:
         return NOT_RUN
-    low, high, mean = estimate.get("ci95_low"), estimate.get("ci95_high"), estimate.get("mean")
+    low, high, mean = estimate.low, estimate.high, estimate.mean
     if low is None or high is None or mean is None or not all(map(math.isfinite, (low, high, mean))):
         return INCONCLUSIVE
     if kind == "equivalence":
@@ -152,8 +190,9 @@ def judge(finding: Finding, run: str, rows: list) -> Verdict:
         if r.pending:
             r.verdict = NOT_RUN
             continue
-        r.estimate = at_level(r.estimate, level)
-        r.adjusted = at_level(r.estimate, 1 - (1 - level) / len(measured)) if len(measured) > 1 else r.estimate
+        r.estimate = r.estimate.at(level) if r.estimate else None
+        r.adjusted = r.estimate.at(1 - (1 - level) / len(measured)) if len(measured) > 1 and r.estimate \
+            else r.estimate
         r.verdict = decide(r.estimate, finding.sesoi, finding.kind)
     if not measured:
         return Verdict(finding, run, rows, NOT_RUN)

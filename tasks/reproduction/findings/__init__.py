@@ -1,7 +1,7 @@
 """The five papers' headline findings, one declaration each (`verdicts.Finding`), dated (history.py).
 
 One module per paper; each finding quotes its paper's sentence exactly
-(tests/tasks/reproduction/test_reproduce.py checks it against ../shared/papers/) and names its measure
+(tests/tasks/reproduction/test_findings.py checks it against ../shared/papers/) and names its measure
 (measures.py) with its keywords. `FINDINGS` lists them in
 the report's order, `PAPERS` names each paper's file, `PAGES` the report page of its details. A changed protocol
 or extra seeds is a new declaration (the same quote, `protocol` + 1, its own id), run as a follow-up beside the

@@ -18,7 +18,7 @@ from tasks.reproduction import experiments, judging, kept, measures, null_baseli
 from tasks.reproduction.findings import BY_ID
 from tasks.reproduction.follow_ups import FIRST, FOLLOW_UPS
 from tasks.reproduction.sweeps import listed_trials
-from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDERPOWERED
+from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNDERPOWERED, Estimate
 from tests.helpers import run_cli
 from tests.helpers.lines import trial_line
 
@@ -90,12 +90,12 @@ def _one_layer(full, redrawn, layer=2):
 def test_not_necessary_is_the_full_model_minus_the_best_layer_re_drawn_paired_by_seed():
     full, redrawn = (lambda s: 0.45 + 0.01 * s), (lambda s: 0.44 + 0.01 * s + 0.002 * (s % 2))
     [row] = probes.tamkin_probe_not_necessary(_one_layer(full, redrawn), CTX)
-    assert row.estimate == interval([full(s) - redrawn(s) for s in SEEDS])
+    assert row.estimate == Estimate.of(interval([full(s) - redrawn(s) for s in SEEDS]))
     assert "only layer 2 re-drawn (probe layer 3" in row.label
     embeddings = measures.Results()
     embeddings.add("probe", "probe", _probe_records(best=0))
     [row] = probes.tamkin_probe_not_necessary(embeddings, CTX)
-    assert "embeddings" in row.label and math.isnan(row.estimate["mean"])
+    assert "embeddings" in row.label and math.isnan(row.estimate.mean)
 
 
 # the interval decides where it can; where it crosses the margin, the pilot's sd (0.017: needs 27 seeds) labels it
@@ -108,9 +108,9 @@ def test_not_necessary_is_an_equivalence_within_a_point(tmp_path, cost, expected
     by_run = judging.verdicts(kept.load(tmp_path), CTX)
     assert set(by_run["tamkin-not-necessary"]) == {"tamkin-probe-not-necessary"}    # its finding, nothing else
     v = by_run["tamkin-not-necessary"]["tamkin-probe-not-necessary"]
-    assert v.finding.kind == "equivalence" and v.rows[0].estimate["level"] == 0.90       # TOST
+    assert v.finding.kind == "equivalence" and v.rows[0].estimate.level == 0.90       # TOST
     assert v.outcome == expected and by_run[FIRST]["tamkin-probe-not-necessary"].outcome == NOT_RUN
-    assert v.power["pilot_sd"] == 0.017 and v.power["needs"] == 27
+    assert v.power.pilot_sd == 0.017 and v.power.needs == 27
 
 
 # ---------------------------------------------------------------------------- smart-alone
@@ -146,7 +146,8 @@ def test_smart_alone_is_smart_minus_without_per_task_paired_by_seed():
     rows = declared.measure(results, CTX, **declared.keywords)
     assert [r.label.split(":")[0] for r in rows] == ["sst alone", "quora alone"]
     for row, change in zip(rows, (0.004, -0.02)):
-        assert row.estimate == pytest.approx(interval([change + 0.002 * (s % 3 - 1) for s in SEEDS]))
+        assert vars(row.estimate) == pytest.approx(vars(Estimate.of(interval([change + 0.002 * (s % 3 - 1)
+                                                                               for s in SEEDS]))))
         assert "smart 200 (200-200) steps" in row.label
 
 
@@ -160,7 +161,7 @@ def test_smart_alone_holds_only_when_both_tasks_do(tmp_path, change, expected):
     v = by_run["smart-alone"]["freeze-smart-alone"]
     assert v.finding.combine == "all" and v.outcome == expected
     assert v.rows[0].verdict == REPRODUCED                      # SST holds in each case: Quora decides
-    assert all(r.estimate["level"] == 0.90 for r in v.rows)     # each row at its own level (intersection-union)
+    assert all(r.estimate.level == 0.90 for r in v.rows)     # each row at its own level (intersection-union)
 
 
 def test_the_plan_estimates_the_controls_own_sweeps(tmp_path):
@@ -198,8 +199,8 @@ def _curves(top):
 
 
 def _pair_null(top):
-    return {"relative": 0.03, "seeds": [{"seed": [2 * i, 2 * i + 1], "curves": _curves(top + 0.02 * i)}
-                                        for i in range(4)]}
+    return null_baseline.Null.from_json({"relative": 0.03, "seeds": [
+        {"seed": [2 * i, 2 * i + 1], "curves": _curves(top + 0.02 * i)} for i in range(4)]})
 
 
 def _seed_pairs():
@@ -214,7 +215,7 @@ def _datasets():
 
 def test_the_consistency_lines_are_read_against_the_pair_form_null():
     null = BY_ID      # the ratio lines read against their null in the first run since issue 54
-    results = measures.Results(null={"relative": 0.03, "seeds": [], "pairs": _pair_null(0.5)})
+    results = measures.Results(null=null_baseline.Null(0.03, (), _pair_null(0.5)))
     results.add("dynamics", "dynamics", _seed_pairs())
     results.add("datasets", "dynamics", _datasets())
     replicates = [(0.5 + 0.02 * i) / 0.1 - 1 for i in range(4)]
@@ -222,12 +223,13 @@ def test_the_consistency_lines_are_read_against_the_pair_form_null():
     fine_tuned = pairwise_interval({(a, b): (0.8 + 0.01 * (a + b) + 0.003 * a * b) / 0.1 - 1
                                     for a in SEEDS for b in SEEDS if a < b})
     assert [r.label.split(", ")[1].split(" ")[0] for r in seeds] == ["svcca", "attention_js"]
-    assert seeds[0].estimate == pytest.approx(estimates_difference(fine_tuned, interval(replicates)))
+    assert vars(seeds[0].estimate) == pytest.approx(vars(Estimate.of(estimates_difference(fine_tuned,
+                                                                                          interval(replicates)))))
     assert "4 pairs of random directions" in seeds[0].label
     datasets = measures.against_pair_null(results, CTX, **null["hao-datasets-consistent-low"].keywords)
-    assert datasets[1].estimate == pytest.approx(difference_interval([(0.9 + 0.01 * s) / 0.1 - 1 for s in SEEDS],
-                                                                     replicates))
-    results.null = {"relative": 0.03, "seeds": []}                     # the single form only: pending
+    assert vars(datasets[1].estimate) == pytest.approx(vars(Estimate.of(difference_interval(
+        [(0.9 + 0.01 * s) / 0.1 - 1 for s in SEEDS], replicates))))
+    results.null = null_baseline.Null(0.03)                             # the single form only: pending
     [row] = measures.against_pair_null(results, CTX, **null["hao-seeds-consistent-low"].keywords)
     assert row.pending == "python -m tasks.ablation.perturbation --pairs 5" and "--pairs" in row.label
 
@@ -236,7 +238,7 @@ def test_the_consistency_lines_are_read_against_the_pair_form_null():
 def test_the_pair_lines_verdict_against_the_pair_null(null_top, expected):
     runs = {FIRST: {"dynamics": (_kept_run("dynamics"), {"dynamics": _seed_pairs()}),
                     "datasets": (_kept_run("datasets"), {"dynamics": _datasets()})}}
-    by_run = judging.verdicts(runs, CTX, {"relative": 0.03, "seeds": [], "pairs": _pair_null(null_top)})
+    by_run = judging.verdicts(runs, CTX, null_baseline.Null(0.03, (), _pair_null(null_top)))
     null = by_run[FIRST]    # the first run's lines: their null subtracted since issue 54
     for fid in ("hao-seeds-consistent-low", "hao-datasets-consistent-low"):
         assert null[fid].outcome == expected and len(null[fid].rows) == 2 and null[fid].finding.combine == "all"
@@ -248,6 +250,6 @@ def test_the_pair_form_kept_beside_the_single_form_is_read_with_it(tmp_path):
     single, pairs = tmp_path / "null-baseline.json", tmp_path / null_baseline.PAIRS_PATH.name
     assert null_baseline.load(single) is None
     pairs.write_text('{"relative": 0.03, "seeds": []}')
-    assert null_baseline.load(single) == {"pairs": {"relative": 0.03, "seeds": []}}
+    assert null_baseline.load(single) == null_baseline.Null(pairs=null_baseline.Null(0.03))
     single.write_text('{"relative": 0.03, "seeds": []}')
-    assert null_baseline.load(single) == {"relative": 0.03, "seeds": [], "pairs": {"relative": 0.03, "seeds": []}}
+    assert null_baseline.load(single) == null_baseline.Null(0.03, (), null_baseline.Null(0.03))

@@ -10,10 +10,10 @@ from scipy import stats
 
 import reproduce
 from tasks.ablation.statistics import difference_interval, interval
-from tasks.reproduction import experiments, follow_ups, judging, kept, measures
+from tasks.reproduction import experiments, follow_ups, judging, kept, measures, null_baseline
 from tasks.reproduction.findings import BY_ID, hao
 from tasks.reproduction.findings.null import AGAINST_NULL
-from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, judge
+from tasks.reproduction.verdicts import NOT_REPRODUCED, NOT_RUN, REPRODUCED, Estimate, judge
 from tests.helpers import run_cli
 from tests.helpers.lines import trial_line
 
@@ -44,7 +44,7 @@ def test_task_dependence_reads_the_second_task_at_the_fraction_its_trials_ran_at
     # the first run trains Quora at the small fraction, task-dependence-matched at its own (SST's row count):
     # before, the measure read the small fraction for both and found no Quora trials at the matched one
     row = measures.singh_task_dependence(_task_dependence(second), CTX)[0]
-    assert row.estimate["n"] == 5 and row.estimate["mean"] == pytest.approx(0.04)
+    assert row.estimate.n == 5 and row.estimate.mean == pytest.approx(0.04)
     assert f"sst at {SMALL:g}" in row.label and f"quora at {second:g}" in row.label
     follow = follow_ups.FOLLOW_UPS["task-dependence-matched"]
     assert dict(follow.changes)["data_fractions"] == (MATCHED,)
@@ -71,8 +71,8 @@ def _curves(top):
 
 
 def _dynamics(null_top):
-    results = measures.Results(null={"relative": 0.03, "seeds": [{"seed": i, "curves": _curves(null_top + 0.01 * i)}
-                                                                 for i in range(3)]})
+    results = measures.Results(null=null_baseline.Null.from_json(
+        {"relative": 0.03, "seeds": [{"seed": i, "curves": _curves(null_top + 0.01 * i)} for i in range(3)]}))
     results.add("dynamics", "dynamics", [_record("finetune", s, f, {"kind": "finetune"}, None,
                                                  _curves(0.5 + 0.01 * s)) for s in range(5) for f in (SMALL, LARGE)])
     return results
@@ -88,10 +88,11 @@ def test_a_layer_ratio_is_read_against_the_null_not_zero():
     same = declared.measure(_dynamics(0.5), CTX, **declared.keywords)[0]
     null = [(0.5 + 0.01 * i) / 0.1 - 1 for i in range(3)]
     ratios = [(0.5 + 0.01 * s) / 0.1 - 1 for s in range(5)]
-    assert same.estimate == difference_interval(ratios, null) and "minus the null's (3 random" in same.label
-    assert same.estimate["mean"] == pytest.approx(0.1) and same.estimate["ci95_low"] < 0
+    assert same.estimate == Estimate.of(difference_interval(ratios, null))
+    assert "minus the null's (3 random" in same.label
+    assert same.estimate.mean == pytest.approx(0.1) and same.estimate.low < 0
     flat = declared.measure(_dynamics(0.1), CTX, **declared.keywords)[0]
-    assert flat.estimate["mean"] == pytest.approx(np.mean(ratios) - np.mean([0.01 * i / 0.1 for i in range(3)]))
+    assert flat.estimate.mean == pytest.approx(np.mean(ratios) - np.mean([0.01 * i / 0.1 for i in range(3)]))
     without = measures.Results()
     without.records = _dynamics(0.5).records
     assert declared.measure(without, CTX, **declared.keywords)[0].estimate is None

@@ -3,6 +3,7 @@ rule, minutes by the plan) and the code path that makes its verdict the headline
 import json
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,7 @@ def test_the_confirmatory_runs_seeds_are_fresh_and_its_n_is_the_power_rules():
     for e, seeds in CONFIRMATORY.seeds_by:
         lines = [fid for fid in CONFIRMATORY.findings if BY_ID[fid].experiment == e
                  or e in experiments.EXPERIMENTS[BY_ID[fid].experiment].needs]
-        needed = [m.first[fid].power["needs"] for fid in lines]
+        needed = [m.first[fid].power.needs for fid in lines]
         assert len(seeds) == max(needed + [len(experiments.seeds_of(experiments.EXPERIMENTS[e], CTX.scale))]), e
     minutes = sum(plan.experiment_minutes(experiments.EXPERIMENTS[e], CTX, "cpu", CONFIRMATORY)
                   for e in CONFIRMATORY.experiments)
@@ -117,6 +118,6 @@ def test_a_lines_needed_n_counts_its_rows_and_their_correction():
     assert 60 <= one <= 75 and 110 <= six_any <= 130 and one < six_all < six_any
     assert power.reach(0.029, 10, 0.01, "direction", 1, "any") == power.reach(0.029, 10, 0.01)
     assert power.needs(1.35, 0.1) > 1_000                # past the old 200: said with its figure, not "> 200"
-    far = {**power.reach(1.35, 5, 0.1), "needs": 1723, "day": 1259}
+    far = replace(power.reach(1.35, 5, 0.1), needs=1723, day=1259)
     assert power.label(far) == "undecidable at this scale (needs n of about 1,700)"
-    assert power.label({**far, "day": 5000}) == "underpowered at n = 5, needs n >= 1,723"
+    assert power.label(replace(far, day=5000)) == "underpowered at n = 5, needs n >= 1,723"

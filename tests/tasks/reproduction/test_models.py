@@ -97,11 +97,11 @@ def test_a_folders_pilot_run_gives_its_power_and_the_embedded_model_keeps_its_ow
     sds = judging.pilot_of(other_model, MODEL)
     scarce = judging.verdicts(kept.load(other_model / power.PILOT_DIR), CTX, None, None)["first"]["singh-scarce"]
     assert set(sds) == {"reinit at 0.03"}          # the pilot ran reinit-small only: no other key, none borrowed
-    assert sds["reinit at 0.03"] >= max(r.estimate["std"] for r in scarce.rows) > 0
+    assert sds["reinit at 0.03"] >= max(r.estimate.std for r in scarce.rows) > 0
     assert {run.experiment for run, _ in kept.load(other_model)["first"].values()} == set(EXPERIMENTS)
     found = report.judged(other_model, CTX).by_run["first"]
-    assert found["singh-scarce"].power["pilot_sd"] == pytest.approx(sds["reinit at 0.03"])   # its own, not 0.005
-    assert found["singh-data-size"].power["pilot_sd"] is None     # needs "reinit at 0.25" too: not in its pilot
+    assert found["singh-scarce"].power.pilot_sd == pytest.approx(sds["reinit at 0.03"])   # its own, not 0.005
+    assert found["singh-data-size"].power.pilot_sd is None     # needs "reinit at 0.25" too: not in its pilot
 
 
 def test_a_folder_refuses_another_models_runs(other_model, tmp_path):

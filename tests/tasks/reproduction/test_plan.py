@@ -4,8 +4,11 @@ from dataclasses import replace
 
 import pytest
 
-from tasks.reproduction import kept, plan
+import reproduce
+from tasks.reproduction import experiments, follow_ups, kept, plan, sweeps
+from tests.helpers import run_cli
 from tests.helpers.lines import trial_line
+from tests.helpers.reproduction import CTX, SMALL, kept_run, reinit, sitting
 
 
 def _trial(finished: str, wall: float, steps: int, device: str = "cpu", **info):
@@ -42,3 +45,50 @@ def test_the_embedded_models_kept_runs_give_the_measured_rates():
     CPU runs, 0.014 s over 7 runs on an H200."""
     assert plan.seconds_per_step() == {("cpu", "cpu"): pytest.approx(0.231, abs=5e-4),
                                        ("cpu", "cuda"): pytest.approx(0.014, abs=5e-4)}
+
+
+def test_the_plan_shows_what_a_kept_run_took_beside_its_estimate(tmp_path, monkeypatch):
+    results_dir = tmp_path / "results"
+    rows = [replace(r, device="cpu") for r in reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)[SMALL]]
+    kept.store(results_dir, kept_run("reinit-small", "first", range(5)), {"reinit": rows[:20]}, sitting())
+    kept.store(results_dir, kept_run("reinit-small", "first", range(5)), {"reinit": rows},
+                            sitting(wall_time_s=30.0))   # a second sitting adds its time
+    monkeypatch.setattr(reproduce, "layers_of", lambda model: pytest.fail("--plan loaded the model"))
+    code, out, err = run_cli(reproduce.main, ["--plan", "--results", str(results_dir)])
+    assert code == 0, err
+    lines = {x.split(":")[0]: x for x in out.splitlines()}
+    assert "first run took 1.5 min on cpu" in lines["reinit-small"]
+    assert "took" not in lines["reinit-large"] and "--only reinit-large" in lines["reinit-large"]
+
+
+def test_every_experiment_that_fine_tunes_has_an_estimate_on_each_measured_device():
+    for e in experiments.EXPERIMENTS.values():
+        for device in ("cpu", "cuda"):
+            assert plan.experiment_minutes(e, CTX, device) > 0 or e.name == "probe", e.name
+    assert plan.experiment_minutes(experiments.EXPERIMENTS["probe"], CTX) == 0       # probes train no steps
+    paper = experiments.Context(12, experiments.SCALES["paper"], dict(experiments.ROLES))
+    assert plan.experiment_minutes(experiments.EXPERIMENTS["reinit-small"], paper) is None   # no measured rate
+
+
+def test_a_cost_estimate_is_trials_x_steps_x_the_measured_seconds_a_step():
+    """Seeds come from the experiment (or its scale) alone: the estimate lists the trials at those seeds; a
+    follow-up's cap or epochs set its steps, a transfer trial trains two stages."""
+    rate = plan.seconds_per_step()[("cpu", "cpu")]
+    e = experiments.EXPERIMENTS["reinit-small"]
+    trials = len(experiments.seeds_of(e, CTX.scale)) * (CTX.n + 1)
+    assert plan.experiment_minutes(e, CTX) == pytest.approx(trials * CTX.scale.expected_steps * rate / 60)
+    three = experiments.EXPERIMENTS["heads-top"]      # seeds=3: 3 x (12 heads + the unmodified model)
+    assert plan.experiment_minutes(three, CTX, "cuda") == pytest.approx(
+        3 * 13 * CTX.scale.expected_steps * plan.seconds_per_step()[("cpu", "cuda")] / 60)
+    cap = follow_ups.FOLLOW_UPS["cap-small-data"]            # the plateau off: every trial trains the cap, 600
+    assert plan.experiment_minutes(e, CTX, "cpu", cap, {}) == pytest.approx(trials * 600 * rate / 60)
+    more = follow_ups.CONFIRMATORY                            # its own seeds per experiment: 14 here
+    assert plan.experiment_minutes(e, CTX, "cpu", more, {}) == pytest.approx(
+        len(more.seeds_for(e.name)) * (CTX.n + 1) * 350 * rate / 60) and len(more.seeds_for(e.name)) == 14
+    epochs = follow_ups.FOLLOW_UPS["equal-epochs"]            # 3 epochs of SST at 0.03
+    assert plan.experiment_minutes(e, CTX, "cpu", epochs, {}) == pytest.approx(
+        trials * 3 * plan.STEPS_PER_EPOCH_AT_QUARTER * SMALL / 0.25 * rate / 60)
+    transfer = experiments.EXPERIMENTS["transfer"]
+    listed = sweeps.listed_trials(transfer.sweeps(CTX)[0], CTX, range(5))
+    two = sum(2 if t.params.get("via") or t.params.get("steps") == 2 else 1 for t in listed)
+    assert plan.experiment_minutes(transfer, CTX) == pytest.approx(two * 350 * rate / 60) and two > len(listed)

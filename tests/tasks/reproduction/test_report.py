@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import reproduce
-from tasks.ablation.statistics import at_level, interval
+from tasks.ablation.statistics import interval
 from tasks.reproduction import curves, experiments, follow_ups, front, kept, lines, null_baseline, power, report
 from tasks.reproduction.findings import BY_ID, FINDINGS, PAGES
 from tasks.reproduction.judging import counts_line, counts_of
@@ -25,6 +25,7 @@ from tasks.reproduction.verdicts import (
     judge,
 )
 from tests.helpers import run_cli
+from tests.helpers.reproduction import LARGE, SMALL, finding_rows, kept_run, reinit, sitting
 
 ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "docs" / "reproduction" / "results"
@@ -90,11 +91,11 @@ def test_a_lines_p_value_inverts_its_interval():
     v = _line([0.02, 0.03, 0.01, 0.04, 0.025])
     p = front.p_value(v)
     assert 0 < p < 0.025 and v.outcome == REPRODUCED
-    assert at_level(v.rows[0].estimate, 1 - 2 * p)["ci95_low"] == pytest.approx(0, abs=1e-12)   # the bound at 0
+    assert v.rows[0].estimate.at(1 - 2 * p).low == pytest.approx(0, abs=1e-12)   # the bound at 0
     tost = _line([0.001, -0.002, 0.003, 0.0, 0.001], kind="equivalence")
     inside = front.p_value(tost)
     assert inside < 0.05 and tost.outcome == REPRODUCED
-    assert at_level(tost.rows[0].estimate, 1 - 2 * inside)["ci95_high"] == pytest.approx(0.01)   # the nearer margin
+    assert tost.rows[0].estimate.at(1 - 2 * inside).high == pytest.approx(0.01)   # the nearer margin
 
 
 def test_holm_adjusts_a_family_and_keeps_only_what_survives():
@@ -118,14 +119,14 @@ def test_holm_adjusts_a_family_and_keeps_only_what_survives():
 def test_a_bound_near_its_decision_line_is_fragile():
     near = _line([0.02, 0.004, 0.025, 0.002, 0.02])          # reproduced, its lower bound just above 0
     far = _line([0.05, 0.051, 0.049, 0.052, 0.05])
-    assert near.outcome == REPRODUCED and 0 < near.rows[0].estimate["ci95_low"] <= front.FRAGILE * 0.01
+    assert near.outcome == REPRODUCED and 0 < near.rows[0].estimate.low <= front.FRAGILE * 0.01
     assert front.fragile(near) and not front.fragile(far)
     below = _line([0.007, 0.009, 0.008, 0.0085, 0.0075])     # not reproduced, the upper bound just under the SESOI
     assert below.outcome == NOT_REPRODUCED and front.fragile(below)
     assert not front.fragile(_line([-0.05, -0.051, -0.049, -0.052, -0.05]))
 
 
-def kept_run(device: str) -> kept.KeptRun:
+def _on(device: str) -> kept.KeptRun:
     return kept.KeptRun("e", "first", 1, "cpu", "minilm", {}, [0], 6, {}, device=device)
 
 
@@ -139,8 +140,8 @@ def test_follow_ups_are_never_counted_and_a_disagreement_is_said():
     assert said == ["**unlike the first run**: holds with lr 2e-5"]
     first.reads = (("e", "first"),)
     later.reads = (("e", "lr-2e-5"),)
-    runs = {"first": {"e": (kept_run("cpu"), {"s": [{"device": "cpu"}]})},
-            "lr-2e-5": {"e": (kept_run("cuda"), {"s": [{"device": "cuda:0"}]})}}
+    runs = {"first": {"e": (_on("cpu"), {"s": [{"device": "cpu"}]})},
+            "lr-2e-5": {"e": (_on("cuda"), {"s": [{"device": "cuda:0"}]})}}
     assert front.sensitivity("x", by_run, runs, first) == [
         "**unlike the first run**: holds with lr 2e-5 and the device changed together (cpu to cuda)"]
 
@@ -154,8 +155,7 @@ def test_the_null_baselines_ratio_floors_a_near_zero_denominator():
 
 def test_an_equivalences_power_cell_says_its_rule():
     v = _line([0.002, -0.02, 0.015, -0.01, 0.005], kind="equivalence")
-    v.power = {"n": 5, "sd": 0.017, "pilot_sd": None, "powered": False, "needs": 27, "reproduced_within": -0.01,
-               "not_reproduced_beyond": 0.033}
+    v.power = power.Power(5, 0.017, False, reproduced_within=-0.01, not_reproduced_beyond=0.033, needs=27)
     cell = power.describe(v.power, 0.01, "equivalence")
     assert "reproduced when the 90% interval lies within -/+ 0.01" in cell and "no effect is called" not in cell
     assert UNDERPOWERED not in cell
@@ -198,12 +198,32 @@ def test_the_plan_lists_every_control_with_its_minutes(monkeypatch):
 
 
 def test_an_undecided_line_names_the_row_that_left_it_undecided():
-    from tasks.reproduction.verdicts import INCONCLUSIVE, Row, Verdict
+    from tasks.reproduction.verdicts import INCONCLUSIVE, Estimate, Row, Verdict
     finding = BY_ID["college-intermediate-task"]       # any pair reproduces it
-    rows = [Row("quora then sts", {"mean": -0.013, "ci95_low": -0.018, "ci95_high": -0.008, "n": 5}, NR),
-            Row("sts then quora", {"mean": 0.003, "ci95_low": -0.012, "ci95_high": 0.017, "n": 5}, INCONCLUSIVE)]
+    rows = [Row("quora then sts", Estimate(5, -0.013, low=-0.018, high=-0.008), NR),
+            Row("sts then quora", Estimate(5, 0.003, low=-0.012, high=0.017), INCONCLUSIVE)]
     verdict = Verdict(finding, "transfer-siamese", rows, UNDERPOWERED, power.reach(0.025, 5, finding.sesoi))
     sentence = lines.decides(verdict)
     assert sentence.startswith("Underpowered: row 'sts then quora'") and "quora then sts" not in sentence
     decided = Verdict(finding, "transfer-siamese", [rows[0], Row("sts then quora", rows[1].estimate, NR)], NR)
     assert lines.decides(decided).startswith("Not reproduced: row 'quora then sts'")
+
+
+def test_report_only_rebuilds_the_report_from_kept_results_without_training(tmp_path, monkeypatch):
+    results_dir, report = tmp_path / "results", tmp_path / "report.md"
+    rows = reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)
+    for name, fraction in (("reinit-small", SMALL), ("reinit-large", LARGE)):
+        kept.store(results_dir, kept_run(name, "first", range(5)), {"reinit": rows[fraction]}, sitting())
+    monkeypatch.setattr(reproduce, "run_experiment", lambda *a: pytest.fail("--report-only trained"))
+    monkeypatch.setattr(reproduce, "layers_of", lambda model: pytest.fail("--report-only loaded the model"))
+    code, out, err = run_cli(reproduce.main, ["--report-only", "--results", str(results_dir), "--report", str(report)])
+    assert code == 0, err
+    text = report.read_text()
+    for f in FINDINGS:
+        assert f"| [{f.id}]" in text
+    scarce = next(x for x in text.splitlines() if x.startswith("| [singh-scarce]"))
+    assert "**reproduced**" in scarce and "+0.180" in scarce
+    assert "**not run yet**" in finding_rows(tmp_path, "tamkin-permute")[0]
+    assert "**not testable here**" in finding_rows(tmp_path, "college-wnli")[0]
+    runs = (tmp_path / "runs.md").read_text()
+    assert "1.0 min wall" in runs
