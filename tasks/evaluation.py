@@ -166,7 +166,7 @@ def write_all_predictions(model, inputs: RunInputs, folder: Path, config: TrainC
             part = inputs.data[task].get(split)
             if part is None:
                 continue  # the reader already said, in one line, that the file is missing
-            found = (known or {}).get((task, split))
+            found = None if known is None else known.get((task, split))
             if found is None:
                 found = predict_with_scores(model, part, inputs.tokenizer, inputs.device, config.eval_batch_size,
                                             inputs.precision, inputs.world,

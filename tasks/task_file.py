@@ -16,13 +16,18 @@ task name -> declaration:
      "stsb": {"train": "STS-B/train.tsv", "dev": "STS-B/dev.tsv", "text": ["sentence1", "sentence2"],
               "label": "score", "range": [0, 5], "metric": "spearman"}}
 
-Relative paths are relative to the JSON file's folder. Any mistake is one line
+Relative paths are relative to the JSON file's folder. A file may say which
+format it is written in, `"schema": 1` beside its tasks; one that does not is
+schema 1, the only one so far. Any mistake is one line
 naming the file, the task and the key, and the command exits with status 2.
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Optional, Union
 
 from minbert.errors import UserError, read_json
 
@@ -47,8 +52,14 @@ KEYS = {
     "max_length": "tokens per sequence (default 128)",
     "description": "free text",
 }
+# What each key may be; a key left out is None, or the default its `Declaration` field gives.
+KINDS = {"train": (str, dict), "dev": (str, dict), "test": (str, dict), "text": (list,), "label": (str, int),
+         "id": (str, int, type(None)), "classes": (int,), "labels": (list,), "range": (list,), "metric": (str,),
+         "header": (bool,), "delimiter": (str,), "quoting": (bool,), "max_length": (int,), "description": (str,)}
+REQUIRED = ("train", "dev", "text", "label")
 SPLIT_KEYS = ("file", "header", "text", "label", "id")  # what a split given as an object may set for itself
 NAME = re.compile(r"[a-z][a-z0-9_-]*")
+SCHEMA = 1  # the file's format: a file may say so ("schema": 1); one that does not is schema 1, as all so far
 
 
 def declare_tasks(path) -> tuple:
@@ -63,75 +74,102 @@ def load_task_file(path) -> list:
     """The file's declarations as `TaskConfig` records; a mistake is a `UserError` naming the file and key."""
     path = Path(path).expanduser().resolve()
     declarations = read_json(path, UserError, "task file (--task-file)")
-    if not isinstance(declarations, dict) or not declarations:
+    tasks = dict(declarations) if isinstance(declarations, dict) else {}
+    schema = tasks.pop("schema", SCHEMA)
+    if not tasks:
         raise UserError(f"{path}: expected an object of task name -> declaration, with at least one task")
-    return [_task(path, name, body) for name, body in declarations.items()]
+    if schema != SCHEMA or isinstance(schema, bool):
+        raise UserError(f"{path}: 'schema' must be {SCHEMA}, the task file format this version reads (no task "
+                        f"may be named 'schema'), got {schema!r}")
+    return [_task(Declaration.read(path, name, body)) for name, body in tasks.items()]
 
 
-class _Declaration:
-    """One task's declaration, read key by key; every complaint names the file, the task and the key."""
+@dataclass(frozen=True)
+class Declaration:
+    """One task's declaration as its file writes it, every key checked against KINDS; `_task` makes the
+    `TaskConfig` of it. Every complaint names the file, the task and the key."""
+    path: Path
+    name: str
+    train: Union[str, dict]
+    dev: Union[str, dict]
+    text: list
+    label: Union[str, int]
+    test: Union[str, dict, None] = None
+    id: Union[str, int, None] = None
+    classes: Optional[int] = None
+    labels: Optional[list] = None
+    range: Optional[list] = None
+    metric: Optional[str] = None         # None: the head kind's first
+    header: bool = True
+    delimiter: Optional[str] = None      # None: ',' for a .csv train file, else tab
+    quoting: Optional[bool] = None       # None: quotes for ',', none for tab
+    max_length: int = 128
+    description: Optional[str] = None    # None: "declared in FILE"
 
-    def __init__(self, path: Path, name: str, body: dict):
-        self.path, self.name, self.body = path, name, body
+    @classmethod
+    def read(cls, path: Path, name, body) -> "Declaration":
+        error = partial(_error, path, name)
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise UserError(f"{path}: task name {name!r}: use lower-case letters, digits, '-' and '_', starting "
+                            f"with a letter")
+        if name in COURSE_TASKS:
+            raise error(f"the course's task {name!r} cannot be redeclared; choose another name")
+        if not isinstance(body, dict):
+            raise error("the declaration must be an object")
+        unknown = sorted(set(body) - set(KEYS))
+        if unknown:
+            raise error(f"unknown key {unknown[0]!r}; the keys are {', '.join(KEYS)}")
+        missing = [key for key in REQUIRED if key not in body]
+        if missing:
+            raise error(f"{missing[0]!r} is required ({KEYS[missing[0]]})")
+        for key, value in body.items():
+            kinds = KINDS[key]
+            if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
+                raise error(f"{key!r} must be {' or '.join(_KIND_NAMES[k] for k in kinds)}, got {value!r}")
+        return cls(path=path, name=name, **body)
 
     def error(self, message: str) -> UserError:
-        return UserError(f"{self.path}: task {self.name!r}: {message}")
+        return _error(self.path, self.name, message)
 
-    def get(self, key: str, kinds: tuple, default=None, required: bool = False):
-        if key not in self.body:
-            if required:
-                raise self.error(f"{key!r} is required ({KEYS[key]})")
-            return default
-        value = self.body[key]
-        if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
-            raise self.error(f"{key!r} must be {' or '.join(_KIND_NAMES[k] for k in kinds)}, got {value!r}")
-        return value
+
+def _error(path: Path, name, message: str) -> UserError:
+    return UserError(f"{path}: task {name!r}: {message}")
 
 
 _KIND_NAMES = {str: "a string", int: "an integer", list: "a list", bool: "true or false", dict: "an object",
                float: "a number", type(None): "null"}
 
 
-def _task(path: Path, name, body) -> TaskConfig:
-    d = _Declaration(path, name, body)
-    if not isinstance(name, str) or not NAME.fullmatch(name):
-        raise UserError(f"{path}: task name {name!r}: use lower-case letters, digits, '-' and '_', starting with "
-                        f"a letter")
-    if name in COURSE_TASKS:
-        raise d.error(f"the course's task {name!r} cannot be redeclared; choose another name")
-    if not isinstance(body, dict):
-        raise d.error("the declaration must be an object")
-    unknown = sorted(set(body) - set(KEYS))
-    if unknown:
-        raise d.error(f"unknown key {unknown[0]!r}; the keys are {', '.join(KEYS)}")
+def _task(d: Declaration) -> TaskConfig:
     files, split_layouts = {}, {}
     for split in SPLITS:
-        entry = d.get(split, (str, dict), required=split != "test")
+        entry = getattr(d, split)
         if entry is not None:
             files[split], split_layouts[split] = _split_file(d, split, entry)
-    delimiter = d.get("delimiter", (str,), "," if files["train"].suffix.lower() == ".csv" else "\t")
+    delimiter = d.delimiter
+    if delimiter is None:
+        delimiter = "," if files["train"].suffix.lower() == ".csv" else "\t"
     if delimiter not in ("\t", ","):
         raise d.error(f"'delimiter' must be '\\t' or ',', got {delimiter!r}")
-    header = d.get("header", (bool,), True)
-    text = _columns(d, "text", d.get("text", (list,), required=True), header)
+    text = _columns(d, "text", d.text, d.header)
     if not 1 <= len(text) <= 2:
         raise d.error(f"'text' names {len(text)} columns; a task has one or two sentences")
-    label = _column(d, "label", d.get("label", (str, int), required=True), header)
-    ident = _column(d, "id", d.get("id", (str, int, type(None))), header)
-    layouts = {split: _split_layout(d, split, own, Layout(header, text, label, ident))
+    label = _column(d, "label", d.label, d.header)
+    ident = _column(d, "id", d.id, d.header)
+    layouts = {split: _split_layout(d, split, own, Layout(d.header, text, label, ident))
                for split, own in split_layouts.items() if own}
     head = _head(d)
-    max_length = d.get("max_length", (int,), 128)
-    if max_length < 8:
-        raise d.error(f"'max_length' must be >= 8, got {max_length}")
+    if d.max_length < 8:
+        raise d.error(f"'max_length' must be >= 8, got {d.max_length}")
     return TaskConfig(
-        name=name, files={split: str(p) for split, p in files.items()}, text_columns=text, label_column=label,
-        id_column=ident, max_length=max_length, description=d.get("description", (str,), f"declared in {path}"),
-        delimiter=delimiter, quoting=d.get("quoting", (bool,), delimiter == ","), header=header, layouts=layouts,
-        prediction_header="prediction", prediction_style="tsv", outputs={}, declared_in=str(path), **head)
+        name=d.name, files={split: str(p) for split, p in files.items()}, text_columns=text, label_column=label,
+        id_column=ident, max_length=d.max_length,
+        description=f"declared in {d.path}" if d.description is None else d.description, delimiter=delimiter,
+        quoting=delimiter == "," if d.quoting is None else d.quoting, header=d.header, layouts=layouts,
+        prediction_header="prediction", prediction_style="tsv", outputs={}, declared_in=str(d.path), **head)
 
 
-def _split_file(d: _Declaration, split: str, entry) -> tuple:
+def _split_file(d: Declaration, split: str, entry) -> tuple:
     """(resolved path, the split's own layout keys) of a split given as a path or as {"file": ..., ...}."""
     own = {}
     if isinstance(entry, dict):
@@ -148,7 +186,7 @@ def _split_file(d: _Declaration, split: str, entry) -> tuple:
     return (d.path.parent / Path(entry).expanduser()).resolve(), own
 
 
-def _split_layout(d: _Declaration, split: str, own: dict, task: Layout) -> Layout:
+def _split_layout(d: Declaration, split: str, own: dict, task: Layout) -> Layout:
     header = own.get("header", task.header)
     if not isinstance(header, bool):
         raise d.error(f"{split!r}: 'header' must be true or false, got {header!r}")
@@ -166,7 +204,7 @@ def _split_layout(d: _Declaration, split: str, own: dict, task: Layout) -> Layou
     return Layout(header, text, label, ident)
 
 
-def _columns(d: _Declaration, key: str, values: list, header: bool) -> tuple:
+def _columns(d: Declaration, key: str, values: list, header: bool) -> tuple:
     if not isinstance(values, list):
         raise d.error(f"{key!r} must be a list of columns, got {values!r}")
     columns = tuple(_column(d, key, v, header) for v in values)
@@ -175,7 +213,7 @@ def _columns(d: _Declaration, key: str, values: list, header: bool) -> tuple:
     return columns
 
 
-def _column(d: _Declaration, key: str, value, header: bool):
+def _column(d: Declaration, key: str, value, header: bool):
     """A column name (files with a header) or 0-based index (files without); None stays None (no id column)."""
     if value is None:
         return None
@@ -186,29 +224,29 @@ def _column(d: _Declaration, key: str, value, header: bool):
     return value.strip() if header else value
 
 
-def _head(d: _Declaration) -> dict:
+def _head(d: Declaration) -> dict:
     """The TaskConfig fields of the task's head kind: classification ('classes' or 'labels') or regression
     ('range')."""
-    kinds = [k for k in ("classes", "labels", "range") if k in d.body]
+    kinds = [k for k in ("classes", "labels", "range") if getattr(d, k) is not None]
     if len(kinds) != 1:
         raise d.error("give exactly one of 'classes' (classification, labels 0..N-1), 'labels' (classification, "
                       "the classes as the files write them) or 'range' (regression)" +
                       (f"; found {', '.join(kinds)}" if kinds else ""))
     if kinds[0] == "range":
-        low_high = d.get("range", (list,))
+        low_high = d.range
         if len(low_high) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in low_high) \
                 or not low_high[0] < low_high[1]:
             raise d.error(f"'range' must be [low, high] with low < high, got {low_high!r}")
         return dict(head_kind=REGRESS.name, num_classes=None, label_range=(float(low_high[0]), float(low_high[1])),
                     metric=_metric(d, REGRESS), prediction_format=REGRESS.declared_format)
     if kinds[0] == "labels":
-        names = d.get("labels", (list,))
+        names = d.labels
         if len(names) < 2 or not all(isinstance(n, str) and n.strip() for n in names) \
                 or len({n.strip() for n in names}) != len(names):
             raise d.error(f"'labels' must list at least two distinct non-empty strings, got {names!r}")
         n, label_names = len(names), tuple(n.strip() for n in names)
     else:
-        n, label_names = d.get("classes", (int,)), None
+        n, label_names = d.classes, None
         if n < 2:
             raise d.error(f"'classes' must be >= 2, got {n}")
     metric = _metric(d, CLASSIFY)
@@ -219,8 +257,8 @@ def _head(d: _Declaration) -> dict:
                 metric=metric, prediction_format="name" if label_names else CLASSIFY.declared_format)
 
 
-def _metric(d: _Declaration, kind: HeadKind) -> str:
-    metric = d.get("metric", (str,), kind.metrics[0])
+def _metric(d: Declaration, kind: HeadKind) -> str:
+    metric = kind.metrics[0] if d.metric is None else d.metric
     if metric not in kind.metrics:
         raise d.error(f"metric {metric!r} does not fit a {kind.word} task; choose {', '.join(kind.metrics)}")
     return metric

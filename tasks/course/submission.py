@@ -19,6 +19,7 @@ import io
 import json
 import os
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -50,11 +51,72 @@ def course_predictions_dir(value: Optional[str] = None) -> str:
     return os.environ.get(PREDICTIONS_DIR_ENV) or "predictions"
 
 
+SOURCES_SCHEMA = 1  # each entry of a sources.json says it; entries written before it do not
+_SOURCE_KEYS = ("command", "published", "sha256", "schema")  # an entry's own keys; the rest is its provenance
+
+
+@dataclass(frozen=True)
+class Source:
+    """A prediction file's entry in its folder's sources.json: the provenance of the run that wrote it
+    (tasks/course/provenance.py, which `run_problems` judges), the command, when, and the bytes' sha256."""
+    provenance: dict
+    command: tuple
+    published: str
+    sha256: str
+
+    @property
+    def run(self) -> Optional[str]:
+        return self.provenance["run"]
+
+    @classmethod
+    def from_json(cls, entry: dict) -> "Source":
+        if "schema" not in entry:
+            entry = upgrade_0(entry)
+        if entry["schema"] != SOURCES_SCHEMA:
+            raise ValueError(f"schema {entry['schema']!r}; this version reads {SOURCES_SCHEMA}")
+        provenance = {key: value for key, value in entry.items() if key not in _SOURCE_KEYS}
+        return cls(provenance, tuple(entry["command"]), entry["published"], entry["sha256"])
+
+    def to_json(self) -> dict:
+        return {**self.provenance, "command": list(self.command), "published": self.published,
+                "sha256": self.sha256, "schema": SOURCES_SCHEMA}
+
+
+def upgrade_0(entry: dict) -> dict:
+    """An entry written before sources.json said its schema, as schema 1. The oldest (before provenance was
+    recorded, 2026-11-25) hold only "run", "date" (when it was published), "command" and "sha256": their run's
+    provenance comes from the run's folder while it is still there. Later ones hold schema 1's keys."""
+    if "model" not in entry and entry["run"] and Path(entry["run"], "config.json").exists():
+        entry = {**run_provenance(entry["run"]), **entry}
+    if "published" not in entry:
+        entry = {**entry, "published": entry["date"]}
+    return {**entry, "schema": SOURCES_SCHEMA}
+
+
 def _load_sources(folder: Path) -> dict:
+    """`folder`'s sources.json: file name -> its Source (None for a file archived without one); {} when there
+    is none or it is not JSON. An entry that is not a Source is one line naming the file and the entry."""
     try:
-        return json.loads((folder / SOURCES).read_text(encoding="utf-8"))
+        entries = json.loads((folder / SOURCES).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+    if not isinstance(entries, dict):
+        return {}
+    return {name: None if entry is None else _read_source(folder / SOURCES, name, entry)
+            for name, entry in entries.items()}
+
+
+def _read_source(path: Path, name: str, entry) -> Source:
+    try:
+        return Source.from_json(entry)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise UserError(f"{path}: the entry of {name!r} is not a prediction file's record ({error!r}); remove "
+                        f"it, and that file counts as of unknown origin") from None
+
+
+def _write_sources(folder: Path, sources: dict) -> None:
+    atomic_write_json(folder / SOURCES, {name: None if source is None else source.to_json()
+                                         for name, source in sources.items()})
 
 
 def _now() -> datetime.datetime:
@@ -104,13 +166,12 @@ def record_sources(folder: Path, files: list, record: dict, command: list) -> No
     when, sources = _now(), _load_sources(folder)
     for path in files:
         sources[Path(path).name] = _source(record, command, when, Path(path))
-    atomic_write_json(Path(folder) / SOURCES, sources)
+    _write_sources(Path(folder), sources)
 
 
-def _source(record: dict, command: list, when: datetime.datetime, path: Path) -> dict:
+def _source(record: dict, command: list, when: datetime.datetime, path: Path) -> Source:
     """A file's entry in sources.json: its run's provenance, the command, when, and the bytes' sha256."""
-    return {**record, "command": list(command), "published": when.isoformat(timespec="seconds"),
-            "sha256": sha256_of(path)}
+    return Source(record, tuple(command), when.isoformat(timespec="seconds"), sha256_of(path))
 
 
 def _place(placed: list, command: list) -> tuple:
@@ -126,16 +187,16 @@ def _place(placed: list, command: list) -> tuple:
             if target.is_file() and target.read_bytes() != data:
                 old = sources.get(target.name)
                 kept = _archive(target, archive, old)
-                replaced.setdefault(((old or {}).get("run"), kept), []).append(target.name)
+                replaced.setdefault((None if old is None else old.run, kept), []).append(target.name)
             atomic_write_bytes(target, data)
             sources[target.name] = _source(record, command, when, target)
-        atomic_write_json(folder / SOURCES, sources)
+        _write_sources(folder, sources)
     lines = [f"replaced {len(names)} files of {'run ' + run if run else 'unknown origin'} ({', '.join(names)}): "
              f"kept in {archive}/" for (run, archive), names in replaced.items()]
     return len(placed), lines
 
 
-def _archive(path: Path, archive: Path, record: Optional[dict]) -> Path:
+def _archive(path: Path, archive: Path, source: Optional[Source]) -> Path:
     """Move a replaced prediction file into `archive` (or `archive`-2, ... if it holds that name: two runs
     within a second), with its provenance in that folder's sources.json; returns the folder."""
     stamp, number = archive, 1
@@ -145,8 +206,8 @@ def _archive(path: Path, archive: Path, record: Optional[dict]) -> Path:
     archive.mkdir(parents=True, exist_ok=True)
     os.replace(path, archive / path.name)
     sources = _load_sources(archive)
-    sources[path.name] = record
-    atomic_write_json(archive / SOURCES, sources)
+    sources[path.name] = source
+    _write_sources(archive, sources)
     return archive
 
 
@@ -189,14 +250,10 @@ def _spellings(names) -> set:
     return found
 
 
-def _file_record(folder: Path, name: str, sources: dict) -> Optional[dict]:
-    """The provenance of predictions/`name`, or None when no run of this project wrote these bytes."""
-    record = sources.get(name)
-    if record is None or record.get("sha256") != sha256_of(folder / name):
-        return None
-    if "model" not in record and record.get("run") and Path(record["run"], "config.json").exists():
-        record = {**run_provenance(record["run"]), **record}  # published before provenance was recorded
-    return record
+def _file_record(folder: Path, name: str, sources: dict) -> Optional[Source]:
+    """The record of predictions/`name`, or None when no run of this project wrote these bytes."""
+    source = sources.get(name)
+    return source if source is not None and source.sha256 == sha256_of(folder / name) else None
 
 
 class SubmissionRefused(UserError):
@@ -235,14 +292,14 @@ def _judge(files: dict, problems: dict, allow: set) -> tuple:
     `allow`)."""
     manifest_files, refusals = {}, []
     table = [_TABLE.format("file", "run", "model", "steps", "dev", "finished", "status")]
-    for name, record in files.items():
-        record = record or {}
+    for name, source in files.items():
+        # Every key, None where the run's provenance has none (a file of unknown origin has no provenance).
+        kept = {key: None if source is None else source.provenance.get(key) for key in _MANIFEST_KEYS}
         kinds = [kind for kind, _ in problems[name]]
         refused = [(k, text) for k, text in problems[name] if k not in allow]
         refusals += [f"predictions/{name}: {text} (--allow {k} to hand it in anyway)" for k, text in refused]
-        table.append(_table_row(name, record, kinds, [k for k, _ in refused]))
-        manifest_files[name] = {**{key: record.get(key) for key in _MANIFEST_KEYS},
-                                "allowed": [k for k in kinds if k in allow]}
+        table.append(_table_row(name, kept, kinds, [k for k, _ in refused]))
+        manifest_files[name] = {**kept, "allowed": [k for k in kinds if k in allow]}
     return manifest_files, table, refusals
 
 
@@ -253,10 +310,10 @@ def _groups(names: set, files: dict) -> tuple:
     for group, expected in expected_files().items():
         found = [f for f in (_present(n, names) for n in expected) if f]
         missing += [n for n in expected if not _present(n, names)]
-        runs = sorted({files[f]["run"] for f in found if files[f]})
+        runs = sorted({files[f].run for f in found if files[f]})
         groups[group] = {"files": found, "runs": runs}
         if len(runs) > 1:
-            of_run = {r: [f for f in found if files[f] and files[f]["run"] == r] for r in runs}
+            of_run = {r: [f for f in found if files[f] and files[f].run == r] for r in runs}
             warnings.append(f"warning: {group} predictions come from {len(runs)} different runs: " +
                             "; ".join(f"{r} ({', '.join(of_run[r])})" for r in runs))
     return groups, missing, warnings
@@ -265,7 +322,7 @@ def _groups(names: set, files: dict) -> tuple:
 def _problems(names: set, files: dict) -> dict:
     """{file: [(kind, text)]}: its run's problems (provenance.run_problems), and Part 1 files of both
     spellings."""
-    problems = {name: run_problems(record) for name, record in files.items()}
+    problems = {name: run_problems(None if source is None else source.provenance) for name, source in files.items()}
     if _spellings(names) == {"2023", "2024"}:
         part1 = [n for n in sorted(names) if _spellings([n])]
         problems[part1[0]] = problems[part1[0]] + [
@@ -273,15 +330,15 @@ def _problems(names: set, files: dict) -> dict:
     return problems
 
 
-def _table_row(name: str, record: dict, kinds: list, refused: list) -> str:
-    """One file's line of the table: its run, model, steps, dev score, date and status ({} for no record)."""
+def _table_row(name: str, kept: dict, kinds: list, refused: list) -> str:
+    """One file's line of the table: its run, model, steps, dev score, date (as the manifest keeps them) and
+    status."""
     status = "ok"
     if kinds:
         status = ("refused: " + ",".join(refused)) if refused else ("allowed: " + ",".join(kinds))
-    return _TABLE.format(name, Path(record["run"]).name if record.get("run") else "?",
-                         lineage_text(record.get("model_lineage")) or record.get("model") or "?",
-                         _text(record.get("steps")), _text(record.get("dev")),
-                         (record.get("date") or "?")[:16], status)
+    return _TABLE.format(name, Path(kept["run"]).name if kept["run"] else "?",
+                         lineage_text(kept["model_lineage"]) or kept["model"] or "?", _text(kept["steps"]),
+                         _text(kept["dev"]), (kept["date"] or "?")[:16], status)
 
 
 _TABLE = "  {:38s} {:24s} {:40s} {:>6s} {:>7s} {:16s} {}"

@@ -60,7 +60,7 @@ def write_sick(folder, rows=24):
         (folder / f"sick-{split}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def test_a_task_added_to_the_registry_trains(small_data_dir, tiny_model, tmp_path, monkeypatch):  # noqa: F811
+def test_a_task_added_to_the_registry_trains(small_data_dir, tiny_model, tmp_path, monkeypatch):
     monkeypatch.setitem(registry.REGISTRY, SICK.name, SICK)
     data = tmp_path / "data"
     shutil.copytree(small_data_dir, data)
@@ -138,7 +138,7 @@ STUDY = Study(name="truncate", Options=Options, summary="keep the bottom K layer
               add_arguments=add_arguments, trials=trials, run=run, figures=figures, reference=reference)
 
 
-def test_a_new_layer_study_runs_through_the_sweep(small_data_dir, tiny_model, tmp_path, monkeypatch):  # noqa: F811
+def test_a_new_layer_study_runs_through_the_sweep(small_data_dir, tiny_model, tmp_path, monkeypatch):
     monkeypatch.setitem(STUDIES, "truncate", STUDY)   # in the library: its name in NAMES (studies/__init__.py)
     out = tmp_path / "truncate"
     argv = ["--mode", "truncate", "--task", "sst", "--keep", "1", "--seeds", "0,1", "--data-dir",
@@ -235,7 +235,7 @@ def cosine(total_steps: int, warmup: float):
     return f
 
 
-def test_a_new_schedule_drives_a_training_run(small_data_dir, tiny_model, tmp_path, monkeypatch):  # noqa: F811
+def test_a_new_schedule_drives_a_training_run(small_data_dir, tiny_model, tmp_path, monkeypatch):
     monkeypatch.setitem(SCHEDULES, "cosine", Schedule("cosine", "warm-up then half a cosine to 0", cosine))
     out = tmp_path / "run"
     code, _, err = run_cli(train_multitask.main, ["--data-dir", str(small_data_dir), "--model", str(tiny_model),

@@ -47,7 +47,7 @@ def on_cuda(batch: dict) -> dict:
 
 
 @pytest.fixture
-def base(tiny_model, small_data_dir):  # noqa: F811
+def base(tiny_model, small_data_dir):
     """test_reliability's options on the GPU, in the precision `auto` gives there."""
     return ["--model", str(tiny_model), "--batch-size", "8", "--eval-batch-size", "64", "--device", "cuda",
             "--data-dir", str(small_data_dir), "--checkpoint-every", "2"]
@@ -226,7 +226,7 @@ def test_the_options_of_the_students_path_train_on_cuda(base, tmp_path, extra):
     assert config["device"].startswith("cuda") and metrics["steps"] == 3 and scored(metrics)
 
 
-def test_multitask_classifier_with_the_courses_flags_on_cuda(tiny_model, small_data_dir, tmp_path):  # noqa: F811
+def test_multitask_classifier_with_the_courses_flags_on_cuda(tiny_model, small_data_dir, tmp_path):
     argv = ["--option", "finetune", "--use_gpu", "--batch_size", "8", "--hidden_dropout_prob", "0.3", "--lr", "1e-5",
             "--epochs", "1", "--model", str(tiny_model), "--data-dir", str(small_data_dir), "--max-steps", "2",
             "--eval-batch-size", "64"]
@@ -234,7 +234,7 @@ def test_multitask_classifier_with_the_courses_flags_on_cuda(tiny_model, small_d
     assert config["device"].startswith("cuda") and config["arguments"]["batch_size"] == 8 and scored(metrics)
 
 
-def test_classifier_part1_on_cuda(tiny_model, part1_data, tmp_path):  # noqa: F811
+def test_classifier_part1_on_cuda(tiny_model, part1_data, tmp_path):
     """SST alone: the GPU's data folder may lack CFIMDB's files, which take the same path."""
     out = tmp_path / "part1"
     code, stdout, err = run_cli(classifier.main, [
@@ -259,7 +259,7 @@ def test_a_cuda_runs_model_predicts_on_the_cpu(base, tmp_path):
         assert ids[0] == ids[1], name
 
 
-def test_an_ablation_trial_on_cuda(tiny_model, small_data_dir, tmp_path):  # noqa: F811
+def test_an_ablation_trial_on_cuda(tiny_model, small_data_dir, tmp_path):
     """--from-layer 2 of the tiny model's 2 layers: one trial, the unmodified model."""
     out = tmp_path / "reinit"
     code, _, err = run_cli(ablate.main, ["--mode", "reinit", "--task", "sst", "--from-layer", "2", "--seeds", "0",

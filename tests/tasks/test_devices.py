@@ -133,7 +133,7 @@ def test_auto_implementation_is_the_fast_path_on_a_cpu_and_the_reference_elsewhe
         minbert.resolve_implementation("quick", "cpu")
 
 
-def test_run_records_the_implementation_asked_for_and_used(base, tmp_path):  # noqa: F811
+def test_run_records_the_implementation_asked_for_and_used(base, tmp_path):
     out = tmp_path / "run"
     code, stdout, err = run_cli(train_multitask.main, base + ["--tasks", "sst", "--max-steps", "1",
                                                               "--implementation", "reference", "--out", str(out)])
@@ -159,7 +159,7 @@ def test_auto_precision_follows_the_gpus_compute_capability(monkeypatch, capabil
     assert minbert.resolve_precision("bf16", "cuda") == "bf16"  # kept, said in the run's first line when emulated
 
 
-def test_fp16_on_a_cpu_is_one_line_exit_2_before_any_work(base, tmp_path):  # noqa: F811
+def test_fp16_on_a_cpu_is_one_line_exit_2_before_any_work(base, tmp_path):
     out = tmp_path / "run"
     code, _, err = run_cli(train_multitask.main, base + ["--tasks", "sst", "--max-steps", "1", "--precision", "fp16",
                                                          "--out", str(out)])
@@ -167,7 +167,7 @@ def test_fp16_on_a_cpu_is_one_line_exit_2_before_any_work(base, tmp_path):  # no
     assert not out.exists()
 
 
-def fp16_inputs(base, argv):  # noqa: F811
+def fp16_inputs(base, argv):
     """A run's inputs with fp16 forced on the CPU (whose autocast computes it, slowly): the scaler's
     bookkeeping is the same on every device."""
     config = training.parse_train_command(base + argv).config
@@ -176,7 +176,7 @@ def fp16_inputs(base, argv):  # noqa: F811
     return config, inputs
 
 
-def test_fp16_overflowing_steps_are_skipped_by_the_scaler_not_failures(base, tmp_path, monkeypatch):  # noqa: F811
+def test_fp16_overflowing_steps_are_skipped_by_the_scaler_not_failures(base, tmp_path, monkeypatch):
     real = torch.amp.GradScaler
     monkeypatch.setattr(torch.amp, "GradScaler", lambda *a, **k: real(*a, **{**k, "init_scale": float("inf")}))
     config, inputs = fp16_inputs(base, ["--tasks", "sst", "--max-steps", "3", "--out", str(tmp_path / "run")])
@@ -187,7 +187,7 @@ def test_fp16_overflowing_steps_are_skipped_by_the_scaler_not_failures(base, tmp
     assert all(torch.equal(before[k], after[k].cpu()) for k in before)  # every step skipped: nothing moved
 
 
-def test_fp16_resume_restores_the_loss_scale(base, tmp_path):  # noqa: F811
+def test_fp16_resume_restores_the_loss_scale(base, tmp_path):
     out = tmp_path / "run"
     config, inputs = fp16_inputs(base, ["--tasks", "sst", "--max-steps", "4", "--checkpoint-every", "1",
                                         "--out", str(out)])
@@ -255,7 +255,7 @@ def test_resumed_under_torchrun_with_another_world_size_every_rank_drops_its_own
     (True, 1, "cuda:1", "this machine has 1 CUDA device(s), cuda:0"),
     (True, 2, "cuda:7", "this machine has 2 CUDA device(s), cuda:0 to cuda:1"),
 ])
-def test_a_cuda_device_this_machine_lacks_is_one_line_exit_2_before_any_work(base, tmp_path, monkeypatch,  # noqa: F811
+def test_a_cuda_device_this_machine_lacks_is_one_line_exit_2_before_any_work(base, tmp_path, monkeypatch,
                                                                           available, count, device, said):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
@@ -281,7 +281,7 @@ def test_tf32_is_on_by_default_on_cuda_from_ampere_on(monkeypatch, capability, a
     assert machine.use_tf32(torch.device("cpu"), True) is False and set_to == [precision]  # CPUs untouched
 
 
-def test_run_records_tf32_and_compile(base, tmp_path, monkeypatch):  # noqa: F811
+def test_run_records_tf32_and_compile(base, tmp_path, monkeypatch):
     """--compile compiles the encoder in place (inductor here swapped for dynamo's eager backend: the plumbing,
     not the compiler): the run trains, its checkpoint keeps the uncompiled keys."""
     compiled = []
@@ -299,7 +299,7 @@ def test_run_records_tf32_and_compile(base, tmp_path, monkeypatch):  # noqa: F81
     assert not any("_orig_mod" in k for k in saved) and "encoder.embeddings.word_embeddings.weight" in saved
 
 
-def test_the_fast_path_on_cuda_is_one_warning_line(base, tmp_path, monkeypatch):  # noqa: F811
+def test_the_fast_path_on_cuda_is_one_warning_line(base, tmp_path, monkeypatch):
     warning = machine.implementation_warning(torch.device("cuda"), "fast")
     assert "\n" not in warning and "fp32 probabilities" in warning
     assert machine.implementation_warning(torch.device("cuda"), "reference") is None

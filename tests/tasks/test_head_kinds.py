@@ -48,7 +48,7 @@ def ordinal_task(tmp_path, monkeypatch):
     registry.set_declared_tasks([])
 
 
-def test_a_fourth_head_kind_runs_through_every_site(ordinal_task, tiny_model, tmp_path):  # noqa: F811
+def test_a_fourth_head_kind_runs_through_every_site(ordinal_task, tiny_model, tmp_path):
     cfg = ordinal_task
     assert cfg.kind is ORDINAL and cfg.describe()["head"] == "ordinal"
     dev = read_split(tmp_path, "stars", "dev")

@@ -42,7 +42,7 @@ def test_bert_base_training_its_top_three_layers_takes_the_reports_rate(freeze_u
     assert lr_for_model(None, shape(6, 384), freeze_until=freeze_until)[0] == COMPACT_LR
 
 
-def test_a_run_on_a_bert_base_sized_encoder_records_its_rate(tiny_model, small_data_dir):  # noqa: F811
+def test_a_run_on_a_bert_base_sized_encoder_records_its_rate(tiny_model, small_data_dir):
     """build_run picks the rate from the encoder it trains (here 12 x 768, random weights, never saved to disk)
     and config.json records it, with its reason, in the arguments that --resume reads back."""
     from tasks.inputs import prepare
@@ -72,7 +72,7 @@ def train(main, argv, out):
     return json.loads((out / "config.json").read_text())
 
 
-def test_train_multitask_records_the_rate_and_its_reason_and_resume_keeps_it(tiny_model, small_data_dir,  # noqa: F811
+def test_train_multitask_records_the_rate_and_its_reason_and_resume_keeps_it(tiny_model, small_data_dir,
                                                                              tmp_path):
     base = ["--model", str(tiny_model), "--data-dir", str(small_data_dir), "--tasks", "sst", "--batch-size", "8",
             "--precision", "fp32", "--device", "cpu", "--max-steps", "1"]

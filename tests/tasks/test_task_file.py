@@ -1,7 +1,11 @@
 """Tasks declared from the user's own GLUE-format files (--task-file): reading, metrics, training, ablation,
 mistakes."""
+import dataclasses
 import json
 import math
+import re
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +18,7 @@ from tasks import registry
 from tasks.data import read_split
 from tasks.head_kinds import HEAD_KINDS, REGRESS
 from tasks.metrics import f1, macro_f1, matthews, spearman, unit_scale
-from tasks.task_file import declare_tasks
+from tasks.task_file import SCHEMA, declare_tasks, load_task_file
 from tests.helpers import run_cli
 from tests.helpers.glue import task_file
 
@@ -190,6 +194,24 @@ def test_bad_declarations_exit_2_with_one_line(glue_dir, tmp_path, change, needl
     assert code == 2 and len(lines) == 1 and needle in lines[0], err
     assert str(path) in lines[0] or "not found" in lines[0]
     assert not (out / "checkpoint.pt").exists()
+
+
+def test_a_file_without_a_schema_reads_as_schema_1(tmp_path):
+    # The module docstring's GLUE file, as every task file before "schema" was written.
+    saved = tmp_path / "glue-task-file.json"
+    shutil.copy(Path(__file__).parents[1] / "data" / saved.name, saved)
+    old = load_task_file(saved)
+    assert [t.name for t in old] == ["cola", "mrpc", "rte", "stsb"]
+    assert old[0].layout("test") == registry.Layout(True, ("sentence",), 1, "index") and old[0].metric == "mcc"
+    assert old[2].label_names == ("not_entailment", "entailment") and old[3].label_range == (0.0, 5.0)
+    said = saved.parent / "said.json"  # beside it: files are relative to a task file's folder
+    said.write_text(json.dumps({"schema": SCHEMA, **json.loads(saved.read_text())}))
+    assert [dataclasses.replace(t, declared_in=None, description="") for t in load_task_file(said)] == \
+        [dataclasses.replace(t, declared_in=None, description="") for t in old]
+    # A file of a format this version does not know is one line naming the file, not a misread.
+    said.write_text(json.dumps({"schema": SCHEMA + 1, **json.loads(saved.read_text())}))
+    with pytest.raises(UserError, match=f"{re.escape(str(said))}: 'schema' must be {SCHEMA}"):
+        load_task_file(said)
 
 
 def test_a_task_file_is_needed_for_a_declared_name(tmp_path):

@@ -34,7 +34,7 @@ def train(tiny_model, data, out, *extra):
 
 
 @pytest.fixture(scope="module")
-def runs(tiny_model, small_data_dir, tmp_path_factory):  # noqa: F811
+def runs(tiny_model, small_data_dir, tmp_path_factory):
     """Two finished tiny runs, seeds 0 and 1."""
     folder = tmp_path_factory.mktemp("runs")
     return [train(tiny_model, small_data_dir, folder / f"seed-{s}", "--seed", str(s)) for s in (0, 1)]
@@ -143,7 +143,7 @@ def test_a_run_without_score_files_has_them_computed_from_its_weights(runs, tmp_
 
 
 def test_runs_that_cannot_be_averaged_are_refused_in_one_line_with_nothing_written(
-        runs, tmp_path, tiny_model, small_data_dir):  # noqa: F811
+        runs, tmp_path, tiny_model, small_data_dir):
     unfinished = copy_run(runs[1], tmp_path, "unfinished")
     (unfinished / "metrics.json").unlink()
     labels = copy_run(runs[1], tmp_path, "labels")
@@ -222,7 +222,7 @@ def test_help_documents_every_option():
 
 
 def test_seeds_trains_each_seed_once_keeps_a_finished_one_and_ensembles_them(runs, tmp_path, tiny_model,
-                                                                             small_data_dir):  # noqa: F811
+                                                                             small_data_dir):
     out = tmp_path / "three"
     kept = Path(shutil.copytree(runs[0], out / "seed-0"))
     before = {p: p.read_bytes() for p in kept.rglob("*") if p.is_file()}

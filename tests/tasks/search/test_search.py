@@ -20,7 +20,7 @@ from tasks.training import train_parser  # noqa: E402
 
 
 @pytest.fixture
-def fixed(tiny_model, small_data_dir):  # noqa: F811
+def fixed(tiny_model, small_data_dir):
     return ["--model", str(tiny_model), "--data-dir", str(small_data_dir), "--max-steps", "4", "--checkpoint-every",
             "2", "--eval-batch-size", "64", "--precision", "fp32", "--device", "cpu", "--heartbeat", "1"]
 
@@ -121,7 +121,7 @@ def test_two_workers_on_one_storage_train_distinct_trials(tmp_path, fixed):
     assert all("search: trial" in log for log in logs)  # each worker trained one
 
 
-def test_a_pruned_trial_stops_at_its_evaluation_and_its_folder_says_so(tmp_path, tiny_model, small_data_dir):  # noqa: F811
+def test_a_pruned_trial_stops_at_its_evaluation_and_its_folder_says_so(tmp_path, tiny_model, small_data_dir):
     """The search's callback on the trainer's own command: a pruner that prunes at once stops the run after
     its first evaluation; metrics.json says why, and the course's checks call it an interrupted run."""
     from tasks.search.trial import Report

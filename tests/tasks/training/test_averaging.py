@@ -29,7 +29,7 @@ from tests.helpers.runs import assert_same, assert_same_run, run
 
 
 @pytest.fixture(scope="module")
-def base(tiny_model, small_data_dir):  # noqa: F811
+def base(tiny_model, small_data_dir):
     return ["--model", str(tiny_model), "--batch-size", "8", "--eval-batch-size", "64", "--precision", "fp32",
             "--data-dir", str(small_data_dir), "--device", "cpu"]
 
@@ -222,14 +222,14 @@ def test_options_that_cannot_apply_are_one_line_exit_2(base, tmp_path, argv, nee
     assert not (tmp_path / "r").exists()
 
 
-def test_per_task_best_is_refused_for_runs_kept_in_memory(base, small_data_dir, tmp_path, tiny_model):  # noqa: F811
+def test_per_task_best_is_refused_for_runs_kept_in_memory(base, small_data_dir, tmp_path, tiny_model):
     code, _, err = run_cli(ablate.main, ["--mode", "reinit", "--data-dir", str(small_data_dir), "--model",
                                          str(tiny_model), "--per-task-best", "--out", str(tmp_path / "sweep")])
     assert code == 2 and "--per-task-best" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "sweep").exists()
 
 
-def test_a_trial_kept_in_memory_averages_and_refuses_task_bests(tiny_model, small_data_dir):  # noqa: F811
+def test_a_trial_kept_in_memory_averages_and_refuses_task_bests(tiny_model, small_data_dir):
     config = with_environment(TrainConfig(model=str(tiny_model), data_dir=str(small_data_dir), batch_size=8,
                                           precision="fp32", device="cpu", max_steps=4, eval_every=2,
                                           average="ema,none", ema_decay=0.5))

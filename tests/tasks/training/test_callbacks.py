@@ -27,12 +27,12 @@ class StopAt(training.Callback):
             run.request_stop("a later request")  # the first one stands
 
 
-def config_for(tiny_model, small_data_dir, *extra):  # noqa: F811
+def config_for(tiny_model, small_data_dir, *extra):
     argv = BASE + ["--model", str(tiny_model), "--data-dir", str(small_data_dir), *extra]
     return training.parse_train_command(argv).config
 
 
-def test_request_stop_ends_the_run_at_that_step_and_records_why(tiny_model, small_data_dir, tmp_path):  # noqa: F811
+def test_request_stop_ends_the_run_at_that_step_and_records_why(tiny_model, small_data_dir, tmp_path):
     config = config_for(tiny_model, small_data_dir, "--max-steps", "6")
     stop = StopAt(2)
     result = training.fit(config, prepare(config), tmp_path / "run", callbacks=[stop])
@@ -46,7 +46,7 @@ def test_request_stop_ends_the_run_at_that_step_and_records_why(tiny_model, smal
     assert {"on_plan", "on_step", "on_epoch_end", "on_evaluate", "on_best", "on_checkpoint"} <= set(hooks)
 
 
-def test_a_run_not_stopped_records_no_reason(tiny_model, small_data_dir):  # noqa: F811
+def test_a_run_not_stopped_records_no_reason(tiny_model, small_data_dir):
     config = config_for(tiny_model, small_data_dir, "--max-steps", "2")
     result = training.fit(config, prepare(config), training.InMemory())
     assert result["steps"] == 2 and "stop_reason" not in result

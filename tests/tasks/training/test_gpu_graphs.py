@@ -68,7 +68,7 @@ def padded(run):
 
 
 @pytest.mark.filterwarnings("ignore:Seems like `optimizer.step\\(\\)` has been overridden")
-def test_the_comparison_fails_when_the_rate_is_zeroed_or_a_step_is_skipped(tiny_model, small_data_dir):  # noqa: F811
+def test_the_comparison_fails_when_the_rate_is_zeroed_or_a_step_is_skipped(tiny_model, small_data_dir):
     """CPU twin of the gpu test below: the same options, the eager step against itself on padded widths."""
     def fresh(*extra):
         return build(tiny_model, small_data_dir, *OPTIONS, *extra)
@@ -85,7 +85,7 @@ def test_the_comparison_fails_when_the_rate_is_zeroed_or_a_step_is_skipped(tiny_
 
 
 @pytest.mark.gpu
-def test_the_graphed_step_ends_with_the_eager_steps_weights(tiny_model, small_data_dir):  # noqa: F811
+def test_the_graphed_step_ends_with_the_eager_steps_weights(tiny_model, small_data_dir):
     from torch._dynamo.utils import counters
     argv = (*OPTIONS, "--device", "cuda")
     eager = build(tiny_model, small_data_dir, *argv, "--cuda-graphs", "off")

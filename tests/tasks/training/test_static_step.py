@@ -124,7 +124,7 @@ def graph_safe(run):
     return run
 
 
-def test_the_graph_safe_step_trains_as_the_eager_one(tiny_model, small_data_dir):  # noqa: F811
+def test_the_graph_safe_step_trains_as_the_eager_one(tiny_model, small_data_dir):
     argv = ("--max-steps", "4", "--log-every", "2", "--precision", "fp32", "--implementation", "reference",
             "--dropout", "0", "--max-length", "64")
     losses = []
@@ -175,7 +175,7 @@ def test_cuda_graphs_are_decided_in_one_place():
         resolve_graphs(on, inputs_on("cuda", world=SimpleNamespace(active=True)))
 
 
-def test_cuda_graphs_on_is_refused_in_one_line_on_the_cpu(tiny_model, small_data_dir, tmp_path):  # noqa: F811
+def test_cuda_graphs_on_is_refused_in_one_line_on_the_cpu(tiny_model, small_data_dir, tmp_path):
     code, out, err = run_cli(train_multitask.main, [
         "--model", str(tiny_model), "--data-dir", str(small_data_dir), "--device", "cpu", "--tasks", "sst",
         "--max-steps", "1", "--cuda-graphs", "on", "--out", str(tmp_path / "run")])
@@ -219,7 +219,7 @@ def test_a_resume_keeps_the_learning_rate_kind_of_the_resuming_run():
 
 
 @pytest.mark.parametrize("pair_mode", ["cross", "siamese"])
-def test_each_tasks_loss_traces_as_one_graph(tiny_model, small_data_dir, monkeypatch, pair_mode):  # noqa: F811
+def test_each_tasks_loss_traces_as_one_graph(tiny_model, small_data_dir, monkeypatch, pair_mode):
     """What --cuda-graphs on compiles, traced by dynamo (no compiler needed): one graph per task, no break,
     so nothing in the loss reads the host. On CUDA the reference builds its mask unread; the CPU's read of it
     (`_unpadded_on_the_cpu`) is what a CPU run does instead, patched out as test_step does."""

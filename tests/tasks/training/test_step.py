@@ -16,7 +16,7 @@ from tests.helpers.step import READS, NoSignal, build
 
 
 @pytest.mark.parametrize("extra", [[], ["--surgery", "pcgrad"], ["--smart"]])
-def test_the_step_reads_the_host_once_per_log_interval(tiny_model, small_data_dir, monkeypatch, extra):  # noqa: F811
+def test_the_step_reads_the_host_once_per_log_interval(tiny_model, small_data_dir, monkeypatch, extra):
     """Six steps with --log-every 3: the logged values are read twice, and nothing else reads the device
     (gradient surgery adds its one Gram-matrix read a step). The reference implementation, CUDA's default: the
     fast path (a CPU's default) lays its tokens out on the host from the attention mask."""
@@ -43,7 +43,7 @@ def test_the_step_reads_the_host_once_per_log_interval(tiny_model, small_data_di
     assert len(reads) == 2 + 6 * per_step, reads
 
 
-def test_grad_accum_equals_one_batch(tiny_model, small_data_dir):  # noqa: F811
+def test_grad_accum_equals_one_batch(tiny_model, small_data_dir):
     """--batch-size 2 --grad-accum 2 trains as --batch-size 4: the same batches, the same weights (fp32,
     no dropout), with an odd batch split unevenly."""
     assert micro_batches([1, 2, 3], 2) == [[1, 2], [3]] and micro_batches([1], 4) == [[1]]
@@ -63,7 +63,7 @@ def test_grad_accum_equals_one_batch(tiny_model, small_data_dir):  # noqa: F811
     assert dataclasses.asdict(runs[1].config)["grad_accum"] == 2
 
 
-def test_steps_the_fp16_scaler_skips_move_neither_the_schedule_nor_smarts_ema(tiny_model, small_data_dir,  # noqa: F811
+def test_steps_the_fp16_scaler_skips_move_neither_the_schedule_nor_smarts_ema(tiny_model, small_data_dir,
                                                                              monkeypatch):
     """fp16 forced on the CPU, every scaled gradient overflowing: the scaler skips each step, the count
     comes from the scaler's own finding, and neither the learning rate nor the EMA copy moves."""
@@ -84,7 +84,7 @@ def test_steps_the_fp16_scaler_skips_move_neither_the_schedule_nor_smarts_ema(ti
     assert all(torch.equal(v, run.smart.ema.state_dict()[k]) for k, v in ema.items())
 
 
-def test_fp16_skip_nonfinite_skips_and_carries_on(tiny_model, small_data_dir, monkeypatch):  # noqa: F811
+def test_fp16_skip_nonfinite_skips_and_carries_on(tiny_model, small_data_dir, monkeypatch):
     """Under fp16 a NaN loss with --skip-nonfinite is dropped before the update, and the scaler's step is
     closed so that the next step can unscale again."""
     nan_loss_at(monkeypatch, 2)
