@@ -22,6 +22,7 @@ from ..fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
 from ..heads import MultitaskModel
 from ..registry import get_task
 from .model_card import model_card
+from .run_record import RunRecord
 
 MODEL_DIR = "model"
 HEADS_FILE = "heads.safetensors"
@@ -33,23 +34,23 @@ HEAD_OPTIONS = ("pair_mode", "pooling", "task_heads", "head_dropout", "eval_batc
                 "precision")
 
 
-def export_model(folder, model: MultitaskModel, record: dict, result: dict, tokenizer_folder,
+def export_model(folder, model: MultitaskModel, record: RunRecord, result: dict, tokenizer_folder,
                  scores: str = "best") -> Path:
     """Write the model folder; `record` is the run's config.json, `result` its metrics, `scores` which of them
     ("best" or "final") the exported weights earned."""
     folder = Path(folder)
     save_pretrained(model.encoder, folder, tokenizer_folder, atomic_write_bytes)
     atomic_write_bytes(folder / HEADS_FILE, safetensors_of(model.heads))
-    description = describe_heads(model, record.get("max_length") or {})
+    description = describe_heads(model, record.max_length or {})
     siamese = model.pair_mode == "siamese"
     if siamese:
         write_sentence_transformers_files(folder, model.encoder.config.hidden_size,
                                           max(description["max_length"].values()))
     atomic_write_text(folder / "README.md", model_card(record, result, description["tasks"], siamese))
-    arguments = record.get("arguments") or {}
     atomic_write_json(folder / TASKS_JSON, {
         "format": FORMAT, "made_by": "minbert-multitask", "encoder": "model.safetensors", "heads": HEADS_FILE,
-        "options": {k: arguments.get(k) for k in HEAD_OPTIONS}, **description, "dev": result.get(scores)})
+        "options": {k: record.arguments.get(k) for k in HEAD_OPTIONS}, **description,
+        "dev": result.get(scores)})
     return folder
 
 
