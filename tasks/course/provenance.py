@@ -68,13 +68,14 @@ def run_provenance(run_dir: str | os.PathLike) -> dict:
         return {"run": str(run_dir), "date": None}
     record = read_run_record(run_dir / "config.json")
     metrics = _read(run_dir / "metrics.json")
-    options, model = record.options, record.model or UNKNOWN_MODEL
+    model, epochs = record.model or UNKNOWN_MODEL, record.arguments.get("epochs")
     return {"run": str(run_dir), "date": _date(run_dir / "metrics.json"), "model": model.name,
             "model_resolved_from": model.resolved_from, "model_sha256": model.weights_sha256,
             "model_lineage": model.lineage,
             "steps": None if metrics is None else metrics["steps"], "total_steps": record.total_steps,
-            "planned_steps": record.steps_per_epoch * options.epochs,
-            "max_steps": options.max_steps, "data_fraction": options.data_fraction,
+            "planned_steps": None if epochs is None else record.steps_per_epoch * epochs,
+            "max_steps": record.arguments.get("max_steps"),
+            "data_fraction": record.arguments.get("data_fraction"),
             "finished": metrics is not None, "dev": None if metrics is None else best_dev(metrics)}
 
 
@@ -92,14 +93,18 @@ def best_dev(metrics: dict) -> Optional[float]:
 def ensemble_provenance(folder: Path, manifest: dict) -> dict:
     """An ensemble's record: its members' own (kept in its manifest when it was built), the model they share, its
     dev score (its metrics.json)."""
-    members = [m.get("provenance") or {} for m in manifest.get("members") or ()]
+    try:
+        members = [m["provenance"] for m in manifest["members"]]
+    except (KeyError, TypeError) as e:
+        raise UserError(f"{folder / ENSEMBLE_MANIFEST}: not an ensemble's manifest (no {e})") from None
     metrics = _read(folder / "metrics.json")
     models = sorted({str(m.get("model")) for m in members})
     return {"run": str(folder), "date": _date(folder / "metrics.json"),
             "model": models[0] if len(models) == 1 else "mixed: " + ", ".join(models),
             "model_lineage": members[0].get("model_lineage") if len(models) == 1 and members else None,
             "steps": None, "total_steps": None, "max_steps": None, "data_fraction": None,
-            "finished": metrics is not None, "dev": ((metrics or {}).get("ensemble") or {}).get("overall"),
+            "finished": metrics is not None,
+            "dev": None if metrics is None else metrics["ensemble"].get("overall"),
             "members": members}
 
 

@@ -79,7 +79,7 @@ def read_member(path: str | os.PathLike) -> Member:
     labels = {t: label_set(t, record.declared_tasks.get(t)) for t in tasks}
     return Member(folder.resolve(), hashlib.sha256((folder / "config.json").read_bytes()).hexdigest(),
                   record.seed, tasks, None if record.model is None else record.model.name,
-                  record.options.data_dir, files, labels, tokenizer_hash(folder / MODEL_DIR),
+                  record.arguments.get("data_dir"), files, labels, tokenizer_hash(folder / MODEL_DIR),
                   run_provenance(folder), record.task_file)
 
 

@@ -13,6 +13,7 @@ import shlex
 from pathlib import Path
 from typing import Optional
 
+from ..config import TrainConfig
 from ..registry import get_task
 from .run_record import BaseModel, Precision, RunRecord
 
@@ -34,10 +35,10 @@ def licence_of(folder) -> str:
 def model_card(record: RunRecord, result: dict, heads: dict, sentence_transformers: bool) -> str:
     """The card's Markdown. `record`: the run's config.json; `result`: its metrics; `heads`: tasks.json's tasks."""
     base = record.model or UNKNOWN_MODEL
-    options = record.options
+    options = TrainConfig.from_record(record.arguments)
     licence = licence_of(base.folder)
     tasks = list(heads)
-    best = result.get("best") or {}
+    best = result["best"]   # metrics.json's: task -> its dev score at the best evaluation, and "overall"
     lines = ["---", f"license: {licence}", f"base_model: {base.name}", "library_name: transformers",
              "tags:", "- bert", "- minbert-multitask", *(["- sentence-transformers"] if sentence_transformers else []),
              "---", "",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 from minbert.export import safetensors_of, save_pretrained
 
@@ -41,7 +42,7 @@ def export_model(folder, model: MultitaskModel, record: RunRecord, result: dict,
     folder = Path(folder)
     save_pretrained(model.encoder, folder, tokenizer_folder, atomic_write_bytes)
     atomic_write_bytes(folder / HEADS_FILE, safetensors_of(model.heads))
-    description = describe_heads(model, record.max_length or {})
+    description = describe_heads(model, record.max_length)
     siamese = model.pair_mode == "siamese"
     if siamese:
         write_sentence_transformers_files(folder, model.encoder.config.hidden_size,
@@ -54,8 +55,9 @@ def export_model(folder, model: MultitaskModel, record: RunRecord, result: dict,
     return folder
 
 
-def describe_heads(model: MultitaskModel, max_lengths: dict) -> dict:
-    """tasks.json's "tasks" (per task: its head, classes, what it reads, its tensors) and "max_length"."""
+def describe_heads(model: MultitaskModel, max_lengths: Optional[dict]) -> dict:
+    """tasks.json's "tasks" (per task: its head, classes, what it reads, its tensors) and "max_length" (the
+    run's recorded ones; each task's default where it recorded none)."""
     tensors = {}
     for key in model.heads.state_dict():
         tensors.setdefault(key.split(".")[0], []).append(key)
@@ -65,7 +67,8 @@ def describe_heads(model: MultitaskModel, max_lengths: dict) -> dict:
         tasks[task] = {"head": cfg.head_kind, "num_classes": cfg.num_classes, "label_range": list(cfg.label_range),
                        "text_columns": list(cfg.text_columns), "reads": _reads(model, task),
                        "tensors": tensors.get(task, [])}
-    return {"tasks": tasks, "max_length": {t: max_lengths.get(t, get_task(t).max_length) for t in model.tasks}}
+    recorded = max_lengths if max_lengths is not None else {}
+    return {"tasks": tasks, "max_length": {t: recorded.get(t, get_task(t).max_length) for t in model.tasks}}
 
 
 def _reads(model: MultitaskModel, task: str) -> str:

@@ -71,7 +71,7 @@ class Precision:
 class RunRecord:
     """What a run was, as config.json records it."""
     command: tuple                    # sys.argv of the run
-    arguments: dict                   # every option by TrainConfig's names (`options`), and "task_list"
+    arguments: dict                   # every option (TrainConfig.from_record reads them), and "task_list"
     seed: int
     model: Optional[BaseModel]        # None where the encoder was built without loading a checkpoint
     data: dict                        # task -> split -> DataFile, None for a split the run had no file of
@@ -108,13 +108,6 @@ class RunRecord:
                        data["steps_per_epoch"], data["total_steps"])
         except (KeyError, TypeError, AttributeError) as e:
             raise UserError(f"{where}: not a run's record (no {e})") from None
-
-    @property
-    def options(self):
-        """The run's options as a TrainConfig (an option an older run lacks takes its default)."""
-        # Here, not at the top: tasks.config imports the hand-in, whose provenance reads run records.
-        from ..config import TrainConfig
-        return TrainConfig.from_record(self.arguments)
 
     @property
     def task_list(self) -> tuple:

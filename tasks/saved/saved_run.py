@@ -89,7 +89,8 @@ def _from_run_folder(run_dir: Path, device, implementation: str) -> Trained:
     record = read_run_record(run_dir / "config.json", CheckpointError)
     if record.max_length is None:
         raise CheckpointError(f"{run_dir / 'config.json'}: not a run's record (no 'max_length')")
-    config, source, max_lengths = _with_declared_tasks(record.options), record.model, dict(record.max_length)
+    config = _with_declared_tasks(TrainConfig.from_record(record.arguments))
+    source, max_lengths = record.model, dict(record.max_length)
     best = run_dir / BEST
     if not best.exists():
         if (run_dir / MODEL_DIR / TASKS_JSON).exists():

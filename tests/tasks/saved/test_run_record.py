@@ -31,7 +31,7 @@ def test_a_saved_schema_1_record_reads_through_the_upgrade():
     assert record.task_list == ("sst", "quora", "sts") and record.task_file is None
     assert (record.steps_per_epoch, record.total_steps, record.seed) == (962, 1924, 0)
     assert record.precision.used == "fp32" and record.max_length == {"sst": 128, "quora": 128, "sts": 128}
-    assert record.options.epochs == 2 and record.options.pooling == "mean"
+    assert record.arguments["epochs"] == 2 and record.arguments["pooling"] == "mean"
     assert record.commit == "624dd4f35a2204d9496c75c716db9cf7fe22c532"
 
 

@@ -60,7 +60,7 @@ def test_a_run_writes_the_record_its_readers_read(run_dir):
     assert json.loads((run_dir / "config.json").read_text())["schema"] == SCHEMA
     record = read_run_record(run_dir / "config.json")
     assert record.task_list == ("sst", "quora", "sts") and record.model.weights_sha256 and record.precision.used
-    assert record.options.max_steps == 3 and record.data_file("sst", "dev").n_used > 0
+    assert record.arguments["max_steps"] == 3 and record.data_file("sst", "dev").n_used > 0
 
 
 # -------------------------------------------------------------------------------------------- predict.py
