@@ -24,6 +24,8 @@ from typing import Optional
 
 from minbert.errors import UserError
 
+from ..saved.run_record import BaseModel, read_run_record
+
 COURSE_MODELS = ("bert-base-uncased", "google-bert/bert-base-uncased")  # the only pretrained model it allows
 COURSE_TASKS = ("sst", "quora", "sts", "cfimdb")  # whose training sets a continued pretraining may read
 REFUSALS = {   # kind -> why the course would not take such a file
@@ -36,6 +38,7 @@ REFUSALS = {   # kind -> why the course would not take such a file
     "mixed-spellings": "Part 1 files of both the 2023 (pretrain/finetune) and 2024 spellings",
 }
 INCOMPLETE = ("smoke", "partial-data", "interrupted")  # a run that does not publish on its own
+UNKNOWN_MODEL = BaseModel(None, None, None, None, None, None, None, None)   # a run that loaded no checkpoint
 ENSEMBLE_MANIFEST = "ensemble.json"  # an ensemble's folder: its members, each with its provenance
 
 
@@ -61,38 +64,47 @@ def run_provenance(run_dir: str | os.PathLike) -> dict:
     manifest = _read(run_dir / ENSEMBLE_MANIFEST)
     if manifest is not None:
         return ensemble_provenance(run_dir, manifest)
-    config = _read(run_dir / "config.json")
-    if config is None:  # no record of the run: its files are of unknown origin
+    if not (run_dir / "config.json").is_file():  # no record of the run: its files are of unknown origin
         return {"run": str(run_dir), "date": None}
+    record = read_run_record(run_dir / "config.json")
     metrics = _read(run_dir / "metrics.json")
-    arguments, model = config.get("arguments") or {}, config.get("model") or {}
-    per_epoch, epochs = config.get("steps_per_epoch"), arguments.get("epochs")
-    best = (metrics or {}).get("best") or {}
-    dev = best.get("overall")
-    if dev is None and len(best) >= 1:  # a one-task run (Part 1): that task's score
-        dev = next((v for k, v in best.items() if k != "overall" and v is not None), None)
-    if "per_task_best" in (metrics or {}):  # --per-task-best: each task's files are from its own best evaluation
-        dev = metrics["per_task_best"]["overall"]
-    return {"run": str(run_dir), "date": _date(run_dir / "metrics.json"), "model": model.get("name"),
-            "model_resolved_from": model.get("resolved_from"), "model_sha256": model.get("weights_sha256"),
-            "model_lineage": (model.get("pretraining") or {}).get("lineage"),
-            "steps": (metrics or {}).get("steps"), "total_steps": config.get("total_steps"),
-            "planned_steps": per_epoch * epochs if per_epoch is not None and epochs is not None else None,
-            "max_steps": arguments.get("max_steps"), "data_fraction": arguments.get("data_fraction"),
-            "finished": metrics is not None, "dev": dev}
+    model, epochs = record.model or UNKNOWN_MODEL, record.arguments.get("epochs")
+    return {"run": str(run_dir), "date": _date(run_dir / "metrics.json"), "model": model.name,
+            "model_resolved_from": model.resolved_from, "model_sha256": model.weights_sha256,
+            "model_lineage": model.lineage,
+            "steps": None if metrics is None else metrics["steps"], "total_steps": record.total_steps,
+            "planned_steps": None if epochs is None else record.steps_per_epoch * epochs,
+            "max_steps": record.arguments.get("max_steps"),
+            "data_fraction": record.arguments.get("data_fraction"),
+            "finished": metrics is not None, "dev": None if metrics is None else best_dev(metrics)}
+
+
+def best_dev(metrics: dict) -> Optional[float]:
+    """A finished run's dev score (metrics.json): its best evaluation's overall, a one-task run's (Part 1)
+    task score, or with --per-task-best the overall of each task's own best evaluation."""
+    if "per_task_best" in metrics:  # --per-task-best: each task's files are from its own best evaluation
+        return metrics["per_task_best"]["overall"]
+    best = metrics["best"]
+    if best.get("overall") is None:  # a one-task run (Part 1): that task's score
+        return next((v for k, v in best.items() if k != "overall" and v is not None), None)
+    return best["overall"]
 
 
 def ensemble_provenance(folder: Path, manifest: dict) -> dict:
     """An ensemble's record: its members' own (kept in its manifest when it was built), the model they share, its
     dev score (its metrics.json)."""
-    members = [m.get("provenance") or {} for m in manifest.get("members") or ()]
+    try:
+        members = [m["provenance"] for m in manifest["members"]]
+    except (KeyError, TypeError) as e:
+        raise UserError(f"{folder / ENSEMBLE_MANIFEST}: not an ensemble's manifest (no {e})") from None
     metrics = _read(folder / "metrics.json")
     models = sorted({str(m.get("model")) for m in members})
     return {"run": str(folder), "date": _date(folder / "metrics.json"),
             "model": models[0] if len(models) == 1 else "mixed: " + ", ".join(models),
             "model_lineage": members[0].get("model_lineage") if len(models) == 1 and members else None,
             "steps": None, "total_steps": None, "max_steps": None, "data_fraction": None,
-            "finished": metrics is not None, "dev": ((metrics or {}).get("ensemble") or {}).get("overall"),
+            "finished": metrics is not None,
+            "dev": None if metrics is None else metrics["ensemble"].get("overall"),
             "members": members}
 
 

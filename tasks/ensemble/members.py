@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Optional
 
 from minbert import UserError
-from minbert.errors import read_json
 from minbert.loading import VOCAB_FILES
 
 from ..course.provenance import run_problems, run_provenance
 from ..registry import get_task
 from ..saved.model_folder import MODEL_DIR
+from ..saved.run_record import DataFile, read_run_record
 from ..task_file import declare_tasks
 
 AVERAGED_SPLITS = ("dev", "test")
@@ -69,19 +69,22 @@ def read_member(path: str | os.PathLike) -> Member:
     if not (folder / "metrics.json").is_file() or not (folder / MODEL_DIR).is_dir():
         raise UserError(f"{folder}: an unfinished run (no metrics.json or {MODEL_DIR}/): finish it first with "
                         f"train_multitask.py --resume {folder}")
-    record = read_json(folder / "config.json", UserError, "run record (config.json)")
+    record = read_run_record(folder / "config.json")
     try:
-        arguments, data = record["arguments"], record["data"]
-        tasks = tuple(arguments["task_list"])
-        declare_tasks(arguments.get("task_file"))
-        files = {(t, s): (data[t].get(s) or {}).get("sha256") for t in tasks for s in AVERAGED_SPLITS}
-        labels = {t: label_set(t, record["declared_tasks"].get(t)) for t in tasks}
-    except (KeyError, TypeError, AttributeError) as e:
+        tasks = record.task_list
+        declare_tasks(record.task_file)
+        files = {(t, s): _sha256(record.data[t].get(s)) for t in tasks for s in AVERAGED_SPLITS}
+    except (KeyError, TypeError) as e:
         raise UserError(f"{folder / 'config.json'}: not a run's record (no {e})") from None
+    labels = {t: label_set(t, record.declared_tasks.get(t)) for t in tasks}
     return Member(folder.resolve(), hashlib.sha256((folder / "config.json").read_bytes()).hexdigest(),
-                  record.get("seed"), tasks, (record.get("model") or {}).get("name"), arguments.get("data_dir"),
-                  files, labels, tokenizer_hash(folder / MODEL_DIR), run_provenance(folder),
-                  arguments.get("task_file"))
+                  record.seed, tasks, None if record.model is None else record.model.name,
+                  record.arguments.get("data_dir"), files, labels, tokenizer_hash(folder / MODEL_DIR),
+                  run_provenance(folder), record.task_file)
+
+
+def _sha256(file: Optional[DataFile]) -> Optional[str]:
+    return None if file is None else file.sha256
 
 
 def label_set(task: str, declared: Optional[dict]) -> dict:

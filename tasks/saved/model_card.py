@@ -13,9 +13,12 @@ import shlex
 from pathlib import Path
 from typing import Optional
 
+from ..config import TrainConfig
 from ..registry import get_task
+from .run_record import BaseModel, Precision, RunRecord
 
 UNKNOWN_LICENCE = "unknown"
+UNKNOWN_MODEL = BaseModel("unknown", None, None, None, None, None, None, None)   # a run that loaded none
 
 
 def licence_of(folder) -> str:
@@ -29,15 +32,14 @@ def licence_of(folder) -> str:
     return found.group(1) if found else UNKNOWN_LICENCE
 
 
-def model_card(record: dict, result: dict, heads: dict, sentence_transformers: bool) -> str:
+def model_card(record: RunRecord, result: dict, heads: dict, sentence_transformers: bool) -> str:
     """The card's Markdown. `record`: the run's config.json; `result`: its metrics; `heads`: tasks.json's tasks."""
-    base = record.get("model") or {}
-    arguments = record.get("arguments") or {}
-    precision = record.get("precision") or {}
-    licence = licence_of(base.get("folder"))
+    base = record.model or UNKNOWN_MODEL
+    options = TrainConfig.from_record(record.arguments)
+    licence = licence_of(base.folder)
     tasks = list(heads)
-    best = result.get("best") or {}
-    lines = ["---", f"license: {licence}", f"base_model: {base.get('name', 'unknown')}", "library_name: transformers",
+    best = result["best"]   # metrics.json's: task -> its dev score at the best evaluation, and "overall"
+    lines = ["---", f"license: {licence}", f"base_model: {base.name}", "library_name: transformers",
              "tags:", "- bert", "- minbert-multitask", *(["- sentence-transformers"] if sentence_transformers else []),
              "---", "",
              f"# BERT fine-tuned on {', '.join(tasks)}", "",
@@ -45,13 +47,13 @@ def model_card(record: dict, result: dict, heads: dict, sentence_transformers: b
              f"`config.json`, tokenizer files) and this project's task heads (`heads.safetensors`, described in "
              f"`tasks.json`).", "",
              "## Base checkpoint", "",
-             f"- name: `{base.get('name', 'unknown')}` (resolved from: {base.get('resolved_from', 'unknown')})",
-             f"- weights sha256: `{base.get('weights_sha256', 'unknown')}`",
+             f"- name: `{base.name}` (resolved from: {base.resolved_from or 'unknown'})",
+             f"- weights sha256: `{base.weights_sha256 or 'unknown'}`",
              f"- licence: {licence}" + (" (see the base checkpoint's own card)" if licence == UNKNOWN_LICENCE else ""),
-             f"- architecture: {base.get('num_layers', '?')} layers x {base.get('hidden_size', '?')}", "",
+             f"- architecture: {_or(base.num_layers, '?')} layers x {_or(base.hidden_size, '?')}", "",
              "## Tasks and dev metrics", "",
-             f"Pairs: `{arguments.get('pair_mode')}`; sentence vector: `{arguments.get('pooling')}` pooling"
-             + (" (siamese pairs: mean pooling)" if arguments.get("pair_mode") == "siamese" else "") + ".", "",
+             f"Pairs: `{options.pair_mode}`; sentence vector: `{options.pooling}` pooling"
+             + (" (siamese pairs: mean pooling)" if options.pair_mode == "siamese" else "") + ".", "",
              "| task | head | metric | dev (best evaluation) |", "|---|---|---|---|"]
     for task, described in heads.items():
         value = best.get(task)
@@ -63,20 +65,18 @@ def model_card(record: dict, result: dict, heads: dict, sentence_transformers: b
                   f"{result.get('steps')}.", "", "## Data", "", "| task | split | file | sha256 | rows used |",
               "|---|---|---|---|---|"]
     for task in tasks:
-        for split, described in ((record.get("data") or {}).get(task) or {}).items():
-            if described:
-                lines.append(f"| {task} | {split} | `{Path(described['path']).name}` | `{described['sha256']}` | "
-                             f"{described['n_used']} of {described['n_rows']} |")
+        for split, file in record.data.get(task, {}).items():
+            if file is not None:
+                lines.append(f"| {task} | {split} | `{Path(file.path).name}` | `{file.sha256}` | "
+                             f"{file.n_used} of {file.n_rows} |")
     lines += ["", "## Training", "",
-              f"- command: `{_command(record.get('command'))}`",
-              f"- seed: {record.get('seed')}",
-              f"- precision: {precision.get('used')} (asked for: {precision.get('requested')}; native bf16: "
-              f"{precision.get('native_bf16')})",
-              f"- device: {record.get('device')}",
-              f"- data fraction: {arguments.get('data_fraction')}, epochs: {arguments.get('epochs')}, "
-              f"max steps: {arguments.get('max_steps')}, lr: {arguments.get('lr')}, "
-              f"batch: {arguments.get('batch_size')}",
-              f"- minbert commit: {_commit(record.get('versions') or {})}", "",
+              f"- command: `{_command(record.command)}`",
+              f"- seed: {record.seed}",
+              f"- precision: {_precision(record.precision)}",
+              f"- device: {record.device}",
+              f"- data fraction: {options.data_fraction}, epochs: {options.epochs}, "
+              f"max steps: {options.max_steps}, lr: {options.lr}, batch: {options.batch_size}",
+              f"- minbert commit: {record.commit}", "",
               "## Use", "", "```python",
               "from transformers import AutoTokenizer, BertModel",
               "tokenizer = AutoTokenizer.from_pretrained(FOLDER)",
@@ -90,7 +90,7 @@ def model_card(record: dict, result: dict, heads: dict, sentence_transformers: b
     return "\n".join(lines)
 
 
-def _command(argv: Optional[list]) -> str:
+def _command(argv: tuple) -> str:
     return shlex.join(str(a) for a in argv) if argv else "unknown"
 
 
@@ -98,6 +98,11 @@ def _today() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _commit(versions: dict) -> str:
-    commit = versions.get("minbert_commit", "unknown")
-    return commit + " (with local changes)" if versions.get("minbert_dirty") else commit
+def _or(value, unknown: str):
+    return unknown if value is None else value
+
+
+def _precision(precision: Optional[Precision]) -> str:
+    used, requested, native = (None, None, None) if precision is None else (
+        precision.used, precision.requested, precision.native_bf16)
+    return f"{used} (asked for: {requested}; native bf16: {native})"

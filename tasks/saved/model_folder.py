@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 from minbert.export import safetensors_of, save_pretrained
 
@@ -22,6 +23,7 @@ from ..fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
 from ..heads import MultitaskModel
 from ..registry import get_task
 from .model_card import model_card
+from .run_record import RunRecord
 
 MODEL_DIR = "model"
 HEADS_FILE = "heads.safetensors"
@@ -33,28 +35,29 @@ HEAD_OPTIONS = ("pair_mode", "pooling", "task_heads", "head_dropout", "eval_batc
                 "precision")
 
 
-def export_model(folder, model: MultitaskModel, record: dict, result: dict, tokenizer_folder,
+def export_model(folder, model: MultitaskModel, record: RunRecord, result: dict, tokenizer_folder,
                  scores: str = "best") -> Path:
     """Write the model folder; `record` is the run's config.json, `result` its metrics, `scores` which of them
     ("best" or "final") the exported weights earned."""
     folder = Path(folder)
     save_pretrained(model.encoder, folder, tokenizer_folder, atomic_write_bytes)
     atomic_write_bytes(folder / HEADS_FILE, safetensors_of(model.heads))
-    description = describe_heads(model, record.get("max_length") or {})
+    description = describe_heads(model, record.max_length)
     siamese = model.pair_mode == "siamese"
     if siamese:
         write_sentence_transformers_files(folder, model.encoder.config.hidden_size,
                                           max(description["max_length"].values()))
     atomic_write_text(folder / "README.md", model_card(record, result, description["tasks"], siamese))
-    arguments = record.get("arguments") or {}
     atomic_write_json(folder / TASKS_JSON, {
         "format": FORMAT, "made_by": "minbert-multitask", "encoder": "model.safetensors", "heads": HEADS_FILE,
-        "options": {k: arguments.get(k) for k in HEAD_OPTIONS}, **description, "dev": result.get(scores)})
+        "options": {k: record.arguments.get(k) for k in HEAD_OPTIONS}, **description,
+        "dev": result.get(scores)})
     return folder
 
 
-def describe_heads(model: MultitaskModel, max_lengths: dict) -> dict:
-    """tasks.json's "tasks" (per task: its head, classes, what it reads, its tensors) and "max_length"."""
+def describe_heads(model: MultitaskModel, max_lengths: Optional[dict]) -> dict:
+    """tasks.json's "tasks" (per task: its head, classes, what it reads, its tensors) and "max_length" (the
+    run's recorded ones; each task's default where it recorded none)."""
     tensors = {}
     for key in model.heads.state_dict():
         tensors.setdefault(key.split(".")[0], []).append(key)
@@ -64,7 +67,8 @@ def describe_heads(model: MultitaskModel, max_lengths: dict) -> dict:
         tasks[task] = {"head": cfg.head_kind, "num_classes": cfg.num_classes, "label_range": list(cfg.label_range),
                        "text_columns": list(cfg.text_columns), "reads": _reads(model, task),
                        "tensors": tensors.get(task, [])}
-    return {"tasks": tasks, "max_length": {t: max_lengths.get(t, get_task(t).max_length) for t in model.tasks}}
+    recorded = max_lengths if max_lengths is not None else {}
+    return {"tasks": tasks, "max_length": {t: recorded.get(t, get_task(t).max_length) for t in model.tasks}}
 
 
 def _reads(model: MultitaskModel, task: str) -> str:

@@ -30,6 +30,7 @@ from ..inputs import RunInputs, multitask_model
 from ..task_file import declare_tasks
 from .checkpoint_files import BEST, CHECKPOINT, load_checkpoint
 from .model_folder import MODEL_DIR, TASKS_JSON
+from .run_record import BaseModel, read_run_record
 
 PART1_RESULTS = "classifier.json"
 
@@ -85,13 +86,11 @@ def _with_declared_tasks(config: TrainConfig) -> TrainConfig:
 
 
 def _from_run_folder(run_dir: Path, device, implementation: str) -> Trained:
-    record = read_json(run_dir / "config.json", CheckpointError, "run record (config.json)")
-    try:
-        config = _with_declared_tasks(TrainConfig.from_record(record["arguments"]))
-        source = record.get("model") or {}
-        max_lengths = dict(record["max_length"])
-    except (KeyError, TypeError) as e:
-        raise CheckpointError(f"{run_dir / 'config.json'}: not a run's record (no {e})") from None
+    record = read_run_record(run_dir / "config.json", CheckpointError)
+    if record.max_length is None:
+        raise CheckpointError(f"{run_dir / 'config.json'}: not a run's record (no 'max_length')")
+    config = _with_declared_tasks(TrainConfig.from_record(record.arguments))
+    source, max_lengths = record.model, dict(record.max_length)
     best = run_dir / BEST
     if not best.exists():
         if (run_dir / MODEL_DIR / TASKS_JSON).exists():
@@ -100,7 +99,8 @@ def _from_run_folder(run_dir: Path, device, implementation: str) -> Trained:
                 if (run_dir / CHECKPOINT).exists() else "")
         raise CheckpointError(f"{best}: no weights in the run folder{more}")
     tokenizer_folder = _tokenizer_folder(run_dir, source)
-    architecture = source.get("config") or minbert.BertConfig.from_json(tokenizer_folder / "config.json").to_dict()
+    architecture = ((source and source.architecture)
+                    or minbert.BertConfig.from_json(tokenizer_folder / "config.json").to_dict())
     encoder = minbert.build_model(minbert.BertConfig(**{**architecture, "implementation": implementation}), device)
     model = multitask_model(config, encoder, config.task_list)
     try:
@@ -112,13 +112,14 @@ def _from_run_folder(run_dir: Path, device, implementation: str) -> Trained:
                    config.data_dir)
 
 
-def _tokenizer_folder(run_dir: Path, source: dict) -> Path:
+def _tokenizer_folder(run_dir: Path, source: Optional[BaseModel]) -> Path:
     """The run's exported model folder when it has one (it travels with the run), else the base checkpoint's."""
-    for folder in (run_dir / MODEL_DIR, Path(source.get("folder") or "")):
+    base = source.folder if source is not None else None
+    for folder in (run_dir / MODEL_DIR, Path(base or "")):
         if folder.is_dir() and any((folder / f).exists() for f in minbert.loading.VOCAB_FILES):
             return folder
     raise CheckpointError(f"{run_dir}: the tokenizer is in neither {run_dir / MODEL_DIR} nor the base checkpoint's "
-                          f"folder {source.get('folder')!r} (moved or deleted?)")
+                          f"folder {base!r} (moved or deleted?)")
 
 
 def _tokenizer(folder: Path, encoder: minbert.BertModel) -> minbert.Tokenizer:

@@ -12,6 +12,7 @@ from ..evaluation import write_all_predictions
 from ..fileio import atomic_save_torch, atomic_write_json, remove_stale_temp_files
 from ..saved.checkpoint_files import BEST, task_best_file
 from ..saved.model_folder import MODEL_DIR, export_model
+from ..saved.run_record import RunRecord, read_run_record
 from .callbacks import Callback, Console, TensorBoard
 from .checkpoint import rng_states, save_checkpoint, writing
 from .record import run_record
@@ -97,7 +98,7 @@ class RunFolder(Callback):
             load_weights(run, BEST)  # model/ is the overall best
         if self.writes:
             # Before metrics.json, which tells classifier.py's --resume that the task is done.
-            record = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            record = read_run_record(folder / "config.json")
             with writing(folder / MODEL_DIR):
                 export_model(folder / MODEL_DIR, run.model, record, result, run.inputs.encoder.source.folder)
             with writing(folder / "metrics.json"):
@@ -128,5 +129,6 @@ class InMemory(Callback):
             run.model.load_state_dict(self.best_weights)
         if self.export_to is not None:
             with writing(Path(self.export_to)):
-                export_model(self.export_to, run.model, run_record(run), result, run.inputs.encoder.source.folder,
+                record = RunRecord.from_json(run_record(run), self.export_to)
+                export_model(self.export_to, run.model, record, result, run.inputs.encoder.source.folder,
                              scores="final" if self.final_weights else "best")

@@ -10,6 +10,7 @@ from ..inputs import RunInputs
 from ..machine import versions
 from ..registry import get_task
 from ..saved.model_folder import pretraining_of
+from ..saved.run_record import SCHEMA as RUN_RECORD_SCHEMA
 from .state import Run
 
 
@@ -30,7 +31,8 @@ def declarations(tasks) -> dict:
 def run_record(run: Run, command_options: Optional[dict] = None) -> dict:
     """config.json: the options, model, data files, device, package versions and the run's shape."""
     config, inputs, model = run.config, run.inputs, run.model
-    return {"command": sys.argv, "arguments": arguments_record(config, inputs, command_options), "seed": config.seed,
+    return {"schema": RUN_RECORD_SCHEMA, "command": sys.argv,
+            "arguments": arguments_record(config, inputs, command_options), "seed": config.seed,
             "model": model_record(inputs.encoder.source),
             "data": inputs.data_record, "max_length": inputs.max_lengths, "device": str(inputs.device),
             "declared_tasks": declarations(inputs.tasks),

@@ -18,6 +18,7 @@ from tasks.config import TrainConfig
 from tasks.heads import mean_pool
 from tasks.inputs import prepare
 from tasks.saved.checkpoint_files import BEST, load_checkpoint
+from tasks.saved.run_record import SCHEMA, read_run_record
 from tasks.saved.saved_run import load_trained
 from tests.helpers import run_cli
 from tests.helpers.runs import TINY
@@ -52,6 +53,14 @@ def _same_files(expected: Path, actual: Path) -> list:
     for name in names:
         assert (actual / name).read_bytes() == (expected / name).read_bytes(), name
     return names
+
+
+def test_a_run_writes_the_record_its_readers_read(run_dir):
+    """config.json says its schema, and reads back as the run it was (tests/tasks/saved/test_run_record.py)."""
+    assert json.loads((run_dir / "config.json").read_text())["schema"] == SCHEMA
+    record = read_run_record(run_dir / "config.json")
+    assert record.task_list == ("sst", "quora", "sts") and record.model.weights_sha256 and record.precision.used
+    assert record.arguments["max_steps"] == 3 and record.data_file("sst", "dev").n_used > 0
 
 
 # -------------------------------------------------------------------------------------------- predict.py
