@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import multitask_classifier
+import predict
 import prepare_submit
 import train_multitask
 from tasks.course.formats import write_predictions
@@ -95,6 +96,30 @@ def test_submission_on_the_training_command_refuses_as_prepare_submit_does(tiny_
     assert code == 2 and "the run is complete in" in err and "no submission zip was written" in err
     assert "other-model" in err and (tmp_path / "run" / "metrics.json").exists()
     assert {p.name for p in course_folder(tmp_path).glob("*.csv")} == PART2  # published before the zip
+
+
+def test_a_run_recorded_before_the_schema_number_still_predicts_and_hands_in(tiny_run, tmp_path):
+    """A run folder as main wrote it before config.json carried "schema" (schema 1, read through
+    run_record.upgrade_1): predict.py rebuilds the run and writes the same files, and the hand-in zips them."""
+    folder = tmp_path / "named"
+    code, out, err = tiny_run("old", "--predictions-dir", str(folder))
+    assert code == 0, err
+    config = tmp_path / "old" / "config.json"
+    record = json.loads(config.read_text())
+    assert record.pop("schema") == 2
+    config.write_text(json.dumps(record, indent=2))
+    again = tmp_path / "again"
+    code, out, err = run_cli(predict.main, [str(tmp_path / "old"), "--split", "all", "--out", str(again)])
+    assert code == 0, err
+    for name in PART2:
+        assert (again / name).read_bytes() == (folder / name).read_bytes(), name
+    zip_path = tmp_path / "s.zip"
+    code, out, err = run_cli(prepare_submit.main, ["--predictions-dir", str(folder), "--out", str(zip_path),
+                                                   "--allow", "other-model"])
+    assert code == 0, err
+    with zipfile.ZipFile(zip_path) as archive:
+        manifest = json.loads(archive.read(MANIFEST))
+    assert manifest["files"]["sst-dev-output.csv"]["run"] == str((tmp_path / "old").resolve())
 
 
 def test_mixed_part1_spellings_and_unknown_files_are_refused(tmp_path):
