@@ -67,7 +67,9 @@ def at_level(estimate, level: float):
     if not estimate or estimate.get("std") is None or estimate.get("n", 0) < 2:
         return estimate
     df = estimate.get("df", estimate["n"] - 1)
-    return {**estimate, **_t_interval(estimate["mean"], estimate["std"], estimate["n"], df, level)}
+    # the old level goes: a fresh interval at exactly 95% carries no "level" key to replace it
+    kept = {key: value for key, value in estimate.items() if key != "level"}
+    return {**kept, **_t_interval(estimate["mean"], estimate["std"], estimate["n"], df, level)}
 
 
 def interval(values) -> dict:

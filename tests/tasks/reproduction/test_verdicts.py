@@ -77,3 +77,13 @@ def test_an_equivalence_reads_the_90_percent_interval_tost():
     assert row.verdict == REPRODUCED   # the 95% interval (+/- 0.0087) would also fit; at sd 0.0085 only the 90%
     wider = judge(finding, "first", [Row("a", replace(estimate, std=0.0085))]).rows[0]
     assert wider.verdict == REPRODUCED and 2.776445 * 0.0085 / math.sqrt(5) > 0.01
+
+
+def test_a_two_row_equivalences_bonferroni_interval_says_its_own_level():
+    """Each row of a two-row equivalence reads its 90% interval; Bonferroni's is 1 - 2 x 0.05 / 2 = 95%, and says
+    so: the row's 90% is not carried over to it."""
+    finding = BY_ID["freeze-marginal-sst-quora"]
+    rows = judge(finding, "first", [Row(t, Estimate(5, 0.0, 0.007, df=4)) for t in ("sst", "quora")]).rows
+    assert [r.estimate.level for r in rows] == [0.90, 0.90]
+    assert [r.adjusted.level for r in rows] == [0.95, 0.95]
+    assert rows[0].adjusted.high == pytest.approx(2.776445 * 0.007 / math.sqrt(5), abs=1e-6)
