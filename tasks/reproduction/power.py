@@ -14,11 +14,11 @@ power is its weakest row's. Each model's pilot is its own (its results folder's 
 PILOT_SD for the embedded model): a model without one gets no power labels rather than borrow an sd.
 """
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Optional
 
 from .experiments import EXPERIMENTS, seeds_of
-from .verdicts import INCONCLUSIVE, UNDECIDABLE, UNDERPOWERED, level_of
+from .verdicts import INCONCLUSIVE, UNDECIDABLE, UNDERPOWERED, Power, level_of
 
 # Per-seed sd of each paired effect in the 2026-11-24 pilot (n = 3, 120-step trials, fraction 0.03 and 0.25):
 # half-width * sqrt(3) / t(0.975, 2) (docs/measurements/2026-11-24-reproduction.md; its raw trials were not kept).
@@ -30,47 +30,6 @@ POWER = 0.80
 MAX_N = 100_000            # beyond it a needed n reads "more than"
 NOT_COMPUTED = "power not yet computed for this model"
 UNDECIDED = (UNDERPOWERED, UNDECIDABLE)   # the verdicts a power label says
-
-
-@dataclass(frozen=True)
-class Power:
-    """A line's power figure: what its design calls reproduced and not reproduced at its n (80% power)."""
-    n: Optional[int] = None                 # None only where not computed
-    sd: Optional[float] = None              # None without an sd to compute it from
-    powered: bool = False
-    # a direction line's (and any line without an sd, both None there); None on an equivalence line
-    reproduced_from: Optional[float] = None
-    not_reproduced_below: Optional[float] = None
-    # an equivalence line's (TOST); None on a direction line
-    reproduced_within: Optional[float] = None
-    not_reproduced_beyond: Optional[float] = None
-    # assess's, of a finding's weakest row; None on reach's bare design
-    pilot_sd: Optional[float] = None        # None where the pilot lacks the line's effects
-    needs: Optional[int] = None             # None beyond MAX_N or without an sd
-    achieved_sd: Optional[float] = None     # the run's own; None before a run
-    rows: Optional[int] = None
-    day: Optional[int] = None               # the seeds a GPU day gives its experiments; None where not given
-    not_computed: Optional[str] = None      # why not, where the model has no pilot (then nothing else is set)
-
-    def to_json(self) -> dict:
-        """The keys report.json keeps: the figures of the line's kind, assess's where assessed, day where given."""
-        if self.not_computed:
-            return {"not_computed": self.not_computed}
-        equivalence = self.reproduced_within is not None
-        keys = ("n", "sd", "powered", *(("reproduced_within", "not_reproduced_beyond") if equivalence
-                                         else ("reproduced_from", "not_reproduced_below")),
-                *(("pilot_sd", "needs", "achieved_sd", "rows") if self.rows is not None else ()),
-                *(("day",) if self.day is not None else ()))
-        return {k: _number(getattr(self, k)) for k in keys}
-
-    @classmethod
-    def from_json(cls, data: Optional[dict]) -> Optional["Power"]:
-        return cls(**data) if data is not None else None
-
-
-def _number(x):
-    """A float as JSON has it (None for nan or infinity); anything else as it is."""
-    return (float(x) if math.isfinite(x) else None) if isinstance(x, float) else x
 
 
 def _t(q: float, df: float) -> float:
@@ -91,7 +50,8 @@ def sides(kind: str, rows: int = 1, combine: str = "single") -> tuple:
     return (one, every) if absent_by_one else (every, one)
 
 
-def reach(sd: float, n: int, sesoi: float, kind: str = "direction", rows: int = 1, combine: str = "single") -> Power:
+def reach(sd: float, n: int, sesoi: float, kind: str = "direction", rows: int = 1,
+          combine: str = "single") -> Power:
     """What a design of n units with per-unit sd `sd` calls reproduced and not reproduced with 80% power, for a line
     of `rows` rows combined by `combine` (each row at the level and power its side needs: `sides`)."""
     if n < 2 or sd is None or not math.isfinite(sd):
@@ -105,7 +65,8 @@ def reach(sd: float, n: int, sesoi: float, kind: str = "direction", rows: int = 
                      not_reproduced_beyond=sesoi + reach_se)
     absent = (_t(level, df) + _t(power, df)) * se
     return Power(n, sd, sesoi - absent >= 0, not_reproduced_below=sesoi - absent,
-                 reproduced_from=max(sesoi + _t(other_power, df) * se, (_t(other, df) + _t(other_power, df)) * se))
+                 reproduced_from=max(sesoi + _t(other_power, df) * se, (_t(other, df) + _t(other_power,
+                                                                                           df)) * se))
 
 
 def needs(sd: float, sesoi: float, kind: str = "direction", rows: int = 1, combine: str = "single") -> Optional[int]:

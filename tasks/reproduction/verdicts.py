@@ -34,17 +34,58 @@ reads "underpowered" (power.py), a category of its own.
 """
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional
 
 from ..ablation.statistics import at_level
-
-if TYPE_CHECKING:
-    from .power import Power  # power.py reads this module's verdicts
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, UNDERPOWERED, NOT_RUN, NOT_TESTABLE = \
     "reproduced", "not reproduced", "inconclusive", "underpowered", "not run yet", "not testable here"
 UNDECIDABLE = "undecidable at this scale"   # underpowered past what a GPU day's seeds could decide (power.py)
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, UNDERPOWERED, UNDECIDABLE)
+
+
+
+@dataclass(frozen=True)
+class Power:
+    """A line's power figure: what its design calls reproduced and not reproduced at its n (80% power);
+    power.py computes it, here beside the Verdict that holds it."""
+    n: Optional[int] = None                 # None only where not computed
+    sd: Optional[float] = None              # None without an sd to compute it from
+    powered: bool = False
+    # a direction line's (and any line without an sd, both None there); None on an equivalence line
+    reproduced_from: Optional[float] = None
+    not_reproduced_below: Optional[float] = None
+    # an equivalence line's (TOST); None on a direction line
+    reproduced_within: Optional[float] = None
+    not_reproduced_beyond: Optional[float] = None
+    # assess's, of a finding's weakest row; None on reach's bare design
+    pilot_sd: Optional[float] = None        # None where the pilot lacks the line's effects
+    needs: Optional[int] = None             # None beyond MAX_N or without an sd
+    achieved_sd: Optional[float] = None     # the run's own; None before a run
+    rows: Optional[int] = None
+    day: Optional[int] = None               # the seeds a GPU day gives its experiments; None where not given
+    not_computed: Optional[str] = None      # why not, where the model has no pilot (then nothing else is set)
+
+    def to_json(self) -> dict:
+        """The keys report.json keeps: the figures of the line's kind, assess's where assessed, day where
+        given."""
+        if self.not_computed:
+            return {"not_computed": self.not_computed}
+        equivalence = self.reproduced_within is not None
+        keys = ("n", "sd", "powered", *(("reproduced_within", "not_reproduced_beyond") if equivalence
+                                         else ("reproduced_from", "not_reproduced_below")),
+                *(("pilot_sd", "needs", "achieved_sd", "rows") if self.rows is not None else ()),
+                *(("day",) if self.day is not None else ()))
+        return {k: _number(getattr(self, k)) for k in keys}
+
+    @classmethod
+    def from_json(cls, data: Optional[dict]) -> Optional["Power"]:
+        return cls(**data) if data is not None else None
+
+
+def _number(x):
+    """A float as JSON has it (None for nan or infinity); anything else as it is."""
+    return (float(x) if math.isfinite(x) else None) if isinstance(x, float) else x
 
 
 @dataclass(frozen=True)
@@ -91,8 +132,10 @@ class Finding:
 
 @dataclass(frozen=True)
 class Estimate:
-    """An effect with its interval: tasks/ablation/statistics.py's figures, read once (`of`) where a row is made."""
-    n: Optional[int]               # its units (seeds); None on a report line's row read back (front.estimate_of)
+    """An effect with its interval: tasks/ablation/statistics.py's figures, read once (`of`) where a row is
+    made."""
+    # its units (seeds); None on a report line's row read back (front.estimate_of)
+    n: Optional[int]
     mean: Optional[float]          # nan (None read back) where nothing could be measured
     std: Optional[float] = None    # one unit's spread; None (and no interval) where one unit gives none
     low: Optional[float] = None    # the interval at `level`; None without a spread
@@ -102,18 +145,21 @@ class Estimate:
 
     @classmethod
     def of(cls, found: Optional[dict]) -> Optional["Estimate"]:
-        """statistics' {"n", "mean", "std", "ci95_low", "ci95_high"} (with "df" where it has a spread, "level" where
-        not 95%) as an Estimate; None for None."""
+        """statistics' {"n", "mean", "std", "ci95_low", "ci95_high"} (with "df" where it has a spread, "level"
+        where not 95%) as an Estimate; None for None."""
         if found is None:
             return None
-        return cls(found["n"], found["mean"], found["std"], found["ci95_low"], found["ci95_high"], found.get("df"),
+        return cls(found["n"], found["mean"], found["std"], found["ci95_low"], found["ci95_high"],
+                   found.get("df"),
                    found.get("level", 0.95))
 
     def at(self, level: float) -> "Estimate":
-        """The same estimate's two-sided interval at `level` (statistics.at_level); itself without a spread."""
+        """The same estimate's two-sided interval at `level` (statistics.at_level); itself without a
+        spread."""
         if self.std is None or (self.n or 0) < 2:
             return self
-        figures = {"n": self.n, "mean": self.mean, "std": self.std, "ci95_low": self.low, "ci95_high": self.high,
+        figures = {"n": self.n, "mean": self.mean, "std": self.std, "ci95_low": self.low,
+                   "ci95_high": self.high,
                    **({"df": self.df} if self.df is not None else {}),
                    **({"level": self.level} if self.level != 0.95 else {})}
         return Estimate.of(at_level(figures, level))
@@ -141,7 +187,7 @@ class Verdict:
     run: str                       # the run's label: "first" or a follow-up's
     rows: list = field(default_factory=list)
     outcome: str = NOT_RUN
-    power: Optional["Power"] = None   # power.assess: what the design can decide at its n
+    power: Optional[Power] = None   # power.assess: what the design can decide at its n
     reads: tuple = ()              # ((experiment, run label), ...) whose trials its rows read
 
 
