@@ -58,6 +58,12 @@ EMA_DECAY = 0.995
 # of its peak there, so the iterates averaged are the small-step ones near the end; from earlier on it would mix in
 # weights far from where training ends. A choice, not a measured optimum (no SWALR: the schedule stays the run's).
 SWA_START = 0.75
+# The training command's model (train_multitask.py, multitask_classifier.py): the EMA copy. Over three paired
+# seeds
+# of the default run it read +0.0018 [+0.0009, +0.0028] dev overall above the trained weights, SWA +0.0015
+# [-0.0034, +0.0063] (docs/measurements/2026-11-28-averages-and-search-epyc-avx2.md): only EMA's interval is
+# above zero. TrainConfig keeps "none": the studies' sweeps record their protocol, trained weights.
+COMMAND_AVERAGE = "ema"
 
 
 @dataclass
@@ -192,11 +198,14 @@ class TrainConfig:
 
 def upgraded_arguments(arguments: dict) -> dict:
     """A run's recorded "arguments" (config.json, a model folder's options) in today's names: runs before
-    --pooling's names said what they are recorded pooler as "cls" and cls-token as "first"."""
+    --pooling's names said what they are recorded pooler as "cls" and cls-token as "first"; runs before
+    --average (fce00b0, 2026-11-28) kept no copy, so their model is the trained weights, whatever the
+    command's default is now."""
     older = {"cls": "pooler", "first": "cls-token"}
-    if arguments.get("pooling") not in older:
-        return arguments
-    return {**arguments, "pooling": older[arguments["pooling"]]}
+    upgraded = {"average": "none", **arguments}
+    if upgraded.get("pooling") in older:
+        upgraded["pooling"] = older[upgraded["pooling"]]
+    return upgraded
 
 
 def with_environment(config: TrainConfig) -> TrainConfig:

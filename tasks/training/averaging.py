@@ -121,6 +121,22 @@ def _copy(targets: list, sources) -> None:
         target.copy_(source)
 
 
+# What share of the first step's weights an EMA run's model may keep at the end before the run says so.
+EARLY_SHARE_WARNING = 0.01
+
+
+def early_weights_warning(kinds: tuple, ema_decay: float, total_steps: int) -> Optional[str]:
+    """A line for a run whose model is the EMA copy and too short for its decay: after n updates the first
+    step's weights keep a share d^(n-1) of the average (the first update copies them), 37% after 200 steps at
+    0.995. None where the share left is under EARLY_SHARE_WARNING, or the run's model is no EMA."""
+    share = ema_decay ** max(total_steps - 1, 0)
+    if kinds[0] != "ema" or total_steps <= 1 or share < EARLY_SHARE_WARNING:
+        return None
+    return (f"the run's model is the EMA copy (--average {','.join(kinds)}) at --ema-decay {ema_decay}, and "
+            f"{total_steps} planned steps leave {share:.0%} of the first step's weights in it: for a run "
+            f"this short pass --average none or a smaller --ema-decay (docs/training.md, weight averaging)")
+
+
 def build_averages(model: nn.Module, kinds: tuple, ema_decay: float, swa_start: float,
                    total_steps: int) -> Optional[Averages]:
     """The run's averages, None when it keeps none (--average none)."""

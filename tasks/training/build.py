@@ -21,7 +21,7 @@ from ..evaluation import evaluate
 from ..heads import MultitaskModel, task_spec
 from ..inputs import RunInputs, multitask_model, subsample_split
 from ..schedules import lr_lambda
-from .averaging import build_averages
+from .averaging import build_averages, early_weights_warning
 from .graphs import StepGraphs, device_lr, graphed_loss, resolve_graphs
 from .job import Job
 from .outputs import folder_callbacks
@@ -128,6 +128,9 @@ def build_run(config: TrainConfig, inputs: RunInputs, callbacks=(), encoder: Opt
     optimizer = make_optimizer(config, model, graphs)
     job.encoder_of(model).watch_optimizer(optimizer)  # fused AdamW leaves no version bump to see
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(total, config.warmup, config.lr_schedule))
+    too_short = early_weights_warning(config.average_list, config.ema_decay, total)
+    if too_short is not None and inputs.world.main:
+        print(f"warning: {too_short}", file=sys.stderr)
     smart = Smart(model, config.smart_config(), config.pair_mode) if config.smart else None
     return Run(config, inputs, model, train, sampler, sampler_name, per_epoch, total, optimizer, scheduler, smart,
                shared=[p for p in job.encoder_of(model).parameters() if p.requires_grad],

@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[2]  # what a --submission zip holds the 
 def train_parser(description: Optional[str] = None) -> argparse.ArgumentParser:
     """Every training option, and the command's own: --resume, --submission."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_training_args(parser, lr_by_model=True)
+    add_training_args(parser, command_defaults=True)
     run = parser.add_argument_group("run")
     run.add_argument("--resume", metavar="RUN_DIR", default=None,
                      help="continue a killed or interrupted run from its last checkpoint, with the "

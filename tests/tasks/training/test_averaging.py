@@ -22,7 +22,7 @@ from tasks.course.provenance import run_problems, run_provenance
 from tasks.evaluation import write_all_predictions
 from tasks.inputs import prepare
 from tasks.metrics import overall_score
-from tasks.training.averaging import Averages
+from tasks.training.averaging import Averages, early_weights_warning
 from tasks.training.build import MultitaskJob
 from tests.helpers import run_cli
 from tests.helpers.runs import assert_same, assert_same_run, run
@@ -103,7 +103,7 @@ def test_ema_and_swa_are_the_hand_averages_and_the_trajectory_is_unchanged(base,
     assert_summary_of_copies(metrics)
     # the same run without averages trains the same weights, bit for bit
     plain = Steps()
-    other, _ = train(base + AVERAGED[:4] + ["--out", str(tmp_path / "plain")], [plain])
+    other, _ = train(base + AVERAGED[:4] + ["--average", "none", "--out", str(tmp_path / "plain")], [plain])
     assert_same(plain.after, steps.after)
     a, b = (torch.load(f / "checkpoint.pt", weights_only=True) for f in (folder, other))
     assert_same(a["model"], b["model"])
@@ -185,7 +185,8 @@ def test_each_task_predictions_come_from_its_best_evaluation(base, tmp_path, mon
 
     monkeypatch.setattr(MultitaskJob, "evaluate", scripted)
     steps = Steps()
-    folder, metrics = train(base + ["--max-steps", "8", "--eval-every", "2", "--per-task-best",
+    folder, metrics = train(base + ["--max-steps", "8", "--eval-every", "2", "--per-task-best", "--average",
+                                    "none",
                                     "--out", str(tmp_path / "run")], [steps])
     chosen = {task: choice["step"] for task, choice in metrics["per_task_best"]["tasks"].items()}
     assert chosen == {"sst": 4, "quora": 6, "sts": 2} and metrics["best_step"] == 6
@@ -207,10 +208,33 @@ def test_each_task_predictions_come_from_its_best_evaluation(base, tmp_path, mon
     assert {kind for kind, _ in run_problems(record)} == {"smoke", "other-model"}
 
 
+def test_the_training_commands_model_is_ema_and_a_run_from_before_average_resumes_as_trained(tmp_path):
+    """train_multitask.py's default copy is EMA (measured above zero over paired seeds); ablate.py keeps the
+    trained weights its sweeps record; a run recorded before --average existed resumes with the trained
+    weights as its model, not with today's default."""
+    assert training.parse_train_command(["--out", str(tmp_path / "r")]).config.average == "ema"
+    assert ablate.parse_args(["--mode", "reinit"]).training.average == "none"
+    record = tmp_path / "config.json"
+    record.write_text(json.dumps({"arguments": {"seed": 3, "pooling": "cls"}}))
+    resumed, _ = training.recorded_arguments(training.train_parser(), record)
+    assert (resumed.average, resumed.seed, resumed.pooling) == ("none", 3, "pooler")
+
+
+def test_a_run_too_short_for_its_ema_says_how_much_of_its_first_weights_it_keeps(base, tmp_path):
+    assert "37% of the first step's weights" in early_weights_warning(("ema",), 0.995, 200)
+    assert early_weights_warning(("ema", "none"), 0.995, 1924) is None        # 0.995^1923: 7e-5 left
+    assert early_weights_warning(("none", "ema"), 0.995, 200) is None         # EMA evaluated, not the model
+    assert early_weights_warning(("ema",), 0.995, 1) is None                  # one update copies the weights
+    code, _, err = run_cli(train_multitask.main, base + ["--max-steps", "3", "--out", str(tmp_path / "r")])
+    assert code == 0, err
+    assert "warning: the run's model is the EMA copy (--average ema) at --ema-decay 0.995" in err
+    assert "3 planned steps leave 99% of the first step's weights in it" in err
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--average", "mean"], "--average: unknown copy 'mean'"),
     (["--average", "ema,ema"], "--average: a copy is named twice"),
-    (["--ema-decay", "0.9"], "--ema-decay applies only with ema in --average"),
+    (["--average", "none", "--ema-decay", "0.9"], "--ema-decay applies only with ema in --average"),
     (["--average", "ema", "--swa-start", "0.5"], "--swa-start applies only with swa in --average"),
     (["--average", "ema", "--ema-decay", "1"], "--ema-decay must be in (0, 1)"),
     (["--average", "swa", "--swa-start", "1"], "--swa-start must be in [0, 1)"),
