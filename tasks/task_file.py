@@ -54,8 +54,10 @@ KEYS = {
 }
 # What each key may be; a key left out is None, or the default its `Declaration` field gives.
 KINDS = {"train": (str, dict), "dev": (str, dict), "test": (str, dict), "text": (list,), "label": (str, int),
-         "id": (str, int, type(None)), "classes": (int,), "labels": (list,), "range": (list,), "metric": (str,),
-         "header": (bool,), "delimiter": (str,), "quoting": (bool,), "max_length": (int,), "description": (str,)}
+         "id": (str, int, type(None)), "classes": (int,), "labels": (list,), "range": (list,), "metric": (str,
+                                                                                                          ),
+         "header": (bool,), "delimiter": (str,), "quoting": (bool,), "max_length": (int,
+                                                                                    ), "description": (str,)}
 REQUIRED = ("train", "dev", "text", "label")
 SPLIT_KEYS = ("file", "header", "text", "label", "id")  # what a split given as an object may set for itself
 NAME = re.compile(r"[a-z][a-z0-9_-]*")
@@ -79,8 +81,8 @@ def load_task_file(path) -> list:
     if not tasks:
         raise UserError(f"{path}: expected an object of task name -> declaration, with at least one task")
     if schema != SCHEMA or isinstance(schema, bool):
-        raise UserError(f"{path}: 'schema' must be {SCHEMA}, the task file format this version reads (no task "
-                        f"may be named 'schema'), got {schema!r}")
+        raise UserError(f"{path}: 'schema' must be {SCHEMA}, the task file format this version reads "
+                        f"(no task may be named 'schema'), got {schema!r}")
     return [_task(Declaration.read(path, name, body)) for name, body in tasks.items()]
 
 
@@ -110,8 +112,8 @@ class Declaration:
     def read(cls, path: Path, name, body) -> "Declaration":
         error = partial(_error, path, name)
         if not isinstance(name, str) or not NAME.fullmatch(name):
-            raise UserError(f"{path}: task name {name!r}: use lower-case letters, digits, '-' and '_', starting "
-                            f"with a letter")
+            raise UserError(f"{path}: task name {name!r}: use lower-case letters, digits, '-' and '_', "
+                            f"starting with a letter")
         if name in COURSE_TASKS:
             raise error(f"the course's task {name!r} cannot be redeclared; choose another name")
         if not isinstance(body, dict):
@@ -162,7 +164,8 @@ def _task(d: Declaration) -> TaskConfig:
     if d.max_length < 8:
         raise d.error(f"'max_length' must be >= 8, got {d.max_length}")
     return TaskConfig(
-        name=d.name, files={split: str(p) for split, p in files.items()}, text_columns=text, label_column=label,
+        name=d.name, files={split: str(p) for split,
+                            p in files.items()}, text_columns=text, label_column=label,
         id_column=ident, max_length=d.max_length,
         description=f"declared in {d.path}" if d.description is None else d.description, delimiter=delimiter,
         quoting=delimiter == "," if d.quoting is None else d.quoting, header=d.header, layouts=layouts,

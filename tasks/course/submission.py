@@ -110,8 +110,8 @@ def _read_source(path: Path, name: str, entry) -> Source:
     try:
         return Source.from_json(entry)
     except (KeyError, TypeError, ValueError, AttributeError) as error:
-        raise UserError(f"{path}: the entry of {name!r} is not a prediction file's record ({error!r}); remove "
-                        f"it, and that file counts as of unknown origin") from None
+        raise UserError(f"{path}: the entry of {name!r} is not a prediction file's record ({error!r}); "
+                        f"remove it, and that file counts as of unknown origin") from None
 
 
 def _write_sources(folder: Path, sources: dict) -> None:
@@ -322,7 +322,8 @@ def _groups(names: set, files: dict) -> tuple:
 def _problems(names: set, files: dict) -> dict:
     """{file: [(kind, text)]}: its run's problems (provenance.run_problems), and Part 1 files of both
     spellings."""
-    problems = {name: run_problems(None if source is None else source.provenance) for name, source in files.items()}
+    problems = {name: run_problems(None if source is None else source.provenance) for name,
+                source in files.items()}
     if _spellings(names) == {"2023", "2024"}:
         part1 = [n for n in sorted(names) if _spellings([n])]
         problems[part1[0]] = problems[part1[0]] + [

@@ -9,7 +9,16 @@ from .findings import PAGES
 from .follow_ups import FIRST, FOLLOW_UPS
 from .lines import fmt
 from .power import need_text
-from .verdicts import NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED, UNDERPOWERED, Estimate, decide, level_of
+from .verdicts import (
+    NOT_REPRODUCED,
+    NOT_RUN,
+    NOT_TESTABLE,
+    REPRODUCED,
+    UNDERPOWERED,
+    Estimate,
+    decide,
+    level_of,
+)
 
 P_VALUES = ("p-values. Every line's interval is a t-interval, mean -/+ t(df) sd / sqrt(n), whatever its unit "
             "(`tasks/ablation/statistics.py`), so inverting it gives the one-sided p of \"effect > 0\" exactly. An "

@@ -19,8 +19,10 @@ CAVEAT = {"hao-seeds-consistent-low": "perturbed against pretrained: the seed-vs
 @dataclass(frozen=True)
 class Null:
     """A kept null baseline as the findings read it: the perturbation's file (its seeds' curves, its size)."""
-    relative: float = 0.0           # each random direction's size, a share of each weight's norm (0: only pairs kept)
-    curves: tuple = ()              # per random direction (pair of directions in the pair form): {curve: values}
+    # each random direction's size, a share of each weight's norm (0: only pairs kept)
+    relative: float = 0.0
+    # per random direction (pair of directions in the pair form): {curve: values}
+    curves: tuple = ()
     pairs: Optional["Null"] = None  # the pair form, where kept beside it (PAIRS_PATH's name)
 
     @classmethod
@@ -30,11 +32,13 @@ class Null:
 
 def replicates(null: Optional[Null], curve: str, upper: str, lower: str, n: int) -> list:
     """The kept null's ratio of `curve` (upper / lower - 1), one per random direction ([] without it)."""
-    return [curve_ratio(curves, curve, upper, lower, n) for curves in (null.curves if null else ()) if curve in curves]
+    return [curve_ratio(curves, curve, upper, lower,
+                        n) for curves in (null.curves if null else ()) if curve in curves]
 
 
 def load(path: Path = PATH) -> Optional[Null]:
-    """The kept null baseline, or None; its pair form, where kept beside it (PAIRS_PATH's name), as its `pairs`."""
+    """The kept null baseline, or None; its pair form, where kept beside it (PAIRS_PATH's name), as its
+    `pairs`."""
     path = Path(path)
     single = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
     pairs = path.with_name(PAIRS_PATH.name)

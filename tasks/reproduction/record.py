@@ -100,7 +100,8 @@ class Line:
         data = {k: v for k, v in data.items() if k in known}
         return cls(**{**data, "reads": tuple(map(tuple, data["reads"])),
                       "rows": tuple(RowLine(**{**r, "interval": tuple(r["interval"])}) for r in data["rows"]),
-                      "holm": Holm(**data["holm"]) if data["holm"] else None, "power": Power.from_json(data["power"]),
+                      "holm": Holm(**data["holm"]) if data["holm"] else None,
+                      "power": Power.from_json(data["power"]),
                       "declared": Dated(**data["declared"]),
                       "revisions": tuple(Dated(**r) for r in data["revisions"]),
                       "data_dates": tuple(data["data_dates"]), "holding": tuple(data["holding"])})

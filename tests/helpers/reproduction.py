@@ -1,5 +1,6 @@
-"""The reproduction tests' shared context and synthetic records: the experiments' cpu context, trial records of a
-reinit sweep, kept runs and sittings, a finding's rows on its report page, a sweep's config built directly."""
+"""The reproduction tests' shared context and synthetic records: the experiments' cpu context, trial records
+of a reinit sweep, kept runs and sittings, a finding's rows on its report page, a sweep's config built
+directly."""
 from tasks.reproduction import experiments as reproduction
 from tasks.reproduction import kept as reproduction_runs
 from tasks.reproduction import measures, sweeps
@@ -19,7 +20,8 @@ def measure(finding_id: str, results) -> list:
 
 
 def declared(finding_id: str, results) -> list:
-    """The rows of the finding as its paper's module first declared it (before the null subtracted, issue 54)."""
+    """The rows of the finding as its paper's module first declared it (before the null subtracted, issue
+    54)."""
     finding = next(f for m in (singh_findings, hao_findings) for f in m.FINDINGS if f.id == finding_id)
     return finding.measure(results, CTX, **finding.keywords)
 
@@ -42,12 +44,14 @@ def results_of(score) -> measures.Results:
 
 
 def kept_run(experiment, label, seeds, **fields):
-    return reproduction_runs.KeptRun(experiment, label, 1, "cpu", "minilm", dict(reproduction.ROLES), list(seeds), 6,
+    return reproduction_runs.KeptRun(experiment, label, 1, "cpu", "minilm", dict(reproduction.ROLES),
+                                     list(seeds), 6,
                                      {"reinit": ["--x"]}, **fields)
 
 
 def sitting(**fields):
-    return reproduction_runs.Sitting(**{"date": "2026-11-29 10:00 UTC", "commit": "abc", "machine": "test CPU",
+    return reproduction_runs.Sitting(**{"date": "2026-11-29 10:00 UTC", "commit": "abc",
+                                        "machine": "test CPU",
                                         "wall_time_s": 60.0, "trials": 0, **fields})
 
 

@@ -202,7 +202,8 @@ def test_a_file_without_a_schema_reads_as_schema_1(tmp_path):
     shutil.copy(Path(__file__).parents[1] / "data" / saved.name, saved)
     old = load_task_file(saved)
     assert [t.name for t in old] == ["cola", "mrpc", "rte", "stsb"]
-    assert old[0].layout("test") == registry.Layout(True, ("sentence",), 1, "index") and old[0].metric == "mcc"
+    assert old[0].layout("test") == registry.Layout(True, ("sentence",), 1,
+                                                    "index") and old[0].metric == "mcc"
     assert old[2].label_names == ("not_entailment", "entailment") and old[3].label_range == (0.0, 5.0)
     said = saved.parent / "said.json"  # beside it: files are relative to a task file's folder
     said.write_text(json.dumps({"schema": SCHEMA, **json.loads(saved.read_text())}))

@@ -100,7 +100,8 @@ def test_submission_on_the_training_command_refuses_as_prepare_submit_does(tiny_
 
 def test_a_run_recorded_before_the_schema_number_still_predicts_and_hands_in(tiny_run, tmp_path):
     """A run folder as main wrote it before config.json carried "schema" (schema 1, read through
-    run_record.upgrade_1): predict.py rebuilds the run and writes the same files, and the hand-in zips them."""
+    run_record.upgrade_1): predict.py rebuilds the run and writes the same files, and the hand-in zips
+    them."""
     folder = tmp_path / "named"
     code, out, err = tiny_run("old", "--predictions-dir", str(folder))
     assert code == 0, err

@@ -1,4 +1,5 @@
-"""The course-level folder's sources.json, read as typed records: older files, a later publication, a bad entry."""
+"""The course-level folder's sources.json, read as typed records: older files, a later publication, a bad
+entry."""
 import json
 import shutil
 from pathlib import Path
@@ -8,7 +9,8 @@ import pytest
 from minbert.errors import UserError
 from tasks.course.submission import SOURCES, SOURCES_SCHEMA, check_predictions, publish_predictions
 
-# The files the saved sources.json (written by the code of b768362, the oldest entry by hand as 2026-11-24's code
+# The files the saved sources.json (written by the code of b768362, the oldest entry by hand as 2026-11-24's
+# code
 # wrote them) records, with the bytes its sha256s are of.
 FILES = {"sts-dev-output.csv": "id,Predicted_Similiary\na1,3.25\n",
          "para-dev-output.csv": "id,Predicted_Is_Paraphrase\nb1,1.0\n",
@@ -28,14 +30,16 @@ def test_a_sources_json_without_a_schema_is_judged_as_before(tmp_path):
     manifest, table, _, refusals = check_predictions(saved_folder(tmp_path))
     sts = manifest["files"]["sts-dev-output.csv"]
     assert sts == {"run": "/tmp/oldpub/runs/sts-run", "model": "bert-base-uncased", "model_lineage": None,
-                   "model_sha256": "ab" * 32, "steps": 20, "max_steps": None, "data_fraction": 1.0, "dev": 0.905,
+                   "model_sha256": "ab" * 32, "steps": 20, "max_steps": None, "data_fraction": 1.0,
+                   "dev": 0.905,
                    "date": "2026-11-28T22:12:19+00:00", "allowed": []}
     # The oldest entry (no provenance, its run gone) and one of a run without config.json: unknown origin.
     assert [line.split(":")[0] for line in refusals] == ["predictions/para-dev-output.csv",
                                                          "predictions/sst-dev-output.csv"]
     assert all("unknown-origin" in line for line in refusals)
     rows = {line.split()[0]: line.split() for line in table[1:]}
-    assert rows["sts-dev-output.csv"][1:] == ["sts-run", "bert-base-uncased", "20", "0.9050", "2026-11-28T22:12",
+    assert rows["sts-dev-output.csv"][1:] == ["sts-run", "bert-base-uncased", "20", "0.9050",
+                                              "2026-11-28T22:12",
                                               "ok"]
     assert rows["sst-dev-output.csv"][1:4] == ["2026-11-24-sst", "?", "?"] and "2026-11-24T10:00" in rows[
         "sst-dev-output.csv"]
@@ -47,7 +51,8 @@ def test_a_publication_rewrites_older_entries_as_schema_1_keeping_every_key(tmp_
     run = tmp_path / "run"
     (run / "predictions").mkdir(parents=True)
     (run / "predictions" / "sts-test-output.csv").write_text("id,Predicted_Similiary\nd1,1.5\n")
-    publish_predictions({str(run): [str(run / "predictions" / "sts-test-output.csv")]}, folder, ["x.py"], always=True)
+    publish_predictions({str(run): [str(run / "predictions" / "sts-test-output.csv")]}, folder, ["x.py"],
+                        always=True)
     new = json.loads((folder / SOURCES).read_text())
     assert {entry["schema"] for entry in new.values()} == {SOURCES_SCHEMA}
     for name, entry in old.items():  # the oldest said when it was published as "date"

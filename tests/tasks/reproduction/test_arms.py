@@ -1,5 +1,5 @@
-"""arms.py: two training arms compared per seed (the multitask methods, transfer against direct fine-tuning), each
-labelled with the steps it trained."""
+"""arms.py: two training arms compared per seed (the multitask methods, transfer against direct fine-tuning),
+each labelled with the steps it trained."""
 from dataclasses import replace
 
 import pytest
@@ -22,9 +22,11 @@ def test_smart_and_surgery_are_methods_sweeps_paired_by_seed_with_one_baseline()
                        "sts": ["method=baseline", "method=smart"]}
     records = []
     for s in range(5):
-        records += [record("method=baseline", s, LARGE, {"method": "baseline"}, {"sts": 0.80, "overall": 0.60}),
+        records += [record("method=baseline", s, LARGE, {"method": "baseline"}, {"sts": 0.80,
+                                                                                 "overall": 0.60}),
                     record("method=smart", s, LARGE, {"method": "smart"}, {"sts": 0.83, "overall": 0.605}),
-                    record("method=dominant", s, LARGE, {"method": "dominant"}, {"sts": 0.8, "overall": 0.58})]
+                    record("method=dominant", s, LARGE, {"method": "dominant"}, {"sts": 0.8,
+                                                                                 "overall": 0.58})]
     results = measures.Results()
     results.add("methods", "multitask", records)
     results.add("methods", "sts", [r for r in records if r.config != "method=dominant"])
@@ -45,6 +47,7 @@ def test_transfer_is_compared_with_direct_fine_tuning_at_twice_the_cap_and_says_
     assert "twice the cap" in row.label and row.estimate.mean == pytest.approx(0.022)
     stopped = [replace(r, steps=200, info={"total_steps": 480}) if r.config.startswith("via=quora") else
                replace(r, steps=280) for r in records]
-    results.add("transfer", "transfer", stopped)    # a plateau stops each arm: the label says what each trained
+    # a plateau stops each arm: the label says what each trained
+    results.add("transfer", "transfer", stopped)
     row = next(r for r in arms.college_transfer(results, CTX) if r.label.startswith("quora then sts"))
     assert "transfer arm 480 (480-480) steps in all" in row.label and "280 (280-280) steps" in row.label

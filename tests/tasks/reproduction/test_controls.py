@@ -223,8 +223,8 @@ def test_the_consistency_lines_are_read_against_the_pair_form_null():
     fine_tuned = pairwise_interval({(a, b): (0.8 + 0.01 * (a + b) + 0.003 * a * b) / 0.1 - 1
                                     for a in SEEDS for b in SEEDS if a < b})
     assert [r.label.split(", ")[1].split(" ")[0] for r in seeds] == ["svcca", "attention_js"]
-    assert vars(seeds[0].estimate) == pytest.approx(vars(Estimate.of(estimates_difference(fine_tuned,
-                                                                                          interval(replicates)))))
+    expected = Estimate.of(estimates_difference(fine_tuned, interval(replicates)))
+    assert vars(seeds[0].estimate) == pytest.approx(vars(expected))
     assert "4 pairs of random directions" in seeds[0].label
     datasets = measures.against_pair_null(results, CTX, **null["hao-datasets-consistent-low"].keywords)
     assert vars(datasets[1].estimate) == pytest.approx(vars(Estimate.of(difference_interval(

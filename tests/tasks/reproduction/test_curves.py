@@ -1,5 +1,5 @@
-"""curves.py: each kept run's budget line and learning curves, and a run kept unfinished said on its experiment and its
-lines."""
+"""curves.py: each kept run's budget line and learning curves, and a run kept unfinished said on its
+experiment and its lines."""
 import json
 from dataclasses import replace
 
@@ -37,7 +37,8 @@ def test_the_budget_shows_learning_curves_and_flags_a_held_out_set_too_small_to_
 
 
 def test_a_probe_experiments_budget_says_probes_not_steps():
-    probes = {"probe": [replace(record("layer=0,pooling=mean", s, 0.03, info={"converged": s == 0}, mode="probe"),
+    probes = {"probe": [replace(record("layer=0,pooling=mean", s, 0.03, info={"converged": s == 0},
+                                       mode="probe"),
                                steps=0) for s in range(2)]}
     line = curves.budget_line(probes)
     assert "linear probes on frozen layers, 1 of 2 converged" in line and "steps trained" not in line
@@ -46,11 +47,14 @@ def test_a_probe_experiments_budget_says_probes_not_steps():
 def test_a_run_kept_unfinished_says_so_on_its_experiment_and_its_lines(tmp_path):
     rows = reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)
     cut = [r for r in rows[SMALL] if not (r.group == "from=3" and r.seed >= 3)]   # one arm lacks seeds 3, 4
-    reproduction_runs.store(tmp_path / "results", kept_run("reinit-small", "first", range(5)), {"reinit": cut},
+    reproduction_runs.store(tmp_path / "results", kept_run("reinit-small", "first", range(5)),
+                            {"reinit": cut},
                             sitting())
     meta, sweeps = reproduction_runs.load(tmp_path / "results")["first"]["reinit-small"]
-    assert curves.unfinished(meta, {**sweeps, "other": []})[-1] == "other: no trials"   # a sweep never started
-    reproduction_runs.store(tmp_path / "results", kept_run("reinit-large", "first", range(5)), {"reinit": rows[LARGE]},
+    # a sweep never started
+    assert curves.unfinished(meta, {**sweeps, "other": []})[-1] == "other: no trials"
+    reproduction_runs.store(tmp_path / "results", kept_run("reinit-large", "first", range(5)),
+                            {"reinit": rows[LARGE]},
                             sitting())
     reproduction_report.write(tmp_path / "results", tmp_path / "report.md", CTX)
     assert "**Unfinished**: reinit from=3: seeds [0, 1, 2] of 5" in (tmp_path / "runs.md").read_text()

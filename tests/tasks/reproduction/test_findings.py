@@ -1,5 +1,5 @@
-"""findings/: every quote verbatim in its paper (../shared/papers/), every declaration complete and wired to an
-experiment and a measure whose keywords fit."""
+"""findings/: every quote verbatim in its paper (../shared/papers/), every declaration complete and wired to
+an experiment and a measure whose keywords fit."""
 import inspect
 import re
 from pathlib import Path

@@ -1,5 +1,6 @@
-"""kept.py: the kept runs (a follow-up never overwrites the first run, a run refuses trials from other weights, devices
-or options, run.json one typed record read back as written) and where their trials trained."""
+"""kept.py: the kept runs (a follow-up never overwrites the first run, a run refuses trials from other
+weights, devices or options, run.json one typed record read back as written) and where their trials
+trained."""
 import json
 from dataclasses import replace
 
@@ -27,17 +28,20 @@ def test_a_follow_up_never_overwrites_the_first_run(tmp_path, monkeypatch):
     strong = reinit(lambda k, f, s: 0.30 + 0.02 * k + 0.001 * s)
     # more seeds under the first run's label: refused, whatever the records say
     with pytest.raises(UserError, match="follow-up"):
-        reproduction_runs.store(results_dir, kept_run("reinit-small", "first", range(5)), {"reinit": strong[SMALL]},
+        reproduction_runs.store(results_dir, kept_run("reinit-small", "first", range(5)),
+                                {"reinit": strong[SMALL]},
                                 sitting())
     # the same protocol resumed: a kept trial is never replaced, only missing ones are added
     changed = [replace(r, dev={"sst": 0.99}) for r in weak[SMALL]]
-    reproduction_runs.store(results_dir, kept_run("reinit-small", "first", range(3)), {"reinit": changed}, sitting())
+    reproduction_runs.store(results_dir, kept_run("reinit-small", "first", range(3)), {"reinit": changed},
+                            sitting())
     kept = read_jsonl(results_dir / "reinit-small" / "first" / "reinit.jsonl")
     assert all(r["dev"]["sst"] < 0.99 for r in kept)
     # a declared follow-up has its own folder; the report shows both verdicts
     follow = follow_ups.FollowUp("five-seeds", ("reinit-small",), "test: five seeds")
     monkeypatch.setitem(follow_ups.FOLLOW_UPS, "five-seeds", follow)
-    reproduction_runs.store(results_dir, kept_run("reinit-small", "five-seeds", range(5)), {"reinit": strong[SMALL]},
+    reproduction_runs.store(results_dir, kept_run("reinit-small", "five-seeds", range(5)),
+                            {"reinit": strong[SMALL]},
                             sitting())
     by_run = judging.verdicts(reproduction_runs.load(results_dir), CTX)
     first, second = by_run["first"]["singh-scarce"], by_run["five-seeds"]["singh-scarce"]
@@ -47,7 +51,8 @@ def test_a_follow_up_never_overwrites_the_first_run(tmp_path, monkeypatch):
     assert len(line) == 2 and "first (declared, headline, protocol 1)" in line[0]
     assert "five-seeds (sensitivity, not counted, protocol 2)" in line[1]
     assert "**not reproduced**" in line[0] and "**reproduced**" in line[1]
-    front = next(x for x in report.splitlines() if x.startswith("| [singh-scarce]"))   # the headline: the first's
+    # the headline: the first's
+    front = next(x for x in report.splitlines() if x.startswith("| [singh-scarce]"))
     assert front.split(" | ")[2].startswith("**not reproduced**") and "unlike the first run**: holds" in front
 
 
@@ -55,14 +60,15 @@ def _kept_pair_run(tmp_path, device="cpu", weights="a" * 12):
     """A kept run of five trials trained on `device` from `weights`, and its sweep file."""
     rows = [replace(r, device=f"{device}:0" if device == "cuda" else device)
             for r in reinit(lambda k, f, s: 0.25 + 0.01 * s)[SMALL][:5]]
-    reproduction_runs.store(tmp_path, kept_run("reinit-small", "first", range(5), weights=weights), {"reinit": rows},
+    reproduction_runs.store(tmp_path, kept_run("reinit-small", "first", range(5), weights=weights),
+                            {"reinit": rows},
                             sitting())
     return tmp_path / "reinit-small" / "first" / "reinit.jsonl", rows
 
 
 def test_a_kept_run_refuses_trials_from_other_weights_or_another_kind_of_device(tmp_path):
-    """Arms paired by seed differ only by the arm: a run's trials all train on one kind of device, from one set
-    of weights; a refused sitting writes nothing, and the check also comes before anything trains."""
+    """Arms paired by seed differ only by the arm: a run's trials all train on one kind of device, from one
+    set of weights; a refused sitting writes nothing, and the check also comes before anything trains."""
     sweep_file, rows = _kept_pair_run(tmp_path)
     before = sweep_file.read_bytes()
     fresh = [replace(r, key=r.key + "-new") for r in rows]
@@ -77,20 +83,26 @@ def test_a_kept_run_refuses_trials_from_other_weights_or_another_kind_of_device(
         reproduction_runs.refuse_mixing(tmp_path, "reinit-small", "first", "0" * 12, "cpu")
     with pytest.raises(UserError, match="trained on cpu, these on cuda"):
         reproduction_runs.refuse_mixing(tmp_path, "reinit-small", "first", "a" * 12, "cuda")
-    reproduction_runs.refuse_mixing(tmp_path, "reinit-small", "first", "a" * 12, "")   # --gather trains nothing
+    # --gather trains nothing
+    reproduction_runs.refuse_mixing(tmp_path, "reinit-small", "first", "a" * 12, "")
     stranger = [replace(r, fingerprint="f" * 16, key=r.key + "-x") for r in rows]   # other training options
     reproduction_runs.store(tmp_path / "other", kept_run("reinit-small", "first", range(5)),
                             {"reinit": [replace(rows[0], fingerprint="e" * 16)]}, sitting())
     with pytest.raises(UserError, match="fingerprint"):
-        reproduction_runs.store(tmp_path / "other", kept_run("reinit-small", "first", range(5)), {"reinit": stranger},
+        reproduction_runs.store(tmp_path / "other", kept_run("reinit-small", "first", range(5)),
+                                {"reinit": stranger},
                                 sitting())
-    reproduction_runs.store(tmp_path, kept_run("reinit-small", "first", range(5), weights="a" * 12), {"reinit": fresh},
+    reproduction_runs.store(tmp_path, kept_run("reinit-small", "first", range(5), weights="a" * 12),
+                            {"reinit": fresh},
                             sitting())
     run = reproduction_runs.read_run(tmp_path / "reinit-small" / "first" / "run.json")
     assert [s.trials for s in run.sittings] == [5, 5] and (run.device, run.weights) == ("cpu", "a" * 12)
-    unrecorded = tmp_path / "unrecorded"      # a run kept before weights were recorded never claims a later one's
-    reproduction_runs.store(unrecorded, kept_run("reinit-small", "first", range(5)), {"reinit": rows[:2]}, sitting())
-    reproduction_runs.store(unrecorded, kept_run("reinit-small", "first", range(5), weights="b" * 12), {"reinit": rows},
+    # a run kept before weights were recorded never claims a later one's
+    unrecorded = tmp_path / "unrecorded"
+    reproduction_runs.store(unrecorded, kept_run("reinit-small", "first", range(5)), {"reinit": rows[:2]},
+                            sitting())
+    reproduction_runs.store(unrecorded, kept_run("reinit-small", "first", range(5), weights="b" * 12),
+                            {"reinit": rows},
                             sitting())
     assert reproduction_runs.read_run(unrecorded / "reinit-small" / "first" / "run.json").weights == ""
 
@@ -115,23 +127,28 @@ def test_a_kept_run_is_one_typed_record_read_back_as_written_and_an_old_one_is_r
 def test_a_run_says_where_its_trials_trained_even_when_another_machine_kept_them(tmp_path):
     rows = reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)[SMALL]
     gpu = [replace(r, device="cuda:0") for r in rows]     # trained on a device, gathered and kept on a CPU
-    reproduction_runs.store(tmp_path / "results", kept_run("reinit-small", "first", range(5)), {"reinit": gpu},
+    reproduction_runs.store(tmp_path / "results", kept_run("reinit-small", "first", range(5)),
+                            {"reinit": gpu},
                             sitting(wall_time_s=5.0))
     run, _ = reproduction_runs.load(tmp_path / "results")["first"]["reinit-small"]
     assert run.device == "cuda" and run.sittings[0].machine == "test CPU"
-    text = reproduction_report.write(tmp_path / "results", tmp_path / "report.md", CTX).with_name("runs.md").read_text()
+    text = reproduction_report.write(tmp_path / "results", tmp_path / "report.md",
+                                     CTX).with_name("runs.md").read_text()
     assert "trained on cuda, 0.1 min wall" in text
 
 
 def test_a_sitting_adds_its_trials_below_the_kept_lines_left_as_written(tmp_path):
-    """Lines kept in an older schema stay byte for byte; the new ones follow in the current schema, and a malformed
-    kept line is one error naming its file and line."""
+    """Lines kept in an older schema stay byte for byte; the new ones follow in the current schema, and a
+    malformed kept line is one error naming its file and line."""
     rows = reinit(lambda k, f, s: 0.40 + 0.01 * k + 0.001 * s, seeds=range(3))[SMALL]
-    reproduction_runs.store(tmp_path, kept_run("reinit-small", "first", range(3)), {"reinit": rows[:4]}, sitting())
+    reproduction_runs.store(tmp_path, kept_run("reinit-small", "first", range(3)), {"reinit": rows[:4]},
+                            sitting())
     path = tmp_path / "reinit-small" / "first" / "reinit.jsonl"
-    schema_1 = "".join(json.dumps({k: v for k, v in r.to_json().items() if k != "schema"}) + "\n" for r in rows[:4])
+    schema_1 = "".join(json.dumps({k: v for k,
+                                   v in r.to_json().items() if k != "schema"}) + "\n" for r in rows[:4])
     path.write_text(schema_1)
-    reproduction_runs.store(tmp_path, kept_run("reinit-small", "first", range(3)), {"reinit": rows}, sitting())
+    reproduction_runs.store(tmp_path, kept_run("reinit-small", "first", range(3)), {"reinit": rows},
+                            sitting())
     text = path.read_text()
     assert text.startswith(schema_1) and [json.loads(x).get("schema") for x in text.splitlines()] == \
         [None] * 4 + [SCHEMA] * (len(rows) - 4)

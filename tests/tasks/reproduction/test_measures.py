@@ -1,5 +1,5 @@
-"""measures.py: each effect signed to its paper's direction, and each interval over its independent unit (the seed, the
-seeds and orders of a permutation, the seed pairs of a seed-vs-seed comparison)."""
+"""measures.py: each effect signed to its paper's direction, and each interval over its independent unit (the
+seed, the seeds and orders of a permutation, the seed pairs of a seed-vs-seed comparison)."""
 
 import numpy as np
 import pytest
@@ -31,7 +31,8 @@ def test_permutation_interval_carries_the_originals_noise_seeds_and_orders_both(
     effects = [0.02, 0.05, 0.01, 0.08, 0.03, 0.04]
     for i, effect in enumerate(effects):
         records += [record(f"order=random{i}", s, LARGE, {"random": True},
-                           {"sst": 0.45 + 0.01 * s - effect + 0.002 * rng.standard_normal()}) for s in range(3)]
+                           {"sst": 0.45 + 0.01 * s - effect + 0.002 * rng.standard_normal()})
+                    for s in range(3)]
     results = measures.Results()
     results.add("permute", "permute", records)
     row = measures.tamkin_permute(results, CTX)[0]

@@ -67,7 +67,8 @@ def test_every_experiment_that_fine_tunes_has_an_estimate_on_each_measured_devic
             assert plan.experiment_minutes(e, CTX, device) > 0 or e.name == "probe", e.name
     assert plan.experiment_minutes(experiments.EXPERIMENTS["probe"], CTX) == 0       # probes train no steps
     paper = experiments.Context(12, experiments.SCALES["paper"], dict(experiments.ROLES))
-    assert plan.experiment_minutes(experiments.EXPERIMENTS["reinit-small"], paper) is None   # no measured rate
+    # no measured rate
+    assert plan.experiment_minutes(experiments.EXPERIMENTS["reinit-small"], paper) is None
 
 
 def test_a_cost_estimate_is_trials_x_steps_x_the_measured_seconds_a_step():
@@ -80,7 +81,8 @@ def test_a_cost_estimate_is_trials_x_steps_x_the_measured_seconds_a_step():
     three = experiments.EXPERIMENTS["heads-top"]      # seeds=3: 3 x (12 heads + the unmodified model)
     assert plan.experiment_minutes(three, CTX, "cuda") == pytest.approx(
         3 * 13 * CTX.scale.expected_steps * plan.seconds_per_step()[("cpu", "cuda")] / 60)
-    cap = follow_ups.FOLLOW_UPS["cap-small-data"]            # the plateau off: every trial trains the cap, 600
+    # the plateau off: every trial trains the cap, 600
+    cap = follow_ups.FOLLOW_UPS["cap-small-data"]
     assert plan.experiment_minutes(e, CTX, "cpu", cap, {}) == pytest.approx(trials * 600 * rate / 60)
     more = follow_ups.CONFIRMATORY                            # its own seeds per experiment: 14 here
     assert plan.experiment_minutes(e, CTX, "cpu", more, {}) == pytest.approx(
@@ -91,4 +93,5 @@ def test_a_cost_estimate_is_trials_x_steps_x_the_measured_seconds_a_step():
     transfer = experiments.EXPERIMENTS["transfer"]
     listed = sweeps.listed_trials(transfer.sweeps(CTX)[0], CTX, range(5))
     two = sum(2 if t.params.get("via") or t.params.get("steps") == 2 else 1 for t in listed)
-    assert plan.experiment_minutes(transfer, CTX) == pytest.approx(two * 350 * rate / 60) and two > len(listed)
+    assert plan.experiment_minutes(transfer,
+                                   CTX) == pytest.approx(two * 350 * rate / 60) and two > len(listed)

@@ -216,7 +216,8 @@ def test_report_only_rebuilds_the_report_from_kept_results_without_training(tmp_
         kept.store(results_dir, kept_run(name, "first", range(5)), {"reinit": rows[fraction]}, sitting())
     monkeypatch.setattr(reproduce, "run_experiment", lambda *a: pytest.fail("--report-only trained"))
     monkeypatch.setattr(reproduce, "layers_of", lambda model: pytest.fail("--report-only loaded the model"))
-    code, out, err = run_cli(reproduce.main, ["--report-only", "--results", str(results_dir), "--report", str(report)])
+    code, out, err = run_cli(reproduce.main, ["--report-only", "--results", str(results_dir), "--report",
+                                              str(report)])
     assert code == 0, err
     text = report.read_text()
     for f in FINDINGS:

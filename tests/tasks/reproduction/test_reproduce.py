@@ -1,5 +1,5 @@
-"""reproduce.py: a small run end to end (its sweeps kept and resumed, shards gathered), bad arguments in one line,
-and no script imported."""
+"""reproduce.py: a small run end to end (its sweeps kept and resumed, shards gathered), bad arguments in one
+line, and no script imported."""
 import ast
 import inspect
 import json

@@ -1,5 +1,5 @@
-"""sweeps.py: every experiment's and follow-up's sweeps build a SweepConfig directly, write the protocols the kept runs
-record, and carry the tasks, model and task file."""
+"""sweeps.py: every experiment's and follow-up's sweeps build a SweepConfig directly, write the protocols the
+kept runs record, and carry the tasks, model and task file."""
 from pathlib import Path
 
 import pytest
@@ -24,20 +24,22 @@ def test_every_experiments_sweeps_build_a_sweep_config_and_list_their_trials(sca
             assert isinstance(config, SweepConfig) and config.mode == spec.mode
             trials = config.study.trials(config, Shape(num_layers=6, num_heads=12))
             assert trials, f"{e.name}/{spec.label}: no trials"
-            assert {t.seed for t in trials} <= set(seeds) and list(config.seeds) == seeds, f"{e.name}/{spec.label}"
+            assert {t.seed for t in trials} <= set(seeds), f"{e.name}/{spec.label}"
+            assert list(config.seeds) == seeds, f"{e.name}/{spec.label}"
             assert config.plateau.patience == (3 if scale == "cpu" else 0), f"{e.name}/{spec.label}"
 
 
 def test_the_kept_runs_protocols_are_the_ones_the_declarations_write():
-    """run.json records each sweep as ablate.py's flags; the typed declarations write the same, so a later sitting
-    of a kept run is the same protocol (kept.store refuses another)."""
+    """run.json records each sweep as ablate.py's flags; the typed declarations write the same, so a later
+    sitting of a kept run is the same protocol (kept.store refuses another)."""
     runs = reproduction_runs.load(Path(__file__).resolve().parents[3] / reproduce.RESULTS)
     checked = 0
     for label, by_experiment in runs.items():
         follow = follow_ups.FOLLOW_UPS.get(label)
         for name, (meta, _) in by_experiment.items():
             ctx = reproduction.Context(meta.layers, reproduction.SCALES[meta.scale], meta.tasks)
-            for spec in reproduction.EXPERIMENTS[name].sweeps_for(ctx, label, runs):  # a control's own, where it has
+            # a control's own, where it has
+            for spec in reproduction.EXPERIMENTS[name].sweeps_for(ctx, label, runs):
                 written = sweeps.as_arguments(spec.mode, sweeps.protocol(spec, ctx.scale, follow))
                 assert written == meta.sweeps[spec.label], f"{name}/{label}/{spec.label}"
                 checked += 1
@@ -51,10 +53,12 @@ def test_every_declared_follow_up_names_real_experiments_and_its_options_reach_t
             e = reproduction.EXPERIMENTS[name]
             for spec in e.sweeps(CTX):
                 config = sweep_config(spec, CTX.scale, follow, reproduction.seeds_of(e, CTX.scale))
-                assert config.study.trials(config, Shape(num_layers=6, num_heads=12)), f"{follow.label}/{name}"
+                assert config.study.trials(config, Shape(num_layers=6,
+                                                         num_heads=12)), f"{follow.label}/{name}"
     cap = follow_ups.FOLLOW_UPS["cap-small-data"]
     spec = reproduction.EXPERIMENTS["reinit-small"].sweeps(CTX)[0]
-    assert sweep_config(spec, CTX.scale, cap).plateau.patience == 0  # the follow-up's setting wins over the scale's
+    # the follow-up's setting wins over the scale's
+    assert sweep_config(spec, CTX.scale, cap).plateau.patience == 0
 
 
 def test_tasks_model_and_task_file_reach_every_sweep(glue_dir):

@@ -1,5 +1,6 @@
-"""verdicts.py: the rule on constructed intervals (a direction against its SESOI, an equivalence within its margin),
-rows combined by intersection-union or Bonferroni as each side needs, an equivalence read at 90% (TOST)."""
+"""verdicts.py: the rule on constructed intervals (a direction against its SESOI, an equivalence within its
+margin), rows combined by intersection-union or Bonferroni as each side needs, an equivalence read at 90%
+(TOST)."""
 import math
 from dataclasses import replace
 
@@ -25,10 +26,13 @@ def _interval(low, high, mean=None):
 
 def test_the_rule_gives_each_verdict_on_constructed_intervals():
     sesoi = 0.02
-    assert decide(_interval(0.01, 0.05, 0.03), sesoi) == REPRODUCED            # above 0, estimate reaches SESOI
-    assert decide(_interval(0.005, 0.015), sesoi) == NOT_REPRODUCED            # real but bounded below the SESOI
+    # above 0, estimate reaches SESOI
+    assert decide(_interval(0.01, 0.05, 0.03), sesoi) == REPRODUCED
+    # real but bounded below the SESOI
+    assert decide(_interval(0.005, 0.015), sesoi) == NOT_REPRODUCED
     assert decide(_interval(-0.05, -0.01), sesoi) == NOT_REPRODUCED            # reversed
-    assert decide(_interval(-0.01, 0.01), sesoi) == NOT_REPRODUCED             # absent: all of it below the SESOI
+    # absent: all of it below the SESOI
+    assert decide(_interval(-0.01, 0.01), sesoi) == NOT_REPRODUCED
     assert decide(_interval(-0.01, 0.05), sesoi) == INCONCLUSIVE               # holds 0 and the SESOI
     # "reaches" is the point estimate: above zero but the best estimate short of the SESOI is not enough
     assert decide(_interval(0.001, 0.03, 0.015), sesoi) == INCONCLUSIVE
@@ -60,8 +64,10 @@ def test_several_rows_combine_by_intersection_union_and_bonferroni_where_each_si
     mixed = judge(all_finding, "first", [Row("sts", Estimate(5, 0.04, 0.005, 0.03, 0.05)),
                                          Row("quora", Estimate(5, -0.01, 0.005, -0.02, 0.0))])
     assert mixed.outcome == NOT_REPRODUCED
-    both = judge(all_finding, "first", [Row(t, Estimate(5, 0.03, 0.005, 0.0238, 0.0362)) for t in ("sts", "quora")])
-    assert both.outcome == REPRODUCED    # every row at its own 95%: the intersection-union needs no correction
+    both = judge(all_finding, "first", [Row(t, Estimate(5, 0.03, 0.005, 0.0238, 0.0362)) for t in ("sts",
+                                                                                                   "quora")])
+    # every row at its own 95%: the intersection-union needs no correction
+    assert both.outcome == REPRODUCED
     # a part of the quote not measured yet keeps an all-rows finding from reading reproduced
     pending = judge(all_finding, "first", [*both.rows, Row("a part not run", None, pending="some-follow-up")])
     assert pending.outcome == INCONCLUSIVE and pending.rows[-1].verdict == NOT_RUN
@@ -74,14 +80,15 @@ def test_an_equivalence_reads_the_90_percent_interval_tost():
     row = judge(finding, "first", [Row("a", estimate)]).rows[0]
     assert row.estimate.level == 0.90
     assert row.estimate.high == pytest.approx(2.131847 * 0.007 / math.sqrt(5), abs=1e-6)
-    assert row.verdict == REPRODUCED   # the 95% interval (+/- 0.0087) would also fit; at sd 0.0085 only the 90%
+    # the 95% interval (+/- 0.0087) would also fit; at sd 0.0085 only the 90%
+    assert row.verdict == REPRODUCED
     wider = judge(finding, "first", [Row("a", replace(estimate, std=0.0085))]).rows[0]
     assert wider.verdict == REPRODUCED and 2.776445 * 0.0085 / math.sqrt(5) > 0.01
 
 
 def test_a_two_row_equivalences_bonferroni_interval_says_its_own_level():
-    """Each row of a two-row equivalence reads its 90% interval; Bonferroni's is 1 - 2 x 0.05 / 2 = 95%, and says
-    so: the row's 90% is not carried over to it."""
+    """Each row of a two-row equivalence reads its 90% interval; Bonferroni's is 1 - 2 x 0.05 / 2 = 95%, and
+    says so: the row's 90% is not carried over to it."""
     finding = BY_ID["freeze-marginal-sst-quora"]
     rows = judge(finding, "first", [Row(t, Estimate(5, 0.0, 0.007, df=4)) for t in ("sst", "quora")]).rows
     assert [r.estimate.level for r in rows] == [0.90, 0.90]

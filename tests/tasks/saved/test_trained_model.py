@@ -56,10 +56,12 @@ def _same_files(expected: Path, actual: Path) -> list:
 
 
 def test_a_run_writes_the_record_its_readers_read(run_dir):
-    """config.json says its schema, and reads back as the run it was (tests/tasks/saved/test_run_record.py)."""
+    """config.json says its schema, and reads back as the run it was
+    (tests/tasks/saved/test_run_record.py)."""
     assert json.loads((run_dir / "config.json").read_text())["schema"] == SCHEMA
     record = read_run_record(run_dir / "config.json")
-    assert record.task_list == ("sst", "quora", "sts") and record.model.weights_sha256 and record.precision.used
+    assert record.task_list == ("sst", "quora",
+                                "sts") and record.model.weights_sha256 and record.precision.used
     assert record.arguments["max_steps"] == 3 and record.data_file("sst", "dev").n_used > 0
 
 
