@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ..config import COMMAND_AVERAGE
+
 
 @dataclass(frozen=True)
 class Parameter:
@@ -75,7 +77,7 @@ SPACE = (
     Choice("pooling", "mean", ("mean", "pooler", "cls-token")),
     Choice("pair_mode", "cross", ("cross", "siamese")),
     Choice("sampler", "proportional", ("annealed", "proportional", "round-robin", "union")),
-    Choice("average", "none", ("none", "ema", "swa")),            # the copy a trial's model is (--average)
+    Choice("average", COMMAND_AVERAGE, ("none", "ema", "swa")),   # the copy a trial's model is (--average)
 )
 
 
