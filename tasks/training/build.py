@@ -128,9 +128,6 @@ def build_run(config: TrainConfig, inputs: RunInputs, callbacks=(), encoder: Opt
     optimizer = make_optimizer(config, model, graphs)
     job.encoder_of(model).watch_optimizer(optimizer)  # fused AdamW leaves no version bump to see
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(total, config.warmup, config.lr_schedule))
-    too_short = early_weights_warning(config.average_list, config.ema_decay, total)
-    if too_short is not None and inputs.world.main:
-        print(f"warning: {too_short}", file=sys.stderr)
     smart = Smart(model, config.smart_config(), config.pair_mode) if config.smart else None
     return Run(config, inputs, model, train, sampler, sampler_name, per_epoch, total, optimizer, scheduler, smart,
                shared=[p for p in job.encoder_of(model).parameters() if p.requires_grad],
@@ -143,8 +140,12 @@ def build_run(config: TrainConfig, inputs: RunInputs, callbacks=(), encoder: Opt
 
 
 def start(run: Run) -> None:
-    """A fresh start: under torchrun the same weights on every rank, a different dropout stream on each."""
+    """A fresh start: under torchrun the same weights on every rank, a different dropout stream on each. A run
+    too short for its EMA says so here, once, not again when it resumes."""
     world = run.inputs.world
+    too_short = early_weights_warning(run.config.average_list, run.config.ema_decay, run.total_steps)
+    if too_short is not None and world.main:
+        print(f"warning: {too_short}", file=sys.stderr)
     if world.active:
         torch.manual_seed(rank_seed(run.config.seed, world.rank))
 

@@ -20,8 +20,10 @@ def test_the_step_reads_the_host_once_per_log_interval(tiny_model, small_data_di
     """Six steps with --log-every 3: the logged values are read twice, and nothing else reads the device
     (gradient surgery adds its one Gram-matrix read a step). The reference implementation, CUDA's default: the
     fast path (a CPU's default) lays its tokens out on the host from the attention mask."""
+    # --average none: the EMA copy's update reads its step counter, a CPU tensor on every device (no wait on
+    # the device), which this count could not tell from a device read; test_averaging holds the EMA.
     run = build(tiny_model, small_data_dir, "--max-steps", "6", "--log-every", "3", "--precision", "bf16",
-                "--implementation", "reference", *extra)
+                "--implementation", "reference", "--average", "none", *extra)
     # minbert's CPU clipping reads its norm (a CPU value, nothing to wait for); on CUDA it runs torch's
     # clip_grad_norm_, which does not: the test takes that path.
     monkeypatch.setattr(minbert.clip, "_cpu_fast_path", lambda grads: False)
