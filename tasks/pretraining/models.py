@@ -10,7 +10,7 @@ import torch
 import minbert
 from minbert import BertConfig, CheckpointError, UserError
 
-from ..saved.model_folder import pretraining_of
+from ..saved.model_folder import read_pretraining
 
 # name -> (layers, hidden size): Turc et al. 2019, "Well-Read Students Learn Better" (BERT-Tiny ... BERT-Medium),
 # and BERT-Base; heads = hidden / 64, intermediate = 4 x hidden, as theirs.
@@ -71,8 +71,8 @@ def lineage(start, init_config, sources: list) -> dict:
     else:
         began = {"from": {"name": start.name, "requested": start.requested,
                           "resolved_from": start.resolved_from, "weights_sha256": start.weights_sha256}}
-        parent = pretraining_of(start.folder)
+        parent = read_pretraining(start.folder)
         if parent is not None:
-            began["from_pretraining"] = parent.get("lineage")
+            began["from_pretraining"] = parent.lineage
     corpus = [{"kind": s.kind, "name": s.name, "path": s.path, "sha256": s.sha256} for s in sources]
     return {**began, "corpus": corpus}
