@@ -78,7 +78,7 @@ def upgrade(data: dict) -> dict:
 def read_run(path: Path) -> KeptRun:
     """A run.json as its KeptRun; one line naming the file where it is of another schema or malformed."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
-    schema = data.get("schema", 1)   # a run.json of before the field is of schema 1
+    schema = data.get("schema", 1)
     if schema == 3:
         data, schema = upgrade(data), SCHEMA
     if schema != SCHEMA:

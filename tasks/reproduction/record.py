@@ -93,7 +93,7 @@ class Line:
 
     @classmethod
     def from_json(cls, data: dict, where: str = "report.json") -> "Line":
-        schema = data.get("schema", 1)   # a line of before the field is of schema 1
+        schema = data.get("schema", 1)
         if schema != SCHEMA:
             raise UserError(f"{where}: a report line of schema {schema}, this code reads {SCHEMA}: "
                             f"rewrite it with python reproduce.py --report-only")
