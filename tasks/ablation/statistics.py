@@ -26,6 +26,8 @@ interval is mean -/+ t(0.975, df) * std / sqrt(n); None where one unit gives no
 spread.
 """
 import math
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -61,15 +63,34 @@ def _t_interval(mean: float, std, n: int, df: float, level: float = 0.95) -> dic
     return out if level == 0.95 else {**out, "level": level}
 
 
+@dataclass(frozen=True)
+class Spread:
+    """What an estimate's interval is drawn from: its units, mean, one unit's std (None: no spread) and
+    degrees of freedom (an estimate that does not record them has n - 1)."""
+    n: int
+    mean: Optional[float] = None
+    std: Optional[float] = None
+    df: Optional[float] = None
+
+    @classmethod
+    def of(cls, estimate: dict) -> "Spread":
+        spread = cls(**{key: value for key, value in estimate.items() if key in ("n", "mean", "std", "df")})
+        return spread if spread.df is not None else cls(spread.n, spread.mean, spread.std, spread.n - 1)
+
+    @property
+    def variance(self) -> float:
+        """The squared standard error of the mean (0 without a spread)."""
+        return 0.0 if self.std is None else self.std ** 2 / self.n
+
+
 def at_level(estimate, level: float):
     """The same estimate's two-sided interval at `level` (0.90 for an equivalence's TOST, 1 - 0.05 / rows for
     Bonferroni), from its mean, std, n and degrees of freedom; unchanged without a spread."""
-    if not estimate or estimate.get("std") is None or estimate.get("n", 0) < 2:
+    if not estimate or "n" not in estimate or (spread := Spread.of(estimate)).std is None or spread.n < 2:
         return estimate
-    df = estimate.get("df", estimate["n"] - 1)
     # the old level goes: a fresh interval at exactly 95% carries no "level" key to replace it
     kept = {key: value for key, value in estimate.items() if key != "level"}
-    return {**kept, **_t_interval(estimate["mean"], estimate["std"], estimate["n"], df, level)}
+    return {**kept, **_t_interval(spread.mean, spread.std, spread.n, spread.df, level)}
 
 
 def interval(values) -> dict:
@@ -95,11 +116,10 @@ def estimates_difference(a: dict, b: dict) -> dict:
     """a's mean minus b's, of two independent estimates (each with "n", "mean", "std": one unit's spread, so the
     standard error is std / sqrt(n), and "df"): Welch-Satterthwaite, as `difference_interval` for two samples, so
     an estimate from seed pairs (jackknife) can be set against a sample; n is a's. A b without spread carries none."""
-    if a.get("std") is None:
-        return _t_interval(a["mean"] - b["mean"], None, a["n"], None)
-    vb = b["std"] ** 2 / b["n"] if b.get("std") is not None else 0.0
-    return _welch(a["mean"] - b["mean"], a["n"], a["std"] ** 2 / a["n"], a.get("df", a["n"] - 1), vb,
-                  b.get("df", b["n"] - 1))
+    a, b = Spread.of(a), Spread.of(b)
+    if a.std is None:
+        return _t_interval(a.mean - b.mean, None, a.n, None)
+    return _welch(a.mean - b.mean, a.n, a.variance, a.df, b.variance, b.df)
 
 
 def _welch(mean: float, n: int, va: float, da: float, vb: float, db: float) -> dict:

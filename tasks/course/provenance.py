@@ -16,9 +16,11 @@ accept it for whatever it would not accept of any one of them.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -40,6 +42,72 @@ REFUSALS = {   # kind -> why the course would not take such a file
 INCOMPLETE = ("smoke", "partial-data", "interrupted")  # a run that does not publish on its own
 UNKNOWN_MODEL = BaseModel(None, None, None, None, None, None, None, None)   # a run that loaded no checkpoint
 ENSEMBLE_MANIFEST = "ensemble.json"  # an ensemble's folder: its members, each with its provenance
+
+
+def _known(cls, data: dict) -> dict:
+    """The keys of `data` that are fields of `cls`: a key a later writer added is ignored, and one an earlier
+    writer did not write takes its field's default (None), decided here once rather than at each use."""
+    names = {field.name for field in dataclasses.fields(cls)}
+    return {key: value for key, value in data.items() if key in names}
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """A run's provenance (run_provenance) as kept in sources.json, or an ensemble's (ensemble_provenance)."""
+    run: Optional[str] = None
+    date: Optional[str] = None
+    model: Optional[str] = None
+    model_resolved_from: Optional[str] = None
+    model_sha256: Optional[str] = None
+    model_lineage: Optional[dict] = None
+    steps: Optional[int] = None
+    total_steps: Optional[int] = None
+    planned_steps: Optional[int] = None
+    max_steps: Optional[int] = None
+    data_fraction: Optional[float] = None
+    finished: Optional[bool] = None
+    dev: Optional[float] = None
+    members: Optional[list] = None   # an ensemble's: each member's provenance, as kept
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Provenance":
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class Source:
+    """One text a continued pretraining read (pretraining/models.lineage's "corpus")."""
+    kind: Optional[str] = None
+    name: Optional[str] = None
+    path: Optional[str] = None
+    sha256: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Start:
+    """The checkpoint a continued pretraining began from (lineage's "from")."""
+    name: Optional[str] = None
+    requested: Optional[str] = None
+    resolved_from: Optional[str] = None
+    weights_sha256: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """What a pretrained model is made of (pretraining/models.lineage, kept in pretraining.json): the
+    checkpoint it continued and that checkpoint's own lineage, or the size drawn anew, and the text read."""
+    start: Optional[Start] = None
+    init_config: Optional[str] = None
+    from_pretraining: Optional["Lineage"] = None
+    corpus: tuple = ()
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Lineage":
+        raw = cls(**_known(cls, {"start" if key == "from" else key: value for key, value in data.items()}))
+        return dataclasses.replace(
+            raw, start=None if raw.start is None else Start(**_known(Start, raw.start)),
+            from_pretraining=Lineage.from_json(raw.from_pretraining) if raw.from_pretraining else None,
+            corpus=tuple(Source(**_known(Source, source)) for source in raw.corpus or ()))
 
 
 def _read(path: Path) -> Optional[dict]:
@@ -98,10 +166,11 @@ def ensemble_provenance(folder: Path, manifest: dict) -> dict:
     except (KeyError, TypeError) as e:
         raise UserError(f"{folder / ENSEMBLE_MANIFEST}: not an ensemble's manifest (no {e})") from None
     metrics = _read(folder / "metrics.json")
-    models = sorted({str(m.get("model")) for m in members})
+    kept = [Provenance.from_json(m) for m in members]
+    models = sorted({str(m.model) for m in kept})
     return {"run": str(folder), "date": _date(folder / "metrics.json"),
             "model": models[0] if len(models) == 1 else "mixed: " + ", ".join(models),
-            "model_lineage": members[0].get("model_lineage") if len(models) == 1 and members else None,
+            "model_lineage": kept[0].model_lineage if len(models) == 1 and kept else None,
             "steps": None, "total_steps": None, "max_steps": None, "data_fraction": None,
             "finished": metrics is not None,
             "dev": None if metrics is None else metrics["ensemble"].get("overall"),
@@ -110,39 +179,40 @@ def ensemble_provenance(folder: Path, manifest: dict) -> dict:
 
 def run_problems(record: Optional[dict]) -> list:
     """(kind, one-line reason) for each thing about the run behind a file that the course would not accept."""
-    if not record or not record.get("run") or "model" not in record:
+    if not record or "model" not in record or not (kept := Provenance.from_json(record)).run:
         return [("unknown-origin", REFUSALS["unknown-origin"])]
     if "members" in record:
-        return ensemble_problems(record)
+        return ensemble_problems(kept)
     problems = []
-    steps, planned, max_steps = record.get("steps"), record.get("planned_steps"), record.get("max_steps")
+    steps, planned, max_steps = kept.steps, kept.planned_steps, kept.max_steps
     if max_steps is not None and (planned is None or max_steps < planned):
         problems.append(("smoke", f"a smoke run: --max-steps {max_steps} stopped it at step {steps}"
                                   + (f" of {planned}" if planned else "")))
-    fraction = record.get("data_fraction")
+    fraction = kept.data_fraction
     if fraction is not None and fraction < 1:
         problems.append(("partial-data", f"trained on --data-fraction {fraction} of the data"))
-    total = record.get("total_steps")
-    if not record.get("finished") or steps is None or (total is not None and steps < total):
+    total = kept.total_steps
+    if not kept.finished or steps is None or (total is not None and steps < total):
         problems.append(("interrupted", f"an interrupted run: {steps} of {total} steps trained"))
-    name = record.get("model")
-    if record.get("model_resolved_from") == "embedded":
+    name = kept.model
+    if kept.model_resolved_from == "embedded":
         problems.append(("fallback-model", f"model {name}: {REFUSALS['fallback-model']}"))
     elif name not in COURSE_MODELS:
-        continued, why = course_lineage(record.get("model_lineage"))
+        continued, why = course_lineage(kept.model_lineage)
         if not continued:
             problems.append(("other-model", f"model {name}: {REFUSALS['other-model']}" + (f" ({why})" if why else "")))
     return problems
 
 
-def ensemble_problems(record: dict) -> list:
+def ensemble_problems(kept: Provenance) -> list:
     """An ensemble's: each kind any member has, once, naming the members with each reason."""
-    if not record["members"] or not record.get("finished"):
+    if not kept.members or not kept.finished:
         return [("unknown-origin", "an ensemble without members or without its metrics.json")]
     found = {}
-    for member in record["members"]:
+    for member in kept.members:
+        name = Path(str(Provenance.from_json(member).run)).name
         for kind, text in run_problems(member):
-            found.setdefault(kind, {}).setdefault(text, []).append(Path(str(member.get("run"))).name)
+            found.setdefault(kind, {}).setdefault(text, []).append(name)
     return [(kind, "; ".join(f"ensemble member{'s' if len(names) > 1 else ''} {', '.join(names)}: {text}"
                              for text, names in texts.items())) for kind, texts in found.items()]
 
@@ -154,26 +224,28 @@ def course_lineage(lineage: Optional[dict]) -> tuple:
     recorded lineage."""
     if not lineage:
         return False, ""
-    outside = [s.get("path") or s.get("name") for s in lineage.get("corpus") or ()
-               if s.get("kind") != "task" or s.get("name") not in COURSE_TASKS]
+    return _course_lineage(Lineage.from_json(lineage))
+
+
+def _course_lineage(lineage: Lineage) -> tuple:
+    outside = [s.path or s.name for s in lineage.corpus if s.kind != "task" or s.name not in COURSE_TASKS]
     if outside:
         return False, f"pretrained on text other than the course's training sets: {outside[0]}"
-    start = lineage.get("from")
+    start = lineage.start
     if start is None:
-        return False, f"pretrained from scratch ({lineage.get('init_config')}), not from bert-base-uncased"
-    if start.get("name") in COURSE_MODELS and start.get("resolved_from") != "embedded":
+        return False, f"pretrained from scratch ({lineage.init_config}), not from bert-base-uncased"
+    if start.name in COURSE_MODELS and start.resolved_from != "embedded":
         return True, ""
-    if lineage.get("from_pretraining"):
-        return course_lineage(lineage["from_pretraining"])
-    return False, f"continued from {start.get('name')}, not from bert-base-uncased"
+    if lineage.from_pretraining:
+        return _course_lineage(lineage.from_pretraining)
+    return False, f"continued from {start.name}, not from bert-base-uncased"
 
 
 def lineage_text(lineage: Optional[dict]) -> Optional[str]:
     """A short name for a model made by continued pretraining of the course's model, for the hand-in's table."""
     if not course_lineage(lineage)[0]:
         return None
-    tasks = ",".join(s.get("name") for s in lineage.get("corpus") or ())
-    return f"bert-base-uncased+MLM({tasks})"
+    return f"bert-base-uncased+MLM({','.join(s.name for s in Lineage.from_json(lineage).corpus)})"
 
 
 def incomplete_reason(record: dict) -> Optional[str]:

@@ -19,7 +19,7 @@ import io
 import json
 import os
 import zipfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -27,6 +27,7 @@ from minbert.errors import UserError
 from minbert.loading import sha256_of
 from tasks.course.provenance import (
     ENSEMBLE_MANIFEST,
+    Provenance,
     incomplete_reason,
     lineage_text,
     run_problems,
@@ -294,7 +295,8 @@ def _judge(files: dict, problems: dict, allow: set) -> tuple:
     table = [_TABLE.format("file", "run", "model", "steps", "dev", "finished", "status")]
     for name, source in files.items():
         # Every key, None where the run's provenance has none (a file of unknown origin has no provenance).
-        kept = {key: None if source is None else source.provenance.get(key) for key in _MANIFEST_KEYS}
+        provenance = asdict(Provenance() if source is None else Provenance.from_json(source.provenance))
+        kept = {key: provenance[key] for key in _MANIFEST_KEYS}
         kinds = [kind for kind, _ in problems[name]]
         refused = [(k, text) for k, text in problems[name] if k not in allow]
         refusals += [f"predictions/{name}: {text} (--allow {k} to hand it in anyway)" for k, text in refused]

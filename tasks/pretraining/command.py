@@ -106,7 +106,7 @@ def pretrain(args: argparse.Namespace, callbacks=()) -> int:
                                         whole_word=args.whole_word)
         record = {"model": model_record, "corpus": corpus.describe(), "masking": masking.describe(),
                   "budget": {"tokens": args.tokens, "max_steps": args.max_steps, "save_at": args.save_at},
-                  "lineage": lineage(model_record, corpus.describe())}
+                  "lineage": lineage(model.source if args.from_model else None, args.init_config, sources)}
         job = MaskedLMJob(model, corpus, masking, tokenizer.pad_id,
                           outputs=lambda folder, options: folder_callbacks(folder, options, record, args,
                                                                            tokenizer_folder))

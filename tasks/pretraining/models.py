@@ -10,7 +10,7 @@ import torch
 import minbert
 from minbert import BertConfig, CheckpointError, UserError
 
-from ..saved.model_folder import pretraining_of
+from ..saved.model_folder import read_pretraining
 
 # name -> (layers, hidden size): Turc et al. 2019, "Well-Read Students Learn Better" (BERT-Tiny ... BERT-Medium),
 # and BERT-Base; heads = hidden / 64, intermediate = 4 x hidden, as theirs.
@@ -60,18 +60,19 @@ def draw_start(size: str, vocabulary: str, implementation: str, device, seed: in
     return model, Path(folder), record
 
 
-def lineage(model_record: dict, corpus: dict) -> dict:
-    """What a pretrained model is made of, written into each model folder it exports (pretraining.json): the
-    checkpoint it continued (and that checkpoint's own lineage, where pretrain.py made it) or the size drawn
-    anew, and the text it was trained on. A run fine-tuned from the folder records it, and prepare_submit.py
-    reads it to tell bert-base-uncased continued on the course's training sets from any other model."""
-    start = model_record.get("from")
+def lineage(start, init_config, sources: list) -> dict:
+    """What a pretrained model is made of, written into each model folder it exports (pretraining.json):
+    the checkpoint `start` it continued (a minbert ModelSource; and that checkpoint's own lineage, where
+    pretrain.py made it) or, `start` None, the size `init_config` drawn anew, and the text it was trained on
+    (the corpus's Sources). A run fine-tuned from the folder records it, and prepare_submit.py reads it to
+    tell bert-base-uncased continued on the course's training sets from any other model."""
     if start is None:
-        began = {"init_config": model_record.get("init_config")}
+        began = {"init_config": init_config}
     else:
-        began = {"from": {key: start.get(key) for key in ("name", "requested", "resolved_from", "weights_sha256")}}
-        parent = pretraining_of(start.get("folder"))
+        began = {"from": {"name": start.name, "requested": start.requested,
+                          "resolved_from": start.resolved_from, "weights_sha256": start.weights_sha256}}
+        parent = read_pretraining(start.folder)
         if parent is not None:
-            began["from_pretraining"] = parent.get("lineage")
-    sources = [{key: source.get(key) for key in ("kind", "name", "path", "sha256")} for source in corpus["sources"]]
-    return {**began, "corpus": sources}
+            began["from_pretraining"] = parent.lineage
+    corpus = [{"kind": s.kind, "name": s.name, "path": s.path, "sha256": s.sha256} for s in sources]
+    return {**began, "corpus": corpus}

@@ -78,10 +78,11 @@ def upgrade(data: dict) -> dict:
 def read_run(path: Path) -> KeptRun:
     """A run.json as its KeptRun; one line naming the file where it is of another schema or malformed."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
-    if data.get("schema") == 3:
-        data = upgrade(data)
-    if data.get("schema") != SCHEMA:
-        raise UserError(f"{path}: a kept run of schema {data.get('schema', 1)}, this code reads schema {SCHEMA}: "
+    schema = data.get("schema", 1)
+    if schema == 3:
+        data, schema = upgrade(data), SCHEMA
+    if schema != SCHEMA:
+        raise UserError(f"{path}: a kept run of schema {schema}, this code reads schema {SCHEMA}: "
                         "a folder kept before 2026-11-28 converts with "
                         "git show 624dd4f:tools/convert_kept_runs.py")
     try:

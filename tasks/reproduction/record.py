@@ -93,8 +93,9 @@ class Line:
 
     @classmethod
     def from_json(cls, data: dict, where: str = "report.json") -> "Line":
-        if data.get("schema") != SCHEMA:
-            raise UserError(f"{where}: a report line of schema {data.get('schema', 1)}, this code reads {SCHEMA}: "
+        schema = data.get("schema", 1)
+        if schema != SCHEMA:
+            raise UserError(f"{where}: a report line of schema {schema}, this code reads {SCHEMA}: "
                             f"rewrite it with python reproduce.py --report-only")
         known = {f.name for f in fields(cls)}
         data = {k: v for k, v in data.items() if k in known}

@@ -13,7 +13,9 @@ also gets sentence-transformers' module files (mean pooling, as it trained).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -104,3 +106,26 @@ def pretraining_of(folder) -> dict | None:
         return json.loads((Path(folder) / PRETRAINING_JSON).read_text(encoding="utf-8"))
     except (OSError, ValueError, TypeError):
         return None
+
+
+@dataclass(frozen=True)
+class Pretraining:
+    """pretraining.json (pretrain.py's outputs): the step and tokens the model was saved at, the rung's token
+    budget (--save-at), its held-out evaluation and its lineage; a key a record lacks reads None."""
+    made_by: Optional[str] = None
+    step: Optional[int] = None
+    tokens: Optional[int] = None
+    budget: Optional[int] = None
+    held_out: Optional[dict] = None
+    lineage: Optional[dict] = None
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Pretraining":
+        names = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in names})
+
+
+def read_pretraining(folder) -> Optional[Pretraining]:
+    """pretraining_of's record, typed."""
+    made = pretraining_of(folder)
+    return None if made is None else Pretraining.from_json(made)

@@ -27,7 +27,7 @@ import minbert
 from minbert import UserError
 from minbert.loading import sha256_of
 
-from ...saved.model_folder import MODEL_DIR, pretraining_of
+from ...saved.model_folder import MODEL_DIR, Pretraining, read_pretraining
 from ...saved.model_folder import PRETRAINING_JSON as INFO_FILE
 from ..arguments import items
 from ..drawing import errorbar, fractions_of, legend, metric_axis, new_figure, pretty, title
@@ -106,11 +106,11 @@ def read_rung(folder: Path, flag: str) -> Rung:
     try:
         json.loads((folder / "config.json").read_text(encoding="utf-8"))
         info = json.loads((folder / INFO_FILE).read_text(encoding="utf-8"))
-        tokens = int(info["tokens"])
+        tokens, made = int(info["tokens"]), Pretraining.from_json(info)
     except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
         raise UserError(f"{flag}: {folder}: config.json or {INFO_FILE} unreadable, or no tokens in it "
                         f"({type(e).__name__}: {e})") from None
-    return Rung(tokens, info.get("step"), str(folder))
+    return Rung(tokens, made.step, str(folder))
 
 
 def same_run(a: Rung, b: Rung) -> bool:
@@ -186,11 +186,12 @@ def run(sweep, trial) -> dict:
         raise UserError(f"{trial.params['folder']}: its weights changed since the sweep was planned (pretrained "
                         f"again?): rerun the same command to plan the sweep anew")
     result = sweep.fit(trial, encoder)
-    info = pretraining_of(trial.params["folder"]) or {}   # read_rung held it to be there when the sweep was planned
+    # read_rung held it to be there when the sweep was planned
+    info = read_pretraining(trial.params["folder"]) or Pretraining()
     # what the trial started from, beside the file's hash in its params (the tests hold it to the rung's file)
     embeddings = float(encoder.embeddings.word_embeddings.weight.detach().double().sum())
-    result["info"] = {"rung": {"tokens": trial.params["tokens"], "step": info.get("step"),
-                               "word_embeddings_sum": embeddings, "held_out": info.get("held_out")}}
+    result["info"] = {"rung": {"tokens": trial.params["tokens"], "step": info.step,
+                               "word_embeddings_sum": embeddings, "held_out": info.held_out}}
     return result
 
 
