@@ -57,8 +57,8 @@ def restore_rng(ckpt: dict, world: World, seed: int, step: int) -> None:
     processes than the run saved states for, every rank starts from the saved main state and then draws its
     own dropout stream (`rank_seed` of the run's seed, the rank and the step), as a fresh start does: without
     it every rank would drop the same units."""
-    per_rank = ckpt.get("rng_ranks") or []
-    if world.active and len(per_rank) == world.size:
+    per_rank = ckpt.get("rng_ranks")   # None from one process; absent from checkpoints before torchrun
+    if world.active and per_rank is not None and len(per_rank) == world.size:
         set_rng_state(per_rank[world.rank])
         return
     set_rng_state(ckpt["rng"])

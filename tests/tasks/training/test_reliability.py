@@ -156,7 +156,7 @@ def run_copy(finished_run, tmp_path):
 
 
 def errors(err: str) -> list:
-    """stderr's lines but the warnings a short run gives at its start (its EMA: tasks/training/averaging.py)."""
+    """stderr's lines but the warning a short run gives at its start (its EMA: training/averaging.py)."""
     return [line for line in err.strip().splitlines() if not line.startswith("warning:")]
 
 
