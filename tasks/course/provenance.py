@@ -26,7 +26,7 @@ from typing import Optional
 
 from minbert.errors import UserError
 
-from ..saved.run_record import BaseModel, read_run_record
+from ..saved.run_record import BaseModel, known_fields, read_run_record
 
 COURSE_MODELS = ("bert-base-uncased", "google-bert/bert-base-uncased")  # the only pretrained model it allows
 COURSE_TASKS = ("sst", "quora", "sts", "cfimdb")  # whose training sets a continued pretraining may read
@@ -42,13 +42,6 @@ REFUSALS = {   # kind -> why the course would not take such a file
 INCOMPLETE = ("smoke", "partial-data", "interrupted")  # a run that does not publish on its own
 UNKNOWN_MODEL = BaseModel(None, None, None, None, None, None, None, None)   # a run that loaded no checkpoint
 ENSEMBLE_MANIFEST = "ensemble.json"  # an ensemble's folder: its members, each with its provenance
-
-
-def _known(cls, data: dict) -> dict:
-    """The keys of `data` that are fields of `cls`: a key a later writer added is ignored, and one an earlier
-    writer did not write takes its field's default (None), decided here once rather than at each use."""
-    names = {field.name for field in dataclasses.fields(cls)}
-    return {key: value for key, value in data.items() if key in names}
 
 
 @dataclass(frozen=True)
@@ -71,7 +64,7 @@ class Provenance:
 
     @classmethod
     def from_json(cls, data: dict) -> "Provenance":
-        return cls(**_known(cls, data))
+        return cls(**known_fields(cls, data))
 
 
 @dataclass(frozen=True)
@@ -103,11 +96,12 @@ class Lineage:
 
     @classmethod
     def from_json(cls, data: dict) -> "Lineage":
-        raw = cls(**_known(cls, {"start" if key == "from" else key: value for key, value in data.items()}))
+        renamed = {"start" if key == "from" else key: value for key, value in data.items()}
+        raw = cls(**known_fields(cls, renamed))
         return dataclasses.replace(
-            raw, start=None if raw.start is None else Start(**_known(Start, raw.start)),
+            raw, start=None if raw.start is None else Start(**known_fields(Start, raw.start)),
             from_pretraining=Lineage.from_json(raw.from_pretraining) if raw.from_pretraining else None,
-            corpus=tuple(Source(**_known(Source, source)) for source in raw.corpus or ()))
+            corpus=tuple(Source(**known_fields(Source, source)) for source in raw.corpus or ()))
 
 
 def _read(path: Path) -> Optional[dict]:

@@ -13,7 +13,6 @@ also gets sentence-transformers' module files (mean pooling, as it trained).
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ from ..fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
 from ..heads import MultitaskModel
 from ..registry import get_task
 from .model_card import model_card
-from .run_record import RunRecord
+from .run_record import RunRecord, known_fields
 
 MODEL_DIR = "model"
 HEADS_FILE = "heads.safetensors"
@@ -121,8 +120,7 @@ class Pretraining:
 
     @classmethod
     def from_json(cls, data: dict) -> "Pretraining":
-        names = {field.name for field in dataclasses.fields(cls)}
-        return cls(**{key: value for key, value in data.items() if key in names})
+        return cls(**known_fields(cls, data))
 
 
 def read_pretraining(folder) -> Optional[Pretraining]:

@@ -9,6 +9,7 @@ reads through `upgrade_1`, which also fills in what the oldest schema-1 runs did
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,13 @@ from minbert import UserError
 from minbert.errors import read_json
 
 SCHEMA = 2
+
+
+def known_fields(cls, data: dict) -> dict:
+    """The keys of `data` that are fields of the dataclass `cls`: a key a later writer added is ignored, and
+    one an earlier writer did not write takes its field's default, decided once where the record is read."""
+    names = {field.name for field in dataclasses.fields(cls)}
+    return {key: value for key, value in data.items() if key in names}
 
 
 @dataclass(frozen=True)
