@@ -84,9 +84,8 @@ def row_lines(v) -> tuple:
 
 def _row_line(row) -> RowLine:
     e = row.estimate
-    if e is None:
-        return RowLine(row.label, None, None, (None, None), None, row.verdict, row.pending or None)
-    figures = (_number(e.mean), e.level, (_number(e.low), _number(e.high)), e.n)
+    unmeasured = (None, None, (None, None), None)
+    figures = unmeasured if e is None else (_number(e.mean), e.level, (_number(e.low), _number(e.high)), e.n)
     return RowLine(row.label, *figures, row.verdict, row.pending or None)
 
 
