@@ -36,7 +36,7 @@ def test_every_kept_line_keeps_its_values_in_the_current_schema_and_reads_back_t
         assert len(lines) == len(raw), path
         for data, line in zip(raw, lines):
             written = line.to_json()
-            if "budget" in data:   # a budget without the plateau rule now says its held-out curve is empty
+            if data.get("budget") is not None:   # a budget without the plateau rule: empty held-out curve
                 data["budget"] = {"heldout_curve": [], **data["budget"]}
             assert {k: written[k] for k in data} == data and written["schema"] == SCHEMA, path
             assert TrialLine.from_json(json.loads(json.dumps(written))) == line
