@@ -27,6 +27,7 @@ from typing import Optional
 from minbert.errors import UserError
 
 from ..saved.run_record import BaseModel, known_fields, read_run_record
+from ..saved.run_result import RunResult
 
 COURSE_MODELS = ("bert-base-uncased", "google-bert/bert-base-uncased")  # the only pretrained model it allows
 COURSE_TASKS = ("sst", "quora", "sts", "cfimdb")  # whose training sets a continued pretraining may read
@@ -129,27 +130,21 @@ def run_provenance(run_dir: str | os.PathLike) -> dict:
     if not (run_dir / "config.json").is_file():  # no record of the run: its files are of unknown origin
         return {"run": str(run_dir), "date": None}
     record = read_run_record(run_dir / "config.json")
-    metrics = _read(run_dir / "metrics.json")
+    metrics = _result(run_dir / "metrics.json")
     model, epochs = record.model or UNKNOWN_MODEL, record.arguments.get("epochs")
     return {"run": str(run_dir), "date": _date(run_dir / "metrics.json"), "model": model.name,
             "model_resolved_from": model.resolved_from, "model_sha256": model.weights_sha256,
             "model_lineage": model.lineage,
-            "steps": None if metrics is None else metrics["steps"], "total_steps": record.total_steps,
+            "steps": None if metrics is None else metrics.steps, "total_steps": record.total_steps,
             "planned_steps": None if epochs is None else record.steps_per_epoch * epochs,
             "max_steps": record.arguments.get("max_steps"),
             "data_fraction": record.arguments.get("data_fraction"),
-            "finished": metrics is not None, "dev": None if metrics is None else best_dev(metrics)}
+            "finished": metrics is not None, "dev": None if metrics is None else metrics.dev}
 
 
-def best_dev(metrics: dict) -> Optional[float]:
-    """A finished run's dev score (metrics.json): its best evaluation's overall, a one-task run's (Part 1)
-    task score, or with --per-task-best the overall of each task's own best evaluation."""
-    if "per_task_best" in metrics:  # --per-task-best: each task's files are from its own best evaluation
-        return metrics["per_task_best"]["overall"]
-    best = metrics["best"]
-    if best.get("overall") is None:  # a one-task run (Part 1): that task's score
-        return next((v for k, v in best.items() if k != "overall" and v is not None), None)
-    return best["overall"]
+def _result(path: Path) -> Optional[RunResult]:
+    """A finished run's metrics.json; None where it has none (unfinished)."""
+    return RunResult.read(path) if path.is_file() else None
 
 
 def ensemble_provenance(folder: Path, manifest: dict) -> dict:

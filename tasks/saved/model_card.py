@@ -16,6 +16,7 @@ from typing import Optional
 from ..config import TrainConfig
 from ..registry import get_task
 from .run_record import BaseModel, Precision, RunRecord
+from .run_result import OVERALL, RunResult
 
 UNKNOWN_LICENCE = "unknown"
 UNKNOWN_MODEL = BaseModel("unknown", None, None, None, None, None, None, None)   # a run that loaded none
@@ -32,13 +33,12 @@ def licence_of(folder) -> str:
     return found.group(1) if found else UNKNOWN_LICENCE
 
 
-def model_card(record: RunRecord, result: dict, heads: dict, sentence_transformers: bool) -> str:
+def model_card(record: RunRecord, result: RunResult, heads: dict, sentence_transformers: bool) -> str:
     """The card's Markdown. `record`: the run's config.json; `result`: its metrics; `heads`: tasks.json's tasks."""
     base = record.model or UNKNOWN_MODEL
     options = TrainConfig.from_record(record.arguments)
     licence = licence_of(base.folder)
     tasks = list(heads)
-    best = result["best"]   # metrics.json's: task -> its dev score at the best evaluation, and "overall"
     lines = ["---", f"license: {licence}", f"base_model: {base.name}", "library_name: transformers",
              "tags:", "- bert", "- minbert-multitask", *(["- sentence-transformers"] if sentence_transformers else []),
              "---", "",
@@ -56,13 +56,13 @@ def model_card(record: RunRecord, result: dict, heads: dict, sentence_transforme
              + (" (siamese pairs: mean pooling)" if options.pair_mode == "siamese" else "") + ".", "",
              "| task | head | metric | dev (best evaluation) |", "|---|---|---|---|"]
     for task, described in heads.items():
-        value = best.get(task)
+        value = result.score(task)
         lines.append(f"| {task} | {described['head']} | {get_task(task).metric} | "
                      f"{'not evaluated' if value is None else f'{value:.4f}'} |")
-    if best.get("overall") is not None:
-        lines.append(f"| overall | | mean on [0, 1] | {best['overall']:.4f} |")
-    lines += ["", f"Best evaluation: epoch {result.get('best_epoch')}, step {result.get('best_step')} of "
-                  f"{result.get('steps')}.", "", "## Data", "", "| task | split | file | sha256 | rows used |",
+    if result.score(OVERALL) is not None:
+        lines.append(f"| overall | | mean on [0, 1] | {result.best[OVERALL]:.4f} |")
+    lines += ["", f"Best evaluation: epoch {result.best_epoch}, step {result.best_step} of "
+                  f"{result.steps}.", "", "## Data", "", "| task | split | file | sha256 | rows used |",
               "|---|---|---|---|---|"]
     for task in tasks:
         for split, file in record.data.get(task, {}).items():

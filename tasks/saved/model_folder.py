@@ -25,6 +25,7 @@ from ..heads import MultitaskModel
 from ..registry import get_task
 from .model_card import model_card
 from .run_record import RunRecord, known_fields
+from .run_result import RunResult
 
 MODEL_DIR = "model"
 HEADS_FILE = "heads.safetensors"
@@ -36,7 +37,7 @@ HEAD_OPTIONS = ("pair_mode", "pooling", "task_heads", "head_dropout", "eval_batc
                 "precision")
 
 
-def export_model(folder, model: MultitaskModel, record: RunRecord, result: dict, tokenizer_folder,
+def export_model(folder, model: MultitaskModel, record: RunRecord, result: RunResult, tokenizer_folder,
                  scores: str = "best") -> Path:
     """Write the model folder; `record` is the run's config.json, `result` its metrics, `scores` which of them
     ("best" or "final") the exported weights earned."""
@@ -52,7 +53,7 @@ def export_model(folder, model: MultitaskModel, record: RunRecord, result: dict,
     atomic_write_json(folder / TASKS_JSON, {
         "format": FORMAT, "made_by": "minbert-multitask", "encoder": "model.safetensors", "heads": HEADS_FILE,
         "options": {k: record.arguments.get(k) for k in HEAD_OPTIONS}, **description,
-        "dev": result.get(scores)})
+        "dev": result.scores(scores)})
     return folder
 
 

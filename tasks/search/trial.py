@@ -25,6 +25,7 @@ from optuna.trial import TrialState
 from minbert import UserError
 
 from ..fileio import atomic_write_json
+from ..saved.run_result import RunResult
 from ..training import Callback, parse_train_command, train_command
 from .figures import add_hparams
 from .study import Heartbeat, retry, retry_of, utc_now
@@ -98,7 +99,7 @@ def run_trial(search: Search, study, trial) -> int:
 def settle(search: Search, study, trial, params: dict, folder: Path, status: int, pruned: Optional[str]) -> int:
     """Tell the study how the trial ended and write it into its folder; the status the search returns."""
     if status == 0:
-        best = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))["best"][SCORE]
+        best = RunResult.read(folder / "metrics.json").best[SCORE]
         state = TrialState.PRUNED if pruned else TrialState.COMPLETE
         told = tell(study, trial, state, None if pruned else best)
         value = told.value if told is not None else None

@@ -13,6 +13,7 @@ from ..fileio import atomic_save_torch, atomic_write_json, remove_stale_temp_fil
 from ..saved.checkpoint_files import BEST, task_best_file
 from ..saved.model_folder import MODEL_DIR, export_model
 from ..saved.run_record import RunRecord, read_run_record
+from ..saved.run_result import RunResult
 from .callbacks import Callback, Console, TensorBoard
 from .checkpoint import rng_states, save_checkpoint, writing
 from .record import run_record
@@ -100,9 +101,10 @@ class RunFolder(Callback):
             # Before metrics.json, which tells classifier.py's --resume that the task is done.
             record = read_run_record(folder / "config.json")
             with writing(folder / MODEL_DIR):
-                export_model(folder / MODEL_DIR, run.model, record, result, run.inputs.encoder.source.folder)
+                export_model(folder / MODEL_DIR, run.model, record, RunResult.from_json(result),
+                             run.inputs.encoder.source.folder)
             with writing(folder / "metrics.json"):
-                atomic_write_json(folder / "metrics.json", result)
+                atomic_write_json(folder / "metrics.json", RunResult.from_json(result).to_json())
 
 
 def load_weights(run, name: str) -> None:
@@ -130,5 +132,6 @@ class InMemory(Callback):
         if self.export_to is not None:
             with writing(Path(self.export_to)):
                 record = RunRecord.from_json(run_record(run), self.export_to)
-                export_model(self.export_to, run.model, record, result, run.inputs.encoder.source.folder,
-                             scores="final" if self.final_weights else "best")
+                scores = "final" if self.final_weights else "best"
+                export_model(self.export_to, run.model, record, RunResult.from_json(result),
+                             run.inputs.encoder.source.folder, scores=scores)

@@ -8,6 +8,7 @@ import pytest
 from minbert import CheckpointError, UserError
 from tasks.saved.model_card import model_card
 from tasks.saved.run_record import SCHEMA, DataFile, RunRecord, read_run_record, upgrade_1
+from tasks.saved.run_result import RunResult
 
 # A default run's config.json as main wrote it at 624dd4f (schema 1: no "schema" key).
 SAVED = Path(__file__).resolve().parents[2] / "data" / "run-record-schema-1.json"
@@ -49,13 +50,17 @@ def test_a_schema_2_record_round_trips_to_what_its_schema_1_twin_reads(tmp_path)
 
 
 def test_the_model_card_of_a_saved_record_says_what_it_recorded():
-    result = {"best": {"sst": 0.5, "overall": 0.6}, "best_epoch": 1, "best_step": 962, "steps": 1924}
+    result = RunResult(final={"sst": 0.4, "overall": 0.5}, best={"sst": 0.5, "overall": 0.6}, best_epoch=1,
+                       best_step=962, history=[], steps=1924)
     card = model_card(read_run_record(SAVED), result, {"sst": {"head": "classify"}}, False)
     assert "base_model: sentence-transformers/all-MiniLM-L6-v2" in card
     assert "- weights sha256: `53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db`" in card
     assert f"| sst | dev | `ids-sst-dev.csv` | `{SST_DEV}` | 1101 of 1101 |" in card
     assert "- precision: fp32 (asked for: auto; native bf16: False)" in card
     assert "- minbert commit: 624dd4f35a2204d9496c75c716db9cf7fe22c532\n" in card
+    assert "| sst | classify | accuracy | 0.5000 |" in card
+    assert "| overall | | mean on [0, 1] | 0.6000 |" in card
+    assert "Best evaluation: epoch 1, step 962 of 1924." in card
 
 
 @pytest.mark.parametrize("change, says", [

@@ -40,6 +40,8 @@ def test_request_stop_ends_the_run_at_that_step_and_records_why(tiny_model, smal
     assert [e["step"] for e in result["history"]] == [2]  # the stop step's dev evaluation is the last
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["stop_reason"] == "asked at step 2" and metrics["steps"] == 2
+    loop = json.loads(json.dumps({k: v for k, v in result.items() if k != "model"}))
+    assert {k: v for k, v in metrics.items() if k != "schema"} == loop   # the typed record drops none of it
     assert json.loads((tmp_path / "run" / "config.json").read_text())["total_steps"] == 6  # the schedule's span
     hooks = [h for h in stop.hooks if h != "on_log"]
     assert hooks[0] == "on_begin" and hooks[-2:] == ["on_finish", "on_close"]
