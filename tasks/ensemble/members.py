@@ -73,7 +73,7 @@ def read_member(path: str | os.PathLike) -> Member:
     try:
         tasks = record.task_list
         declare_tasks(record.task_file)
-        files = {(t, s): _sha256(record.data[t].get(s)) for t in tasks for s in AVERAGED_SPLITS}
+        files = {(t, s): _sha256(record.data_file(t, s)) for t in tasks for s in AVERAGED_SPLITS}
     except (KeyError, TypeError) as e:
         raise UserError(f"{folder / 'config.json'}: not a run's record (no {e})") from None
     labels = {t: label_set(t, record.declared_tasks.get(t)) for t in tasks}
