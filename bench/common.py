@@ -15,8 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 # Where the course's files live on the benchmark machines: beside the checkout, shared by its worktrees.
 SHARED_DATA_DIR = REPO.parent / "shared" / "data" / "cs224n"
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-MODEL_HELP = ("embedded (the packaged minilm), bert-base (its shape, random weights), or a checkpoint name "
-              "or folder (default: %(default)s)")
+MODEL_HELP = "embedded (the packaged minilm), bert-base (its shape, random weights), or a checkpoint"
 DATA_HELP = ("the course's csv files (default: $MINBERT_DATA_DIR, else <repo>/data, else "
              "../shared/data/cs224n beside the checkout)")
 SHARED_FLAGS = {  # name: (flags, add_argument's keywords)
@@ -28,12 +27,20 @@ SHARED_FLAGS = {  # name: (flags, add_argument's keywords)
 }
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The docstring as written, and each option's default after its help where it has one."""
+
+    def _get_help_string(self, action):
+        given = action.default not in (None, False, argparse.SUPPRESS) and "%(default)" not in action.help
+        return action.help + " (default: %(default)s)" if given else action.help
+
+
 def arguments(name: str, doc: str, *shared: str) -> argparse.ArgumentParser:
     """`python -m bench NAME`'s parser, its help the module's docstring (the first paragraph, then the rest
     after the options), with the `shared` flags of SHARED_FLAGS."""
     description, _, epilog = doc.partition("\n\n")
     p = argparse.ArgumentParser(prog=f"python -m bench {name}", description=description,
-                                epilog=epilog or None, formatter_class=argparse.RawDescriptionHelpFormatter)
+                                epilog=epilog or None, formatter_class=HelpFormatter)
     for flag in shared:
         names, keywords = SHARED_FLAGS[flag]
         p.add_argument(*names, **keywords)

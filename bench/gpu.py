@@ -38,33 +38,29 @@ DRY_RUN = dict(device="cpu", models="tiny", settings="default", trainer_precisio
 
 def add_stage_args(p) -> None:
     graphs = p.add_argument_group("graphs (the graphed step against the eager one and transformers')")
-    graphs.add_argument("--graphs-model", default="bert-base", help="(default: %(default)s)")
-    graphs.add_argument("--graphs-precision", default="bf16", help="(default: %(default)s)")
-    graphs.add_argument("--graphs-steps", type=int, default=24, help="timed steps (default: %(default)s)")
-    graphs.add_argument("--graphs-shapes", type=int, default=4, help="distinct step shapes (default: %(default)s)")
+    graphs.add_argument("--graphs-model", default="bert-base", help="its model")
+    graphs.add_argument("--graphs-precision", default="bf16", help="its precision")
+    graphs.add_argument("--graphs-steps", type=int, default=24, help="timed steps")
+    graphs.add_argument("--graphs-shapes", type=int, default=4, help="distinct step shapes")
     trainer = p.add_argument_group("trainer")
-    trainer.add_argument("--models", default="embedded,bert-base",
-                         help="embedded (minilm), bert-base (its shape, random weights) or folders "
-                              "(default: %(default)s)")
-    trainer.add_argument("--trainer-precisions", default="bf16,fp16", help="(default: %(default)s)")
-    trainer.add_argument("--trainer-steps", type=int, default=200, help="per model and precision "
-                                                                        "(default: %(default)s)")
-    trainer.add_argument("--trainer-warmup", type=int, default=20, help="untimed first steps (default: %(default)s)")
-    trainer.add_argument("--sync-steps", type=int, default=10, help="last steps, host syncs counted "
-                                                                    "(default: %(default)s)")
+    trainer.add_argument("--models", default="embedded,bert-base", help="embedded (minilm), bert-base (its "
+                         "shape, random weights) or folders")
+    trainer.add_argument("--trainer-precisions", default="bf16,fp16", help="its precisions")
+    trainer.add_argument("--trainer-steps", type=int, default=200, help="per model and precision")
+    trainer.add_argument("--trainer-warmup", type=int, default=20, help="untimed first steps")
+    trainer.add_argument("--sync-steps", type=int, default=10, help="last steps, host syncs counted")
     trainer.add_argument("--settings", default="default",
                          help="comma-separated trainer settings, each a run per model: " + ", ".join(SETTINGS))
     compare = p.add_argument_group("compare (the trainer's run, minBERT's encoder against transformers')")
-    compare.add_argument("--compare-model", default="bert-base", help="(default: %(default)s)")
-    compare.add_argument("--precisions", default="bf16,fp16,fp32", help="(default: %(default)s)")
+    compare.add_argument("--compare-model", default="bert-base", help="its model")
+    compare.add_argument("--precisions", default="bf16,fp16,fp32", help="its precisions")
     compare.add_argument("--fast-path", action="store_true",
                          help="time minBERT's fast path (--implementation fast), not the trainer's path on CUDA "
                               "(the reference); every row says which")
-    compare.add_argument("--tasks", default="sst,quora,sts", help="the run's tasks (default: %(default)s)")
+    compare.add_argument("--tasks", default="sst,quora,sts", help="the run's tasks")
     compare.add_argument("--batch-size", type=int, default=32)
     compare.add_argument("--eval-batch-size", type=int, default=128)
-    compare.add_argument("--eval-examples", type=int, default=512, help="dev rows per task evaluated each round "
-                                                                       "(default: %(default)s)")
+    compare.add_argument("--eval-examples", type=int, default=512, help="dev rows per task, each round")
     compare.add_argument("--steps", type=int, default=24, help="timed steps per model and phase")
     compare.add_argument("--warmup", type=int, default=4)
     compare.add_argument("--rounds", type=int, default=6)

@@ -26,9 +26,9 @@ from bench.trainer import profile_steps, trainer_steps
 
 def parse_args(argv=None):
     p = arguments("gpu-graphs", __doc__, "train-options")
-    p.add_argument("--steps", type=int, default=24, help="timed steps per variant (default: %(default)s)")
-    p.add_argument("--shapes", type=int, default=4, help="distinct step shapes timed (default: %(default)s)")
-    p.add_argument("--rounds", type=int, default=4, help="(default: %(default)s)")
+    p.add_argument("--steps", type=int, default=24, help="timed steps per variant")
+    p.add_argument("--shapes", type=int, default=4, help="distinct step shapes timed")
+    p.add_argument("--rounds", type=int, default=4, help="rounds alternating the variants")
     p.add_argument("--dry-run", action="store_true", help="on the CPU: the graphed variants run eagerly")
     return parse(p, argv)
 

@@ -28,11 +28,10 @@ SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchr
 
 def parse_args(argv=None):
     p = arguments("gpu-trainer", __doc__, "train-options")
-    p.add_argument("--precisions", default="bf16,fp16", help="comma-separated (default: %(default)s)")
-    p.add_argument("--steps", type=int, default=200, help="optimizer steps per precision (default: %(default)s)")
-    p.add_argument("--warmup", type=int, default=20, help="first steps, not timed (default: %(default)s)")
-    p.add_argument("--sync-steps", type=int, default=10,
-                   help="last steps, their host syncs counted (default: %(default)s)")
+    p.add_argument("--precisions", default="bf16,fp16", help="comma-separated")
+    p.add_argument("--steps", type=int, default=200, help="optimizer steps per precision")
+    p.add_argument("--warmup", type=int, default=20, help="first steps, not timed")
+    p.add_argument("--sync-steps", type=int, default=10, help="last steps, their host syncs counted")
     p.add_argument("--setting", default="default", help="the rows' name for the train options")
     args = parse(p, argv)
     if args.warmup < 1 or args.sync_steps < 1 or args.steps - args.warmup - args.sync_steps < 1:

@@ -24,20 +24,17 @@ TARGET_RATIO = 2.0
 def parse_args(argv=None):
     p = arguments("pretrain", __doc__, "json")
     shape = p.add_argument_group("what is timed")
-    shape.add_argument("--size", choices=tuple(SIZES), default="mini",
-                       help="layers x hidden: " + ", ".join(f"{k} {n}x{h}" for k, (n, h) in SIZES.items())
-                            + " (default: %(default)s; base takes about ten times as long)")
-    shape.add_argument("--batch-size", type=int, default=64, help="sequences per step (default: %(default)s)")
-    shape.add_argument("--length", type=int, default=128, help="word pieces per sequence (default: %(default)s)")
+    shape.add_argument("--size", choices=tuple(SIZES), default="mini", help="layers x hidden: " + ", ".join(
+        f"{k} {n}x{h}" for k, (n, h) in SIZES.items()) + "; base takes about ten times as long as mini")
+    shape.add_argument("--batch-size", type=int, default=64, help="sequences per step")
+    shape.add_argument("--length", type=int, default=128, help="word pieces per sequence")
     shape.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
                        help="both models' precision; auto: bf16 autocast where the CPU computes bf16 natively, "
-                            "else fp32 (minbert.resolve_precision; default: %(default)s)")
+                            "else fp32 (minbert.resolve_precision)")
     timing = p.add_argument_group("how it is timed")
-    timing.add_argument("--steps", type=int, default=6, help="timed steps per model (default: %(default)s)")
-    timing.add_argument("--warmup", type=int, default=2, help="untimed steps first, on their own batches "
-                                                             "(default: %(default)s)")
-    timing.add_argument("--rounds", type=int, default=3, help="the timed steps are split into this many "
-                                                             "alternating rounds (default: %(default)s)")
+    timing.add_argument("--steps", type=int, default=6, help="timed steps per model")
+    timing.add_argument("--warmup", type=int, default=2, help="untimed steps first, on their own batches")
+    timing.add_argument("--rounds", type=int, default=3, help="the timed steps are cut into this many rounds")
     timing.add_argument("--seed", type=int, default=0)
     p.add_argument("--worker", choices=paired.WORKERS, help=argparse.SUPPRESS)
     args = p.parse_args(argv)

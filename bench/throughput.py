@@ -33,11 +33,10 @@ def parse_args(argv=None):
     p = arguments("throughput", __doc__, "model", "data-dir", "json")
     p.add_argument("--precision", choices=("bf16", "fp32"), default="bf16")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--eval-batch-size", type=int, default=128, help="(default: %(default)s, the trainer's)")
+    p.add_argument("--eval-batch-size", type=int, default=128, help="the trainer's")
     p.add_argument("--steps", type=int, default=24, help="timed steps per model, task and phase")
-    p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default: %(default)s)")
-    p.add_argument("--rounds", type=int, default=6, help="the timed steps are split into this many "
-                   "alternating rounds (default: %(default)s)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    p.add_argument("--rounds", type=int, default=6, help="the timed steps are split into this many rounds")
     p.add_argument("--task", choices=("sst", "quora", "both"), default="both")
     p.add_argument("--order", choices=("shuffled", "bucketed"), default="shuffled",
                    help="shuffled batches, or the trainer's own length-bucketed batches for the task "
