@@ -61,7 +61,7 @@ def build_variants(config, inputs, dry_run: bool) -> dict:
             "transformers": build_run(config, inputs, encoder=compared_encoders(config, inputs.device)
                                       ["transformers"])}
     if dry_run:  # the graphed step's batches, not its kernels
-        from tasks.training.graphs import StepGraphs, widths_up_to
+        from tasks.training import StepGraphs, widths_up_to
         for name in ("graphed", "cudagraphs"):
             runs[name].graphs = StepGraphs(False, widths_up_to(inputs.tokenizer.max_length), "dry run: eager")
     else:

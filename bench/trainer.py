@@ -71,8 +71,7 @@ def trainer_steps(run, steps: list) -> float:
     """`steps` as the trainer's loop runs them (tasks/training/loop.py's run_epoch): a whole
     `tasks.training.train_step` each, the next step's batches built ahead (on CUDA, while the device works),
     then the schedule's step. Nothing is read back; the host's seconds to issue them."""
-    from tasks.training import train_step
-    from tasks.training.step import prefetch
+    from tasks.training import prefetch, train_step
     started = time.perf_counter()
     run.model.train()
     for k, step in enumerate(steps):
