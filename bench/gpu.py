@@ -173,7 +173,7 @@ def worker_rows(cmd: list, cap: float, log: Path, **where) -> list:
     """A worker's typed rows (its RESULT lines) named by `where`, and a failed row when it was cut at `cap` or
     exited in error."""
     code, out, err, seconds = run_capped(cmd, cap, log)
-    rows = [dataclasses.replace(row_from_json(row), **where) for report in results_in(out) for row in report["rows"]]
+    rows = [dataclasses.replace(row_from_json(row), **where) for row in results_in(out)]
     if code != 0:
         why = f"cut at its {cap:.0f} s" if code is None else f"exit {code}"
         rows.append(Failed(**where, error=f"{why}: {(err.strip().splitlines() or [''])[-1][:300]}", wall_s=seconds))

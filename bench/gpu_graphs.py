@@ -91,14 +91,14 @@ def repaid(compile_s: float, shapes: int, ms_per_step: float, eager_ms: float, d
             "default_saved_s": (eager_ms - ms_per_step) / 1000 * default_steps}
 
 
-def measure(args) -> list:
+def main(argv=None) -> int:
+    args = parse_args(argv)
     config, inputs, _ = trainer_run(args.train_options, build=False)
     runs = build_variants(config, inputs, args.dry_run)
     steps, default_shapes, epoch_steps = chosen_steps(runs["graphed"], args.steps, args.shapes)
     warm = {name: warmed(run, steps) for name, run in runs.items()}
     workers = {name: step_worker(run, steps) for name, run in runs.items()}
     timed = paired.alternate(workers, "train", len(steps), args.rounds)
-    rows = []
     for name, run in runs.items():
         ms = 1000 * timed.total(name) / len(steps)
         before = skips()
@@ -107,14 +107,9 @@ def measure(args) -> list:
         compile_s = max(0.0, warm[name]["warm_s"] - 2 * ms / 1000 * len(steps))
         default = repaid(compile_s, shapes, ms, 1000 * timed.total("eager") / len(steps), default_shapes,
                          epoch_steps * config.epochs) if name in ("graphed", "cudagraphs") else {}
-        rows.append(GraphedStep(model=config.model, setting=name, precision=config.precision, ms_per_step=ms,
-                                warm_s=warm[name]["warm_s"], compile_s=compile_s, shapes=shapes,
-                                skips=warm[name]["skips"] + skips() - before, timed_steps=len(steps),
-                                graphs=run.graphs.why, **counted, **default))
-        report_result({"rows": [rows[-1].to_json()]})
-    return rows
-
-
-def main(argv=None) -> int:
-    measure(parse_args(argv))
+        row = GraphedStep(model=config.model, setting=name, precision=config.precision, ms_per_step=ms,
+                          warm_s=warm[name]["warm_s"], compile_s=compile_s, shapes=shapes,
+                          skips=warm[name]["skips"] + skips() - before, timed_steps=len(steps),
+                          graphs=run.graphs.why, **counted, **default)
+        report_result(row.to_json())
     return 0

@@ -169,14 +169,13 @@ def measure_one(config, inputs, precision: str, meter, where: dict) -> TrainerSt
                         implementation=inputs.encoder.config.implementation, tf32=inputs.tf32)
 
 
-def measure(args) -> list:
+def main(argv=None) -> int:
     import torch
 
     import minbert
-    started = time.perf_counter()
+    args, started = parse_args(argv), time.perf_counter()
     config, inputs, _ = trainer_run([*args.train_options, "--max-steps", str(args.steps)], build=False)
     prepared_s = time.perf_counter() - started
-    rows = []
     for precision in (p for p in args.precisions.split(",") if p):
         where = dict(model=config.model, setting=args.setting, precision=precision)
         meter = Meter(torch, inputs.device, args.warmup, args.sync_steps)
@@ -188,13 +187,7 @@ def measure(args) -> list:
                 row = measure_one(config, inputs, precision, meter, where)
             except Exception as e:  # noqa: BLE001 (one precision's failure is a row too; the next one still runs)
                 row = Failed(**where, error=note(e))
-        report_result({"rows": [row.to_json()]})  # at once: a worker cut at its time cap keeps what it measured
-        rows.append(row)
+        report_result(row.to_json())  # at once: a worker cut at its time cap keeps what it measured
         if inputs.device.type == "cuda":
             torch.cuda.empty_cache()
-    return rows
-
-
-def main(argv=None) -> int:
-    measure(parse_args(argv))
     return 0
