@@ -1,1 +1,1 @@
-"""Benchmarks: `python -m bench.throughput` compares minBERT with Hugging Face transformers."""
+"""The benchmarks: `python -m bench --help` lists them; bench/README.md says how they measure."""

@@ -37,8 +37,8 @@ def main(argv=None) -> int:
     if name not in known:
         print(f"python -m bench: no benchmark {name!r}; choose from {', '.join(known)}", file=sys.stderr)
         return 2
-    module = importlib.import_module(known[name][0])
-    return module.main(rest) or 0
+    from tasks.cli import run_command  # a user's mistake (a missing file, a bad checkpoint): one line, exit 2
+    return run_command(rest, lambda argv: argv, importlib.import_module(known[name][0]).main)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""What the benchmarks of this folder share: the trainer's own run built from its flags, the data folder, the
-bert-base-shaped checkpoint, and a worker's one-line report to the benchmark that started it."""
+"""What the benchmarks share: their common flags, the trainer's own run built from its flags, the data folder,
+the bert-base-shaped checkpoint, transformers' reference, and a worker's one-line report to its benchmark."""
+import argparse
 import json
 import os
 import shutil
@@ -13,9 +14,51 @@ from tasks.data import DEFAULT_DATA_DIR, resolve_data_dir
 REPO = Path(__file__).resolve().parents[1]
 # Where the course's files live on the benchmark machines: beside the checkout, shared by its worktrees.
 SHARED_DATA_DIR = REPO.parent / "shared" / "data" / "cs224n"
-DATA_DIR_HELP = ("the course's csv files (default: $MINBERT_DATA_DIR, else <repo>/data, else "
-                 "../shared/data/cs224n beside the repository)")
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+MODEL_HELP = "embedded (the packaged minilm), bert-base (its shape, random weights), or a checkpoint"
+DATA_HELP = ("the course's csv files (default: $MINBERT_DATA_DIR, else <repo>/data, else "
+             "../shared/data/cs224n beside the checkout)")
+SHARED_FLAGS = {  # name: (flags, add_argument's keywords)
+    "model": (("--model",), dict(default="embedded", help=MODEL_HELP)),
+    "data-dir": (("--data-dir",), dict(default=None, help=DATA_HELP)),
+    "json": (("--json",), dict(type=Path, default=None, help="also write every figure to this file")),
+    "train-options": (("train_options",), dict(nargs=argparse.REMAINDER,
+                                               help="after --: train_multitask.py options")),
+}
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The docstring as written, and each option's default after its help where it has one."""
+
+    def _get_help_string(self, action):
+        given = action.default not in (None, False, argparse.SUPPRESS) and "%(default)" not in action.help
+        return action.help + " (default: %(default)s)" if given else action.help
+
+
+def arguments(name: str, doc: str, *shared: str) -> argparse.ArgumentParser:
+    """`python -m bench NAME`'s parser, its help the module's docstring (the first paragraph, then the rest
+    after the options), with the `shared` flags of SHARED_FLAGS."""
+    description, _, epilog = doc.partition("\n\n")
+    p = argparse.ArgumentParser(prog=f"python -m bench {name}", description=description,
+                                epilog=epilog or None, formatter_class=HelpFormatter)
+    for flag in shared:
+        names, keywords = SHARED_FLAGS[flag]
+        p.add_argument(*names, **keywords)
+    return p
+
+
+def parse(p: argparse.ArgumentParser, argv=None) -> argparse.Namespace:
+    """`p`'s arguments; train_multitask.py's options without the `--` that introduced them."""
+    args = p.parse_args(argv)
+    if hasattr(args, "train_options"):
+        args.train_options = [a for a in args.train_options if a != "--"]
+    return args
+
+
+def write_json(path, figures: dict) -> None:
+    """--json's file: every figure (paths and other objects as their text)."""
+    if path:
+        Path(path).write_text(json.dumps(figures, indent=2, default=str) + "\n", encoding="utf-8")
 
 
 def data_dir(arg=None) -> Path:
@@ -76,6 +119,15 @@ def model_folder(name: str, **tiny) -> str:
     if name == "bert-base" or (tiny and name == "tiny"):
         return str(bert_base_shaped(**tiny))
     return "minilm" if name == "embedded" else name
+
+
+def transformers_bert(folder: str):
+    """transformers' BertModel (sdpa attention) from the checkpoint `folder`: the reference the comparisons
+    time, its logging quiet."""
+    import transformers
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    return transformers.BertModel.from_pretrained(str(folder), attn_implementation="sdpa")
 
 
 RESULT_PREFIX = "RESULT "  # a worker's report: the last stdout line starting with this, then JSON

@@ -3,30 +3,17 @@
     python -m bench gpu [--out DIR] [--stages graphs,tests,trainer,compare] [--fast-path]
     python -m bench gpu --dry-run          # no GPU: every stage's plumbing on the CPU, a tiny model, seconds
 
-On whatever GPU torch finds (cuda:0), four stages, each with its own seconds in the plan (`PLAN_S`, printed first;
-a stage that ends early leaves its seconds to the next):
-
-1. graphs: `bench gpu-graphs` (bench/gpu_graphs.py) on bert-base's shape: the trainer's graphed step (Inductor,
-   and backend="cudagraphs") against its eager step and transformers', every shape warmed before the clock; per
-   step under torch.profiler the device's busy time (where the step's time goes), kernels, kernel and graph
-   launches, aten operators; skipped captures counted, and whether a default run repays the compile. First: it
-   is the question a GPU session has to answer.
-2. tests: `pytest -m gpu -v tests` (every gpu-marked test) in a subprocess: passed, failed, skipped.
-3. trainer: `bench gpu-trainer`, one process per model (the embedded model, bert-base's shape with random
-   weights): --trainer-steps steps of the default run in bf16 and fp16: steps/s, examples/s, peak memory, host
-   syncs per step, the fp16 scaler's skips, the dev scores.
-4. compare: bench/gpu_compare.py on bert-base's shape: the trainer's run with minBERT's encoder against the same
-   run with transformers', per precision (bf16, fp16, fp32 with TF32), as long as its seconds last.
-
-Every stage runs the run `train_multitask.py` builds from the options `run_options` makes of these flags
-(bench/common.py's trainer_run). TF32 is on for fp32 matmuls, as in the trainer (--no-tf32 turns it off).
-Writes DIR/bench-gpu.json (every figure, a typed row each: bench/gpu_report.py) and DIR/bench-gpu.md after
-each stage, each subprocess's output in DIR/*.log, and prints the tables. Without CUDA it says so in one line
-and exits 2 (unless --dry-run).
+Four stages on cuda:0, each with its seconds in the plan (`PLAN_S`, printed first; a stage that ends early
+leaves its seconds to the next): graphs (the trainer's graphed step against its eager one and transformers',
+profiled: bench/gpu_graphs.py), tests (`pytest -m gpu`), trainer (the default run's steps per model and
+precision: bench/gpu_trainer.py), compare (the trainer's run with minBERT's encoder against transformers':
+bench/gpu_compare.py). Each times the run `train_multitask.py` builds from the options `run_options` makes of
+these flags; TF32 is on for fp32 matmuls, as in the trainer. Writes DIR/bench-gpu.json (a typed row per
+figure: bench/gpu_report.py) and DIR/bench-gpu.md after each stage, each subprocess's output in DIR/*.log, and
+prints the tables. Without CUDA, one line and exit 2 (unless --dry-run).
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
-import argparse
 import dataclasses
 import json
 import re
@@ -35,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import DATA_DIR_HELP, REPO, bench_command, data_dir, model_folder, results_in, trainer_run
+from bench.common import REPO, arguments, bench_command, data_dir, model_folder, results_in, trainer_run
 from bench.gpu_report import Failed, Machine, Report, Skipped, TestsRun, markdown, row_from_json
 
 PLAN_S = {"graphs": 245, "tests": 150, "trainer": 100, "compare": 65}  # 560 of the device's 600
@@ -51,42 +38,36 @@ DRY_RUN = dict(device="cpu", models="tiny", settings="default", trainer_precisio
 
 def add_stage_args(p) -> None:
     graphs = p.add_argument_group("graphs (the graphed step against the eager one and transformers')")
-    graphs.add_argument("--graphs-model", default="bert-base", help="(default: %(default)s)")
-    graphs.add_argument("--graphs-precision", default="bf16", help="(default: %(default)s)")
-    graphs.add_argument("--graphs-steps", type=int, default=24, help="timed steps (default: %(default)s)")
-    graphs.add_argument("--graphs-shapes", type=int, default=4, help="distinct step shapes (default: %(default)s)")
+    graphs.add_argument("--graphs-model", default="bert-base", help="its model")
+    graphs.add_argument("--graphs-precision", default="bf16", help="its precision")
+    graphs.add_argument("--graphs-steps", type=int, default=24, help="timed steps")
+    graphs.add_argument("--graphs-shapes", type=int, default=4, help="distinct step shapes")
     trainer = p.add_argument_group("trainer")
-    trainer.add_argument("--models", default="embedded,bert-base",
-                         help="embedded (minilm), bert-base (its shape, random weights) or folders "
-                              "(default: %(default)s)")
-    trainer.add_argument("--trainer-precisions", default="bf16,fp16", help="(default: %(default)s)")
-    trainer.add_argument("--trainer-steps", type=int, default=200, help="per model and precision "
-                                                                        "(default: %(default)s)")
-    trainer.add_argument("--trainer-warmup", type=int, default=20, help="untimed first steps (default: %(default)s)")
-    trainer.add_argument("--sync-steps", type=int, default=10, help="last steps, host syncs counted "
-                                                                    "(default: %(default)s)")
+    trainer.add_argument("--models", default="embedded,bert-base", help="embedded (minilm), bert-base (its "
+                         "shape, random weights) or folders")
+    trainer.add_argument("--trainer-precisions", default="bf16,fp16", help="its precisions")
+    trainer.add_argument("--trainer-steps", type=int, default=200, help="per model and precision")
+    trainer.add_argument("--trainer-warmup", type=int, default=20, help="untimed first steps")
+    trainer.add_argument("--sync-steps", type=int, default=10, help="last steps, host syncs counted")
     trainer.add_argument("--settings", default="default",
                          help="comma-separated trainer settings, each a run per model: " + ", ".join(SETTINGS))
     compare = p.add_argument_group("compare (the trainer's run, minBERT's encoder against transformers')")
-    compare.add_argument("--compare-model", default="bert-base", help="(default: %(default)s)")
-    compare.add_argument("--precisions", default="bf16,fp16,fp32", help="(default: %(default)s)")
+    compare.add_argument("--compare-model", default="bert-base", help="its model")
+    compare.add_argument("--precisions", default="bf16,fp16,fp32", help="its precisions")
     compare.add_argument("--fast-path", action="store_true",
                          help="time minBERT's fast path (--implementation fast), not the trainer's path on CUDA "
                               "(the reference); every row says which")
-    compare.add_argument("--tasks", default="sst,quora,sts", help="the run's tasks (default: %(default)s)")
+    compare.add_argument("--tasks", default="sst,quora,sts", help="the run's tasks")
     compare.add_argument("--batch-size", type=int, default=32)
     compare.add_argument("--eval-batch-size", type=int, default=128)
-    compare.add_argument("--eval-examples", type=int, default=512, help="dev rows per task evaluated each round "
-                                                                       "(default: %(default)s)")
+    compare.add_argument("--eval-examples", type=int, default=512, help="dev rows per task, each round")
     compare.add_argument("--steps", type=int, default=24, help="timed steps per model and phase")
     compare.add_argument("--warmup", type=int, default=4)
     compare.add_argument("--rounds", type=int, default=6)
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m bench gpu", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
+    p = arguments("gpu", __doc__, "data-dir")
     p.add_argument("--out", default=None,
                    help="folder for bench-gpu.json and bench-gpu.md (default: runs/bench-gpu-<time>)")
     p.add_argument("--plan", default=None, help="stage=seconds,... to change the plan (default: " +
@@ -94,7 +75,6 @@ def parse_args(argv=None):
     p.add_argument("--stages", default=",".join(STAGES), help="which of: " + ", ".join(STAGES))
     p.add_argument("--dry-run", action="store_true", help="on the CPU, tiny models, a few steps: the plumbing only")
     p.add_argument("--device", default="cuda")
-    p.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-tf32", action="store_true", help="fp32 matmuls in IEEE fp32, in every stage")
     add_stage_args(p)
@@ -119,16 +99,14 @@ def plan(text, parser) -> dict:
     return out
 
 
-def folder(name: str, args) -> str:
-    """embedded, bert-base or a folder; --dry-run's tiny bert-base shape for the named ones."""
-    return model_folder(name, **(DRY_SHAPE if args.dry_run and name in ("tiny", "bert-base") else {}))
-
-
 def run_options(args, name: str, *more) -> list:
-    """train_multitask.py's options for the run on model `name` that every stage times, as this command's flags
-    set them (the device, the seed, the data, TF32), `more` added."""
-    return ["--model", folder(name, args), "--device", args.device, "--seed", str(args.seed), "--data-dir",
-            str(data_dir(args.data_dir)), *(["--no-tf32"] if args.no_tf32 else []), *map(str, more)]
+    """train_multitask.py's options for the run on model `name` (--dry-run: bert-base's shape made tiny) that
+    every stage times, as this command's flags set them (the device, the seed, the data, TF32), `more`
+    added."""
+    tiny = DRY_SHAPE if args.dry_run and name in ("tiny", "bert-base") else {}
+    return ["--model", model_folder(name, **tiny), "--device", args.device, "--seed", str(args.seed),
+            "--data-dir", str(data_dir(args.data_dir)), *(["--no-tf32"] if args.no_tf32 else []),
+            *map(str, more)]
 
 
 def compare_options(args, precision: str) -> list:
@@ -195,7 +173,7 @@ def worker_rows(cmd: list, cap: float, log: Path, **where) -> list:
     """A worker's typed rows (its RESULT lines) named by `where`, and a failed row when it was cut at `cap` or
     exited in error."""
     code, out, err, seconds = run_capped(cmd, cap, log)
-    rows = [dataclasses.replace(row_from_json(row), **where) for report in results_in(out) for row in report["rows"]]
+    rows = [dataclasses.replace(row_from_json(row), **where) for row in results_in(out)]
     if code != 0:
         why = f"cut at its {cap:.0f} s" if code is None else f"exit {code}"
         rows.append(Failed(**where, error=f"{why}: {(err.strip().splitlines() or [''])[-1][:300]}", wall_s=seconds))
@@ -223,18 +201,13 @@ def stage_trainer(args, clock: Clock) -> list:
     return rows
 
 
-def trainer_inputs(args, name: str, precision: str):
-    """The compare stage's run on model `name`: its config and prepared data, nothing built."""
-    config, inputs, _ = trainer_run(run_options(args, name, *compare_options(args, precision)), build=False)
-    return config, inputs
-
-
 def stage_compare(args, clock: Clock) -> list:
     import torch
 
     import minbert
     from bench.gpu_compare import time_models
-    config, inputs = trainer_inputs(args, args.compare_model, "fp32")
+    options = run_options(args, args.compare_model, *compare_options(args, "fp32"))
+    config, inputs, _ = trainer_run(options, build=False)  # the precision is set per row
     rows = []
     for precision in (p for p in args.precisions.split(",") if p not in ("", "none")):
         where = dict(model=args.compare_model, precision=precision)

@@ -1,31 +1,20 @@
-"""`bench.gpu`'s comparison: the trainer's own run with minBERT's encoder against the same run with transformers'.
+"""`bench gpu`'s compare stage: the trainer's own run with minBERT's encoder against the same run with
+transformers'.
 
-Both sides are the run `train_multitask.py` builds (`tasks.training.build_run`: the task heads on the encoder,
-mean pooling, the loss, fused AdamW with its weight-decay groups, the schedule, the fp16 scaler), from the same
-options (`parse_train_command`: the default run, the model, the device, the precision) and the same prepared
-data (`tasks.inputs.prepare`). Only the encoder differs:
-
-- minBERT as the trainer loads it (`tasks.inputs.load_encoder`: `--implementation auto` resolved for the device,
-  the reference `minbert/model.py` on CUDA); with `--fast-path`, the fast path (`--implementation fast`), which
-  is not what the trainer runs on CUDA: every row says which one ran;
-- `transformers.BertModel(attn_implementation="sdpa")` from the same checkpoint, behind `TransformersEncoder`
-  (what the run asks of an encoder), so its heads, loss, optimizer and steps are the trainer's too.
-
-Training: the first steps of the default run's epoch-0 plan (the proportional sampler's SST, Quora and STS
-batches, length-bucketed), each a whole `tasks.training.train_step` (forward, loss, backward, clipping, AdamW),
-the next step's batches built ahead as the loop does on CUDA, and the schedule's step. Evaluation: the trainer's
-(`tasks.evaluation.evaluate`) on the first --eval-examples rows of each task's dev split, once a round. The two
-runs alternate round by round (bench/paired.py: A B, B A, ...) over the same steps, every round ended by
-`torch.cuda.synchronize()`; ratios are the median of the per-round ratios (above 1: minBERT faster). Peak memory
-is the run's own: `torch.cuda.max_memory_allocated` from its building through its warm-up steps and one
-evaluation, less what was allocated before it was built (the other run's weights and optimizer states). fp32
-runs in TF32 where the trainer would (bench.gpu's --no-tf32 turns it off), said in the row.
+Both runs are built by the trainer's `build_run` from the same options and prepared data; only the encoder
+differs: minBERT's as the trainer loads it for the device (`tasks.inputs.load_encoder`: the reference on CUDA;
+with --fast-path the fast path, and every row names which), and transformers' BertModel (sdpa) behind
+`TransformersEncoder`. Both time the default plan's first steps as the loop runs them and the trainer's
+evaluation of the first --eval-examples dev rows of each task, rounds alternated and synchronised
+(bench/paired.py). Each run's peak memory is its own: from its building through its warm-up and one
+evaluation, less what was allocated before it.
 """
 import dataclasses
 
 from torch import nn
 
 from bench import paired
+from bench.common import transformers_bert
 from bench.gpu_report import Compared
 from bench.trainer import trainer_steps
 
@@ -81,14 +70,9 @@ def step_worker(run, steps: list, **phases) -> paired.Local:
 def compared_encoders(config, device) -> dict:
     """minBERT's encoder as the trainer loads it for `device`, and transformers' from the same checkpoint (both
     still on the CPU; the run moves them)."""
-    import transformers
-
     import minbert
     from tasks.inputs import load_encoder
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    folder = str(minbert.resolve(config.model)[0])
-    theirs = transformers.BertModel.from_pretrained(folder, attn_implementation="sdpa")
+    theirs = transformers_bert(minbert.resolve(config.model)[0])
     return {"minbert": load_encoder(config, device), "transformers": TransformersEncoder(theirs)}
 
 

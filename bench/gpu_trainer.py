@@ -1,35 +1,24 @@
-"""`bench.gpu`'s trainer worker: the trainer's own steps on one model, in each precision asked for.
+"""`bench gpu`'s trainer stage: the trainer's own steps on one model, in each precision asked for.
 
     python -m bench gpu-trainer [--precisions bf16,fp16] [--steps 200] [--warmup 20] [--sync-steps 10]
                                 -- TRAIN_OPTIONS
 
-One process per model: the run `train_multitask.py TRAIN_OPTIONS` builds (bench/common.py's trainer_run; bench
-gpu passes the model, device, seed and setting), its model and tasks loaded and tokenised once, then for each
-precision `tasks.training.fit` runs `--steps` optimizer steps of it (by default batch 32, the proportional
-sampler's SST, Quora and STS batches, fused AdamW) and its final dev evaluation, with no run folder. A callback
-splits the steps into three windows:
-
-- the first `--warmup` steps: start-up (CUDA's kernels chosen, a --compile's compile), timed apart;
-- the timed steps: steps/s and examples/s, `torch.cuda.synchronize()` at both ends;
-- the last `--sync-steps` steps: host syncs, counted apart because counting costs time, two ways:
-  `torch.cuda.set_sync_debug_mode("warn")` warns at every operation of the Python thread that makes the host
-  wait for the GPU (`.item()`, `bool()` of a CUDA tensor, a copy to the CPU, `nonzero`...): "syncs_per_step";
-  and torch.profiler's CUDA runtime events that block the host (cudaStreamSynchronize, cudaDeviceSynchronize,
-  cudaEventSynchronize), from every thread, autograd's included: "sync_calls_per_step". On a CPU (a dry
-  run) the window counts the host reads of tensor values (`item`, `bool`, `float`, `int`, `tolist`).
-
-Peak memory is `torch.cuda.max_memory_allocated` over the whole fit (steps and evaluation). Reports one row
-(bench/gpu_report.py's TrainerSteps) per precision as soon as it is measured, for bench.gpu.
+One process per model: the run `train_multitask.py TRAIN_OPTIONS` builds, its data prepared once, then per
+precision `tasks.training.fit` runs `--steps` optimizer steps and its final dev evaluation, no run folder.
+A callback splits the steps into three windows: the first `--warmup` (start-up, timed apart); the timed ones
+(steps/s, examples/s); the last `--sync-steps`, whose host syncs are counted apart, as counting costs time:
+CUDA's sync debug mode's warnings from the Python thread ("syncs_per_step") and torch.profiler's blocking
+CUDA runtime calls from every thread ("sync_calls_per_step"); on a CPU, the host's reads of tensor values.
+Peak memory is over the whole fit. One row per precision as soon as measured (bench/gpu_report.py).
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
-import argparse
 import dataclasses
 import math
 import time
 import warnings
 
-from bench.common import report_result, trainer_run
+from bench.common import arguments, parse, report_result, trainer_run
 from bench.gpu_report import Failed, Skipped, TrainerSteps
 from tasks.training import Callback
 
@@ -38,18 +27,15 @@ SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchr
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m bench gpu-trainer", description=__doc__.split("\n\n")[0])
-    p.add_argument("--precisions", default="bf16,fp16", help="comma-separated (default: %(default)s)")
-    p.add_argument("--steps", type=int, default=200, help="optimizer steps per precision (default: %(default)s)")
-    p.add_argument("--warmup", type=int, default=20, help="first steps, not timed (default: %(default)s)")
-    p.add_argument("--sync-steps", type=int, default=10,
-                   help="last steps, their host syncs counted (default: %(default)s)")
+    p = arguments("gpu-trainer", __doc__, "train-options")
+    p.add_argument("--precisions", default="bf16,fp16", help="comma-separated")
+    p.add_argument("--steps", type=int, default=200, help="optimizer steps per precision")
+    p.add_argument("--warmup", type=int, default=20, help="first steps, not timed")
+    p.add_argument("--sync-steps", type=int, default=10, help="last steps, their host syncs counted")
     p.add_argument("--setting", default="default", help="the rows' name for the train options")
-    p.add_argument("train_options", nargs=argparse.REMAINDER, help="after --: train_multitask.py options")
-    args = p.parse_args(argv)
+    args = parse(p, argv)
     if args.warmup < 1 or args.sync_steps < 1 or args.steps - args.warmup - args.sync_steps < 1:
         p.error("--steps must leave at least one timed step after --warmup and before --sync-steps (each >= 1)")
-    args.train_options = [a for a in args.train_options if a != "--"]
     return args
 
 
@@ -183,14 +169,13 @@ def measure_one(config, inputs, precision: str, meter, where: dict) -> TrainerSt
                         implementation=inputs.encoder.config.implementation, tf32=inputs.tf32)
 
 
-def measure(args) -> list:
+def main(argv=None) -> int:
     import torch
 
     import minbert
-    started = time.perf_counter()
+    args, started = parse_args(argv), time.perf_counter()
     config, inputs, _ = trainer_run([*args.train_options, "--max-steps", str(args.steps)], build=False)
     prepared_s = time.perf_counter() - started
-    rows = []
     for precision in (p for p in args.precisions.split(",") if p):
         where = dict(model=config.model, setting=args.setting, precision=precision)
         meter = Meter(torch, inputs.device, args.warmup, args.sync_steps)
@@ -202,13 +187,7 @@ def measure(args) -> list:
                 row = measure_one(config, inputs, precision, meter, where)
             except Exception as e:  # noqa: BLE001 (one precision's failure is a row too; the next one still runs)
                 row = Failed(**where, error=note(e))
-        report_result({"rows": [row.to_json()]})  # at once: a worker cut at its time cap keeps what it measured
-        rows.append(row)
+        report_result(row.to_json())  # at once: a worker cut at its time cap keeps what it measured
         if inputs.device.type == "cuda":
             torch.cuda.empty_cache()
-    return rows
-
-
-def main(argv=None) -> int:
-    measure(parse_args(argv))
     return 0

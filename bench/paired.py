@@ -1,11 +1,10 @@
 """Paired workers: the one timing harness of the benchmarks that compare two (or more) ways of running a step.
 
-A worker runs its model's steps when asked: in its own process (`Remote`: `python -m bench NAME --worker
-MODEL ...`, each peak RSS its own; the parent sends JSON commands on its stdin and reads one JSON line back for
-each), or in this one (`Local`: on a GPU, where each run's peak memory is read from the device). On a machine
-whose load changes within seconds only interleaved timings give a ratio that means something: `alternate` runs
-the workers round by round (A B, B A, ...) over the same steps, and a ratio is the median of the per-round
-ratios.
+A worker runs its model's steps when asked, in its own process (`Remote`: `python -m bench NAME --worker
+MODEL`, each peak RSS its own, JSON lines on its stdin and stdout) or in this one (`Local`: on a GPU, whose
+memory is read per run). On a machine whose load changes within seconds only interleaved timings give a
+ratio that means something: `alternate` runs the workers round by round (A B, B A, ...) over the same steps,
+and a ratio is the median of the per-round ratios.
 """
 import hashlib
 import json
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import REPO, bench_command
+from tasks.machine import cpu_model
 
 WORKERS = ("minbert", "transformers")
 
@@ -142,12 +142,38 @@ class Remote:
         return self.receive()
 
 
-def start(bench: str, argv: list, **env) -> tuple:
-    """minBERT's and transformers' workers, started together with `env` added to this environment, and each
-    one's description."""
-    environ = {**os.environ, "TOKENIZERS_PARALLELISM": "false", **env}
+@dataclass(frozen=True)
+class Paired:
+    """What a paired benchmark measured: each worker's description, what `measure` returned, each one's peak
+    resident memory (MiB), the load average before and after, the wall time and the CPU."""
+    info: dict
+    figures: object
+    memory: dict
+    loads: tuple
+    wall_s: float
+    cpu: str
+
+    def machine(self) -> str:
+        mine, (before, after) = self.info["minbert"], self.loads
+        return (f"machine: {self.cpu}, {os.cpu_count()} CPUs, torch {mine['torch']}, {mine['threads']} "
+                f"threads, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}; load average {before[0]:.1f} "
+                f"-> {after[0]:.1f} (rounds alternate; ratios are medians of per-round ratios)")
+
+    def memory_line(self, width: int = 28) -> str:
+        ratio = self.memory["minbert"] / self.memory["transformers"]
+        return line("peak resident memory (MiB)", self.memory, ratio, width=width)
+
+
+def compare(bench: str, argv, measure) -> Paired:
+    """minBERT's and transformers' workers of `python -m bench BENCH ARGV` started together,
+    `measure(workers)` run, then each one's peak memory read and both told to quit."""
+    began, before = time.time(), os.getloadavg()
+    environ = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    argv = list(sys.argv[1:] if argv is None else argv)
     workers = {name: Remote(bench, name, argv, environ) for name in WORKERS}
-    return workers, {name: w.receive() for name, w in workers.items()}
+    info = {name: w.receive() for name, w in workers.items()}
+    figures = measure(workers)
+    return Paired(info, figures, finish(workers), (before, os.getloadavg()), time.time() - began, cpu_model())
 
 
 def ask_all(workers: dict, **command) -> dict:

@@ -1,14 +1,11 @@
 """The course's Part 1 against its CPU budgets.
 
-    python -m bench part1 [--modes pretrain,finetune] [--model minilm] [--data-dir DIR]
+    python -m bench part1 [--modes pretrain,finetune] [--model embedded] [--data-dir DIR]
 
 Runs `classifier.py --option MODE` with its defaults as a user would (a fresh process, wall time from start to
-exit, evaluation and prediction files included) and checks it against the budget (pretrain <= 10 min, finetune
-<= 25 min on a 2-core CPU). Wall times are only comparable within one run on a quiet machine; the CPU model is
-printed with them. A transformers reference of Part 1 (BertForSequenceClassification, the course's protocol)
-was timed beside it until 2026-11-28: its figures are in docs/measurements/2026-11-23-part1.md.
+exit, evaluation and prediction files included) against the budget (pretrain <= 10 min, finetune <= 25 min
+on a 2-core CPU). Wall times compare only within one run on a quiet machine; the CPU is printed with them.
 """
-import argparse
 import json
 import os
 import subprocess
@@ -16,9 +13,9 @@ import sys
 import time
 from pathlib import Path
 
+from bench.common import REPO, arguments, model_folder
 from tasks.machine import cpu_model
 
-REPO = Path(__file__).resolve().parents[1]
 BUDGET_MIN = {"pretrain": 10, "finetune": 25}
 
 
@@ -32,10 +29,8 @@ def timed(cmd: list, log: Path) -> float:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench part1", description=__doc__.split("\n\n")[0])
+    parser = arguments("part1", __doc__, "model", "data-dir")
     parser.add_argument("--modes", default="pretrain,finetune")
-    parser.add_argument("--model", default="minilm")
-    parser.add_argument("--data-dir", default=None)
     parser.add_argument("--out", default="runs/bench-part1", help="folder for the runs, logs and report")
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -44,8 +39,9 @@ def main(argv=None) -> int:
     print(f"CPU: {cpu_model()} ({os.cpu_count()} cores)")
     report = {"cpu": cpu_model(), "cores": os.cpu_count(), "modes": {}}
     for mode in args.modes.split(","):
-        seconds = timed([sys.executable, "classifier.py", "--option", mode, "--model", args.model, "--out",
-                         str(out / mode), "--predictions-dir", "", *data], out / f"{mode}.log")
+        command = [sys.executable, "classifier.py", "--option", mode, "--model", model_folder(args.model),
+                   "--out", str(out / mode), "--predictions-dir", "", *data]
+        seconds = timed(command, out / f"{mode}.log")
         ours = json.loads((out / mode / "classifier.json").read_text())
         report["modes"][mode] = {"seconds": round(seconds, 1), "budget_min": BUDGET_MIN[mode], "ours": ours["tasks"]}
         (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")

@@ -3,32 +3,18 @@
     python -m bench pretrain [--size mini|base|...] [--batch-size 64] [--length 128] [--steps N]
                              [--precision auto|bf16|fp32]
 
-A step is forward, MLM loss, backward and torch's fused AdamW step, on a model of the size asked for (Turc et
-al. 2019's tiny 2x128, mini 4x256, small 4x512, medium 8x512, or base 12x768) with bert-base-uncased's 30,522
-word pieces and seeded random weights, the same in both models (speed depends on the shape, not the weights).
-minBERT runs `build_mlm_model`'s default implementation and `compute_loss` (the vocabulary projection at the
-masked positions only); transformers runs `BertForMaskedLM(attn_implementation="sdpa")` with `labels`, as a
-new user would (its decoder runs at every position). Batches are packed as pretraining packs them: full
-sequences of --length word pieces ([CLS] random words [SEP]), no padding, masked by `pretrain.py`'s own
-masking (tasks/pretraining/masking.py): 15% of the words chosen for prediction, 80% of those replaced by
-[MASK], 10% by a random word, 10% kept, BERT's recipe.
-
-Each model runs in its own worker process (bench/paired.py), rounds alternated. Both build the same batches (the
-parent checks their digests) and report their loss on the first batch before any update, without dropout (same
-weights, same masking: the losses agree to the precision's rounding). Tokens/s are totals over all rounds; the
-ratio is the median of the per-round ratios. The last line says whether the target, minBERT >= 2x transformers'
-tokens/s, is met.
+A step is forward, MLM loss, backward and torch's fused AdamW step, both models with the same seeded random
+weights and bert-base-uncased's vocabulary, on full sequences masked by pretraining's own masking. Each model
+runs in its own worker process, rounds alternated (bench/paired.py); both build the same batches and report
+their loss on the first one before any update (they agree to the precision's rounding). The last line says
+whether the target, minBERT >= 2x transformers' tokens/s, is met. The method: bench/README.md.
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
 import argparse
-import json
-import os
-import sys
-import time
-from pathlib import Path
 
 from bench import paired
+from bench.common import arguments, write_json
 
 SIZES = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512), "base": (12, 768)}
 VOCAB_SIZE = 30522  # bert-base-uncased's word pieces, the embedded model's vocabulary
@@ -36,25 +22,20 @@ TARGET_RATIO = 2.0
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m bench pretrain", description=__doc__.split("\n\n")[0])
+    p = arguments("pretrain", __doc__, "json")
     shape = p.add_argument_group("what is timed")
-    shape.add_argument("--size", choices=tuple(SIZES), default="mini",
-                       help="layers x hidden: " + ", ".join(f"{k} {n}x{h}" for k, (n, h) in SIZES.items())
-                            + " (default: %(default)s; base takes about ten times as long)")
-    shape.add_argument("--batch-size", type=int, default=64, help="sequences per step (default: %(default)s)")
-    shape.add_argument("--length", type=int, default=128, help="word pieces per sequence (default: %(default)s)")
+    shape.add_argument("--size", choices=tuple(SIZES), default="mini", help="layers x hidden: " + ", ".join(
+        f"{k} {n}x{h}" for k, (n, h) in SIZES.items()) + "; base takes about ten times as long as mini")
+    shape.add_argument("--batch-size", type=int, default=64, help="sequences per step")
+    shape.add_argument("--length", type=int, default=128, help="word pieces per sequence")
     shape.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
                        help="both models' precision; auto: bf16 autocast where the CPU computes bf16 natively, "
-                            "else fp32 (minbert.resolve_precision; default: %(default)s)")
+                            "else fp32 (minbert.resolve_precision)")
     timing = p.add_argument_group("how it is timed")
-    timing.add_argument("--steps", type=int, default=6, help="timed steps per model (default: %(default)s)")
-    timing.add_argument("--warmup", type=int, default=2, help="untimed steps first, on their own batches "
-                                                             "(default: %(default)s)")
-    timing.add_argument("--rounds", type=int, default=3, help="the timed steps are split into this many "
-                                                             "alternating rounds (default: %(default)s)")
-    timing.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
+    timing.add_argument("--steps", type=int, default=6, help="timed steps per model")
+    timing.add_argument("--warmup", type=int, default=2, help="untimed steps first, on their own batches")
+    timing.add_argument("--rounds", type=int, default=3, help="the timed steps are cut into this many rounds")
     timing.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", type=Path, default=None, help="also write every figure to this file")
     p.add_argument("--worker", choices=paired.WORKERS, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if min(args.steps, args.batch_size, args.rounds) < 1 or args.warmup < 0 or not 8 <= args.length <= 512:
@@ -91,8 +72,6 @@ class Worker:
 
         import minbert
         self.torch, self.args = torch, args
-        if args.threads:
-            torch.set_num_threads(args.threads)
         self.precision = minbert.resolve_precision(args.precision, "cpu")
         layers, hidden = SIZES[args.size]
         config = minbert.BertConfig(vocab_size=VOCAB_SIZE, hidden_size=hidden, num_hidden_layers=layers,
@@ -154,45 +133,36 @@ def main(argv=None):
     if args.worker:
         Worker(args).serve()
         return 0
-    from tasks.machine import cpu_model
-    began, load_before = time.time(), os.getloadavg()
-    workers, info = paired.start("pretrain", list(argv if argv is not None else sys.argv[1:]),
-                                 OMP_WAIT_POLICY="PASSIVE")
-    prepared = paired.prepare_all(workers)
-    timed = paired.alternate(workers, "train", args.steps, args.rounds)
-    memory = paired.finish(workers)
-    return report(args, info, prepared, timed, memory, cpu_model(), (load_before, os.getloadavg()),
-                  time.time() - began)
+    return report(args, paired.compare("pretrain", argv, lambda workers: {
+        "prepared": paired.prepare_all(workers),
+        "timed": paired.alternate(workers, "train", args.steps, args.rounds)}))
 
 
-def report(args, info, prepared, timed, memory, cpu, loads, wall) -> int:
+def report(args, run: paired.Paired) -> int:
     layers, hidden = SIZES[args.size]
-    mine = info["minbert"]
+    mine, prepared, timed = run.info["minbert"], run.figures["prepared"], run.figures["timed"]
     tokens = args.steps * args.batch_size * args.length
     rate = {n: tokens / timed.total(n) for n in paired.WORKERS}
     ratio = timed.ratio()
     print(f"MLM pretraining step, {args.size} ({layers} x {hidden}, vocabulary {VOCAB_SIZE}, "
           f"{mine['params'] / 1e6:.1f}M parameters), precision {mine['precision']}, batch {args.batch_size} x "
           f"{args.length}, 15% masked (80/10/10), torch AdamW fused")
-    print(f"machine: {cpu}, {os.cpu_count()} CPUs, torch {mine['torch']}, {mine['threads']} threads; load average "
-          f"{loads[0][0]:.1f} -> {loads[1][0]:.1f} (rounds alternate; the ratio is the median of per-round ratios)")
+    print(run.machine())
     first = {n: prepared[n]["first_loss"] for n in paired.WORKERS}
     print(f"loss on the first timed batch before any update, no dropout: minbert {first['minbert']:.4f}  "
           f"transformers {first['transformers']:.4f}  (same weights and masking)")
-    print(f"{'':34s}{'minbert':>12s}{'transformers':>14s}{'ratio':>8s}")
-    print(paired.line("tokens/s", rate, ratio, width=34))
-    print(paired.line("peak resident memory (VmHWM, MiB)", memory, memory["minbert"] / memory["transformers"],
-                      width=34))
+    print(f"{'':28s}{'minbert':>12s}{'transformers':>14s}{'ratio':>8s}")
+    print(paired.line("tokens/s", rate, ratio))
+    print(run.memory_line())
     spread = {n: min(timed.seconds[n]) / max(timed.seconds[n]) for n in paired.WORKERS}
-    print(f"{'(fastest/slowest round)':34s}{spread['minbert']:12.2f}{spread['transformers']:14.2f}")
-    print(f"wall time {wall:.0f} s; {sum(timed.steps)} timed steps in {len(timed.steps)} rounds, "
+    print(f"{'(fastest/slowest round)':28s}{spread['minbert']:12.2f}{spread['transformers']:14.2f}")
+    print(f"wall time {run.wall_s:.0f} s; {sum(timed.steps)} timed steps in {len(timed.steps)} rounds, "
           f"{args.warmup} warm-up steps each")
     verdict = "met" if ratio >= TARGET_RATIO else "NOT MET"
     print(f"target: minBERT tokens/s >= {TARGET_RATIO:.1f}x transformers': {ratio:.2f}x {verdict}")
-    if args.json:
-        args.json.write_text(json.dumps({
-            "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "cpu": cpu,
-            "info": info, "first_loss": first, "seconds": timed.seconds, "steps": timed.steps, "tokens": tokens,
-            "tokens_per_s": rate, "ratio_median_of_rounds": ratio, "peak_rss_mib": memory, "load_average": loads,
-            "target": {"ratio": TARGET_RATIO, "met": ratio >= TARGET_RATIO}}, indent=2) + "\n", encoding="utf-8")
+    write_json(args.json, {
+        "args": vars(args), "cpu": run.cpu, "info": run.info, "first_loss": first, "seconds": timed.seconds,
+        "steps": timed.steps, "tokens": tokens, "tokens_per_s": rate, "ratio_median_of_rounds": ratio,
+        "peak_rss_mib": run.memory, "load_average": run.loads,
+        "target": {"ratio": TARGET_RATIO, "met": ratio >= TARGET_RATIO}})
     return 0

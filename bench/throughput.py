@@ -1,38 +1,26 @@
 """Training and evaluation throughput of minBERT against transformers.BertModel on this machine.
 
-    python -m bench throughput [--model embedded|bert-base|FOLDER] [--precision bf16|fp32] [--batch-size 32]
-                               [--steps N] [--warmup N] [--task sst|quora|both]
+    python -m bench throughput [--model embedded|bert-base|FOLDER] [--precision bf16|fp32]
+                               [--task sst|quora|both] [--order shuffled|bucketed]
 
-Each model runs in its own worker process (bench/paired.py): both build the same batches (the parent checks
-their digests) and the parent alternates them round by round. Throughputs are totals over all rounds; ratios
-are the median of the per-round ratios. `--model bert-base` is bert-base's shape with random weights
-(bench/common.py's bert_base_shaped): speed depends on the shape, not the weights.
-
-Training times the batches as cut; evaluation times the same examples as the trainer
-evaluates them: sorted by length, in batches of --eval-batch-size, under inference mode. The
-last lines print the speed targets, each `met` or `NOT MET`.
-
-FLOPs are counted on real (non-padding) tokens, the work the batch asks for,
-identically for both models:
-    train step = 6 * P_enc * tokens + 6 * (P_pooler + P_head) * examples + 12 * L * H * sum(len_i ** 2)
-    eval       = one third of that
-where P_enc are the encoder's matrix parameters (embedding tables excluded),
-L the layers, H the hidden size and len_i each example's real length.
+Each model runs in its own worker process, rounds alternated (bench/paired.py); both build the same batches
+(their digests checked). Training times the batches as cut; evaluation the timed examples as the trainer
+evaluates them: sorted by length, in batches of --eval-batch-size, under inference mode. The last lines print
+the speed targets, each `met` or `NOT MET`. FLOPs are counted on real tokens, identically for both models (the
+formula is printed); the method: bench/README.md.
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
 import argparse
 import dataclasses
-import json
-import os
 import random
 import sys
 import time
-from pathlib import Path
 
 from bench import paired
-from bench.common import DATA_DIR_HELP, data_dir, model_folder
-from tasks.data import read_split, split_path
+from bench.common import arguments, data_dir, model_folder, parse, transformers_bert, write_json
+from tasks.config import TrainConfig
+from tasks.data import read_split
 from tasks.encoded import encode_split, make_batch
 from tasks.registry import get_task
 from tasks.training import build_sampler
@@ -42,64 +30,36 @@ CEILING_SHARE = {"bf16": 0.60, "fp32": 0.75}         # training step's share of 
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m bench throughput", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="embedded", help="embedded, bert-base (its shape, random weights), or a "
-                                                        "checkpoint name or folder (default: %(default)s)")
+    p = arguments("throughput", __doc__, "model", "data-dir", "json")
     p.add_argument("--precision", choices=("bf16", "fp32"), default="bf16")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--eval-batch-size", type=int, default=128,
-                   help="evaluation as the trainer evaluates: the timed examples sorted by length, in "
-                        "batches of this size, under inference mode (default: %(default)s, the trainer's)")
+    p.add_argument("--eval-batch-size", type=int, default=128, help="the trainer's")
     p.add_argument("--steps", type=int, default=24, help="timed steps per model, task and phase")
-    p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default: %(default)s)")
-    p.add_argument("--no-prime", dest="prime", action="store_false",
-                   help="skip the untimed forward/backward over the timed batches. By default every "
-                        "batch shape is seen once before timing, as in a long run: oneDNN JIT-compiles "
-                        "a bf16 matmul kernel per new shape (~4 ms each), which would otherwise be timed")
-    p.add_argument("--rounds", type=int, default=6, help="the timed steps are split into this many "
-                   "alternating rounds (default: %(default)s)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    p.add_argument("--rounds", type=int, default=6, help="the timed steps are split into this many rounds")
     p.add_argument("--task", choices=("sst", "quora", "both"), default="both")
     p.add_argument("--order", choices=("shuffled", "bucketed"), default="shuffled",
                    help="shuffled batches, or the trainer's own length-bucketed batches for the task "
                         "(its default sampler, epoch 0: less padding)")
-    p.add_argument("--optimizer", choices=("fused", "foreach"), default="fused",
-                   help="torch.optim.AdamW implementation, the same for both (default: %(default)s)")
-    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)")
-    p.add_argument("--omp-wait", choices=("passive", "active", "inherit"), default="passive",
-                   help="OMP_WAIT_POLICY of the workers; passive keeps a shared machine from stalling "
-                        "(default: %(default)s)")
-    p.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", type=Path, default=None, help="also write every figure to this file")
     p.add_argument("--worker", choices=paired.WORKERS, help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+    args = parse(p, argv)
     if args.steps < 1 or args.batch_size < 1 or args.warmup < 0 or args.rounds < 1:
         p.error("--steps, --batch-size and --rounds must be positive, --warmup non-negative")
     args.rounds = min(args.rounds, args.steps)
     return args
 
 
-def trainer_sampler() -> str:
-    """The trainer's default --sampler: with one task it decides the order of the epoch's batches."""
-    from tasks.training import add_training_args
-    return add_training_args(argparse.ArgumentParser()).get_default("sampler")
-
-
 def build_batches(args, task: str, tokenizer, warn=None) -> tuple:
-    """The warm-up then the timed training batches of `task`, and the evaluation batches: the same
-    in every process that builds them.
-
-    Training rows are read and tokenised as the trainer does (`tasks.data`,
-    `tasks.encoded`, cross-encoded pairs, the task's max length). `shuffled`:
-    a seeded shuffle cut into full batches, tokenising only those rows;
-    `bucketed`: the first batches of the trainer's own plan for this task alone.
-    """
+    """The warm-up then the timed training batches of `task`, and the evaluation batches, the same in
+    every process: read and tokenised as the trainer does (cross-encoded pairs, the task's max length);
+    `shuffled`, a seeded shuffle cut into full batches; `bucketed`, the trainer's plan for `task` alone."""
     dataset = read_split(data_dir(args.data_dir), task, "train", warn=warn)
     count = args.warmup + args.steps
     max_length = min(get_task(task).max_length, tokenizer.max_length)
     if args.order == "bucketed":  # the sampler bucketing needs every example's length
         split = encode_split(dataset, tokenizer, "cross", max_length)
-        sampler = build_sampler(trainer_sampler(), {task: split.lengths}, args.batch_size, args.seed)
+        sampler = build_sampler(TrainConfig().sampler, {task: split.lengths}, args.batch_size, args.seed)
         plan = [step[task] for step in sampler.plan(0)[:count]]
     else:
         order = list(range(len(dataset)))
@@ -132,25 +92,19 @@ class Worker:
 
     def __init__(self, args):
         import torch
-        import transformers
 
         import minbert
-        transformers.utils.logging.disable_progress_bar()
-        transformers.utils.logging.set_verbosity_error()
         self.torch, self.args = torch, args
-        if args.threads:
-            torch.set_num_threads(args.threads)
         folder, _ = minbert.resolve(model_folder(args.model))
         self.tokenizer = minbert.Tokenizer.from_folder(folder)
-        if args.worker == "minbert":
-            self.model = minbert.from_pretrained(str(folder))
-        else:
-            self.model = transformers.BertModel.from_pretrained(str(folder), attn_implementation="sdpa")
+        load = minbert.from_pretrained if args.worker == "minbert" else transformers_bert
+        self.model = load(str(folder))
         self.config = self.model.config
         self.dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
 
     def prepare(self, task: str) -> dict:
-        """Batches, a fresh head and optimiser for this task, the warm-up steps, and the timed batches primed."""
+        """Batches, a fresh head and optimiser for this task, the warm-up steps, and every timed batch's shape
+        seen once (oneDNN compiles a kernel per new shape, which a long run pays once)."""
         torch, args = self.torch, self.args
         # Skipped rows are reported once, by the parent, which builds the same batches.
         batches, self.evals = build_batches(args, task, self.tokenizer, warn=lambda message: None)
@@ -158,16 +112,14 @@ class Worker:
         torch.manual_seed(args.seed)
         self.head = torch.nn.Linear(self.config.hidden_size, head_classes(task))
         params = [*self.model.parameters(), *self.head.parameters()]
-        fused = args.optimizer == "fused"
-        self.optimizer = torch.optim.AdamW(params, lr=2e-5, weight_decay=0.01, fused=fused, foreach=not fused)
+        self.optimizer = torch.optim.AdamW(params, lr=2e-5, weight_decay=0.01, fused=True)
         torch.manual_seed(args.seed + 1)
         for b in warmup:
             self.train_step(b)
-        for b in self.evals if args.prime else self.evals[:1]:
+        for b in self.evals:
             self.eval_step(b)
-        if args.prime:  # forward and backward once on every timed batch: steady-state kernels
-            for b in self.batches:
-                self.train_step(b, update=False)
+        for b in self.batches:
+            self.train_step(b, update=False)
         return {"batches": paired.digest(batches, ("input_ids", "attention_mask")),
                 "train_batches": len(self.batches), "eval_batches": len(self.evals)}
 
@@ -253,28 +205,32 @@ def batch_stats(args, task: str) -> dict:
     import minbert
     folder, _ = minbert.resolve(model_folder(args.model))
     batches = build_batches(args, task, minbert.Tokenizer.from_folder(folder))[0][args.warmup:args.warmup + args.steps]
+    if not batches:
+        sys.exit(f"bench: {task} has too few training rows for --warmup {args.warmup} and a timed step")
     lengths = [int(n) for b in batches for n in b["attention_mask"].sum(1)]
     return {"examples": len(lengths), "tokens": sum(lengths), "padded": sum(b["input_ids"].numel() for b in batches),
             "sum_len_sq": sum(n * n for n in lengths), "mean_len": sum(lengths) / len(lengths),
             "mean_padded_len": sum(b["input_ids"].shape[1] for b in batches) / len(batches)}
 
 
-def check_files(args, tasks: list) -> None:
-    """Before any worker starts: a wrong folder is one line, not a dead worker."""
-    for task in tasks:
-        path = split_path(data_dir(args.data_dir), task, "train")
-        if not path.exists():
-            sys.exit(f"bench: {path} not found (pass --data-dir or set MINBERT_DATA_DIR)")
-
-
 def measure_task(args, workers: dict, task: str) -> dict:
     counts = paired.prepare_all(workers, task=task)["minbert"]
-    if counts["train_batches"] < 1:
-        sys.exit(f"bench: {task} has too few training rows for --warmup {args.warmup} and a timed step")
-    return {"stats": batch_stats(args, task),
-            "train": paired.alternate(workers, "train", counts["train_batches"], args.rounds),
+    return {"train": paired.alternate(workers, "train", counts["train_batches"], args.rounds),
             "eval": paired.alternate(workers, "eval", counts["eval_batches"], args.rounds),
             "ceiling_gflops": workers["minbert"].ask(op="ceiling")["gflops"]}
+
+
+def measure(args, workers: dict) -> dict:
+    """Each task's timings, and the best matmul peak (before, and after each task, under the same load)."""
+    peaks, results = [workers["minbert"].ask(op="matmul")["gflops"]], {}
+    for k, task in enumerate(chosen_tasks(args)):
+        results[task] = measure_task(args, workers, task)
+        peaks.append(workers[paired.WORKERS[k % 2]].ask(op="matmul")["gflops"])
+    return {"peak": max(peaks), "tasks": results}
+
+
+def chosen_tasks(args) -> list:
+    return ["sst", "quora"] if args.task == "both" else [args.task]
 
 
 def main(argv=None):
@@ -282,19 +238,8 @@ def main(argv=None):
     if args.worker:
         Worker(args).serve()
         return 0
-    tasks = ["sst", "quora"] if args.task == "both" else [args.task]
-    check_files(args, tasks)
-    env = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", **({} if args.omp_wait == "inherit" else
-                                                   {"OMP_WAIT_POLICY": args.omp_wait.upper()})}
-    began, load_before = time.time(), os.getloadavg()
-    workers, info = paired.start("throughput", list(argv if argv is not None else sys.argv[1:]), **env)
-    peaks = [workers["minbert"].ask(op="matmul")["gflops"]]
-    results = {}
-    for k, task in enumerate(tasks):
-        results[task] = measure_task(args, workers, task)
-        peaks.append(workers[paired.WORKERS[k % 2]].ask(op="matmul")["gflops"])  # the peak under the same load
-    memory = paired.finish(workers)
-    report(args, info, results, max(peaks), memory, (load_before, os.getloadavg()), time.time() - began)
+    stats = {task: batch_stats(args, task) for task in chosen_tasks(args)}  # a wrong folder: one line, here
+    report(args, stats, paired.compare("throughput", argv, lambda workers: measure(args, workers)))
     return 0
 
 
@@ -307,31 +252,27 @@ def step_flops(info: dict, stats: dict, classes: int) -> float:
             + 12 * info["layers"] * info["hidden"] * stats["sum_len_sq"])
 
 
-def report(args, info, results, peak, memory, loads, wall):
-    mine = info["minbert"]
+def report(args, stats: dict, run: paired.Paired) -> None:
+    mine, peak = run.info["minbert"], run.figures["peak"]
     print(f"model {args.model}: {mine['layers']} layers x {mine['hidden']}, {mine['params'] / 1e6:.1f}M parameters "
           f"({mine['non_embedding'] / 1e6:.1f}M non-embedding)  precision {args.precision}  batch {args.batch_size}  "
-          f"AdamW {args.optimizer}  batches {args.order}")
-    print(f"machine: {os.cpu_count()} CPUs, torch {mine['torch']}, {mine['threads']} threads, "
-          f"OMP_WAIT_POLICY={args.omp_wait}; load average {loads[0][0]:.1f} -> {loads[1][0]:.1f} "
-          f"(shared machine: rounds alternate, ratios are medians of per-round ratios)")
+          f"AdamW fused  batches {args.order}")
+    print(run.machine())
     print(f"matmul peak ({args.precision}, square 2048-4096, best of the run): {peak:.0f} GFLOP/s")
     print("FLOPs per train step = 6*P_enc*tokens + 6*(P_pooler+P_head)*examples + 12*layers*hidden*sum(len^2), "
           f"eval = 1/3; real tokens; P_enc = {mine['encoder_matrices'] / 1e6:.2f}M")
-    tasks = {task: task_report(args, mine, task, res, peak) for task, res in results.items()}
-    print("\n" + paired.line("peak resident memory (MiB)", memory, memory["minbert"] / memory["transformers"]))
-    print(f"wall time {wall:.0f} s")
+    tasks = {task: task_report(args, mine, task, stats[task], res, peak)
+             for task, res in run.figures["tasks"].items()}
+    print("\n" + run.memory_line())
+    print(f"wall time {run.wall_s:.0f} s")
     met = targets(args, mine, tasks)
-    if args.json:
-        args.json.write_text(json.dumps({
-            "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "info": info,
-            "matmul_peak_gflops": peak, "peak_rss_mib": memory, "load_average": loads, "tasks": tasks,
-            "targets": met}, indent=2) + "\n", encoding="utf-8")
+    write_json(args.json, {"args": vars(args), "cpu": run.cpu, "info": run.info, "matmul_peak_gflops": peak,
+                           "peak_rss_mib": run.memory, "load_average": run.loads, "tasks": tasks,
+                           "targets": met})
 
 
-def task_report(args, mine: dict, task: str, res: dict, peak: float) -> dict:
+def task_report(args, mine: dict, task: str, s: dict, res: dict, peak: float) -> dict:
     """One task's table (examples/s, tokens/s, GFLOP/s, share of the peak; train and eval) and its figures."""
-    s = res["stats"]
     print(f"\n[{task}] {sum(res['train'].steps)} timed steps x {args.batch_size} = {s['examples']} examples, "
           f"{s['tokens']} real tokens (mean length {s['mean_len']:.1f}, padded to {s['mean_padded_len']:.1f})")
     flops = step_flops(mine, s, head_classes(task))

@@ -3,31 +3,20 @@
     python -m bench trainer [--model embedded] [--precision auto|bf16|fp32] [--steps 12] [--top 25] [-- options]
     python -m bench trainer --count-ops [--models embedded,bert-base] [--implementations reference,fast]
 
-Both modes run the run `train_multitask.py` builds (bench/common.py's trainer_run: every option at its default
-unless given, `-- options` added), its steps as the loop runs them (`trainer_steps`).
-
-- the default, profile: the first steps of the epoch-0 plan (the proportional sampler's SST, Quora and STS
-  batches, length-bucketed), `--warmup` untimed, then `--steps` whole optimizer steps (`train_step`: batches,
-  forward, backward, clipping, AdamW, the schedule) under torch.profiler: the top operators by self CPU time,
-  the same time grouped into kinds (matmul, copies, dropout, optimizer, ...), and the wall time without it.
-- `--count-ops`: what a GPU would launch, counted on the CPU: the aten operators of one step (`profile_steps`:
-  all, the leaves, and the compute ones, about one kernel each on a GPU) per implementation and precision, for
-  the embedded model and bert-base's shape (random weights); the plan's first step of each task after one
-  warm-up step. The count depends on neither the weights nor the machine's speed.
-
-Whole default epochs (bucketed or plain batches, each precision) were timed by `--epoch` until 2026-11-28:
-docs/measurements/2026-11-22-one-epoch-bucketing.md; `bench e2e --no-setup` times a run in its parts.
+Both modes run the steps of the run `train_multitask.py` builds (every option at its default unless given
+after --) as its loop runs them. The default, profile: `--steps` whole optimizer steps of the epoch-0 plan
+under torch.profiler, after `--warmup`: the top operators by self CPU time, the same time by kind, and the
+wall time without the profiler. `--count-ops`: what a GPU would launch, counted on the CPU: the aten
+operators of one step of each task (all, the leaves, and the compute ones, about one kernel each on a GPU)
+per model, implementation and precision; the count depends on neither the weights nor the machine's speed.
 """
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
-import argparse
-import json
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 
-from bench.common import DATA_DIR_HELP, model_folder, trainer_run
+from bench.common import arguments, model_folder, parse, trainer_run, write_json
 
 # Operator name -> kind. The first pattern contained in the name decides; anything else is "other".
 KINDS = (
@@ -61,25 +50,18 @@ def kind_of(name: str) -> str:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m bench trainer", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
-    p.add_argument("--model", default="embedded", help="embedded, bert-base or a checkpoint (default: %(default)s)")
+    p = arguments("trainer", __doc__, "model", "data-dir", "json", "train-options")
     p.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto")
-    p.add_argument("--data-dir", default=None, help=DATA_DIR_HELP)
-    p.add_argument("--json", default=None, help="also write the figures to this file")
     profile = p.add_argument_group("profile (the default)")
-    profile.add_argument("--steps", type=int, default=12, help="profiled optimizer steps (default: %(default)s)")
-    profile.add_argument("--warmup", type=int, default=4, help="untimed steps first (default: %(default)s)")
-    profile.add_argument("--top", type=int, default=25, help="operators listed (default: %(default)s)")
+    profile.add_argument("--steps", type=int, default=12, help="profiled optimizer steps")
+    profile.add_argument("--warmup", type=int, default=4, help="untimed steps first")
+    profile.add_argument("--top", type=int, default=25, help="operators listed")
     count = p.add_argument_group("--count-ops: operators per training step, no timing")
     count.add_argument("--count-ops", action="store_true", help="count the operators of a step")
-    count.add_argument("--models", default="embedded,bert-base", help="(default: %(default)s)")
-    count.add_argument("--implementations", default="reference,fast", help="(default: %(default)s)")
-    count.add_argument("--precisions", default="fp32,bf16", help="(default: %(default)s)")
-    p.add_argument("train_options", nargs=argparse.REMAINDER, help="after --: train_multitask.py options")
-    args = p.parse_args(argv)
-    args.train_options = [a for a in args.train_options if a != "--"]
+    count.add_argument("--models", default="embedded,bert-base", help="comma-separated")
+    count.add_argument("--implementations", default="reference,fast", help="comma-separated")
+    count.add_argument("--precisions", default="fp32,bf16", help="comma-separated")
+    args = parse(p, argv)
     if args.steps < 1 or args.warmup < 0:
         p.error("--steps must be positive, --warmup non-negative")
     return args
@@ -89,8 +71,7 @@ def trainer_steps(run, steps: list) -> float:
     """`steps` as the trainer's loop runs them (tasks/training/loop.py's run_epoch): a whole
     `tasks.training.train_step` each, the next step's batches built ahead (on CUDA, while the device works),
     then the schedule's step. Nothing is read back; the host's seconds to issue them."""
-    from tasks.training import train_step
-    from tasks.training.step import prefetch
+    from tasks.training import prefetch, train_step
     started = time.perf_counter()
     run.model.train()
     for k, step in enumerate(steps):
@@ -230,7 +211,5 @@ def count_main(args) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    figures = (count_main if args.count_ops else profile_main)(args)
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2, default=str) + "\n", encoding="utf-8")
+    write_json(args.json, (count_main if args.count_ops else profile_main)(args))
     return 0

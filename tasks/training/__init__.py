@@ -26,6 +26,7 @@ from .build import MULTITASK, MultitaskJob, build_multitask_model, build_run, lr
 from .callbacks import Callback, Console, ProgressLines, TensorBoard
 from .checkpoint import writing
 from .command import TrainCommand, parse_train_command, recorded_arguments, train_command, train_parser
+from .graphs import StepGraphs, widths_up_to
 from .job import Job
 from .loop import Interrupted, fit
 from .options import (
@@ -40,12 +41,13 @@ from .outputs import InMemory, RunFolder, folder_callbacks
 from .record import declarations
 from .samplers import SAMPLERS, build_sampler, padding_fraction
 from .state import Run, StepInfo
-from .step import train_step
+from .step import prefetch, train_step
 
 __all__ = ["IMPLEMENTATION_HELP", "LOG_EVERY_HELP", "MULTITASK", "PRECISION_HELP", "SAMPLERS", "TF32_HELP",
            "Callback", "Console", "InMemory",
-           "Interrupted", "Job", "MultitaskJob", "ProgressLines", "Run", "RunFolder", "StepInfo", "TensorBoard",
+           "Interrupted", "Job", "MultitaskJob", "ProgressLines", "Run", "RunFolder", "StepGraphs",
+           "StepInfo", "TensorBoard",
            "TrainCommand", "add_optimizer_arg", "add_training_args", "build_multitask_model", "build_run",
            "build_sampler", "declarations", "fit", "folder_callbacks", "lr_lambda", "padding_fraction",
-           "parse_train_command", "recorded_arguments", "train_command", "train_parser", "train_step",
-           "training_plan", "writing"]
+           "parse_train_command", "prefetch", "recorded_arguments", "train_command", "train_parser",
+           "train_step", "training_plan", "widths_up_to", "writing"]
