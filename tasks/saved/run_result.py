@@ -6,7 +6,7 @@ the tasks are the run's own; a task the run did not evaluate reads None through 
 written before this record had no schema number: it reads as schema 1 with the defaults below.
 """
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Optional
 
@@ -51,11 +51,8 @@ class RunResult:
             raise UserError(f"{path}: not a run's metrics.json ({e})") from None
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        for optional in ("scaler_skipped", "stop_reason", "averages", "per_task_best"):
-            if data[optional] is None:   # absent, as the loop has always left them
-                del data[optional]
-        return data
+        # an optional part the run did not have stays absent, as the loop has always left it
+        return {k: v for k, v in asdict(self).items() if v is not None or k not in _OPTIONAL}
 
     def scores(self, which: str = "best") -> dict:
         """The dev figures of the best evaluation ("best") or the last one ("final")."""
@@ -74,3 +71,7 @@ class RunResult:
         if self.score(OVERALL) is None:
             return next((v for k, v in self.best.items() if k != OVERALL and v is not None), None)
         return self.best[OVERALL]
+
+
+
+_OPTIONAL = frozenset(f.name for f in fields(RunResult) if f.default is None)   # parts only some runs have

@@ -99,12 +99,11 @@ class RunFolder(Callback):
             load_weights(run, BEST)  # model/ is the overall best
         if self.writes:
             # Before metrics.json, which tells classifier.py's --resume that the task is done.
-            record = read_run_record(folder / "config.json")
+            record, typed = read_run_record(folder / "config.json"), RunResult.from_json(result)
             with writing(folder / MODEL_DIR):
-                export_model(folder / MODEL_DIR, run.model, record, RunResult.from_json(result),
-                             run.inputs.encoder.source.folder)
+                export_model(folder / MODEL_DIR, run.model, record, typed, run.inputs.encoder.source.folder)
             with writing(folder / "metrics.json"):
-                atomic_write_json(folder / "metrics.json", RunResult.from_json(result).to_json())
+                atomic_write_json(folder / "metrics.json", typed.to_json())
 
 
 def load_weights(run, name: str) -> None:
