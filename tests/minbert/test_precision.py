@@ -32,11 +32,13 @@ def test_explicit_choice_is_kept(monkeypatch):
 
 
 @pytest.mark.parametrize("capabilities, used", [(NATIVE, "bf16"), (EMULATED, "fp32")])
-def test_run_records_requested_and_used_precision(monkeypatch, small_data_dir, tmp_path, capabilities, used):
+def test_run_records_requested_and_used_precision(monkeypatch, small_data_dir, tiny_model, tmp_path,
+                                                  capabilities, used):
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: capabilities)
     out = tmp_path / "run"
     code, stdout, stderr = run_cli(train_multitask.main, [
-        "--model", "minilm", "--device", "cpu", "--tasks", "sst", "--batch-size", "8", "--eval-batch-size", "64",
+        "--model", str(tiny_model), "--device", "cpu", "--tasks", "sst", "--batch-size", "8",
+        "--eval-batch-size", "64",
         "--max-steps", "1", "--data-dir", str(small_data_dir), "--out", str(out)])
     assert code == 0, stderr
     config = json.loads((out / "config.json").read_text())
@@ -45,10 +47,11 @@ def test_run_records_requested_and_used_precision(monkeypatch, small_data_dir, t
     assert f"precision {used} (auto: " in stdout
 
 
-def test_emulated_bf16_is_said(monkeypatch, small_data_dir, tmp_path):
+def test_emulated_bf16_is_said(monkeypatch, small_data_dir, tiny_model, tmp_path):
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: EMULATED)
     code, stdout, stderr = run_cli(train_multitask.main, [
-        "--model", "minilm", "--device", "cpu", "--tasks", "sst", "--batch-size", "8", "--eval-batch-size", "64",
+        "--model", str(tiny_model), "--device", "cpu", "--tasks", "sst", "--batch-size", "8",
+        "--eval-batch-size", "64",
         "--max-steps", "1", "--precision", "bf16", "--data-dir", str(small_data_dir), "--out", str(tmp_path / "r")])
     assert code == 0, stderr
     assert "precision bf16 (emulated on this device" in stdout

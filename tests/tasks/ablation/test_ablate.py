@@ -243,13 +243,15 @@ def _summary(path):
                   for r in csv.DictReader(path.open()))
 
 
-def test_two_shards_then_summarize_equal_one_unsharded_sweep(small_data_dir, tmp_path):
-    options = ["--mode", "reinit", "--task", "sst", "--from-layer", "5", "--seeds", "0,1"]  # shard 1: 3, shard 2: 1
+def test_two_shards_then_summarize_equal_one_unsharded_sweep(small_data_dir, tiny_model, tmp_path):
+    # The 2-layer model: from=1 against the unmodified from=2, two seeds; shard 1 gets 1 trial, shard 2 gets 3
+    options = ["--mode", "reinit", "--task", "sst", "--from-layer", "1", "--seeds", "0,1",
+               "--model", str(tiny_model)]
     whole, sharded = tmp_path / "whole", tmp_path / "sharded"
     code, _, err = run_cli(ablate.main, _argv(small_data_dir, whole, *options))
     assert code == 0, err
     code, stdout, err = run_cli(ablate.main, _argv(small_data_dir, sharded, *options, "--shard", "1/2"))
-    assert code == 0 and "shard 1/2: 3 of 4 trials" in stdout and "1 missing" in stdout, err
+    assert code == 0 and "shard 1/2: 1 of 4 trials" in stdout and "3 missing" in stdout, err
     assert not (sharded / "summary.csv").exists()  # the sweep is not complete yet
     code, stdout, err = run_cli(ablate.main, _argv(small_data_dir, sharded, *options, "--shard", "2/2"))
     assert code == 0 and "4 finished, 0 missing" in stdout, err  # the last shard writes the merged summary
@@ -258,7 +260,7 @@ def test_two_shards_then_summarize_equal_one_unsharded_sweep(small_data_dir, tmp
     assert _summary(sharded / "summary.csv") == _summary(whole / "summary.csv")
 
     # The same trial in two files (a rerun elsewhere) counts once; a failure of a finished trial is not "failed".
-    line = json.loads((sharded / "results.shard-2-of-2.jsonl").read_text())
+    line = json.loads((sharded / "results.shard-1-of-2.jsonl").read_text())
     failed = {**line, "status": "failed", "error": "RuntimeError: earlier crash", "finished_at": "2000-01-01T00:00:00"}
     (sharded / "results.jsonl").write_text(json.dumps(failed) + "\n" + json.dumps(line) + "\n")
     (sharded / "summary.csv").unlink()
@@ -267,7 +269,7 @@ def test_two_shards_then_summarize_equal_one_unsharded_sweep(small_data_dir, tmp
     assert _summary(sharded / "summary.csv") == _summary(whole / "summary.csv")
     assert (sharded / "plots" / "reinit_layers.png").exists()
     rows = {(r["config"], r["metric"]): r["n"] for r in csv.DictReader((sharded / "summary.csv").open())}
-    assert rows[("from=5", "dev/sst")] == rows[("from=6", "dev/sst")] == "2"
+    assert rows[("from=1", "dev/sst")] == rows[("from=2", "dev/sst")] == "2"
 
 
 @pytest.mark.parametrize("argv,needle", [

@@ -14,15 +14,16 @@ from tasks.reproduction import sweeps
 from tests.helpers import run_cli
 
 
-def test_reproduce_runs_its_sweeps_keeps_their_results_and_resumes(small_data_dir, tmp_path):
+def test_reproduce_runs_its_sweeps_keeps_their_results_and_resumes(small_data_dir, tiny_model, tmp_path):
     results_dir = tmp_path / "results"
-    argv = ["--only", "pairs", "--data-dir", str(small_data_dir), "--out", str(tmp_path / "runs"), "--max-steps", "1",
+    argv = ["--only", "pairs", "--model", str(tiny_model), "--data-dir", str(small_data_dir),
+            "--out", str(tmp_path / "runs"), "--max-steps", "1",
             "--seeds", "2", "--results", str(results_dir), "--report", str(tmp_path / "report.md"),
             "--precision", "fp32", "--device", "cpu"]
     code, stdout, err = run_cli(reproduce.main, argv)
     assert code == 0, err
     run = json.loads((results_dir / "pairs" / "first" / "run.json").read_text())
-    assert run["seeds"] == [0, 1] and run["scale"] == "cpu" and run["model"] == "minilm"
+    assert run["seeds"] == [0, 1] and run["scale"] == "cpu" and run["model"] == tiny_model.name
     assert len(run["sittings"]) == 1 and run["sittings"][0]["trials"] == 8
     assert run["schema"] == reproduction_runs.SCHEMA
     for sweep in ("sts-cross", "sts-siamese", "quora-cross", "quora-siamese"):
@@ -34,9 +35,11 @@ def test_reproduce_runs_its_sweeps_keeps_their_results_and_resumes(small_data_di
     assert [s["trials"] for s in run["sittings"]] == [8]   # a sitting that added nothing is not kept
 
 
-def test_shards_of_a_run_each_keep_their_trials_and_the_run_its_device_and_weights(small_data_dir, tmp_path):
+def test_shards_of_a_run_each_keep_their_trials_and_the_run_its_device_and_weights(small_data_dir, tiny_model,
+                                                                                   tmp_path):
     results_dir = tmp_path / "results"
-    argv = ["--only", "pairs", "--data-dir", str(small_data_dir), "--out", str(tmp_path / "runs"), "--max-steps", "1",
+    argv = ["--only", "pairs", "--model", str(tiny_model), "--data-dir", str(small_data_dir),
+            "--out", str(tmp_path / "runs"), "--max-steps", "1",
             "--seeds", "3", "--results", str(results_dir), "--report", str(tmp_path / "report.md"),
             "--precision", "fp32", "--device", "cpu"]
     for shard in ("1/2", "2/2"):
@@ -53,7 +56,8 @@ def test_shards_of_a_run_each_keep_their_trials_and_the_run_its_device_and_weigh
     run = reproduction_runs.read_run(results_dir / "pairs" / "first" / "run.json")
     first, second = run.sittings
     assert 0 < first.trials < 12 and first.trials + second.trials == 12   # 3 seeds x 4
-    assert run.device == "cpu" and run.weights == sweeps.weights_of("minilm") and len(run.weights) == 12
+    assert run.device == "cpu" and len(run.weights) == 12
+    assert run.weights == sweeps.weights_of(str(tiny_model))
     assert "trained on cpu from weights " + run.weights in (tmp_path / "runs.md").read_text()
 
 
