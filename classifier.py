@@ -24,7 +24,6 @@ import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch lo
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
@@ -39,6 +38,7 @@ from tasks.fileio import atomic_write_bytes, atomic_write_json
 from tasks.inputs import announcement, prepare
 from tasks.registry import CLASSIFIER_TASKS, REGISTRY
 from tasks.saved.checkpoint_files import CHECKPOINT
+from tasks.saved.run_result import RunResult
 from tasks.training import Interrupted, add_optimizer_arg, fit, recorded_arguments
 
 RESULTS = "classifier.json"
@@ -154,20 +154,17 @@ def task_config(args, task: str) -> TrainConfig:
     return config
 
 
-def run_task(args, task: str) -> dict:
+def run_task(args, task: str) -> RunResult:
     out = Path(args.out) / task
     if (out / "metrics.json").exists():  # finished before an interruption: keep it
-        result = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
         print(f"{task}: already finished in {out}", flush=True)
-        return result
+        return RunResult.read(out / "metrics.json")
     config = task_config(args, task)
     resume = (out / CHECKPOINT).exists()
     inputs = prepare(config)
     print(f"{task} ({args.prefix}): " + announcement(inputs, f"run folder {out}") + ("; resuming" if resume else ""),
           flush=True)
-    result = fit(config, inputs, out, resume=resume)
-    result.pop("model", None)
-    return result
+    return RunResult.from_json(fit(config, inputs, out, resume=resume))
 
 
 def main(argv=None) -> int:
@@ -183,8 +180,8 @@ def run(args) -> None:
     atomic_write_json(out / RESULTS, record)
     for task in args.task_list:
         result = run_task(args, task)
-        record["tasks"][task] = {"dev_accuracy": result["best"][task], "best_epoch": result["best_epoch"],
-                                 "final_dev_accuracy": result["final"][task], "run": str(out / task)}
+        record["tasks"][task] = {"dev_accuracy": result.score(task), "best_epoch": result.best_epoch,
+                                 "final_dev_accuracy": result.score(task, "final"), "run": str(out / task)}
         atomic_write_json(out / RESULTS, record)
     predictions = [p for task in args.task_list for p in sorted((out / task / "predictions").glob("*.csv"))]
     if args.ignored_out is not None:

@@ -10,7 +10,6 @@ each part's seconds, the dev metrics of the best evaluation and the machine.
 import tasks.openmp  # noqa: F401  (first: OMP_WAIT_POLICY is read when torch loads)
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -54,6 +53,8 @@ def worker(argv: list) -> None:
     """train_multitask.py's command (tasks.training.train_command) on argv, with a callback noting when each
     part begins and ends."""
     from tasks.machine import cpu_model
+    from tasks.saved.run_record import read_run_record
+    from tasks.saved.run_result import RunResult
     from tasks.training import Callback, train_command
 
     seen = {"train_s": 0.0, "eval_s": 0.0, "epochs_s": []}
@@ -76,12 +77,11 @@ def worker(argv: list) -> None:
     if code != 0:
         sys.exit(code)
     out = Path(argv[argv.index("--out") + 1])
-    metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
-    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    metrics, record = RunResult.read(out / "metrics.json"), read_run_record(out / "config.json")
     result = {"start_s": seen["first_plan"] - STARTED, "compile_s": 0.0, "train_s": seen["train_s"],
               "epochs_s": seen["epochs_s"], "eval_s": seen["eval_s"], "finish_s": ended - seen["last_evaluation"],
-              "run_s": ended - STARTED, "best": metrics["best"], "best_epoch": metrics["best_epoch"],
-              "steps": metrics["steps"], "precision": config["precision"]["used"], "cpu": cpu_model()}
+              "run_s": ended - STARTED, "best": metrics.best, "best_epoch": metrics.best_epoch,
+              "steps": metrics.steps, "precision": record.precision.used, "cpu": cpu_model()}
     common.report_result(result)
 
 

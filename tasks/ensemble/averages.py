@@ -12,7 +12,6 @@ average helps on these dev rows, across trainings.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -20,6 +19,8 @@ from minbert import UserError
 
 from ..ablation.statistics import paired_interval
 from ..cli import run_command
+from ..saved.run_record import read_run_record
+from ..saved.run_result import RunResult
 from .gain import show
 
 REFERENCE = "none"
@@ -30,13 +31,13 @@ def final_figures(run: Path) -> tuple:
     metrics_path, config_path = run / "metrics.json", run / "config.json"
     if not metrics_path.is_file() or not config_path.is_file():
         raise UserError(f"{run}: no metrics.json and config.json (not a finished run folder)")
-    metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
-    if "averages" not in metrics:
+    averages = RunResult.read(metrics_path).averages
+    if averages is None:
         raise UserError(f"{metrics_path}: no averaged copies (train with --average none,ema,swa)")
-    copies = {kind: copy["final"] for kind, copy in metrics["averages"]["copies"].items()}
+    copies = {kind: copy["final"] for kind, copy in averages["copies"].items()}
     if REFERENCE not in copies or len(copies) < 2:
         raise UserError(f"{metrics_path}: copies {sorted(copies)}; it needs 'none' and an average beside it")
-    return json.loads(config_path.read_text(encoding="utf-8"))["seed"], copies
+    return read_run_record(config_path).seed, copies
 
 
 def gains(runs: list) -> dict:

@@ -1,19 +1,16 @@
 """tasks.ensemble.averages: an average's gain over the trained weights, paired by seed."""
-import json
 
 import pytest
 
 from minbert import UserError
 from tasks.ensemble.averages import gains, main
+from tests.helpers.records import write_finished_run
 
 
 def finished_run(folder, seed, finals):
-    """A run folder as `train_multitask.py --average ...` leaves it, reduced to what the gain reads."""
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"seed": seed}))
+    """A run folder as `train_multitask.py --average ...` leaves it, its copies' final figures `finals`."""
     copies = {kind: {"best": None, "final": dev} for kind, dev in finals.items()}
-    (folder / "metrics.json").write_text(json.dumps({"averages": {"model": "none", "copies": copies}}))
-    return folder
+    return write_finished_run(folder, seed, averages={"model": "none", "copies": copies})
 
 
 def test_the_gain_is_the_mean_of_per_seed_differences(tmp_path):
@@ -30,10 +27,7 @@ def test_the_gain_is_the_mean_of_per_seed_differences(tmp_path):
 
 
 def test_a_run_without_averages_or_a_repeated_seed_is_refused(tmp_path, capsys):
-    plain = tmp_path / "plain"
-    plain.mkdir()
-    (plain / "config.json").write_text(json.dumps({"seed": 0}))
-    (plain / "metrics.json").write_text(json.dumps({"history": []}))
+    plain = write_finished_run(tmp_path / "plain", 0)
     assert main([str(plain)]) == 2
     assert "no averaged copies" in capsys.readouterr().err
     a = finished_run(tmp_path / "a", 0, {"none": {"overall": 0.7}, "ema": {"overall": 0.71}})

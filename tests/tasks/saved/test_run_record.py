@@ -1,7 +1,6 @@
 """config.json as a RunRecord: a saved schema-1 record (no "schema" key) reads through upgrade_1, the writer's
 schema round-trips, and a record of another schema or a malformed one is one line naming the file."""
 import json
-from pathlib import Path
 
 import pytest
 
@@ -9,19 +8,14 @@ from minbert import CheckpointError, UserError
 from tasks.saved.model_card import model_card
 from tasks.saved.run_record import SCHEMA, DataFile, RunRecord, read_run_record, upgrade_1
 from tasks.saved.run_result import RunResult
+from tests.helpers.records import SAVED_RECORD, saved_record
 
-# A default run's config.json as main wrote it at 624dd4f (schema 1: no "schema" key).
-SAVED = Path(__file__).resolve().parents[2] / "data" / "run-record-schema-1.json"
 SST_DEV = "a186ce94577635fbe10beaaddd50f16cccf6c30973221cefdf90deed2a584bfe"   # its sst dev file's sha256
 
 
-def saved() -> dict:
-    return json.loads(SAVED.read_text(encoding="utf-8"))
-
-
 def test_a_saved_schema_1_record_reads_through_the_upgrade():
-    assert "schema" not in saved()
-    record = read_run_record(SAVED)
+    assert "schema" not in saved_record()
+    record = read_run_record(SAVED_RECORD)
     assert record.schema == SCHEMA == 2
     assert record.model.name == "sentence-transformers/all-MiniLM-L6-v2"
     assert record.model.resolved_from == "embedded"
@@ -37,22 +31,22 @@ def test_a_saved_schema_1_record_reads_through_the_upgrade():
 
 
 def test_the_oldest_schema_1_records_lack_what_upgrade_1_makes_explicit(tmp_path):
-    old = {k: v for k, v in saved().items() if k not in ("declared_tasks", "max_length", "precision")}
+    old = {k: v for k, v in saved_record().items() if k not in ("declared_tasks", "max_length", "precision")}
     record = RunRecord.from_json(old, tmp_path / "config.json")
     assert (record.declared_tasks, record.max_length, record.precision) == ({}, None, None)
-    assert upgrade_1(saved())["declared_tasks"] == {} and upgrade_1(saved())["schema"] == SCHEMA
+    assert upgrade_1(saved_record())["declared_tasks"] == {} and upgrade_1(saved_record())["schema"] == SCHEMA
 
 
 def test_a_schema_2_record_round_trips_to_what_its_schema_1_twin_reads(tmp_path):
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({**saved(), "schema": SCHEMA}))
-    assert read_run_record(path) == read_run_record(SAVED)
+    path.write_text(json.dumps({**saved_record(), "schema": SCHEMA}))
+    assert read_run_record(path) == read_run_record(SAVED_RECORD)
 
 
 def test_the_model_card_of_a_saved_record_says_what_it_recorded():
     result = RunResult(final={"sst": 0.4, "overall": 0.5}, best={"sst": 0.5, "overall": 0.6}, best_epoch=1,
                        best_step=962, history=[], steps=1924)
-    card = model_card(read_run_record(SAVED), result, {"sst": {"head": "classify"}}, False)
+    card = model_card(read_run_record(SAVED_RECORD), result, {"sst": {"head": "classify"}}, False)
     assert "base_model: sentence-transformers/all-MiniLM-L6-v2" in card
     assert "- weights sha256: `53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db`" in card
     assert f"| sst | dev | `ids-sst-dev.csv` | `{SST_DEV}` | 1101 of 1101 |" in card
@@ -71,7 +65,7 @@ def test_the_model_card_of_a_saved_record_says_what_it_recorded():
 ])
 def test_a_bad_record_is_one_line_naming_the_file(tmp_path, change, says):
     path = tmp_path / "config.json"
-    path.write_text(json.dumps(change(saved())))
+    path.write_text(json.dumps(change(saved_record())))
     for error in (UserError, CheckpointError):
         with pytest.raises(error) as raised:
             read_run_record(path, error)
