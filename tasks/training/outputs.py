@@ -12,7 +12,7 @@ from ..evaluation import write_all_predictions
 from ..fileio import atomic_save_torch, atomic_write_json, remove_stale_temp_files
 from ..saved.checkpoint_files import BEST, task_best_file
 from ..saved.model_folder import MODEL_DIR, export_model
-from ..saved.run_record import RunRecord, read_run_record
+from ..saved.run_record import read_run_record
 from ..saved.run_result import RunResult
 from .callbacks import Callback, Console, TensorBoard
 from .checkpoint import rng_states, save_checkpoint, writing
@@ -52,7 +52,7 @@ class RunFolder(Callback):
 
     def record(self, run) -> dict:
         """config.json: the run's record (record.py); a job's own folder records what its runs are."""
-        return run_record(run, self.command_options)
+        return run_record(run, self.command_options).to_json()
 
     def on_checkpoint(self, run):
         per_rank = rng_states(run.inputs.world)  # a collective: every rank takes part
@@ -130,7 +130,7 @@ class InMemory(Callback):
             run.model.load_state_dict(self.best_weights)
         if self.export_to is not None:
             with writing(Path(self.export_to)):
-                record = RunRecord.from_json(run_record(run), self.export_to)
+                record = run_record(run)
                 scores = "final" if self.final_weights else "best"
                 export_model(self.export_to, run.model, record, RunResult.from_json(result),
                              run.inputs.encoder.source.folder, scores=scores)

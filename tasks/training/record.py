@@ -10,7 +10,7 @@ from ..inputs import RunInputs
 from ..machine import versions
 from ..registry import get_task
 from ..saved.model_folder import pretraining_of
-from ..saved.run_record import SCHEMA as RUN_RECORD_SCHEMA
+from ..saved.run_record import BaseModel, DataFile, Graphs, LearningRate, Precision, Resolved, RunRecord
 from .state import Run
 
 
@@ -28,31 +28,37 @@ def declarations(tasks) -> dict:
     return {t: get_task(t).describe() for t in tasks if get_task(t).declared_in is not None}
 
 
-def run_record(run: Run, command_options: Optional[dict] = None) -> dict:
-    """config.json: the options, model, data files, device, package versions and the run's shape."""
+def run_record(run: Run, command_options: Optional[dict] = None) -> RunRecord:
+    """config.json: the options, model, data files, device, package versions and the run's shape. Its parts
+    are built strictly (no unknown key dropped): what the run records, its readers can read."""
     config, inputs, model = run.config, run.inputs, run.model
-    return {"schema": RUN_RECORD_SCHEMA, "command": sys.argv,
-            "arguments": arguments_record(config, inputs, command_options), "seed": config.seed,
-            "model": model_record(inputs.encoder.source),
-            "data": inputs.data_record, "max_length": inputs.max_lengths, "device": str(inputs.device),
-            "declared_tasks": declarations(inputs.tasks),
-            "versions": versions(),
-            "precision": {"requested": inputs.precision_requested, "used": inputs.precision,
-                          "native_bf16": minbert.native_bf16(inputs.device), "tf32": inputs.tf32},
-            "implementation": {"requested": config.implementation, "used": inputs.encoder.config.implementation},
-            "cuda_graphs": {"requested": config.cuda_graphs, **run.graphs.to_dict()},
-            "lr": {"used": config.lr, "reason": run.lr_reason},
-            "steps_per_epoch": run.steps_per_epoch, "total_steps": run.total_steps,
-            "frozen_layers": model.frozen_layers, "sampler": run.sampler_name, **inputs.world.describe(),
-            "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
+    world = inputs.world.describe()
+    return RunRecord(
+        command=tuple(sys.argv), arguments=arguments_record(config, inputs, command_options),
+        seed=config.seed,
+        model=model_record(inputs.encoder.source),
+        data={task: {split: None if file is None else DataFile(**file) for split, file in splits.items()}
+              for task, splits in inputs.data_record.items()},
+        device=str(inputs.device), versions=versions(), declared_tasks=declarations(inputs.tasks),
+        max_length=inputs.max_lengths,
+        precision=Precision(inputs.precision_requested, inputs.precision, minbert.native_bf16(inputs.device),
+                            inputs.tf32),
+        steps_per_epoch=run.steps_per_epoch, total_steps=run.total_steps,
+        implementation=Resolved(config.implementation, inputs.encoder.config.implementation),
+        cuda_graphs=Graphs(config.cuda_graphs, **run.graphs.to_dict()),
+        lr=LearningRate(config.lr, run.lr_reason),
+        frozen_layers=model.frozen_layers, sampler=run.sampler_name,
+        world_size=world["world_size"], backend=world["backend"],
+        trainable_parameters=sum(p.numel() for p in model.parameters() if p.requires_grad))
 
 
-def model_record(source) -> Optional[dict]:
+def model_record(source) -> Optional[BaseModel]:
     """config.json's "model": what was loaded and, for a model pretrain.py made, how (its pretraining.json)."""
     if source is None:
         return None
-    made = pretraining_of(source.folder)
-    return {**source.to_dict(), **({"pretraining": made} if made is not None else {})}
+    loaded = source.to_dict()
+    return BaseModel(**{key: value for key, value in loaded.items() if key != "config"},
+                     architecture=loaded["config"], pretraining=pretraining_of(source.folder))
 
 
 _HPARAMS = ("lr", "batch_size", "grad_accum", "epochs", "sampler", "surgery", "smart", "freeze_until", "pair_mode",

@@ -19,7 +19,7 @@ def write_finished_run(folder: Path, seed: int, averages: Optional[dict] = None)
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({**saved_record(), "seed": seed}))
     dev = {"overall": 0.5}
-    result = RunResult(final=dev, best=dev, best_epoch=1, best_step=1, history=[{"step": 1, "epoch": 1, "dev": dev}],
-                       steps=1, averages=averages)
+    result = RunResult(final=dev, best=dev, best_epoch=1, best_step=1,
+                       history=[{"step": 1, "epoch": 1, "dev": dev}], steps=1, averages=averages)
     (folder / "metrics.json").write_text(json.dumps(result.to_json()))
     return folder

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import train_multitask
+from tasks.saved.run_record import RunRecord
 from tests.helpers import prediction_rows, run_cli
 
 BASE = ["--model", "minilm", "--batch-size", "8", "--eval-batch-size", "64", "--precision", "fp32", "--device", "cpu"]
@@ -16,6 +17,7 @@ def test_short_run_writes_everything(small_data_dir, tmp_path):
         "--data-dir", str(small_data_dir), "--max-steps", "6", "--out", str(out)])
     assert code == 0, stderr
     config = json.loads((out / "config.json").read_text())
+    assert RunRecord.from_json(config, out).to_json() == config   # the reader types all the writer wrote
     assert config["model"]["weights_sha256"] and config["model"]["num_layers"] == 6
     assert config["data"]["sst"]["train"]["sha256"] and config["data"]["sst"]["train"]["n_rows"] == 40
     assert config["data"]["quora"]["test"] is None

@@ -55,7 +55,7 @@ def test_a_run_on_a_bert_base_sized_encoder_records_its_rate(tiny_model, small_d
     base = minbert.build_model(minbert.BertConfig(vocab_size=inputs.encoder.config.vocab_size))  # 12 x 768
     run = build_run(config, inputs, encoder=base)
     assert run.config.lr == BERT_BASE_LR and run.scheduler.base_lrs == [BERT_BASE_LR, BERT_BASE_LR]  # the optimizer's
-    record = run_record(run)
+    record = run_record(run).to_json()
     assert record["lr"]["used"] == BERT_BASE_LR and "12 x 768" in record["lr"]["reason"]
     assert record["arguments"]["lr"] == BERT_BASE_LR
     compact = build_run(config, inputs)  # the tiny encoder itself: 2 x 32
@@ -63,7 +63,7 @@ def test_a_run_on_a_bert_base_sized_encoder_records_its_rate(tiny_model, small_d
     frozen = build_run(dataclasses.replace(config, freeze_until="all"), inputs, encoder=base)
     assert frozen.config.lr == COMPACT_LR
     top = build_run(dataclasses.replace(config, freeze_until=9), inputs, encoder=base)
-    assert top.config.lr == TOP_LAYERS_LR and "Freeze Your Layers" in run_record(top)["lr"]["reason"]
+    assert top.config.lr == TOP_LAYERS_LR and "Freeze Your Layers" in run_record(top).lr.reason
 
 
 def train(main, argv, out):

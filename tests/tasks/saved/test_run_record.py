@@ -20,7 +20,7 @@ def test_a_saved_schema_1_record_reads_through_the_upgrade():
     assert record.model.name == "sentence-transformers/all-MiniLM-L6-v2"
     assert record.model.resolved_from == "embedded"
     assert record.model.lineage is None and record.model.architecture["num_hidden_layers"] == 6
-    sst_dev = DataFile("/work/shared/data/cs224n/ids-sst-dev.csv", SST_DEV, 1101, 1101)
+    sst_dev = DataFile("/work/shared/data/cs224n/ids-sst-dev.csv", SST_DEV, 1101, 1101, skipped={})
     assert record.data_file("sst", "dev") == sst_dev
     assert record.data_file("quora", "test") is None and record.data_file("cfimdb", "dev") is None
     assert record.task_list == ("sst", "quora", "sts") and record.task_file is None
@@ -35,6 +35,13 @@ def test_the_oldest_schema_1_records_lack_what_upgrade_1_makes_explicit(tmp_path
     record = RunRecord.from_json(old, tmp_path / "config.json")
     assert (record.declared_tasks, record.max_length, record.precision) == ({}, None, None)
     assert upgrade_1(saved_record())["declared_tasks"] == {} and upgrade_1(saved_record())["schema"] == SCHEMA
+
+
+def test_a_record_writes_back_what_it_read():
+    assert RunRecord.from_json(saved_record(), SAVED_RECORD).to_json() == {**saved_record(), "schema": SCHEMA}
+    oldest = {k: v for k, v in saved_record().items() if k not in ("lr", "cuda_graphs", "sampler")}
+    assert RunRecord.from_json(oldest, SAVED_RECORD).to_json() == {**oldest, "schema": SCHEMA, "lr": None,
+                                                                   "cuda_graphs": None, "sampler": None}
 
 
 def test_a_schema_2_record_round_trips_to_what_its_schema_1_twin_reads(tmp_path):
