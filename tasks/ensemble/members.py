@@ -17,6 +17,7 @@ from typing import Optional
 from minbert import UserError
 from minbert.loading import VOCAB_FILES
 
+from ..config import TrainConfig
 from ..course.provenance import run_problems, run_provenance
 from ..registry import get_task
 from ..saved.model_folder import MODEL_DIR
@@ -79,7 +80,8 @@ def read_member(path: str | os.PathLike) -> Member:
     labels = {t: label_set(t, record.declared_tasks.get(t)) for t in tasks}
     return Member(folder.resolve(), hashlib.sha256((folder / "config.json").read_bytes()).hexdigest(),
                   record.seed, tasks, None if record.model is None else record.model.name,
-                  record.arguments.get("data_dir"), files, labels, tokenizer_hash(folder / MODEL_DIR),
+                  TrainConfig.from_record(record.arguments).data_dir, files, labels,
+                  tokenizer_hash(folder / MODEL_DIR),
                   run_provenance(folder), record.task_file)
 
 

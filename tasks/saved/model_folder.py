@@ -20,6 +20,7 @@ from typing import Optional
 
 from minbert.export import safetensors_of, save_pretrained
 
+from ..config import TrainConfig
 from ..fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
 from ..heads import MultitaskModel
 from ..registry import get_task
@@ -44,7 +45,7 @@ def export_model(folder, model: MultitaskModel, record: RunRecord, result: RunRe
     folder = Path(folder)
     save_pretrained(model.encoder, folder, tokenizer_folder, atomic_write_bytes)
     atomic_write_bytes(folder / HEADS_FILE, safetensors_of(model.heads))
-    description = describe_heads(model, record.max_length)
+    description, options = describe_heads(model, record.max_length), TrainConfig.from_record(record.arguments)
     siamese = model.pair_mode == "siamese"
     if siamese:
         write_sentence_transformers_files(folder, model.encoder.config.hidden_size,
@@ -52,7 +53,7 @@ def export_model(folder, model: MultitaskModel, record: RunRecord, result: RunRe
     atomic_write_text(folder / "README.md", model_card(record, result, description["tasks"], siamese))
     atomic_write_json(folder / TASKS_JSON, {
         "format": FORMAT, "made_by": "minbert-multitask", "encoder": "model.safetensors", "heads": HEADS_FILE,
-        "options": {k: record.arguments.get(k) for k in HEAD_OPTIONS}, **description,
+        "options": {k: getattr(options, k) for k in HEAD_OPTIONS}, **description,
         "dev": result.scores(scores)})
     return folder
 
