@@ -229,6 +229,16 @@ def load_mlm_into(model: BertForMaskedLM, state: dict, origin: str) -> tuple[lis
     if not head:
         model.init_head()
         return ignored, initialised + [MLM_HEAD + k for k in ours]
+    check_head(head, ours, origin)
+    with torch.no_grad():
+        for key, tensor in head.items():
+            ours[key].copy_(tensor)
+    return ignored, initialised
+
+
+def check_head(head: dict, ours: dict, origin: str) -> None:
+    """CheckpointError naming the first of the checkpoint's MLM head tensors (`head`, by our key) that the
+    model's head (`ours`) has not, has in another shape, or lacks."""
     for key, tensor in head.items():
         if key not in ours:
             raise CheckpointError(f"{origin}: unexpected tensor {MLM_HEAD + key!r}")
@@ -238,10 +248,6 @@ def load_mlm_into(model: BertForMaskedLM, state: dict, origin: str) -> tuple[lis
     missing = [k for k in ours if k not in head]
     if missing:
         raise CheckpointError(f"{origin}: the MLM head lacks {MLM_HEAD + missing[0]!r}")
-    with torch.no_grad():
-        for key, tensor in head.items():
-            ours[key].copy_(tensor)
-    return ignored, initialised
 
 
 def mlm_from_pretrained(name_or_path: str = "minilm", fallback_to_embedded: bool = False,
