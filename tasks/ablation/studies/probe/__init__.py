@@ -171,6 +171,33 @@ def reinit_rows(folder) -> list:
     return out
 
 
+POOLED_FEATURES = {"cls-token": "[CLS] state of layer k", "first": "[CLS] state of layer k",
+                   "mean": "mean-pooled layer k"}
+
+
+def probe_panel(ax, rows, fractions: list, num_layers: int, finetuned: list) -> None:
+    """One pooling's panel: per data fraction (a colour each, the same in every panel), the probe per layer,
+    the full and the all-reinitialised model's probes as lines, and the fine-tuned curve of `finetuned`."""
+    for i, fraction in enumerate(fractions):
+        mine = [r for r in rows if r["data_fraction"] == fraction]
+        errorbar(ax, [r for r in mine if not r["params"]["control"]], lambda r: r["params"]["layer"],
+                  color=f"C{i}", marker="o", label=f"probe, data fraction {fraction:g}")
+        full = find(mine, lambda p: p["layer"] == num_layers and not p["control"])
+        control = find(mine, lambda p: p["control"])
+        for row, style, what in ((full, "--", "probe on the full pretrained model"),
+                                 (control, "-.", "probe, all layers reinitialised")):
+            if row is not None:
+                ax.axhline(row["mean"], color=f"C{i}", linestyle=style, linewidth=1, alpha=0.8,
+                           label=f"{what} ({fraction:g})")
+        tuned = [r for r in finetuned if r["data_fraction"] == fraction]
+        if tuned:
+            errorbar(ax, tuned, lambda r: r["params"]["from"], color=f"C{i}", marker="s", linestyle=":",
+                      label=f"fine-tuned, layers >= k reinitialised ({fraction:g})")
+    ax.set_xticks(range(num_layers + 1))
+    ax.set_xlabel("k: pretrained layers kept (probe: features of layer k; 0 = embeddings)")
+    legend(ax)
+
+
 def probe_curve(rows, metric: str, num_layers: int, finetuned=None):
     """Linear-probe metric per layer, one panel per pooling; dashed: the full and an all-reinitialised model.
 
@@ -184,26 +211,10 @@ def probe_curve(rows, metric: str, num_layers: int, finetuned=None):
     poolings = sorted({r["params"]["pooling"] for r in rows})
     fig = new_figure(figsize=(5.2 * len(poolings), 4.4))
     axes = fig.subplots(1, len(poolings), squeeze=False, sharey=True)[0]
-    names = {"cls-token": "[CLS] state of layer k", "first": "[CLS] state of layer k", "mean": "mean-pooled layer k"}
     for ax, pooling in zip(axes, poolings):
-        for i, fraction in enumerate(fractions_of(rows)):
-            mine = [r for r in rows if r["data_fraction"] == fraction and r["params"]["pooling"] == pooling]
-            errorbar(ax, [r for r in mine if not r["params"]["control"]], lambda r: r["params"]["layer"],
-                      color=f"C{i}", marker="o", label=f"probe, data fraction {fraction:g}")
-            for row, style, what in ((find(mine, lambda p: p["layer"] == num_layers and not p["control"]),
-                                      "--", "probe on the full pretrained model"),
-                                     (find(mine, lambda p: p["control"]), "-.", "probe, all layers reinitialised")):
-                if row is not None:
-                    ax.axhline(row["mean"], color=f"C{i}", linestyle=style, linewidth=1, alpha=0.8,
-                               label=f"{what} ({fraction:g})")
-            tuned = [r for r in finetuned if r["data_fraction"] == fraction]
-            if tuned:
-                errorbar(ax, tuned, lambda r: r["params"]["from"], color=f"C{i}", marker="s", linestyle=":",
-                          label=f"fine-tuned, layers >= k reinitialised ({fraction:g})")
-        ax.set_title(f"probe on the {names.get(pooling, pooling)}", fontsize=9)
-        ax.set_xticks(range(num_layers + 1))
-        ax.set_xlabel("k: pretrained layers kept (probe: features of layer k; 0 = embeddings)")
-        legend(ax)
+        mine = [r for r in rows if r["params"]["pooling"] == pooling]
+        probe_panel(ax, mine, fractions_of(rows), num_layers, finetuned)
+        ax.set_title(f"probe on the {POOLED_FEATURES.get(pooling, pooling)}", fontsize=9)
         metric_axis(ax, metric)
     title(fig, "Linear probes on frozen pretrained layers" + (" beside fine-tuning" if finetuned else ""), rows)
     return fig
