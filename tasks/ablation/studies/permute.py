@@ -99,6 +99,26 @@ def pools(sweep, params) -> dict:
         else {}
 
 
+def strip_column(ax, x: int, records, rows, key: str, jitter) -> None:
+    """One data fraction's column at `x`: its trials as dots (random orders, --order), the original order's
+    and the re-drawn model's lines, the mean over random orders with its interval; legend labels at x 0."""
+    first = x == 0
+    for kind, color, marker, what in (("random", "C0", "o", "one random order and seed"),
+                                      ("chosen", "C2", "s", "--order, one seed")):
+        dots = [r.dev[key] for r in records if not r.params["original"] and not r.params.get("reinit")
+                and r.params["random"] == (kind == "random")]
+        ax.scatter(x + jitter.uniform(-0.12, 0.12, len(dots)), dots, s=14, color=color, marker=marker,
+                   alpha=0.5, label=what if first and dots else None)
+    reference_line(ax, find(rows, lambda p: p["original"]), "C3", "-",
+                    "original order" if first else None, (x - 0.35, x + 0.35))
+    reference_line(ax, find(rows, lambda p: p.get("reinit")), "0.4", "--",
+                    "every layer re-drawn" if first else None, (x - 0.35, x + 0.35))
+    pooled = find(rows, lambda p: p.get("pooled"))
+    if pooled is not None:
+        errorbar(ax, [pooled], lambda r: x, color="k", marker="D", markersize=7, linestyle="none",
+                  label=f"mean over random orders (n = {pooled['n']}, 95% CI)" if first else None)
+
+
 def permutation_strip(records, rows, metric: str):
     """As Tamkin et al.'s Fig. 4: the mean over random layer orders with its 95% interval (the order the unit),
     between the original order and the model with every layer re-drawn (lines, with their intervals over seeds);
@@ -113,23 +133,8 @@ def permutation_strip(records, rows, metric: str):
     fig = new_figure(figsize=(max(4.4, 2.4 * len(fractions)), 4.6))
     ax = fig.add_subplot()
     for x, fraction in enumerate(fractions):
-        first = x == 0
-        mine = [r for r in records if r.data_fraction == fraction]
-        summary = [r for r in rows if r["data_fraction"] == fraction]
-        for kind, color, marker, what in (("random", "C0", "o", "one random order and seed"),
-                                          ("chosen", "C2", "s", "--order, one seed")):
-            dots = [r.dev[key] for r in mine if not r.params["original"] and not r.params.get("reinit")
-                    and r.params["random"] == (kind == "random")]
-            ax.scatter(x + jitter.uniform(-0.12, 0.12, len(dots)), dots, s=14, color=color, marker=marker,
-                       alpha=0.5, label=what if first and dots else None)
-        reference_line(ax, find(summary, lambda p: p["original"]), "C3", "-",
-                        "original order" if first else None, (x - 0.35, x + 0.35))
-        reference_line(ax, find(summary, lambda p: p.get("reinit")), "0.4", "--",
-                        "every layer re-drawn" if first else None, (x - 0.35, x + 0.35))
-        pooled = find(summary, lambda p: p.get("pooled"))
-        if pooled is not None:
-            errorbar(ax, [pooled], lambda r: x, color="k", marker="D", markersize=7, linestyle="none",
-                      label=f"mean over random orders (n = {pooled['n']}, 95% CI)" if first else None)
+        strip_column(ax, x, [r for r in records if r.data_fraction == fraction],
+                     [r for r in rows if r["data_fraction"] == fraction], key, jitter)
     ax.set_xticks(range(len(fractions)))
     ax.set_xticklabels([f"{f:g}" for f in fractions])
     ax.set_xlim(-0.6, len(fractions) - 0.4)
