@@ -221,6 +221,26 @@ def reinit_curve(rows, metric: str, num_layers: int):
     return fig
 
 
+def blocks_panel(ax, rows, num_layers: int) -> None:
+    """One data fraction's panel: per block, the block re-drawn and only the block pretrained; the pretrained
+    and the all-re-drawn model as lines."""
+    spans = sorted({(r["params"]["start"], r["params"]["size"]) for r in rows if "start" in r["params"]})
+    embeddings = any(r["params"]["embeddings"] for r in rows if "start" in r["params"])
+    for offset, (scheme, what, color) in zip((-0.08, 0.08), (("block", "the block re-drawn", "C3"),
+                                                              ("keep", "only the block pretrained", "C0"))):
+        series = [r for r in rows if r["params"]["scheme"] == scheme]
+        errorbar(ax, series, lambda r: spans.index((r["params"]["start"], r["params"]["size"])) + offset,
+                  color=color, marker="o", linestyle="none", label=what)
+    reference_line(ax, find(rows, lambda p: p["scheme"] == "from" and p["from"] == num_layers
+                              and not p["embeddings"]), "k", "--", "pretrained")
+    reference_line(ax, find(rows, lambda p: p["scheme"] == "from" and p["from"] == 0
+                              and p["embeddings"] == embeddings), "0.5", "-.",
+                    "every layer re-drawn" if embeddings else "every layer re-drawn (embeddings only)")
+    ax.set_xticks(range(len(spans)))
+    ax.set_xticklabels([f"{start}..{start + size - 1}" for start, size in spans])
+    ax.set_xlabel("block of layers")
+
+
 def reinit_blocks(rows, metric: str, num_layers: int):
     """Per block: the block re-drawn, and only the block pretrained; lines: the pretrained model and the model
     with every layer re-drawn (only the embeddings pretrained), Tamkin et al.'s reference for blocks."""
@@ -233,22 +253,7 @@ def reinit_blocks(rows, metric: str, num_layers: int):
     fig = new_figure(figsize=(max(5.0, 1.2 * count + 3) * len(fractions), 4.4))
     axes = fig.subplots(1, len(fractions), squeeze=False, sharey=True)[0]
     for ax, fraction in zip(axes, fractions):
-        mine = [r for r in rows if r["data_fraction"] == fraction]
-        spans = sorted({(r["params"]["start"], r["params"]["size"]) for r in mine if "start" in r["params"]})
-        embeddings = any(r["params"]["embeddings"] for r in mine if "start" in r["params"])
-        for offset, (scheme, what, color) in zip((-0.08, 0.08), (("block", "the block re-drawn", "C3"),
-                                                                  ("keep", "only the block pretrained", "C0"))):
-            series = [r for r in mine if r["params"]["scheme"] == scheme]
-            errorbar(ax, series, lambda r: spans.index((r["params"]["start"], r["params"]["size"])) + offset,
-                      color=color, marker="o", linestyle="none", label=what)
-        reference_line(ax, find(mine, lambda p: p["scheme"] == "from" and p["from"] == num_layers
-                                  and not p["embeddings"]), "k", "--", "pretrained")
-        reference_line(ax, find(mine, lambda p: p["scheme"] == "from" and p["from"] == 0
-                                  and p["embeddings"] == embeddings), "0.5", "-.",
-                        "every layer re-drawn" if embeddings else "every layer re-drawn (embeddings only)")
-        ax.set_xticks(range(len(spans)))
-        ax.set_xticklabels([f"{start}..{start + size - 1}" for start, size in spans])
-        ax.set_xlabel("block of layers")
+        blocks_panel(ax, [r for r in rows if r["data_fraction"] == fraction], num_layers)
         ax.set_title(f"data fraction {fraction:g}", fontsize=9)
         metric_axis(ax, metric)
         legend(ax)
@@ -281,20 +286,26 @@ def heads_heatmap(rows, metric: str, num_layers: int, num_heads: int):
     return fig
 
 
+# heads_by_layer's two views: (the pooled scheme, what it pools, the x axis, the title's "per ...")
+HEADS_BY = {"layer": ("head-layer", "the layer's heads", "layer of the re-drawn head", "layer"),
+            "head": ("head-index", "the layers with this head re-drawn", "index of the re-drawn head",
+                     "head index")}
+
+
 def heads_by_layer(rows, metric: str, num_layers: int, by: str = "layer"):
     """Per layer (by="layer") or per head index (by="head"), the change from the unmodified model when one head is
     re-drawn: each head's mean over seeds as a dot, the mean over the layer's heads (or over the layers that had
     that head re-drawn) with the 95% interval of its per-seed (paired) change."""
     rows = [r for r in rows if r["metric"] == metric and r["change_mean"] is not None]
     heads = [r for r in rows if r["params"]["scheme"] == "head"]
-    pooled = [r for r in rows if r["params"]["scheme"] == ("head-layer" if by == "layer" else "head-index")]
+    scheme, what, x_label, per = HEADS_BY[by]
+    pooled = [r for r in rows if r["params"]["scheme"] == scheme]
     if not heads or not pooled:
         return None
     fractions = fractions_of(heads)
     fig = new_figure(figsize=(max(5.0, 0.7 * num_layers + 2.5) * len(fractions), 4.4))
     axes = fig.subplots(1, len(fractions), squeeze=False, sharey=True)[0]
     jitter = np.random.default_rng(0)
-    what = "the layer's heads" if by == "layer" else "the layers with this head re-drawn"
     for ax, fraction in zip(axes, fractions):
         mine = [r for r in heads if r["data_fraction"] == fraction]
         ax.scatter([r["params"][by] + jitter.uniform(-0.15, 0.15) for r in mine],
@@ -304,12 +315,11 @@ def heads_by_layer(rows, metric: str, num_layers: int, by: str = "layer"):
                   label=f"mean over {what} (95% CI, paired by seed)")
         ax.axhline(0.0, color="0.5", linewidth=0.8)
         ax.set_xticks(range(num_layers))
-        ax.set_xlabel("layer of the re-drawn head" if by == "layer" else "index of the re-drawn head")
+        ax.set_xlabel(x_label)
         ax.set_ylabel(f"change in {pretty(metric)} from the unmodified model")
         ax.set_title(f"data fraction {fraction:g}", fontsize=9)
         legend(ax)
-    fig.suptitle(f"Re-initialising one attention head, per {'layer' if by == 'layer' else 'head index'}",
-                 fontsize=10)
+    fig.suptitle(f"Re-initialising one attention head, per {per}", fontsize=10)
     return fig
 
 
