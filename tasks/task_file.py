@@ -236,28 +236,37 @@ def _head(d: Declaration) -> dict:
                       "the classes as the files write them) or 'range' (regression)" +
                       (f"; found {', '.join(kinds)}" if kinds else ""))
     if kinds[0] == "range":
-        low_high = d.range
-        if len(low_high) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in low_high) \
-                or not low_high[0] < low_high[1]:
-            raise d.error(f"'range' must be [low, high] with low < high, got {low_high!r}")
-        return dict(head_kind=REGRESS.name, num_classes=None, label_range=(float(low_high[0]), float(low_high[1])),
-                    metric=_metric(d, REGRESS), prediction_format=REGRESS.declared_format)
-    if kinds[0] == "labels":
-        names = d.labels
-        if len(names) < 2 or not all(isinstance(n, str) and n.strip() for n in names) \
-                or len({n.strip() for n in names}) != len(names):
-            raise d.error(f"'labels' must list at least two distinct non-empty strings, got {names!r}")
-        n, label_names = len(names), tuple(n.strip() for n in names)
-    else:
-        n, label_names = d.classes, None
-        if n < 2:
-            raise d.error(f"'classes' must be >= 2, got {n}")
+        return _regression_head(d)
+    n, label_names = _classes(d, kinds[0])
     metric = _metric(d, CLASSIFY)
     if metric == "f1" and n != 2:
         raise d.error(f"metric 'f1' is the positive class's F1 and needs two classes (this task has {n}); "
                       f"use 'macro_f1'")
     return dict(head_kind=CLASSIFY.name, num_classes=n, label_range=(0, n - 1), label_names=label_names,
                 metric=metric, prediction_format="name" if label_names else CLASSIFY.declared_format)
+
+
+def _regression_head(d: Declaration) -> dict:
+    low_high = d.range
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in low_high)
+    if len(low_high) != 2 or not numbers or not low_high[0] < low_high[1]:
+        raise d.error(f"'range' must be [low, high] with low < high, got {low_high!r}")
+    low, high = float(low_high[0]), float(low_high[1])
+    return dict(head_kind=REGRESS.name, num_classes=None, label_range=(low, high), metric=_metric(d, REGRESS),
+                prediction_format=REGRESS.declared_format)
+
+
+def _classes(d: Declaration, kind: str) -> tuple:
+    """(number of classes, their names as the files write them or None) of a 'labels' or 'classes' task."""
+    if kind == "labels":
+        names = d.labels
+        if len(names) < 2 or not all(isinstance(n, str) and n.strip() for n in names) \
+                or len({n.strip() for n in names}) != len(names):
+            raise d.error(f"'labels' must list at least two distinct non-empty strings, got {names!r}")
+        return len(names), tuple(n.strip() for n in names)
+    if d.classes < 2:
+        raise d.error(f"'classes' must be >= 2, got {d.classes}")
+    return d.classes, None
 
 
 def _metric(d: Declaration, kind: HeadKind) -> str:
