@@ -34,15 +34,7 @@ def read_user_file(source: str, task: str, columns: Optional[Sequence[str]] = No
     if header is None:
         raise DataError(f"{name}: empty input; the first line must name the columns")
     names = [h.strip() for h in header[1]]
-    wanted = list(columns or cfg.text_columns)
-    if len(wanted) != len(cfg.text_columns):
-        raise DataError(f"--columns: {task} reads {len(cfg.text_columns)} text column(s) "
-                        f"({', '.join(cfg.text_columns)}), got {len(wanted)}")
-    missing = [c for c in wanted if c not in names]
-    if missing:
-        raise DataError(f"{name}: line 1: no column {missing[0]!r} (found: {', '.join(names) or 'none'}); "
-                        f"name the text columns with --columns")
-    index = [names.index(c) for c in wanted]
+    index = text_indices(name, names, task, columns)
     id_index = names.index(cfg.id_column) if cfg.id_column in names else None
     examples = []
     for line, fields in rows:
@@ -55,6 +47,20 @@ def read_user_file(source: str, task: str, columns: Optional[Sequence[str]] = No
     if not examples:
         raise DataError(f"{name}: no rows to score after the header")
     return Dataset(task, "test", Path(name), examples, len(examples))
+
+
+def text_indices(name: str, names: list, task: str, columns: Optional[Sequence[str]]) -> list:
+    """Where the header `names` puts the task's text columns (`columns`, else the task's own names)."""
+    cfg = get_task(task)
+    wanted = list(columns or cfg.text_columns)
+    if len(wanted) != len(cfg.text_columns):
+        raise DataError(f"--columns: {task} reads {len(cfg.text_columns)} text column(s) "
+                        f"({', '.join(cfg.text_columns)}), got {len(wanted)}")
+    missing = [c for c in wanted if c not in names]
+    if missing:
+        raise DataError(f"{name}: line 1: no column {missing[0]!r} (found: {', '.join(names) or 'none'}); "
+                        f"name the text columns with --columns")
+    return [names.index(c) for c in wanted]
 
 
 def _read(path: Path) -> bytes:

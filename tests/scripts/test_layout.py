@@ -146,7 +146,6 @@ COMPLEXITY_ALLOWED = {
     "tests/tasks/ablation/test_ablate.py:test_reinit_sweep_writes_results_summary_plots_and_tensorboard": 24,
     "tests/tasks/test_data.py:test_real_labels_and_sentences": 23,
     "tests/tasks/test_task_file.py:test_train_multitask_on_declared_cola_and_mrpc": 22,
-    "tasks/saved/user_input.py:read_user_file": 21,
 }
 
 
