@@ -77,29 +77,28 @@ def test_real_row_counts(loaded, task, split):
     assert len(ds.sha256) == 64
 
 
-def test_real_labels_and_sentences(loaded):
-    for task in data.TASKS:
-        for split, ds in loaded[task][0].items():
-            if ds is None:
-                continue
-            ids = [e.id for e in ds.examples]
-            assert len(set(ids)) == len(ids)
-            lines = [e.line for e in ds.examples]
-            assert lines == sorted(lines) and lines[0] == 2
-            for e in ds.examples:
-                assert e.a and e.a == e.a.strip()
-                if task == "sst":
-                    assert e.b is None
-                else:
-                    assert e.b and e.b == e.b.strip()
-                if split == "test":
-                    assert e.label is None
-                elif task == "sst":
-                    assert type(e.label) is int and 0 <= e.label <= 4
-                elif task == "quora":
-                    assert type(e.label) is int and e.label in (0, 1)
-                else:
-                    assert type(e.label) is float and 0.0 <= e.label <= 5.0
+# What a label of each course task is: SST's five classes, Quora's two, STS's similarity from 0 to 5.
+LABEL_OK = {"sst": lambda v: type(v) is int and 0 <= v <= 4,
+            "quora": lambda v: type(v) is int and v in (0, 1),
+            "sts": lambda v: type(v) is float and 0.0 <= v <= 5.0}
+
+
+@pytest.mark.parametrize("task", data.TASKS)
+def test_real_labels_and_sentences(loaded, task):
+    for split, ds in loaded[task][0].items():
+        if ds is None:
+            continue
+        ids = [e.id for e in ds.examples]
+        assert len(set(ids)) == len(ids)
+        lines = [e.line for e in ds.examples]
+        assert lines == sorted(lines) and lines[0] == 2
+        for e in ds.examples:
+            assert e.a and e.a == e.a.strip()
+            assert e.b is None if task == "sst" else e.b and e.b == e.b.strip()
+            assert e.label is None if split == "test" else LABEL_OK[task](e.label), (split, e.line, e.label)
+
+
+def test_real_sst_starts_with_its_first_sentences_and_has_every_label(loaded):
     sst = loaded["sst"][0]
     assert sst["train"].examples[0].a.startswith("The Rock is destined")
     assert {e.label for e in sst["train"].examples} == {0, 1, 2, 3, 4}

@@ -116,15 +116,23 @@ def test_train_multitask_on_declared_cola_and_mrpc(glue_dir, tmp_path):
     lines = (predictions / "cola-dev-output.tsv").read_text().splitlines()
     assert lines[0] == "id\tprediction" and [line.split("\t")[0] for line in lines[1:]] == [str(i) for i in range(12)]
     values = [int(line.split("\t")[1]) for line in lines[1:]]
-    # The reported dev metric is the declared one, of exactly these predictions.
-    best = metrics["best"]
-    assert best["cola"] == pytest.approx(matthews(values, labels["dev"]))
+    assert_declared_metrics(metrics["best"], predictions, values, labels["dev"])
+    test_rows = (predictions / "cola-test-output.tsv").read_text().splitlines()[1:]
+    assert [line.split("\t")[0] for line in test_rows] == ["0", "1", "2", "3", "4"]
+    assert_predict_rebuilds_the_run(out, folder, tmp_path, values)
+
+
+def assert_declared_metrics(best, predictions, cola, cola_labels):
+    """The reported dev metrics are the declared ones, of exactly these predictions."""
+    assert best["cola"] == pytest.approx(matthews(cola, cola_labels))
     mrpc = [int(line.split("\t")[1]) for line in (predictions / "mrpc-dev-output.tsv").read_text().splitlines()[1:]]
     assert best["mrpc"] == pytest.approx(f1(mrpc, [i % 2 for i in range(12)]))
     assert best["overall"] == pytest.approx(((best["cola"] + 1) / 2 + best["mrpc"]) / 2)
-    test_ids = [line.split("\t")[0] for line in (predictions / "cola-test-output.tsv").read_text().splitlines()[1:]]
-    assert test_ids == ["0", "1", "2", "3", "4"]
-    # predict.py rebuilds the declared tasks from the run's record and writes the same files again.
+
+
+def assert_predict_rebuilds_the_run(out, folder, tmp_path, cola):
+    """predict.py rebuilds the declared tasks from the run's record and writes the same files again."""
+    predictions = out / "predictions"
     again = tmp_path / "again"
     declare_tasks(None)  # as in a new process: nothing declared yet
     code, stdout, err = run_cli(predict.main, [str(out), "--out", str(again), "--device", "cpu"])
@@ -141,7 +149,7 @@ def test_train_multitask_on_declared_cola_and_mrpc(glue_dir, tmp_path):
     assert code == 0, err
     scored = stdout.strip().splitlines()
     assert scored[0].split("\t")[:2] == ["id", "prediction"] and len(scored) == 13
-    assert [int(line.split("\t")[1]) for line in scored[1:]] == values  # the same head on the same sentences
+    assert [int(line.split("\t")[1]) for line in scored[1:]] == cola  # the same head on the same sentences
     code, _, err = run_cli(predict.main, [str(out), "--input", str(mine), "--task", "sst", "--device", "cpu"])
     assert code == 2 and "has no sst head" in err
 

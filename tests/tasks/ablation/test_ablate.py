@@ -35,16 +35,30 @@ def _lines(path):
     return [json.loads(line) for line in path.read_text().splitlines()]  # every line must parse
 
 
-def test_reinit_sweep_writes_results_summary_plots_and_tensorboard(small_data_dir, tmp_path):
-    out = tmp_path / "reinit"
+@pytest.fixture(scope="module")
+def reinit_sweep(small_data_dir, tmp_path_factory):
+    """A finished reinit sweep (layers >= 5 re-drawn against the unmodified model, two seeds): its folder and
+    what it printed."""
+    out = tmp_path_factory.mktemp("reinit") / "sweep"
     code, stdout, err = run_cli(ablate.main, _argv(small_data_dir, out, "--mode", "reinit", "--task", "sst",
                                                     "--from-layer", "5,6", "--seeds", "0,1"))
     assert code == 0, err
+    return out, stdout
+
+
+def test_a_reinit_sweep_records_every_trial(reinit_sweep):
+    out, stdout = reinit_sweep
     records = _lines(out / "results.jsonl")
     assert sorted((r["config"], r["seed"]) for r in records) == [("from=5", 0), ("from=5", 1),
                                                                  ("from=6", 0), ("from=6", 1)]
     assert all(r["status"] == "ok" and r["steps"] == 2 and 0 <= r["dev"]["sst"] <= 1 for r in records)
     assert all(r["precision"] == "fp32" and r["device"] == "cpu" for r in records)
+    assert "[4/4]" in stdout
+
+
+def test_a_reinit_sweeps_summary_gives_final_and_best_and_the_paired_change(reinit_sweep):
+    out, _ = reinit_sweep
+    records = _lines(out / "results.jsonl")
     summary = (out / "summary.csv").read_text().splitlines()
     assert summary[0] == ("mode,config,data_fraction,metric,n,mean,std,ci95_low,ci95_high,best_mean,best_ci95_low,"
                           "best_ci95_high,reference,change_n,change_mean,change_ci95_low,change_ci95_high")
@@ -57,11 +71,14 @@ def test_reinit_sweep_writes_results_summary_plots_and_tensorboard(small_data_di
     unmodified = {r["seed"]: r["dev"]["sst"] for r in records if r["config"] == "from=6"}
     assert row[12] == "from=6" and row[13] == "2"
     assert float(row[14]) == pytest.approx(sum(final[s] - unmodified[s] for s in (0, 1)) / 2, abs=1e-6)
+
+
+def test_a_reinit_sweep_draws_its_plot_and_logs_each_trial_to_tensorboard(reinit_sweep):
+    out, _ = reinit_sweep
     assert (out / "plots" / "reinit_layers.png").read_bytes().startswith(b"\x89PNG")
     runs = {p.name for p in (out / "tensorboard").iterdir()}
     assert {"reinit-from=5-seed0-frac1", "reinit-from=6-seed1-frac1", "summary"} <= runs
     assert list((out / "tensorboard" / "reinit-from=5-seed1-frac1").glob("events.out.tfevents.*"))
-    assert "[4/4]" in stdout
 
 
 def test_killed_sweep_resumes_and_failed_trials_are_retried(small_data_dir, tmp_path, monkeypatch):
