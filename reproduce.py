@@ -147,7 +147,7 @@ def seeds_for(args, experiment, ctx) -> list:
     return list(own) if own else experiments.seeds_of(experiment, ctx.scale)
 
 
-def print_plan(args, ctx, model: Model, runs: dict) -> None:
+def print_plan(args, ctx, model: Model, runs: kept.KeptRuns) -> None:
     """Each experiment's command and estimated minutes (plan.py: trials x steps x a measured seconds a step, on the
     device the run would train on), what a kept run took beside it, then each declared follow-up still pending."""
     recorded = kept.identity_of(runs)
@@ -211,7 +211,7 @@ def check_arguments(args) -> None:
                         f"'{follow_ups.FOLLOW_UPS[args.follow_up].reads}': python reproduce.py --report-only shows it")
 
 
-def model_layers(args, runs: dict) -> int:
+def model_layers(args, runs: kept.KeptRuns) -> int:
     """The model's depth: the kept results' for --report-only and --plan, else the checkpoint's."""
     depths = kept.depths(runs)
     if len(depths) == 1 and (args.report_only or args.plan):
@@ -221,7 +221,7 @@ def model_layers(args, runs: dict) -> int:
     return layers_of(args.model)
 
 
-def run_selected(args, ctx, runs: dict, results_dir: Path, report_dir: Path) -> int:
+def run_selected(args, ctx, runs: kept.KeptRuns, results_dir: Path, report_dir: Path) -> int:
     """Run the experiments --only and --follow-up choose (and those their findings read); 1 if a trial failed."""
     follow = follow_ups.FOLLOW_UPS.get(args.follow_up) if args.follow_up else None
     folders = {"out": Path(args.out), "results": results_dir, "report": report_dir}
@@ -229,7 +229,7 @@ def run_selected(args, ctx, runs: dict, results_dir: Path, report_dir: Path) -> 
     for e in experiments.selected(args.only):
         if follow and e.name not in follow.experiments:
             continue
-        if args.only and e.name not in args.only and e.name in runs.get(follow_ups.FIRST, {}):
+        if args.only and e.name not in args.only and e.name in runs.of(follow_ups.FIRST):
             print(f"reproduce: {e.name}: read from its kept results (run it with --only {e.name} to "
                   f"resume it)", flush=True)
             continue

@@ -91,11 +91,11 @@ class Experiment:
     figures: tuple = ()         # (sweep label, plot name)
     controls: tuple = ()        # (follow-up label, (Context, kept runs) -> [SweepSpec]): a follow-up's own sweeps
 
-    def sweeps_for(self, ctx: Context, label: str = FIRST, runs=None) -> list:
+    def sweeps_for(self, ctx: Context, label: str = FIRST, runs: Optional[kept.KeptRuns] = None) -> list:
         """Its sweeps, or those the follow-up `label` trains in their place (`controls`), built from the kept `runs`
         (kept.load: e.g. the probe run's best layer); UserError, one line, where they cannot be built."""
         own = dict(self.controls).get(label)
-        return own(ctx, runs or {}) if own else self.sweeps(ctx)
+        return own(ctx, kept.KeptRuns() if runs is None else runs) if own else self.sweeps(ctx)
 
 
 def every_k(ctx: Context) -> tuple:

@@ -7,6 +7,7 @@ from scipy import stats
 
 from .findings import PAGES
 from .follow_ups import FIRST, FOLLOW_UPS
+from .kept import KeptRuns
 from .lines import fmt
 from .power import need_text
 from .verdicts import (
@@ -110,9 +111,10 @@ def fragile(v) -> bool:
     return gap is not None and gap <= FRAGILE * v.finding.sesoi
 
 
-def device(runs: dict, v) -> str:
+def device(runs: KeptRuns, v) -> str:
     """Where the line's trials trained (cpu, cuda): the kind each kept run it read records (KeptRun.device)."""
-    kinds = {runs[source][experiment][0].device for experiment, source in v.reads if experiment in runs.get(source, {})}
+    read = [runs.kept(source, experiment) for experiment, source in v.reads]
+    kinds = {found.run.device for found in read if found is not None}
     return "+".join(sorted(kinds - {""})) or "-"
 
 
@@ -156,7 +158,7 @@ def declared_counts(lines: list) -> dict:
             "confirmatory_registered": sum(bool(x.registered) for x in found)}
 
 
-def sensitivity(fid: str, by_run: dict, runs: dict, first) -> list:
+def sensitivity(fid: str, by_run: dict, runs: KeptRuns, first) -> list:
     """What the follow-ups did to the line, in words, grouped by outcome; a disagreement with the first run and a
     change of device (two things changed at once) said."""
     groups = {}

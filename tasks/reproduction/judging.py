@@ -18,7 +18,7 @@ def declared(label: str) -> list:
     return [own.get(f.id, f) for f in FINDINGS]
 
 
-def verdicts(runs: dict, ctx, null=None, pilot=power.PILOT_SD) -> dict:
+def verdicts(runs: kept.KeptRuns, ctx, null=None, pilot=power.PILOT_SD) -> dict:
     """{run label: {finding id: Verdict}} for the first run, each follow-up with kept results and each that re-reads
     a kept run (trains nothing); `null` the layer ratios' null baseline (null_baseline.load) that measures against
     it read, `pilot` the model's own pilot sds (power.py; None: its power is not computed)."""
@@ -37,12 +37,12 @@ def verdicts(runs: dict, ctx, null=None, pilot=power.PILOT_SD) -> dict:
     return out
 
 
-def _judged_on(f, label: str, follow, runs: dict) -> bool:
+def _judged_on(f, label: str, follow, runs: kept.KeptRuns) -> bool:
     """Whether the run `label` has a line for `f`: the first always; a follow-up that re-reads, re-declares or is
     registered its own findings only; one that trains the findings of the experiments it kept."""
     if follow and (follow.reads or follow.declares or follow.registered) and f.id not in follow.findings:
         return False
-    return label == FIRST or bool(follow and follow.reads) or f.experiment in runs.get(label, {})
+    return label == FIRST or bool(follow and follow.reads) or f.experiment in runs.of(label)
 
 
 def _measure(f, label: str, follow, results, ctx):
@@ -94,7 +94,7 @@ def pilot_of(results_dir: Path, model: str) -> Optional[dict]:
     runs = kept.load(Path(results_dir) / power.PILOT_DIR)
     if FIRST not in runs:
         return power.PILOT_SD if model == power.PILOT_MODEL else None
-    run = next(iter(runs[FIRST].values()))[0]
+    run = next(iter(runs.of(FIRST).values())).run
     kept.check_one_setting(runs, run.scale, model)
     ctx = experiments.Context(run.layers, experiments.SCALES[run.scale], run.tasks, model=run.model)
     found, sds = verdicts(runs, ctx, None, None)[FIRST], {}

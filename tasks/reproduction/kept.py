@@ -17,7 +17,7 @@ import fcntl
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from minbert import UserError
 
@@ -161,41 +161,63 @@ def refuse_mixing(results_dir: Path, experiment: str, label: str, weights: str, 
         refuse(path, read_run(path), {device} - {""}, weights)
 
 
-def load(results_dir: Path) -> dict:
-    """{run label: {experiment: (KeptRun, {sweep label: [TrialLine]})}} of every kept run."""
-    out = {}
+class Kept(NamedTuple):
+    """One experiment's kept run: its run.json and its sweeps' trials."""
+    run: KeptRun
+    sweeps: dict                # sweep label -> [TrialLine]
+
+
+class KeptRuns(dict):
+    """Every kept run of a results folder, {run label: {experiment: Kept}} (`load`)."""
+
+    def of(self, label: str) -> dict:
+        """{experiment: Kept} of the run `label`; {} where it kept nothing."""
+        return self.get(label, {})
+
+    def kept(self, label: str, experiment: str) -> Optional[Kept]:
+        """The run `label`'s kept `experiment`, or None."""
+        return self.of(label).get(experiment)
+
+    def runs(self) -> list:
+        """Every kept run's record."""
+        return [kept.run for by_experiment in self.values() for kept in by_experiment.values()]
+
+
+def load(results_dir: Path) -> KeptRuns:
+    """Every kept run in `results_dir`."""
+    out = KeptRuns()
     for path in sorted(Path(results_dir).glob("*/*/run.json")):
         run = read_run(path)
         sweeps = {p.stem: read_lines(p) for p in sorted(path.parent.glob("*.jsonl"))}
-        out.setdefault(run.run, {})[run.experiment] = (run, sweeps)
+        out.setdefault(run.run, {})[run.experiment] = Kept(run, sweeps)
     return out
 
 
-def results_for(runs: dict, label: str) -> Results:
+def results_for(runs: KeptRuns, label: str) -> Results:
     """The trials a run label's findings read: the first runs, with the runs of the follow-ups it builds on
     (`FollowUp.over`) and then the label's own in their place; `Results.source` says which run each came from."""
     results = Results()
     over = FOLLOW_UPS[label].over if label in FOLLOW_UPS else ()
     for source in dict.fromkeys((FIRST, *over, label)):
-        for experiment, (_, sweeps) in runs.get(source, {}).items():
+        for experiment, (_, sweeps) in runs.of(source).items():
             for sweep_label, records in sweeps.items():
                 results.add(experiment, sweep_label, records, source)
     return results
 
 
-def depths(runs: dict) -> set:
+def depths(runs: KeptRuns) -> set:
     """The depths the kept runs record."""
-    return {run.layers for by_experiment in runs.values() for run, _ in by_experiment.values()}
+    return {run.layers for run in runs.runs()}
 
 
-def identity_of(runs: dict) -> Optional[Model]:
+def identity_of(runs: KeptRuns) -> Optional[Model]:
     """The model a results folder's kept runs record (check_one_setting keeps it one), from the run that records
     most of it; None where none."""
-    found = [run.identity for experiments in runs.values() for run, _ in experiments.values()]
+    found = [run.identity for run in runs.runs()]
     return max(found, key=lambda m: (bool(m.weights), bool(m.recipe), bool(m.heads)), default=None)
 
 
-def check_one_setting(runs: dict, scale: str, model: str, weights: str = "") -> None:
+def check_one_setting(runs: KeptRuns, scale: str, model: str, weights: str = "") -> None:
     """A results folder holds one scale and one model: a report mixes neither. A model is its name, or its weights
     where both record them; a model pretrained here (its runs record a recipe) is its weights: a checkpoint rebuilt
     from the recipe is another model unless its weights hash the same (pretrain.py does not rebuild weights bit for

@@ -5,6 +5,7 @@ import math
 
 from . import power
 from .follow_ups import FIRST
+from .kept import KeptRuns
 from .verdicts import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, NOT_TESTABLE, REPRODUCED
 
 DEFAULT_LR = 1e-4   # ablate.py's --lr default: every sweep of the kept runs, which pass no --lr
@@ -12,14 +13,14 @@ POLICY = {"all": "every weight of a re-drawn layer (Singh & Giovanardi re-draw i
           "linear": "the linear weights of a re-drawn layer"}
 
 
-def disclosure(runs: dict, v, label: str) -> str:
+def disclosure(runs: KeptRuns, v, label: str) -> str:
     """lr, precision and re-initialisation policy of the kept runs the line read (`v.reads`), each named with its
     run where it read several, and where those trained apart (a run refuses a mix of devices or weights itself)."""
     if v.finding.experiment is None:
         return ""
     e = v.finding.experiment
-    reads = v.reads or ((e, label if e in runs.get(label, {}) else FIRST),)
-    read = {x: runs.get(source, {}).get(x, (None, {})) for x, source in reads}
+    reads = v.reads or ((e, label if e in runs.of(label) else FIRST),)
+    read = {x: runs.kept(source, x) or (None, {}) for x, source in reads}
     if len(reads) == 1:
         return _disclosed(*read[reads[0][0]])
     text = " + ".join(f"{x} ({source} run): {_disclosed(*read[x])}" for x, source in reads)

@@ -16,7 +16,7 @@ from minbert import UserError
 
 from .curves import unfinished
 from .experiments import EXPERIMENTS, seeds_of
-from .kept import device_kind, load
+from .kept import KeptRuns, device_kind, load
 from .sweeps import listed_trials
 
 # The embedded model's kept runs (reproduce.py's default --results), found from the code, not the
@@ -97,7 +97,7 @@ def seeds_a_gpu_day(ctx) -> dict:
     return {name: int(GPU_DAY_MINUTES * 60 / (x * rate)) for name, x in steps.items() if x}
 
 
-def lines(follow_ups: dict, runs: dict, ctx, flags: str = "", device: str = "cpu") -> list:
+def lines(follow_ups: dict, runs: KeptRuns, ctx, flags: str = "", device: str = "cpu") -> list:
     """One line per declared follow-up still pending: its experiments, their estimated minutes, its command (with
     `flags`, e.g. the --results folder whose kept runs `runs` are)."""
     command = "python reproduce.py " + flags
@@ -107,7 +107,7 @@ def lines(follow_ups: dict, runs: dict, ctx, flags: str = "", device: str = "cpu
             out.append(f"{label} (declared, no training: it re-reads the run '{follow.reads}' of "
                        f"{', '.join(follow.experiments)}; the report gives its verdicts): {command}--report-only")
             continue
-        kept = runs.get(label, {})
+        kept = runs.of(label)
         done = [e for e in follow.experiments if e in kept and not unfinished(*kept[e])]
         pending = [e for e in follow.experiments if e not in done]
         if not pending:

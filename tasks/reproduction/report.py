@@ -41,7 +41,7 @@ EMBEDDED = ("at the cpu scale the embedded all-MiniLM-L6-v2 (6 x 384, a sentence
 class Judged:
     """A results folder's model judged on its kept runs, and each line as data (report.json's, the pages show it)."""
     ctx: experiments.Context
-    runs: dict                  # kept.load
+    runs: kept.KeptRuns
     by_run: dict                # {run label: {finding id: Verdict}}
     pilot: bool                 # whether its power has a pilot of its own (judging.pilot_of)
     weights: str                # the sha256 prefix of the weights its runs record
@@ -94,11 +94,11 @@ def _dated(r) -> Dated:
     return Dated(r.date, r.commit, r.what, r.before) if r else Dated("", "", "", "")
 
 
-def data_dates(runs: dict, v) -> tuple:
+def data_dates(runs: kept.KeptRuns, v) -> tuple:
     """(first, last) date of the sittings of the kept runs the line read, "YYYY-MM-DD HH:MM" UTC; () without data."""
-    dates = sorted(s.date.removesuffix(" UTC") for experiment, source in v.reads
-                   for s in runs.get(source, {}).get(experiment, (kept.KeptRun("", "", 0, "", "", {}, [], 0, {}),))[
-                       0].sittings)
+    read = [runs.kept(source, experiment) for experiment, source in v.reads]
+    sittings = [s for found in read if found is not None for s in found.run.sittings]
+    dates = sorted(s.date.removesuffix(" UTC") for s in sittings)
     return (dates[0], dates[-1]) if dates else ()
 
 
@@ -142,8 +142,7 @@ def judged(results_dir: Path, ctx) -> Judged:
     runs = kept.load(results_dir)
     kept.check_one_setting(runs, ctx.scale.name, ctx.model)
     null, pilot = null_baseline.load(results_dir / null_baseline.PATH.name), judging.pilot_of(results_dir, ctx.model)
-    weights = min({run.weights for by_experiment in runs.values() for run, _ in by_experiment.values()} - {""},
-                  default="")
+    weights = min({run.weights for run in runs.runs()} - {""}, default="")
     measured = None if ctx.model == power.PILOT_MODEL else credentials(weights) or (
         "no pretraining record of its weights in docs/pretraining-results/: nothing measured of its pretraining")
     return Judged(ctx, runs, judging.verdicts(runs, ctx, null, pilot), pilot is not None, weights, measured,

@@ -74,7 +74,8 @@ def test_without_the_probe_runs_results_the_control_is_one_clear_line(tmp_path):
                                             str(tmp_path / "report.md"), "--out", str(tmp_path / "runs")])
     assert code == 2 and "--only probe" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists()                          # nothing trained
-    line = next(x for x in plan.lines(FOLLOW_UPS, {}, CTX) if x.startswith("tamkin-not-necessary"))
+    planned = plan.lines(FOLLOW_UPS, kept.KeptRuns(), CTX)
+    line = next(x for x in planned if x.startswith("tamkin-not-necessary"))
     assert "needs first:" in line and "probe" in line
 
 
@@ -236,8 +237,8 @@ def test_the_consistency_lines_are_read_against_the_pair_form_null():
 
 @pytest.mark.parametrize("null_top, expected", [(0.5, REPRODUCED), (1.2, NOT_REPRODUCED)])
 def test_the_pair_lines_verdict_against_the_pair_null(null_top, expected):
-    runs = {FIRST: {"dynamics": (_kept_run("dynamics"), {"dynamics": _seed_pairs()}),
-                    "datasets": (_kept_run("datasets"), {"dynamics": _datasets()})}}
+    runs = kept.KeptRuns({FIRST: {"dynamics": kept.Kept(_kept_run("dynamics"), {"dynamics": _seed_pairs()}),
+                                  "datasets": kept.Kept(_kept_run("datasets"), {"dynamics": _datasets()})}})
     by_run = judging.verdicts(runs, CTX, null_baseline.Null(0.03, (), _pair_null(null_top)))
     null = by_run[FIRST]    # the first run's lines: their null subtracted since issue 54
     for fid in ("hao-seeds-consistent-low", "hao-datasets-consistent-low"):

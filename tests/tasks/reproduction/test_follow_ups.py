@@ -101,7 +101,8 @@ def test_a_layer_ratio_is_read_against_the_null_not_zero():
 def test_the_first_runs_ratio_lines_read_against_the_null_a_revision_said_as_such():
     dynamics = _dynamics(0.5)
     run = kept.KeptRun("dynamics", "first", 1, "cpu", "minilm", CTX.tasks, list(range(5)), 6, {})
-    runs = {"first": {"dynamics": (run, {"dynamics": dynamics.records[("dynamics", "dynamics")]})}}
+    runs = kept.KeptRuns({"first": {"dynamics": kept.Kept(run, {"dynamics": dynamics.records[("dynamics",
+                                                                                            "dynamics")]})}})
     first = judging.verdicts(runs, CTX, dynamics.null)["first"]
     zero = next(f for f in hao.FINDINGS if f.id == "hao-attention-last")      # as first declared: against zero
     assert judge(zero, "first", zero.measure(dynamics, CTX, **zero.keywords)).outcome == REPRODUCED

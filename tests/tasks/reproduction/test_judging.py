@@ -4,6 +4,7 @@ trained apart."""
 
 from tasks.reproduction import follow_ups, judging, lines
 from tasks.reproduction.findings import FINDINGS
+from tasks.reproduction.kept import Kept, KeptRuns
 from tests.helpers.reproduction import CTX, LARGE, SMALL, kept_run, reinit
 
 
@@ -11,12 +12,12 @@ def test_a_follow_ups_line_never_mixes_its_protocol_with_the_first_runs_arms():
     first = reinit(lambda k, f, s: 0.25 + 0.03 * k + 0.002 * s)
     capped = reinit(lambda k, f, s: 0.30 + 0.01 * k + (0.02 if f == SMALL else 0.0) + 0.002 * s)
     meta = kept_run("reinit-small", "first", range(5))
-    runs = {"first": {"reinit-small": (meta, {"reinit": first[SMALL]}),
-                      "reinit-large": (meta, {"reinit": first[LARGE]})},
-            # reinit-small not run yet
-            "lr-2e-5": {"reinit-large": (meta, {"reinit": capped[LARGE]})},
-            "cap-small-data": {"reinit-small": (meta, {"reinit": capped[SMALL]})},
-            "cap-large-data": {"reinit-large": (meta, {"reinit": capped[LARGE]})}}
+    runs = KeptRuns({"first": {"reinit-small": Kept(meta, {"reinit": first[SMALL]}),
+                               "reinit-large": Kept(meta, {"reinit": first[LARGE]})},
+                     # reinit-small not run yet
+                     "lr-2e-5": {"reinit-large": Kept(meta, {"reinit": capped[LARGE]})},
+                     "cap-small-data": {"reinit-small": Kept(meta, {"reinit": capped[SMALL]})},
+                     "cap-large-data": {"reinit-large": Kept(meta, {"reinit": capped[LARGE]})}})
     by_run = judging.verdicts(runs, CTX)
     two = [f.id for f in FINDINGS if f.experiment == "reinit-large" and f.id in by_run["first"]
            and {e for e, _ in by_run["first"][f.id].reads} == {"reinit-small", "reinit-large"}]

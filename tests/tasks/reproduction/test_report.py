@@ -136,12 +136,12 @@ def test_follow_ups_are_never_counted_and_a_disagreement_is_said():
     by_run = {"first": {"x": first}, "lr-2e-5": {"x": later}}
     assert first.outcome != REPRODUCED and counts_of(by_run["first"])[REPRODUCED] == 0
     assert "0 reproduced" in front.multiplicity(by_run["first"], "m")
-    said = front.sensitivity("x", by_run, {}, first)
+    said = front.sensitivity("x", by_run, kept.KeptRuns(), first)
     assert said == ["**unlike the first run**: holds with lr 2e-5"]
     first.reads = (("e", "first"),)
     later.reads = (("e", "lr-2e-5"),)
-    runs = {"first": {"e": (_on("cpu"), {"s": [{"device": "cpu"}]})},
-            "lr-2e-5": {"e": (_on("cuda"), {"s": [{"device": "cuda:0"}]})}}
+    runs = kept.KeptRuns({"first": {"e": kept.Kept(_on("cpu"), {"s": [{"device": "cpu"}]})},
+                          "lr-2e-5": {"e": kept.Kept(_on("cuda"), {"s": [{"device": "cuda:0"}]})}})
     assert front.sensitivity("x", by_run, runs, first) == [
         "**unlike the first run**: holds with lr 2e-5 and the device changed together (cpu to cuda)"]
 
