@@ -101,7 +101,7 @@ class BaseModel:
     @classmethod
     def from_json(cls, data: Optional[dict]) -> Optional["BaseModel"]:
         """A key a record does not have reads None: the oldest records lack some."""
-        return part(cls, data, architecture=None if data is None else data.get("config"))
+        return None if data is None else part(cls, data, architecture=data.get("config"))
 
     def to_json(self) -> dict:
         """The writer's keys: "config" for the architecture."""

@@ -6,13 +6,13 @@ the tasks are the run's own; a task the run did not evaluate reads None through 
 written before this record had no schema number: it reads as schema 1 with the defaults below.
 """
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from minbert import UserError
 
-from .run_record import known_fields
+from .run_record import known_fields, written
 
 SCHEMA = 1
 OVERALL = "overall"
@@ -52,7 +52,7 @@ class RunResult:
 
     def to_json(self) -> dict:
         # an optional part the run did not have stays absent, as the loop has always left it
-        return {k: v for k, v in asdict(self).items() if v is not None or k not in _OPTIONAL}
+        return written(self)
 
     def scores(self, which: str = "best") -> dict:
         """The dev figures of the best evaluation ("best") or the last one ("final")."""
@@ -71,7 +71,3 @@ class RunResult:
         if self.score(OVERALL) is None:
             return next((v for k, v in self.best.items() if k != OVERALL and v is not None), None)
         return self.best[OVERALL]
-
-
-
-_OPTIONAL = frozenset(f.name for f in fields(RunResult) if f.default is None)   # parts only some runs have
