@@ -32,7 +32,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from minbert import DEFAULT_IMPLEMENTATION, IMPLEMENTATION_CHOICES, PRECISIONS, UserError
+from minbert import DEFAULT_IMPLEMENTATION, IMPLEMENTATION_CHOICES, PRECISIONS, UserError, resolve_precision
 from tasks.ablation import arguments
 from tasks.cli import run_command
 from tasks.machine import resolve_device
@@ -148,22 +148,29 @@ def seeds_for(args, experiment, ctx) -> list:
 
 
 def print_plan(args, ctx, model: Model, runs: kept.KeptRuns) -> None:
-    """Each experiment's command and estimated minutes (plan.py: trials x steps x a measured seconds a step, on the
-    device the run would train on), what a kept run took beside it, then each declared follow-up still pending."""
+    """Each experiment's command and estimated minutes (plan.py: a trial's steps x a measured seconds a step,
+    or a probe's or comparison's measured seconds, on the device and in the precision the run would train in;
+    every precision's median where no kept run trained in this one), what a kept run took beside it, then each
+    declared follow-up still pending."""
     recorded = kept.identity_of(runs)
     named = not model.recipe and model.name in (recorded.name if recorded else None, DEFAULT_MODEL[args.scale])
     model = "" if named else f"--model {'CHECKPOINT' if args.model == model.name else args.model} "
     results = report.results_flag(Path(args.results or RESULTS))
     device = resolve_device(args.device).type
+    precision = resolve_precision(args.precision, device)
+    where = f"{device} in {precision}"
+    if plan.measured(ctx.scale.name, device, precision) is None:
+        precision, where = "", f"{device} (no run kept in {precision} on {device}: every precision's median)"
+    print(f"Minutes on {where}, from the kept runs' own trials:")
     for e in experiments.EXPERIMENTS.values():
-        found = plan.experiment_minutes(e, ctx, device)
+        found = plan.experiment_minutes(e, ctx, device, precision=precision)
         estimate = f"~{found:.0f} min" if found is not None else f"no measured rate at scale {args.scale} on {device}"
         took = "".join(f"; {label} run took {by_experiment[e.name].run.wall_minutes:.1f} min on "
                        f"{by_experiment[e.name].run.device or 'an unrecorded device'}"
                        for label, by_experiment in runs.items() if e.name in by_experiment)
         print(f"{e.name}: {estimate}{took}: python reproduce.py {results}--scale {args.scale} {model}--only {e.name}")
-    print(f"\nDeclared follow-ups (controls) still pending, minutes on {device}:")
-    for line in plan.lines(follow_ups.FOLLOW_UPS, runs, ctx, results + model, device):
+    print(f"\nDeclared follow-ups (controls) still pending, minutes on {where}:")
+    for line in plan.lines(follow_ups.FOLLOW_UPS, runs, ctx, results + model, device, precision):
         print(f"- {line}")
 
 

@@ -66,7 +66,8 @@ CONFIRMATORY = FollowUp(
               ("dynamics", _fresh(18)), ("pairs", _fresh(5)), ("methods", _fresh(12))),
     registered="2026-11-28", model="minilm")
 PLANNED_MINUTES = 421   # `reproduce.py --plan`'s total on two cores: 419 at registration with the pasted 0.23 s a step,
-#                         421 with the rate computed from the kept runs (0.2313 s); seeds and n unchanged
+#                         421 with the rate computed from the kept runs (0.2313 s); seeds and n unchanged.
+#                         A history: the planner times probes and comparisons since 2026-11-29
 FOLLOW_UPS: dict = {f.label: f for f in (  # label -> FollowUp, each declared before it runs
     CONFIRMATORY,
     FollowUp("cap-small-data", ("reinit-small", "task-dependence", "dynamics", "transfer"),

@@ -1,16 +1,18 @@
-"""What an experiment or a declared follow-up would cost: its trials x the steps a trial x the seconds a step.
+"""What an experiment or a declared follow-up would cost: each listed trial's seconds on the machine, summed.
 
-The trials are those its sweeps list at its seeds (nothing is loaded). The steps a trial: the scale's expected
-steps, or a follow-up's own (its cap where it turns the plateau off, its epochs x SST's steps an epoch); a transfer
-trial trains twice the steps, probes and comparisons of saved models none. The seconds a step: one figure
-per scale and kind of device, the median over the embedded model's kept runs (`seconds_per_step`);
-multitask and SMART steps cost about twice that, another machine otherwise.
+The trials are those its sweeps list at its seeds (nothing is loaded). A trial that fine-tunes costs its steps
+(the scale's expected steps, or a follow-up's own: its cap where it turns the plateau off, its epochs x SST's
+steps an epoch; a transfer trial trains twice the steps) x the seconds a step; a trial that trains nothing
+(`STEPLESS`: a probe, a comparison of two saved models) the seconds a trial of its kind took. Both come from
+the kept runs' trial records at plan and report time (`measured`: medians per scale, kind of device and
+precision), so a run kept there moves the estimate. A stepless kind untimed on a device costs nothing.
 """
 import functools
 import statistics
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from minbert import UserError
 
@@ -24,41 +26,101 @@ from .sweeps import listed_trials
 MEASURED = Path(__file__).resolve().parents[2] / "docs" / "reproduction" / "results"
 STEPS_PER_EPOCH_AT_QUARTER = 121   # SST at fraction 0.25, batch 16, less the held-out tenth (the kept trials')
 GPU_DAY_MINUTES = 24 * 60          # "a GPU day": what power.py calls past this scale's reach
+STEPLESS = ("probe", "seeds", "tasks")   # a probe; comparisons of two seeds' or two tasks' saved models
 
 
-def run_rate(records: list) -> Optional[tuple]:
-    """(kind of device, seconds a step) of one kept run's trials: the span from its first trial's start
-    (its `finished_at` less its `wall_time_s`) to its last trial's end, over their fine-tuning steps (both
-    stages of a transfer trial), so a trial's fixed costs and the workers or shards that ran at once are in
-    it. None where a trial lacks its times, none trained, or they trained on two kinds of device."""
+def trial_kind(trial) -> str:
+    """"steps" for a trial that fine-tunes, else its kind in `STEPLESS` (a listed trial or a kept line)."""
+    if trial.mode == "probe":
+        return "probe"
+    kind = trial.params.get("kind")
+    return kind if kind in STEPLESS else "steps"
+
+
+@dataclass(frozen=True)
+class Rate:
+    """The seconds a fine-tuning step (its trial's evaluations and fixed costs in it; None where none
+    fine-tuned) and a trial of each stepless kind ({kind: seconds}), for the machine."""
+    step: Optional[float]
+    trial: dict
+
+
+class RunRate(NamedTuple):
+    """One kept run's `Rate`, and where its trials trained."""
+    device: str                 # "cpu", "cuda"
+    precision: str              # "bf16", "fp32", ...; "" where the trials did not record it
+    rate: Rate
+
+
+def busy_seconds(intervals: list) -> float:
+    """The length of the union of (start, end) intervals: the time at least one of them ran."""
+    total, end = 0.0, None
+    for start, stop in sorted(intervals):
+        if end is None or start > end:
+            total, end = total + (stop - start), stop
+        elif stop > end:
+            total, end = total + (stop - end), stop
+    return total
+
+
+def shares(records: list) -> list:
+    """Each trial's seconds of the machine: its wall time x the run's busy time (the union of the trials'
+    intervals, `finished_at` less `wall_time_s` to `finished_at`) / their summed wall time. Workers or shards
+    that ran at once share the time; the hours between two sittings are not in it."""
+    ends = [datetime.strptime(r.finished_at, "%Y-%m-%dT%H:%M:%SZ") for r in records]
+    busy = busy_seconds([((end - timedelta(seconds=r.wall_time_s)).timestamp(), end.timestamp())
+                         for end, r in zip(ends, records)])
+    return [r.wall_time_s * busy / sum(r.wall_time_s for r in records) for r in records]
+
+
+def run_rate(records: list) -> Optional[RunRate]:
+    """One kept run's `RunRate`: a step, the fine-tuning trials' `shares` over their steps (both stages of a
+    transfer trial); a stepless kind, its trials' mean share. None where a trial lacks its times, or the
+    trials trained on two kinds of device or in two precisions."""
     if not records or any(not r.finished_at or r.wall_time_s is None for r in records):
         return None
-    ends = [datetime.strptime(r.finished_at, "%Y-%m-%dT%H:%M:%SZ") for r in records]
-    starts = [end - timedelta(seconds=r.wall_time_s) for end, r in zip(ends, records)]
-    steps = sum(r.total_steps or 0 for r in records)
-    kinds = {device_kind(r) or "?" for r in records}
-    if not steps or len(kinds) != 1:
+    kinds, precisions = {device_kind(r) or "?" for r in records}, {r.precision for r in records}
+    if len(kinds) != 1 or len(precisions) != 1 or not sum(r.wall_time_s for r in records):
         return None
-    return kinds.pop(), (max(ends) - min(starts)).total_seconds() / steps
+    by_kind = {}
+    for r, seconds in zip(records, shares(records)):
+        by_kind.setdefault(trial_kind(r), []).append((r, seconds))
+    trained = by_kind.pop("steps", [])
+    steps = sum(r.total_steps or 0 for r, _ in trained)
+    step = sum(seconds for _, seconds in trained) / steps if steps else None
+    trial = {kind: statistics.fmean(seconds for _, seconds in found) for kind, found in by_kind.items()}
+    return RunRate(kinds.pop(), precisions.pop(), Rate(step, trial))
 
 
 @functools.cache
-def seconds_per_step(results_dir: Path = MEASURED) -> dict:
-    """{(scale, kind of device): the median of `run_rate` over the kept runs in `results_dir`}: read at
-    plan and report time, so a run kept there moves the estimate; {} where the folder is absent. Each run's
-    rate: docs/measurements/2026-11-28-reproduction-seconds-per-step.md."""
-    rates = {}
+def run_rates(results_dir: Path = MEASURED) -> tuple:
+    """(scale, `RunRate`) of each kept run in `results_dir` that gives one; () where the folder is absent.
+    Each run's: docs/measurements/2026-11-29-reproduction-planner-stepless-trials.md."""
+    found = []
     for by_experiment in load(results_dir).values():
         for run, sweeps in by_experiment.values():
-            found = run_rate([r for records in sweeps.values() for r in records])
-            if found:
-                rates.setdefault((run.scale, found[0]), []).append(found[1])
-    return {key: statistics.median(values) for key, values in rates.items()}
+            rate = run_rate([r for records in sweeps.values() for r in records])
+            if rate:
+                found.append((run.scale, rate))
+    return tuple(found)
+
+
+def measured(scale: str, device: str, precision: str = "", results_dir: Path = MEASURED) -> Optional[Rate]:
+    """The median `Rate` of the kept runs at `scale` on `device` ("cpu", "cuda") in `precision` ("": any);
+    None where none gave a seconds a step."""
+    rates = [r.rate for s, r in run_rates(results_dir)
+             if s == scale and r.device == device and precision in ("", r.precision)]
+    steps = [r.step for r in rates if r.step is not None]
+    if not steps:
+        return None
+    trial = {kind: statistics.median(r.trial[kind] for r in rates if kind in r.trial)
+             for kind in STEPLESS if any(kind in r.trial for r in rates)}
+    return Rate(statistics.median(steps), trial)
 
 
 def steps_a_trial(trial, scale, changes: dict) -> float:
     """The steps one listed trial trains at the scale with a follow-up's `changes` ({} for the declared run)."""
-    if trial.mode == "probe" or trial.params.get("kind") in ("seeds", "tasks"):
+    if trial_kind(trial) != "steps":
         return 0.0
     stages = 2 if trial.params.get("via") or trial.params.get("steps") == 2 else 1
     if changes.get("trial_steps") == 0 and changes.get("epochs"):
@@ -68,38 +130,48 @@ def steps_a_trial(trial, scale, changes: dict) -> float:
     return stages * scale.expected_steps
 
 
-def experiment_minutes(experiment, ctx, device: str = "cpu", follow=None, runs=None) -> Optional[float]:
-    """Minutes of the experiment's declared run, or of the follow-up `follow`'s on it (its own sweeps where it trains
-    them, built from the kept `runs`: UserError, one line, where they cannot be yet; its seeds and changes): trials
-    x steps x `seconds_per_step`; None where no rate was measured for the scale and device."""
-    rate = seconds_per_step().get((ctx.scale.name, device))
+def trial_seconds(trial, scale, changes: dict, rate: Rate) -> float:
+    """A listed trial's seconds at `rate`: its steps', or its stepless kind's (0 where none was measured)."""
+    kind = trial_kind(trial)
+    if kind != "steps":
+        return rate.trial.get(kind, 0.0)
+    return steps_a_trial(trial, scale, changes) * rate.step
+
+
+def experiment_minutes(experiment, ctx, device: str = "cpu", follow=None, runs=None,
+                       precision: str = "") -> Optional[float]:
+    """Minutes of the experiment's declared run, or of the follow-up `follow`'s on it (its own sweeps where it
+    trains them, built from the kept `runs`: UserError, one line, where they cannot be yet; its seeds and
+    changes): its trials' `trial_seconds` at the rate `measured`; None where none was."""
+    rate = measured(ctx.scale.name, device, precision)
     if rate is None:
         return None
     specs = experiment.sweeps_for(ctx, follow.label, runs) if follow else experiment.sweeps(ctx)
     seeds = list((follow and follow.seeds_for(experiment.name)) or seeds_of(experiment, ctx.scale))
-    steps = sum(steps_a_trial(trial, ctx.scale, dict(follow.changes if follow else ())) for spec in specs
-                for trial in listed_trials(spec, ctx, seeds))
-    return steps * rate / 60
+    changes = dict(follow.changes if follow else ())
+    return sum(trial_seconds(trial, ctx.scale, changes, rate) for spec in specs
+               for trial in listed_trials(spec, ctx, seeds)) / 60
 
 
 def seeds_a_gpu_day(ctx) -> dict:
     """{experiment: the seeds of it, and of the experiments its findings read, that one GPU day trains at the measured
     rate (ten shards on one H200)}; {} where no rate was measured for the scale."""
-    rate = seconds_per_step().get((ctx.scale.name, "cuda"))
+    rate = measured(ctx.scale.name, "cuda")
     if rate is None:
         return {}
     per_seed = {}
     for e in EXPERIMENTS.values():
         seeds = seeds_of(e, ctx.scale)
-        per_seed[e.name] = sum(steps_a_trial(trial, ctx.scale, {}) for spec in e.sweeps(ctx)
+        per_seed[e.name] = sum(trial_seconds(trial, ctx.scale, {}, rate) for spec in e.sweeps(ctx)
                                for trial in listed_trials(spec, ctx, seeds)) / len(seeds)
-    steps = {e.name: per_seed[e.name] + sum(per_seed[x] for x in e.needs) for e in EXPERIMENTS.values()}
-    return {name: int(GPU_DAY_MINUTES * 60 / (x * rate)) for name, x in steps.items() if x}
+    seconds = {e.name: per_seed[e.name] + sum(per_seed[x] for x in e.needs) for e in EXPERIMENTS.values()}
+    return {name: int(GPU_DAY_MINUTES * 60 / x) for name, x in seconds.items() if x}
 
 
-def lines(follow_ups: dict, runs: KeptRuns, ctx, flags: str = "", device: str = "cpu") -> list:
-    """One line per declared follow-up still pending: its experiments, their estimated minutes, its command (with
-    `flags`, e.g. the --results folder whose kept runs `runs` are)."""
+def lines(follow_ups: dict, runs: KeptRuns, ctx, flags: str = "", device: str = "cpu",
+          precision: str = "") -> list:
+    """One line per declared follow-up still pending: its experiments, their minutes on `device` in
+    `precision` ("": any), its command (with `flags`: the --results folder whose kept runs `runs` are)."""
     command = "python reproduce.py " + flags
     out = []
     for label, follow in follow_ups.items():
@@ -113,7 +185,8 @@ def lines(follow_ups: dict, runs: KeptRuns, ctx, flags: str = "", device: str = 
         if not pending:
             continue
         try:
-            cost, blocked = {e: experiment_minutes(EXPERIMENTS[e], ctx, device, follow, runs) for e in pending}, ""
+            cost, blocked = {e: experiment_minutes(EXPERIMENTS[e], ctx, device, follow, runs, precision)
+                             for e in pending}, ""
         except UserError as e:
             cost, blocked = dict.fromkeys(pending), f"; needs first: {e}"
         each = ", ".join(e + (f" ~{cost[e]:.0f} min" if cost[e] is not None else "")

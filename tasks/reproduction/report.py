@@ -245,7 +245,8 @@ def runs_page(m: Judged, report_dir: Path, results_dir: Path) -> list:
     lines = ["# The rule, the experiments and the runs", "", "[Front page](report.md)", "", "## The rule", "",
              verdicts.__doc__.split("\n", 2)[2], UNITS, "", front.FRAGILE_WHY, "", front.MULTIPLICITY[:-1] + ".", "",
              front.P_VALUES, "", "## Experiments", "", f"Estimated minutes at the {ctx.scale.name} scale on a CPU: "
-             f"trials x expected steps x a measured seconds a step (`tasks/reproduction/plan.py`).", ""]
+             f"each trial's expected steps x a measured seconds a step, or a probe's or comparison's "
+             f"measured seconds (`tasks/reproduction/plan.py`: medians over the kept runs).", ""]
     for e in experiments.EXPERIMENTS.values():
         minutes = plan.experiment_minutes(e, ctx)
         lines += [f"### <a id=\"experiment-{e.name}\"></a>{e.name}", "", e.what + ".", "",
@@ -325,7 +326,8 @@ def declared_line(counts: dict) -> str:
             f"{counts['revised_after_data']} revised (or declared) after it, their rule's dates and what they read "
             f"before on their pages; {counts['confirmatory_registered']} lines (revised or underpowered) await the "
             f"confirmatory run registered {CONFIRMATORY.registered} ({len(CONFIRMATORY.findings)} lines on fresh "
-            f"seeds, ~{PLANNED_MINUTES} min on two cores: [runs.md](runs.md#pending-follow-ups)), their first run "
+            f"seeds, planned at ~{PLANNED_MINUTES} min on two cores when registered: "
+            f"[runs.md](runs.md#pending-follow-ups)), their first run "
             f"standing as the pilot.")
 
 

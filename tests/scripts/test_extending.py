@@ -173,7 +173,7 @@ def test_a_new_study_becomes_an_experiment_of_the_reproduction(monkeypatch):
     spec = truncate_sweeps(ctx)[0]
     assert sweeps.as_arguments(spec.mode, spec.settings) == ["--task", "sst", "--keep", "4,2", "--data-fractions",
                                                               "0.25"]
-    trial = ctx.scale.expected_steps * plan.seconds_per_step()[("cpu", "cpu")]
+    trial = ctx.scale.expected_steps * plan.measured("cpu", "cpu").step
     assert plan.experiment_minutes(experiment, ctx) == pytest.approx(5 * 3 * trial / 60)  # 5 seeds x 3 K
 
 

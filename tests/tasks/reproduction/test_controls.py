@@ -173,7 +173,7 @@ def test_the_plan_estimates_the_controls_own_sweeps(tmp_path):
     large = experiments.EXPERIMENTS["reinit-large"]
     found = plan.experiment_minutes(large, CTX, "cpu", FOLLOW_UPS["tamkin-not-necessary"], runs)
     own = 4 * len(SEEDS) * CTX.scale.expected_steps       # its one-layer sweep: four configurations, not seven
-    assert found == pytest.approx(own * plan.seconds_per_step()[("cpu", "cpu")] / 60)
+    assert found == pytest.approx(own * plan.measured("cpu", "cpu").step / 60)
     assert found < plan.experiment_minutes(large, CTX)
     line = next(x for x in plan.lines(FOLLOW_UPS, runs, CTX) if x.startswith("tamkin-not-necessary"))
     assert f"~{found:.0f} min" in line and "needs first" not in line

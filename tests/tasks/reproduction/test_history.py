@@ -82,7 +82,8 @@ def test_the_confirmatory_runs_seeds_are_fresh_and_its_n_is_the_power_rules():
         assert len(seeds) == max(needed + [len(experiments.seeds_of(experiments.EXPERIMENTS[e], CTX.scale))]), e
     minutes = sum(plan.experiment_minutes(experiments.EXPERIMENTS[e], CTX, "cpu", CONFIRMATORY)
                   for e in CONFIRMATORY.experiments)
-    assert round(minutes) == PLANNED_MINUTES <= 8 * 60
+    # the registration's plan (steps alone) stays its history; the planner times probes and comparisons now
+    assert PLANNED_MINUTES == 421 < round(minutes) <= 8 * 60
     assert_registered_lines_read_as_such(m)
 
 

@@ -1,4 +1,5 @@
-"""The planner's seconds a step: read from the kept runs' own trial records at plan and report time."""
+"""The planner's rates (a step's seconds, a stepless trial's): read from the kept runs' own trial records at
+plan and report time."""
 import json
 from dataclasses import replace
 
@@ -11,40 +12,71 @@ from tests.helpers.lines import trial_line
 from tests.helpers.reproduction import CTX, SMALL, kept_run, reinit, sitting
 
 
-def _trial(finished: str, wall: float, steps: int, device: str = "cpu", **info):
-    return trial_line("from=3", 0, fraction=0.25, steps=steps, finished_at=finished, wall_time_s=wall, device=device,
-                      info=info)
+def _trial(finished: str, wall: float, steps, device: str = "cpu", mode: str = "reinit", params=None,
+           precision: str = "bf16", **info):
+    return trial_line("from=3", 0, params, mode=mode, fraction=0.25, steps=steps, finished_at=finished,
+                      wall_time_s=wall, device=device, precision=precision, info=info)
 
 
-def test_a_runs_rate_is_its_span_over_its_trials_steps():
-    """Two trials, the first from 10:00:00 to 10:01:40, the second ending 10:03:20: 200 s over
-    100 + 2 x 150 steps (the second a transfer trial, both stages)."""
+def test_a_runs_rate_shares_its_busy_time_among_its_trials():
+    """Two workers at once, 10:00:00-10:01:40, 100 steps each (the second a transfer trial, both stages:
+    200), and a later sitting's trial the next day: 200 s busy over 300 s of wall time, so each trial's share
+    is two thirds of its wall time and a step costs 200 s / 400 steps; a probe and a comparison of two seeds'
+    models beside them cost their own shares."""
     records = [_trial("2026-11-25T10:01:40Z", 100.0, 100),
-               _trial("2026-11-25T10:03:20Z", 50.0, 150, total_steps=300)]
-    assert plan.run_rate(records) == ("cpu", pytest.approx(200 / 400))
-    assert plan.run_rate([replace(records[0], device="cuda:0")]) == ("cuda", pytest.approx(1.0))
-    other_kind = _trial("2026-11-25T10:04:00Z", 5.0, 10, device="cuda:0")
-    assert plan.run_rate(records + [other_kind]) is None
-    assert plan.run_rate([replace(records[0], finished_at="")]) is None
-    assert plan.run_rate([_trial("2026-11-25T10:01:40Z", 100.0, 0)]) is None   # a probe trains no steps
+               _trial("2026-11-25T10:01:40Z", 100.0, 100, total_steps=200),
+               _trial("2026-11-26T09:01:40Z", 100.0, 100)]
+    found = plan.run_rate(records)
+    assert found.device == "cpu" and found.precision == "bf16"
+    assert found.rate == plan.Rate(pytest.approx(200 / 400), {})
+    stepless = [_trial("2026-11-25T11:00:10Z", 10.0, None, mode="probe"),
+                _trial("2026-11-25T11:00:10Z", 10.0, None, mode="dynamics", params={"kind": "seeds"}),
+                _trial("2026-11-25T11:00:40Z", 40.0, 40, mode="dynamics", params={"kind": "finetune"})]
+    both = plan.run_rate(records + stepless)    # 240 s busy over 360 s of wall time: a share of two thirds
+    assert both.rate.step == pytest.approx(2 / 3 * 340 / 440)
+    assert both.rate.trial == {"probe": pytest.approx(20 / 3), "seeds": pytest.approx(20 / 3)}
 
 
-def test_the_rate_is_the_median_over_a_folders_kept_runs_by_scale_and_device(tmp_path):
+def test_a_run_gives_no_rate_across_devices_or_precisions_or_without_its_times():
+    one = _trial("2026-11-25T10:01:40Z", 100.0, 100)
+    assert plan.run_rate([replace(one, device="cuda:0")]).device == "cuda"
+    assert plan.run_rate([one, _trial("2026-11-25T10:04:00Z", 5.0, 10, device="cuda:0")]) is None
+    assert plan.run_rate([one, _trial("2026-11-25T10:04:00Z", 5.0, 10, precision="fp32")]) is None
+    assert plan.run_rate([replace(one, finished_at="")]) is None
+    assert plan.run_rate([_trial("2026-11-25T10:01:40Z", 100.0, None, mode="probe")]).rate == plan.Rate(
+        None, {"probe": pytest.approx(100.0)})   # a probe trains no steps: a trial's seconds, no step's
+
+
+def _keep_rate(folder, name: str, seconds: float, precision: str = "bf16"):
+    folder = folder / "reinit-small" / name
+    folder.mkdir(parents=True)
+    run = kept.KeptRun("reinit-small", name, 1, "cpu", "minilm", {}, [0], 6, {"reinit": []}, device="cpu")
+    kept.write_run(folder / "run.json", run)
+    line = _trial("2026-11-25T10:01:40Z", seconds, 100, precision=precision)
+    (folder / "reinit.jsonl").write_text(json.dumps(line.to_json()) + "\n")
+
+
+def test_the_rate_is_the_median_over_a_folders_kept_runs_by_scale_device_and_precision(tmp_path):
     for name, seconds in (("a", 20.0), ("b", 30.0), ("c", 90.0)):
-        folder = tmp_path / "reinit-small" / name
-        folder.mkdir(parents=True)
-        run = kept.KeptRun("reinit-small", name, 1, "cpu", "minilm", {}, [0], 6, {"reinit": []}, device="cpu")
-        kept.write_run(folder / "run.json", run)
-        (folder / "reinit.jsonl").write_text(json.dumps(_trial("2026-11-25T10:01:40Z", seconds, 100).to_json()) + "\n")
-    assert plan.seconds_per_step(tmp_path) == {("cpu", "cpu"): pytest.approx(0.3)}
-    assert plan.seconds_per_step(tmp_path / "absent") == {}
+        _keep_rate(tmp_path, name, seconds)
+    _keep_rate(tmp_path, "d", 200.0, "fp32")
+    assert plan.measured("cpu", "cpu", "bf16", tmp_path).step == pytest.approx(0.3)
+    assert plan.measured("cpu", "cpu", "fp32", tmp_path).step == pytest.approx(2.0)
+    every = plan.measured("cpu", "cpu", "", tmp_path)
+    assert every.step == pytest.approx((0.3 + 0.9) / 2)
+    assert plan.measured("cpu", "cuda", "", tmp_path) is None
+    assert plan.measured("cpu", "cpu", "", tmp_path / "absent") is None
 
 
 def test_the_embedded_models_kept_runs_give_the_measured_rates():
-    """docs/measurements/2026-11-28-reproduction-seconds-per-step.md: medians of 0.231 s a step over 30
-    CPU runs, 0.014 s over 7 runs on an H200."""
-    assert plan.seconds_per_step() == {("cpu", "cpu"): pytest.approx(0.231, abs=5e-4),
-                                       ("cpu", "cuda"): pytest.approx(0.014, abs=5e-4)}
+    """docs/measurements/2026-11-29-reproduction-planner-stepless-trials.md: medians of 0.205 s a step over
+    30 CPU runs in bf16 (a probe 0.80 s, a comparison of two seeds' models 10.8 s, of two tasks' 9.5 s),
+    0.014 s a step over 7 runs on an H200."""
+    cpu = plan.measured("cpu", "cpu", "bf16")
+    assert cpu.step == pytest.approx(0.205, abs=5e-4)
+    assert cpu.trial == {"probe": pytest.approx(0.80, abs=5e-3), "seeds": pytest.approx(10.8, abs=0.05),
+                         "tasks": pytest.approx(9.46, abs=0.05)}
+    assert plan.measured("cpu", "cuda").step == pytest.approx(0.014, abs=5e-4)
 
 
 def test_the_plan_shows_what_a_kept_run_took_beside_its_estimate(tmp_path, monkeypatch):
@@ -64,8 +96,13 @@ def test_the_plan_shows_what_a_kept_run_took_beside_its_estimate(tmp_path, monke
 def test_every_experiment_that_fine_tunes_has_an_estimate_on_each_measured_device():
     for e in experiments.EXPERIMENTS.values():
         for device in ("cpu", "cuda"):
-            assert plan.experiment_minutes(e, CTX, device) > 0 or e.name == "probe", e.name
-    assert plan.experiment_minutes(experiments.EXPERIMENTS["probe"], CTX) == 0       # probes train no steps
+            found = plan.experiment_minutes(e, CTX, device)
+            assert found > 0 or (e.name, device) == ("probe", "cuda"), e.name
+    probe = experiments.EXPERIMENTS["probe"]     # no steps: each probe costs a probe's measured seconds
+    trials = sum(len(sweeps.listed_trials(spec, CTX, range(5))) for spec in probe.sweeps(CTX))
+    a_probe = plan.measured("cpu", "cpu").trial["probe"]
+    assert plan.experiment_minutes(probe, CTX) == pytest.approx(trials * a_probe / 60)
+    assert plan.experiment_minutes(probe, CTX, "cuda") == 0       # no probe timed on a GPU
     paper = experiments.Context(12, experiments.SCALES["paper"], dict(experiments.ROLES))
     # no measured rate
     assert plan.experiment_minutes(experiments.EXPERIMENTS["reinit-small"], paper) is None
@@ -74,13 +111,13 @@ def test_every_experiment_that_fine_tunes_has_an_estimate_on_each_measured_devic
 def test_a_cost_estimate_is_trials_x_steps_x_the_measured_seconds_a_step():
     """Seeds come from the experiment (or its scale) alone: the estimate lists the trials at those seeds; a
     follow-up's cap or epochs set its steps, a transfer trial trains two stages."""
-    rate = plan.seconds_per_step()[("cpu", "cpu")]
+    rate = plan.measured("cpu", "cpu").step
     e = experiments.EXPERIMENTS["reinit-small"]
     trials = len(experiments.seeds_of(e, CTX.scale)) * (CTX.n + 1)
     assert plan.experiment_minutes(e, CTX) == pytest.approx(trials * CTX.scale.expected_steps * rate / 60)
     three = experiments.EXPERIMENTS["heads-top"]      # seeds=3: 3 x (12 heads + the unmodified model)
     assert plan.experiment_minutes(three, CTX, "cuda") == pytest.approx(
-        3 * 13 * CTX.scale.expected_steps * plan.seconds_per_step()[("cpu", "cuda")] / 60)
+        3 * 13 * CTX.scale.expected_steps * plan.measured("cpu", "cuda").step / 60)
     # the plateau off: every trial trains the cap, 600
     cap = follow_ups.FOLLOW_UPS["cap-small-data"]
     assert plan.experiment_minutes(e, CTX, "cpu", cap, {}) == pytest.approx(trials * 600 * rate / 60)
