@@ -31,6 +31,7 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
+from typing import Optional
 
 from minbert import DEFAULT_IMPLEMENTATION, IMPLEMENTATION_CHOICES, PRECISIONS, UserError, resolve_precision
 from tasks.ablation import arguments
@@ -138,9 +139,14 @@ def setting_of(args) -> Setting:
                    args.max_steps, args.workers, args.shard, args.gather)
 
 
+def follow_up_of(args) -> Optional[follow_ups.FollowUp]:
+    """The declared follow-up --follow-up names (check_arguments refuses any other); None without one."""
+    return follow_ups.FOLLOW_UPS[args.follow_up] if args.follow_up else None
+
+
 def seeds_for(args, experiment, ctx) -> list:
     """--seeds (a smoke run), a follow-up's own seeds, else the experiment's declared ones."""
-    follow = follow_ups.FOLLOW_UPS.get(args.follow_up) if args.follow_up else None
+    follow = follow_up_of(args)
     if args.seeds:
         return list(range(args.seeds))
     own = follow.seeds_for(experiment.name) if follow else ()
@@ -213,9 +219,9 @@ def check_arguments(args) -> None:
         raise UserError(f"--follow-up {args.follow_up}: not declared (declared: "
                         f"{', '.join(follow_ups.FOLLOW_UPS) or 'none'}; declare it in "
                         f"tasks/reproduction/follow_ups.py first)")
-    if args.follow_up and follow_ups.FOLLOW_UPS[args.follow_up].reads and not args.report_only:
+    if follow_up_of(args) and follow_up_of(args).reads and not args.report_only:
         raise UserError(f"--follow-up {args.follow_up}: trains nothing, it re-reads the kept run "
-                        f"'{follow_ups.FOLLOW_UPS[args.follow_up].reads}': python reproduce.py --report-only shows it")
+                        f"'{follow_up_of(args).reads}': python reproduce.py --report-only shows it")
 
 
 def model_layers(args, runs: kept.KeptRuns) -> int:
@@ -230,7 +236,7 @@ def model_layers(args, runs: kept.KeptRuns) -> int:
 
 def run_selected(args, ctx, runs: kept.KeptRuns, results_dir: Path, report_dir: Path) -> int:
     """Run the experiments --only and --follow-up choose (and those their findings read); 1 if a trial failed."""
-    follow = follow_ups.FOLLOW_UPS.get(args.follow_up) if args.follow_up else None
+    follow = follow_up_of(args)
     folders = {"out": Path(args.out), "results": results_dir, "report": report_dir}
     failed = 0
     for e in experiments.selected(args.only):
