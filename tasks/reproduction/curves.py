@@ -1,12 +1,14 @@
 """Each kept run's budget and learning curves, as the report shows them under its experiment: how the trials'
 budget ended (a plateau of held-out training rows, or the cap), the plateau rule's warning where a held-out set is
 too small for it, and every trial's held-out score against steps, drawn from the kept results."""
+from datetime import datetime, timezone
 from pathlib import Path
 
 from ..ablation.drawing import png_bytes
 from ..ablation.plateau import coarse_holdout
 from ..ablation.summary import learning_curves
 from ..fileio import atomic_write_bytes
+from .kept import busy_seconds, trial_spans
 
 
 def figure_path(report_dir: Path, name: str, label: str, plot: str) -> Path:
@@ -23,10 +25,26 @@ def run_lines(report_dir: Path, experiment, label: str, kept_run: tuple, folder:
     missing = f" **Unfinished**: {'; '.join(short)}; its lines read the seeds it has." if short else ""
     name = experiment.name
     return [f"Run `{label}`: {sum(map(len, sweeps.values()))} trials, seeds {run.seeds}, in `{folder}{name}/{label}/`, "
-            f"trained {where}, {run.wall_minutes:.1f} min wall.{missing}", "", budget_line(sweeps), "",
+            f"trained {where}, {run.wall_minutes:.1f} min wall{busy_note(run, sweeps)}.{missing}", "",
+            budget_line(sweeps), "",
             *learning_curve_link(report_dir, name, label, sweeps),
             *(f"![{name} ({label}): {plot}](figures/{path.name})" for _, plot in experiment.figures
               if (path := figure_path(report_dir, name, label, plot)).exists()), ""]
+
+
+def busy_note(run, sweeps: dict) -> str:
+    """Where its trials ran longer than its sittings' wall time (a sitting keeps an experiment's trials when
+    it finishes, and a --gather sitting those its shards trained): the trials' own busy time and first day."""
+    records = [r for found in sweeps.values() for r in found]
+    if any(not r.finished_at or r.wall_time_s is None for r in records) or not records:
+        return ""
+    spans = trial_spans(records)
+    busy = busy_seconds(spans) / 60
+    began = datetime.fromtimestamp(min(start for start, _ in spans), timezone.utc)
+    if busy <= run.wall_minutes + 1:
+        return ""
+    return (f" (its trials trained over {busy:.0f} min from {began:%Y-%m-%d %H:%M} UTC, some in sittings or "
+            f"shards that kept nothing)")
 
 
 def unfinished(run, sweeps: dict) -> list:

@@ -158,23 +158,29 @@ def declared_counts(lines: list) -> dict:
             "confirmatory_registered": sum(bool(x.registered) for x in found)}
 
 
-def sensitivity(fid: str, by_run: dict, runs: KeptRuns, first) -> list:
-    """What the follow-ups did to the line, in words, grouped by outcome; a disagreement with the first run and a
-    change of device (two things changed at once) said."""
-    groups = {}
+def sensitivity(fid: str, by_run: dict, runs: KeptRuns, headline) -> list:
+    """What the other runs did to the line, in words, grouped by outcome: the follow-ups, and the first run
+    where a confirmatory run is the headline (then the first is its pilot); a disagreement with the headline
+    run and a change of device (two things changed at once) said."""
+    groups, ours = {}, run_words(headline.run)
     for label, found in by_run.items():
         v = found.get(fid)
-        if label == FIRST or v is None or v.outcome in (NOT_RUN, NOT_TESTABLE):
+        if label == headline.run or v is None or v.outcome in (NOT_RUN, NOT_TESTABLE):
             continue
-        before, after = device(runs, first), device(runs, v)
+        before, after = device(runs, headline), device(runs, v)
         moved = f"{before} to {after}" if "-" not in (before, after) and before != after else ""
-        unlike = first.outcome != NOT_RUN and v.outcome != first.outcome and bool(WORD.keys() & {v.outcome,
-                                                                                                  first.outcome})
+        unlike = headline.outcome != NOT_RUN and v.outcome != headline.outcome and bool(
+            WORD.keys() & {v.outcome, headline.outcome})
         groups.setdefault((unlike, WORD.get(v.outcome, "undecided")), {}).setdefault(moved, []).append(
-            FOLLOW_UPS[label].words if label in FOLLOW_UPS else label)
-    return [f"{'**unlike the first run**: ' if unlike else ''}{word} with " + "; ".join(
+            run_words(label) + (" (the pilot)" if label == FIRST else ""))
+    return [f"{f'**unlike {ours}**: ' if unlike else ''}{word} with " + "; ".join(
         ", ".join(texts) + (f" and the device changed together ({moved})" if moved else "")
         for moved, texts in by_move.items()) for (unlike, word), by_move in groups.items()]
+
+
+def run_words(label: str) -> str:
+    """A run as the sensitivity cells name it: "the first run", a follow-up's own words ("lr 2e-5")."""
+    return "the first run" if label == FIRST else FOLLOW_UPS[label].words if label in FOLLOW_UPS else label
 
 
 def table(findings: list, models: dict, cells: dict) -> list:

@@ -16,6 +16,7 @@ import dataclasses
 import fcntl
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple, Optional
 
@@ -98,6 +99,23 @@ def write_run(path: Path, run: KeptRun) -> None:
 def device_kind(line) -> str:
     """The kind of device a trial line says it trained on ("cuda:0" -> "cuda"); "" where it says none."""
     return line.device.split(":")[0]
+
+
+def trial_spans(records: list) -> list:
+    """(start, end) of each trial line, seconds since the epoch: its `finished_at` less its `wall_time_s`."""
+    ends = [datetime.strptime(r.finished_at, "%Y-%m-%dT%H:%M:%SZ").timestamp() for r in records]
+    return [(end - r.wall_time_s, end) for end, r in zip(ends, records)]
+
+
+def busy_seconds(intervals: list) -> float:
+    """The length of the union of (start, end) intervals: the time at least one of them ran."""
+    total, end = 0.0, None
+    for start, stop in sorted(intervals):
+        if end is None or start > end:
+            total, end = total + (stop - start), stop
+        elif stop > end:
+            total, end = total + (stop - end), stop
+    return total
 
 
 def store(results_dir: Path, run: KeptRun, records: dict, sitting: Sitting) -> Path:

@@ -10,7 +10,6 @@ precision), so a run kept there moves the estimate. A stepless kind untimed on a
 import functools
 import statistics
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import NamedTuple, Optional
 
@@ -18,7 +17,7 @@ from minbert import UserError
 
 from .curves import unfinished
 from .experiments import EXPERIMENTS, seeds_of
-from .kept import KeptRuns, device_kind, load
+from .kept import KeptRuns, busy_seconds, device_kind, load, trial_spans
 from .sweeps import listed_trials
 
 # The embedded model's kept runs (reproduce.py's default --results), found from the code, not the
@@ -52,24 +51,10 @@ class RunRate(NamedTuple):
     rate: Rate
 
 
-def busy_seconds(intervals: list) -> float:
-    """The length of the union of (start, end) intervals: the time at least one of them ran."""
-    total, end = 0.0, None
-    for start, stop in sorted(intervals):
-        if end is None or start > end:
-            total, end = total + (stop - start), stop
-        elif stop > end:
-            total, end = total + (stop - end), stop
-    return total
-
-
 def shares(records: list) -> list:
-    """Each trial's seconds of the machine: its wall time x the run's busy time (the union of the trials'
-    intervals, `finished_at` less `wall_time_s` to `finished_at`) / their summed wall time. Workers or shards
-    that ran at once share the time; the hours between two sittings are not in it."""
-    ends = [datetime.strptime(r.finished_at, "%Y-%m-%dT%H:%M:%SZ") for r in records]
-    busy = busy_seconds([((end - timedelta(seconds=r.wall_time_s)).timestamp(), end.timestamp())
-                         for end, r in zip(ends, records)])
+    """Each trial's seconds of the machine: its wall time x the run's busy time (`kept.busy_seconds`) / their
+    summed wall time. Workers or shards that ran at once share it; the hours between sittings are out."""
+    busy = busy_seconds(trial_spans(records))
     return [r.wall_time_s * busy / sum(r.wall_time_s for r in records) for r in records]
 
 

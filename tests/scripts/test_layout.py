@@ -129,11 +129,13 @@ def test_the_reproduction_stays_within_its_size():
     (from a tool outside it), 161,998 once issue 54 added what the report must carry (each line's dated
     rule history, the typed report line, the registered confirmatory run, power per row, the model named
     by recipe and weights), 165,717 once issue 55 read the power figure, the null baseline and the estimate
-    as typed records instead of dicts, plus a 2% margin. A cap on lines (issue 49's 2,800) rewarded packing
+    as typed records instead of dicts, plus a 2% margin; 170,008 once the planner timed probes and comparisons
+    from the trials' busy time, the runs page said when a run's trials trained and a confirmatory headline
+    named its pilot (2026-11-29), plus the same margin. A cap on lines (issue 49's 2,800) rewarded packing
     more on a line, which costs a reader more; characters count what there is to read however it is laid
     out."""
     size = non_blank_characters(REPO / "tasks/reproduction")
-    assert size <= 169_000, f"tasks/reproduction/ is {size:,} non-blank characters"
+    assert size <= 173_400, f"tasks/reproduction/ is {size:,} non-blank characters"
 
 
 # ------------------------------------------------------------------------------------ complexity

@@ -62,3 +62,14 @@ def test_a_run_kept_unfinished_says_so_on_its_experiment_and_its_lines(tmp_path)
     assert "its run is unfinished" in scarce      # singh-scarce reads reinit-small
     data = json.loads((tmp_path / "report.json").read_text())
     assert {e["finding"]: e["unfinished_run"] for e in data["lines"]}["singh-scarce"] is True
+
+
+def test_a_run_whose_trials_outlasted_its_sittings_says_when_they_trained():
+    """Two trials of 5 minutes an hour apart, kept by a sitting of 1 minute (the earlier one kept nothing)."""
+    trials = [trial_line("from=0", s, finished_at=end, wall_time_s=300.0)
+              for s, end in ((0, "2026-11-25T10:05:00Z"), (1, "2026-11-25T11:05:00Z"))]
+    run = replace(kept_run("reinit-small", "first", range(2)), sittings=[sitting(wall_time_s=60.0)])
+    said = curves.busy_note(run, {"reinit": trials})
+    assert said.startswith(" (its trials trained over 10 min from 2026-11-25 10:00 UTC, some in sittings")
+    assert curves.busy_note(replace(run, sittings=[sitting(wall_time_s=600.0)]), {"reinit": trials}) == ""
+    assert curves.busy_note(run, {"reinit": [replace(trials[0], finished_at="")]}) == ""

@@ -146,6 +146,15 @@ def test_follow_ups_are_never_counted_and_a_disagreement_is_said():
         "**unlike the first run**: holds with lr 2e-5 and the device changed together (cpu to cuda)"]
 
 
+def test_a_confirmatory_headline_lists_the_first_run_as_its_pilot_and_never_itself():
+    first = _line([0.0, 0.02, -0.02, 0.01, -0.01], "x")
+    confirmatory = _line([0.05, 0.051, 0.049, 0.052, 0.05], "x", run="confirmatory")
+    later = _line([0.05, 0.051, 0.049, 0.052, 0.05], "x", run="lr-2e-5")
+    by_run = {"first": {"x": first}, "confirmatory": {"x": confirmatory}, "lr-2e-5": {"x": later}}
+    assert front.sensitivity("x", by_run, kept.KeptRuns(), confirmatory) == [
+        "**unlike the confirmatory run**: undecided with the first run (the pilot)", "holds with lr 2e-5"]
+
+
 def test_the_null_baselines_ratio_floors_a_near_zero_denominator():
     curve = [3e-5, 4e-4, 6e-4]     # the bottom third's JS near zero
     assert null_baseline.ratio(curve, "top", "bottom", 0, 3) == pytest.approx(1 / null_baseline.FLOOR - 1)
