@@ -18,7 +18,7 @@ from minbert import UserError
 from .curves import unfinished
 from .experiments import EXPERIMENTS, seeds_of
 from .kept import KeptRuns, busy_seconds, device_kind, load, trial_spans
-from .sweeps import listed_trials
+from .sweeps import listed_trials, protocol
 
 # The embedded model's kept runs (reproduce.py's default --results), found from the code, not the
 # working folder.
@@ -103,24 +103,25 @@ def measured(scale: str, device: str, precision: str = "", results_dir: Path = M
     return Rate(statistics.median(steps), trial)
 
 
-def steps_a_trial(trial, scale, changes: dict) -> float:
-    """The steps one listed trial trains at the scale with a follow-up's `changes` ({} for the declared run)."""
+def steps_a_trial(trial, scale, settings: dict) -> float:
+    """The steps one listed trial trains at the scale under its sweep's `settings` (`sweeps.protocol`: the
+    sweep's own, the scale's budget and plateau, a follow-up's changes, the later winning)."""
     if trial_kind(trial) != "steps":
         return 0.0
     stages = 2 if trial.params.get("via") or trial.params.get("steps") == 2 else 1
-    if changes.get("trial_steps") == 0 and changes.get("epochs"):
-        return stages * changes["epochs"] * STEPS_PER_EPOCH_AT_QUARTER * trial.fraction / 0.25
-    if changes.get("plateau_patience") == 0:
-        return stages * (changes.get("trial_steps") or dict(scale.budget)["trial_steps"])
+    if settings["trial_steps"] == 0:            # a schedule of epochs, not of steps
+        return stages * settings["epochs"] * STEPS_PER_EPOCH_AT_QUARTER * trial.fraction / 0.25
+    if settings["plateau_patience"] == 0:       # no plateau: every trial trains its cap
+        return stages * settings["trial_steps"]
     return stages * scale.expected_steps
 
 
-def trial_seconds(trial, scale, changes: dict, rate: Rate) -> float:
+def trial_seconds(trial, scale, settings: dict, rate: Rate) -> float:
     """A listed trial's seconds at `rate`: its steps', or its stepless kind's (0 where none was measured)."""
     kind = trial_kind(trial)
     if kind != "steps":
         return rate.trial.get(kind, 0.0)
-    return steps_a_trial(trial, scale, changes) * rate.step
+    return steps_a_trial(trial, scale, settings) * rate.step
 
 
 def experiment_minutes(experiment, ctx, device: str = "cpu", follow=None, runs=None,
@@ -133,9 +134,8 @@ def experiment_minutes(experiment, ctx, device: str = "cpu", follow=None, runs=N
         return None
     specs = experiment.sweeps_for(ctx, follow.label, runs) if follow else experiment.sweeps(ctx)
     seeds = list((follow and follow.seeds_for(experiment.name)) or seeds_of(experiment, ctx.scale))
-    changes = dict(follow.changes if follow else ())
-    return sum(trial_seconds(trial, ctx.scale, changes, rate) for spec in specs
-               for trial in listed_trials(spec, ctx, seeds)) / 60
+    return sum(trial_seconds(trial, ctx.scale, dict(protocol(spec, ctx.scale, follow)), rate)
+               for spec in specs for trial in listed_trials(spec, ctx, seeds)) / 60
 
 
 def seeds_a_gpu_day(ctx) -> dict:
@@ -147,7 +147,8 @@ def seeds_a_gpu_day(ctx) -> dict:
     per_seed = {}
     for e in EXPERIMENTS.values():
         seeds = seeds_of(e, ctx.scale)
-        per_seed[e.name] = sum(trial_seconds(trial, ctx.scale, {}, rate) for spec in e.sweeps(ctx)
+        per_seed[e.name] = sum(trial_seconds(trial, ctx.scale, dict(protocol(spec, ctx.scale, None)), rate)
+                               for spec in e.sweeps(ctx)
                                for trial in listed_trials(spec, ctx, seeds)) / len(seeds)
     seconds = {e.name: per_seed[e.name] + sum(per_seed[x] for x in e.needs) for e in EXPERIMENTS.values()}
     return {name: int(GPU_DAY_MINUTES * 60 / x) for name, x in seconds.items() if x}
