@@ -95,11 +95,15 @@ def _dated(r) -> Dated:
 
 
 def data_dates(runs: kept.KeptRuns, v) -> tuple:
-    """(first, last) date of the sittings of the kept runs the line read, "YYYY-MM-DD HH:MM" UTC; () without data."""
-    read = [runs.kept(source, experiment) for experiment, source in v.reads]
-    sittings = [s for found in read if found is not None for s in found.run.sittings]
-    dates = sorted(s.date.removesuffix(" UTC") for s in sittings)
-    return (dates[0], dates[-1]) if dates else ()
+    """(first, last) date of the data of the kept runs the line read, "YYYY-MM-DD HH:MM" UTC; () without
+    data: from the first trial's end (a sitting keeps an experiment's trials when it finishes, so the first
+    sitting's date can come hours after them) to the last sitting's."""
+    read = [found for found in (runs.kept(source, experiment) for experiment, source in v.reads) if found]
+    dates = sorted(s.date.removesuffix(" UTC") for found in read for s in found.run.sittings)
+    ends = [r.finished_at for found in read for records in found.sweeps.values() for r in records
+            if r.finished_at]
+    first = min(ends, default="").replace("T", " ")[:16]
+    return (min(first or dates[0], dates[0]), dates[-1]) if dates else ()
 
 
 def history(f, dates: tuple) -> tuple:

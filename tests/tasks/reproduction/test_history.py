@@ -12,7 +12,9 @@ from tasks.reproduction import experiments, judging, kept, plan, report
 from tasks.reproduction.findings import BY_ID, FINDINGS, history
 from tasks.reproduction.follow_ups import CONFIRMATORY, FIRST, PLANNED_MINUTES
 from tasks.reproduction.record import Line
-from tasks.reproduction.verdicts import NOT_RUN
+from tasks.reproduction.verdicts import NOT_RUN, judge
+from tests.helpers.lines import trial_line
+from tests.helpers.reproduction import kept_run, sitting
 
 ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "docs" / "reproduction" / "results"
@@ -46,6 +48,16 @@ def test_a_rule_changed_after_its_data_reads_revised_with_what_it_read_before():
     assert report.history(f, ("2026-11-27 00:00", "2026-11-27 00:00")) == ("declared before its data", False)
     added = BY_ID["college-not-constant"]     # declared after the run it reads
     assert report.history(added, ("2026-11-25 23:16", "2026-11-25 23:16"))[0].startswith("declared after its data")
+
+
+def test_a_lines_data_begin_with_its_first_trial_not_the_sitting_that_kept_it():
+    """A sitting keeps an experiment's trials when it finishes: the first trial can end hours before."""
+    trials = [trial_line("from=0", s, finished_at=end, wall_time_s=60.0)
+              for s, end in ((0, "2026-11-25T08:00:00Z"), (1, "2026-11-25T09:30:00Z"))]
+    run = replace(kept_run("reinit-small", FIRST, range(2)), sittings=[sitting(date="2026-11-25 10:00 UTC")])
+    runs = kept.KeptRuns({FIRST: {"reinit-small": kept.Kept(run, {"reinit": trials})}})
+    line = replace(judge(BY_ID["singh-scarce"], FIRST, []), reads=(("reinit-small", FIRST),))
+    assert report.data_dates(runs, line) == ("2026-11-25 08:00", "2026-11-25 10:00")
 
 
 def test_hao_used_bert_large_as_the_front_page_says():
