@@ -16,7 +16,7 @@ import dataclasses
 import fcntl
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple, Optional
 
@@ -103,7 +103,8 @@ def device_kind(line) -> str:
 
 def trial_spans(records: list) -> list:
     """(start, end) of each trial line, seconds since the epoch: its `finished_at` less its `wall_time_s`."""
-    ends = [datetime.strptime(r.finished_at, "%Y-%m-%dT%H:%M:%SZ").timestamp() for r in records]
+    ends = [datetime.strptime(r.finished_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+            for r in records]
     return [(end - r.wall_time_s, end) for end, r in zip(ends, records)]
 
 
