@@ -219,9 +219,10 @@ def check_arguments(args) -> None:
         raise UserError(f"--follow-up {args.follow_up}: not declared (declared: "
                         f"{', '.join(follow_ups.FOLLOW_UPS) or 'none'}; declare it in "
                         f"tasks/reproduction/follow_ups.py first)")
-    if follow_up_of(args) and follow_up_of(args).reads and not args.report_only:
+    follow = follow_up_of(args)
+    if follow and follow.reads and not args.report_only:
         raise UserError(f"--follow-up {args.follow_up}: trains nothing, it re-reads the kept run "
-                        f"'{follow_up_of(args).reads}': python reproduce.py --report-only shows it")
+                        f"'{follow.reads}': python reproduce.py --report-only shows it")
 
 
 def model_layers(args, runs: kept.KeptRuns) -> int:

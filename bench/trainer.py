@@ -17,6 +17,7 @@ import time
 from collections import defaultdict
 
 from bench.common import arguments, model_folder, parse, trainer_run, write_json
+from tasks.machine import busy_time
 
 # Operator name -> kind. The first pattern contained in the name decides; anything else is "other".
 KINDS = (
@@ -81,17 +82,6 @@ def trainer_steps(run, steps: list) -> float:
     return time.perf_counter() - started
 
 
-def busy_ms(intervals: list) -> float:
-    """The length of the union of (start, end) intervals in microseconds, in milliseconds."""
-    total, end = 0.0, float("-inf")
-    for start, stop in sorted(intervals):
-        if stop <= end:
-            continue
-        total += stop - max(start, end)
-        end = stop
-    return total / 1000
-
-
 def count_events(events) -> dict:
     """Operators, device kernels, their busy time and the host's launch calls among the profiler's `events`."""
     from torch.autograd import DeviceType
@@ -103,7 +93,7 @@ def count_events(events) -> dict:
                and all(c.name in NO_KERNEL for c in e.cpu_children if c.name.startswith("aten::"))]
     return {"ops": len(ops), "leaf_ops": len(leaves), "compute_ops": len(working),
             "kernels": len(device),
-            "device_busy_ms": busy_ms([(e.time_range.start, e.time_range.end) for e in device]),
+            "device_busy_ms": busy_time([(e.time_range.start, e.time_range.end) for e in device]) / 1000,
             "launches": sum(any(c in e.name for c in LAUNCH_CALLS) for e in host),
             "graph_launches": sum(GRAPH_LAUNCH in e.name for e in host)}
 

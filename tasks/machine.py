@@ -68,6 +68,17 @@ def versions() -> dict:
     return out
 
 
+def busy_time(intervals) -> float:
+    """The length of the union of (start, end) intervals, in their unit: the time at least one of them ran
+    (workers, shards or kernels that overlapped count once; a gap between them not at all)."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
+
+
 def cpu_model() -> str:
     """The CPU's model name as lscpu prints it: speeds differ by CPU kind, so every measurement names its own."""
     try:

@@ -8,7 +8,8 @@ from ..ablation.drawing import png_bytes
 from ..ablation.plateau import coarse_holdout
 from ..ablation.summary import learning_curves
 from ..fileio import atomic_write_bytes
-from .kept import busy_seconds, trial_spans
+from ..machine import busy_time
+from .kept import trial_spans
 
 
 def figure_path(report_dir: Path, name: str, label: str, plot: str) -> Path:
@@ -39,10 +40,10 @@ def busy_note(run, sweeps: dict) -> str:
     if any(not r.finished_at or r.wall_time_s is None for r in records) or not records:
         return ""
     spans = trial_spans(records)
-    busy = busy_seconds(spans) / 60
-    began = datetime.fromtimestamp(min(start for start, _ in spans), timezone.utc)
+    busy = busy_time(spans) / 60
     if busy <= run.wall_minutes + 1:
         return ""
+    began = datetime.fromtimestamp(min(start for start, _ in spans), timezone.utc)
     return (f" (its trials trained over {busy:.0f} min from {began:%Y-%m-%d %H:%M} UTC, some in sittings or "
             f"shards that kept nothing)")
 

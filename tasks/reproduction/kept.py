@@ -108,17 +108,6 @@ def trial_spans(records: list) -> list:
     return [(end - r.wall_time_s, end) for end, r in zip(ends, records)]
 
 
-def busy_seconds(intervals: list) -> float:
-    """The length of the union of (start, end) intervals: the time at least one of them ran."""
-    total, end = 0.0, None
-    for start, stop in sorted(intervals):
-        if end is None or start > end:
-            total, end = total + (stop - start), stop
-        elif stop > end:
-            total, end = total + (stop - end), stop
-    return total
-
-
 def store(results_dir: Path, run: KeptRun, records: dict, sitting: Sitting) -> Path:
     """Keep a run's finished trials ({sweep label: [TrialLine]}) and this sitting; refuse another protocol or model,
     and trials that would mix (`refuse`). Every check comes before any write: a refused sitting leaves the run as

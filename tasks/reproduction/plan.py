@@ -15,9 +15,10 @@ from typing import NamedTuple, Optional
 
 from minbert import UserError
 
+from ..machine import busy_time
 from .curves import unfinished
 from .experiments import EXPERIMENTS, seeds_of
-from .kept import KeptRuns, busy_seconds, device_kind, load, trial_spans
+from .kept import KeptRuns, device_kind, load, trial_spans
 from .sweeps import listed_trials, protocol
 
 # The embedded model's kept runs (reproduce.py's default --results), found from the code, not the
@@ -52,10 +53,10 @@ class RunRate(NamedTuple):
 
 
 def shares(records: list) -> list:
-    """Each trial's seconds of the machine: its wall time x the run's busy time (`kept.busy_seconds`) / their
+    """Each trial's seconds of the machine: its wall time x the run's busy time (`machine.busy_time`) / their
     summed wall time. Workers or shards that ran at once share it; the hours between sittings are out."""
-    busy = busy_seconds(trial_spans(records))
-    return [r.wall_time_s * busy / sum(r.wall_time_s for r in records) for r in records]
+    share = busy_time(trial_spans(records)) / sum(r.wall_time_s for r in records)
+    return [r.wall_time_s * share for r in records]
 
 
 def run_rate(records: list) -> Optional[RunRate]:
@@ -124,6 +125,16 @@ def trial_seconds(trial, scale, settings: dict, rate: Rate) -> float:
     return steps_a_trial(trial, scale, settings) * rate.step
 
 
+def sweeps_seconds(specs, ctx, seeds: list, follow, rate: Rate) -> float:
+    """The seconds of every trial the sweeps `specs` list at `seeds`, each sweep's settings resolved once."""
+    total = 0.0
+    for spec in specs:
+        settings = dict(protocol(spec, ctx.scale, follow))
+        total += sum(trial_seconds(trial, ctx.scale, settings, rate)
+                     for trial in listed_trials(spec, ctx, seeds))
+    return total
+
+
 def experiment_minutes(experiment, ctx, device: str = "cpu", follow=None, runs=None,
                        precision: str = "") -> Optional[float]:
     """Minutes of the experiment's declared run, or of the follow-up `follow`'s on it (its own sweeps where it
@@ -134,8 +145,7 @@ def experiment_minutes(experiment, ctx, device: str = "cpu", follow=None, runs=N
         return None
     specs = experiment.sweeps_for(ctx, follow.label, runs) if follow else experiment.sweeps(ctx)
     seeds = list((follow and follow.seeds_for(experiment.name)) or seeds_of(experiment, ctx.scale))
-    return sum(trial_seconds(trial, ctx.scale, dict(protocol(spec, ctx.scale, follow)), rate)
-               for spec in specs for trial in listed_trials(spec, ctx, seeds)) / 60
+    return sweeps_seconds(specs, ctx, seeds, follow, rate) / 60
 
 
 def seeds_a_gpu_day(ctx) -> dict:
@@ -147,9 +157,7 @@ def seeds_a_gpu_day(ctx) -> dict:
     per_seed = {}
     for e in EXPERIMENTS.values():
         seeds = seeds_of(e, ctx.scale)
-        per_seed[e.name] = sum(trial_seconds(trial, ctx.scale, dict(protocol(spec, ctx.scale, None)), rate)
-                               for spec in e.sweeps(ctx)
-                               for trial in listed_trials(spec, ctx, seeds)) / len(seeds)
+        per_seed[e.name] = sweeps_seconds(e.sweeps(ctx), ctx, seeds, None, rate) / len(seeds)
     seconds = {e.name: per_seed[e.name] + sum(per_seed[x] for x in e.needs) for e in EXPERIMENTS.values()}
     return {name: int(GPU_DAY_MINUTES * 60 / x) for name, x in seconds.items() if x}
 

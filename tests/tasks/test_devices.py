@@ -310,3 +310,9 @@ def test_the_fast_path_on_cuda_is_one_warning_line(base, tmp_path, monkeypatch):
     code, _, err = run_cli(train_multitask.main, base + ["--tasks", "sst", "--max-steps", "1", "--implementation",
                                                          "fast", "--out", str(tmp_path / "run")])
     assert code == 0 and err.splitlines().count(warning) == 1, err
+
+
+def test_busy_time_is_the_union_of_intervals_overlaps_once_gaps_never():
+    assert machine.busy_time([]) == 0.0
+    assert machine.busy_time([(0, 10), (5, 12), (2, 3)]) == 12          # overlapping and nested: once
+    assert machine.busy_time([(20, 25), (0, 10)]) == 15                # unsorted, with a gap between them
