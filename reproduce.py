@@ -156,8 +156,8 @@ def seeds_for(args, experiment, ctx) -> list:
 def print_plan(args, ctx, model: Model, runs: kept.KeptRuns) -> None:
     """Each experiment's command and estimated minutes (plan.py: a trial's steps x a measured seconds a step,
     or a probe's or comparison's measured seconds, on the device and in the precision the run would train in;
-    every precision's median where no kept run trained in this one), what a kept run took beside it, then each
-    declared follow-up still pending."""
+    in the precision most kept runs trained in where none trained in this one), what a kept run took beside
+    it, then each declared follow-up still pending."""
     recorded = kept.identity_of(runs)
     named = not model.recipe and model.name in (recorded.name if recorded else None, DEFAULT_MODEL[args.scale])
     model = "" if named else f"--model {'CHECKPOINT' if args.model == model.name else args.model} "
@@ -166,7 +166,9 @@ def print_plan(args, ctx, model: Model, runs: kept.KeptRuns) -> None:
     precision = resolve_precision(args.precision, device)
     where = f"{device} in {precision}"
     if plan.measured(ctx.scale.name, device, precision) is None:
-        precision, where = "", f"{device} (no run kept in {precision} on {device}: every precision's median)"
+        usual = plan.usual_precision(ctx.scale.name, device)
+        where = f"{device} in {usual} (no run kept in {precision} on {device}: the usual precision's)"
+        precision = usual
     print(f"Minutes on {where}, from the kept runs' own trials:")
     for e in experiments.EXPERIMENTS.values():
         found = plan.experiment_minutes(e, ctx, device, precision=precision)

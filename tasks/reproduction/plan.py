@@ -5,10 +5,12 @@ The trials are those its sweeps list at its seeds (nothing is loaded). A trial t
 steps an epoch; a transfer trial trains twice the steps) x the seconds a step; a trial that trains nothing
 (`STEPLESS`: a probe, a comparison of two saved models) the seconds a trial of its kind took. Both come from
 the kept runs' trial records at plan and report time (`measured`: medians per scale, kind of device and
-precision), so a run kept there moves the estimate. A stepless kind untimed on a device costs nothing.
+precision; where none is named, the precision most kept runs trained in), so a run kept there moves the
+estimate. A stepless kind untimed on a device costs nothing.
 """
 import functools
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Optional
@@ -91,11 +93,20 @@ def run_rates(results_dir: Path = MEASURED) -> tuple:
     return tuple(found)
 
 
+def usual_precision(scale: str, device: str, results_dir: Path = MEASURED) -> str:
+    """The precision most kept runs at `scale` on `device` trained in ("" where none was kept): what an
+    estimate that names no precision reads, rather than a median over machines as unlike as bf16 and fp32
+    ones."""
+    found = Counter(r.precision for s, r in run_rates(results_dir) if s == scale and r.device == device)
+    return max(sorted(found), key=found.__getitem__) if found else ""
+
+
 def measured(scale: str, device: str, precision: str = "", results_dir: Path = MEASURED) -> Optional[Rate]:
-    """The median `Rate` of the kept runs at `scale` on `device` ("cpu", "cuda") in `precision` ("": any);
-    None where none gave a seconds a step."""
+    """The median `Rate` of the kept runs at `scale` on `device` ("cpu", "cuda") in `precision` ("": the
+    `usual_precision` there); None where none gave a seconds a step."""
+    precision = precision or usual_precision(scale, device, results_dir)
     rates = [r.rate for s, r in run_rates(results_dir)
-             if s == scale and r.device == device and precision in ("", r.precision)]
+             if s == scale and r.device == device and r.precision == precision]
     steps = [r.step for r in rates if r.step is not None]
     if not steps:
         return None
@@ -165,7 +176,8 @@ def seeds_a_gpu_day(ctx) -> dict:
 def lines(follow_ups: dict, runs: KeptRuns, ctx, flags: str = "", device: str = "cpu",
           precision: str = "") -> list:
     """One line per declared follow-up still pending: its experiments, their minutes on `device` in
-    `precision` ("": any), its command (with `flags`: the --results folder whose kept runs `runs` are)."""
+    `precision` ("": the usual one there), its command (with `flags`: the --results folder whose kept runs
+    `runs` are)."""
     command = "python reproduce.py " + flags
     out = []
     for label, follow in follow_ups.items():

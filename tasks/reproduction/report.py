@@ -248,9 +248,11 @@ def runs_page(m: Judged, report_dir: Path, results_dir: Path) -> list:
     ctx = m.ctx
     lines = ["# The rule, the experiments and the runs", "", "[Front page](report.md)", "", "## The rule", "",
              verdicts.__doc__.split("\n", 2)[2], UNITS, "", front.FRAGILE_WHY, "", front.MULTIPLICITY[:-1] + ".", "",
-             front.P_VALUES, "", "## Experiments", "", f"Estimated minutes at the {ctx.scale.name} scale on a CPU: "
-             f"each trial's expected steps x a measured seconds a step, or a probe's or comparison's "
-             f"measured seconds (`tasks/reproduction/plan.py`: medians over the kept runs).", ""]
+             front.P_VALUES, "", "## Experiments", "",
+             f"Estimated minutes at the {ctx.scale.name} scale on a CPU in {cpu_precision(ctx)}: each "
+             f"trial's expected steps x a measured seconds a step, or a probe's or comparison's measured "
+             f"seconds (`tasks/reproduction/plan.py`: medians over the kept runs in that precision, the one "
+             f"most of them trained in).", ""]
     for e in experiments.EXPERIMENTS.values():
         minutes = plan.experiment_minutes(e, ctx)
         lines += [f"### <a id=\"experiment-{e.name}\"></a>{e.name}", "", e.what + ".", "",
@@ -260,7 +262,8 @@ def runs_page(m: Judged, report_dir: Path, results_dir: Path) -> list:
         for label, by_experiment in m.runs.items():
             if e.name in by_experiment:
                 lines += run_lines(report_dir, e, label, by_experiment[e.name], "results/")
-    lines += ["## Pending follow-ups", "", "Minutes on a CPU, `tasks/reproduction/plan.py`:", ""]
+    lines += ["## Pending follow-ups", "",
+              f"Minutes on a CPU in {cpu_precision(ctx)}, `tasks/reproduction/plan.py`:", ""]
     lines += confirmatory_lines(m)
     lines += [f"- {line.replace(': python', ': `python', 1)}`: {FOLLOW_UPS[line.split(' ', 1)[0]].reason}."
               for line in plan.lines(FOLLOW_UPS, m.runs, ctx, results_flag(results_dir))
@@ -271,6 +274,11 @@ def runs_page(m: Judged, report_dir: Path, results_dir: Path) -> list:
                     "`--task-file` and `--tasks ROLE=NAME`.",
                     "- Depth: 'last', 'middle' and 'low' layers are thirds of the model.",
                     "- The budget: the scale's, shown above; the papers trained 3-9 epochs.", ""]
+
+
+def cpu_precision(ctx) -> str:
+    """The precision the CPU estimates read (`plan.usual_precision`); "any precision" where none was kept."""
+    return plan.usual_precision(ctx.scale.name, "cpu") or "any precision"
 
 
 def confirmatory_lines(m: Judged) -> list:

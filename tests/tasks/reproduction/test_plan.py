@@ -62,8 +62,13 @@ def test_the_rate_is_the_median_over_a_folders_kept_runs_by_scale_device_and_pre
     _keep_rate(tmp_path, "d", 200.0, "fp32")
     assert plan.measured("cpu", "cpu", "bf16", tmp_path).step == pytest.approx(0.3)
     assert plan.measured("cpu", "cpu", "fp32", tmp_path).step == pytest.approx(2.0)
-    every = plan.measured("cpu", "cpu", "", tmp_path)
-    assert every.step == pytest.approx((0.3 + 0.9) / 2)
+    assert plan.usual_precision("cpu", "cpu", tmp_path) == "bf16"   # no precision named: the commonest's
+    assert plan.measured("cpu", "cpu", "", tmp_path).step == pytest.approx(0.3)
+    for name in ("e", "f", "g"):
+        _keep_rate(tmp_path, name, 300.0, "fp32")
+    plan.run_rates.cache_clear()
+    assert plan.usual_precision("cpu", "cpu", tmp_path) == "fp32"
+    assert plan.measured("cpu", "cpu", "", tmp_path).step == pytest.approx(3.0)
     assert plan.measured("cpu", "cuda", "", tmp_path) is None
     assert plan.measured("cpu", "cpu", "", tmp_path / "absent") is None
 
