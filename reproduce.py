@@ -167,7 +167,9 @@ def print_plan(args, ctx, model: Model, runs: kept.KeptRuns) -> None:
     where = f"{device} in {precision}"
     if plan.measured(ctx.scale.name, device, precision) is None:
         usual = plan.usual_precision(ctx.scale.name, device)
-        where = f"{device} in {usual} (no run kept in {precision} on {device}: the usual precision's)"
+        where = f"{device} (no run kept on {device})"
+        if usual:
+            where = f"{device} in {usual} (no run kept in {precision} on {device}: the usual precision's)"
         precision = usual
     print(f"Minutes on {where}, from the kept runs' own trials:")
     for e in experiments.EXPERIMENTS.values():

@@ -96,6 +96,10 @@ def test_the_plan_shows_what_a_kept_run_took_beside_its_estimate(tmp_path, monke
     lines = {x.split(":")[0]: x for x in out.splitlines()}
     assert "first run took 1.5 min on cpu" in lines["reinit-small"]
     assert "took" not in lines["reinit-large"] and "--only reinit-large" in lines["reinit-large"]
+    monkeypatch.setattr(reproduce, "resolve_precision", lambda precision, device: "fp16")   # none kept in it
+    code, out, err = run_cli(reproduce.main, ["--plan", "--results", str(results_dir)])
+    assert code == 0 and "Minutes on cpu in bf16 (no run kept in fp16 on cpu: the usual precision's)" in out
+    assert "~" in {x.split(":")[0]: x for x in out.splitlines()}["reinit-large"]   # bf16's rate, not none
 
 
 def test_every_experiment_that_fine_tunes_has_an_estimate_on_each_measured_device():
