@@ -16,7 +16,7 @@ def test_e2e_reads_readme_command_1_as_set_up_then_the_training_command():
     assert options == []  # command 1 trains on the defaults
 
 
-def test_e2e_times_the_parts_of_a_run(tiny_model, small_data_dir, tmp_path):  # noqa: F811
+def test_e2e_times_the_parts_of_a_run(tiny_model, small_data_dir, tmp_path):
     out = tmp_path / "e2e.json"
     code, printed, err = run_cli(e2e.main, ["--no-setup", "--data-dir", str(small_data_dir), "--keep", str(tmp_path),
                                             "--json", str(out), "--", "--model", str(tiny_model),
@@ -30,7 +30,7 @@ def test_e2e_times_the_parts_of_a_run(tiny_model, small_data_dir, tmp_path):  # 
     assert (tmp_path / "run" / "predictions" / "sst-dev-output.csv").exists()
 
 
-def test_profile_lists_the_steps_operators_by_kind(tiny_model, small_data_dir, tmp_path):  # noqa: F811
+def test_profile_lists_the_steps_operators_by_kind(tiny_model, small_data_dir, tmp_path):
     out = tmp_path / "profile.json"
     code, printed, err = run_cli(trainer.main, ["--model", str(tiny_model), "--data-dir", str(small_data_dir),
                                                 "--steps", "2", "--warmup", "1", "--top", "5", "--json", str(out),
@@ -101,7 +101,7 @@ def test_a_worker_cut_at_its_seconds_is_a_failed_row(tmp_path):
     assert [(type(r).__name__, r.model) for r in rows] == [("Failed", "m")] and "cut at its 1 s" in rows[0].error
 
 
-def test_the_comparison_times_the_encoder_the_trainer_would_run_on_the_device(tiny_model, small_data_dir):  # noqa: F811
+def test_the_comparison_times_the_encoder_the_trainer_would_run_on_the_device(tiny_model, small_data_dir):
     """On CUDA the trainer runs the reference; the comparison's minBERT is that one, and the fast path only when
     asked, said in its rows (the models are built on the CPU: no GPU needed to check the choice)."""
     import torch

@@ -363,7 +363,7 @@ def test_a_budgeted_trial_trains_its_steps_and_reports_the_final_evaluation(smal
 
 
 def test_transfer_starts_the_final_stage_from_the_exported_intermediate_model(small_data_dir, tmp_path, monkeypatch,
-                                                                            tiny_model):  # noqa: F811
+                                                                            tiny_model):
     out = tmp_path / "transfer"
     started_from = {}
     real_fit = sweep.Sweep.fit

@@ -91,7 +91,7 @@ def test_plateau_stops_after_patience_evaluations_without_improvement(monkeypatc
 
 
 def test_a_trial_stops_on_its_plateau_and_records_its_learning_curves(small_data_dir, tmp_path,
-                                                                     tiny_model):  # noqa: F811
+                                                                     tiny_model):
     # No improvement can reach the tolerance: the plateau ends the run at its second held-out evaluation.
     [record] = _run(small_data_dir, tmp_path / "plateau", tiny_model, "--mode", "reinit", "--task", "sst",
                     "--from-layer", "2", "--trial-steps", "40", "--eval-every", "2", "--plateau-patience", "1",
@@ -105,7 +105,7 @@ def test_a_trial_stops_on_its_plateau_and_records_its_learning_curves(small_data
 
 
 def test_a_held_out_set_too_small_for_the_tolerance_is_warned_before_any_trial(small_data_dir, tmp_path,
-                                                                                 tiny_model):  # noqa: F811
+                                                                                 tiny_model):
     assert plateau.coarse_holdout("sst", 26, 0.005).startswith("sst: 26 held-out rows, so one sentence is 0.038")
     assert plateau.coarse_holdout("sst", 500, 0.005) is None       # 0.002 a sentence: under the tolerance
     assert plateau.coarse_holdout("sts", 26, 0.005) is None        # a correlation: no fixed step per row
@@ -122,7 +122,7 @@ def test_a_held_out_set_too_small_for_the_tolerance_is_warned_before_any_trial(s
 
 
 def test_transfer_controls_train_twice_the_cap_and_pairs_record_both_stages(small_data_dir, tmp_path,
-                                                                            tiny_model):  # noqa: F811
+                                                                            tiny_model):
     records = {r["config"]: r for r in _run(small_data_dir, tmp_path / "transfer", tiny_model, "--mode", "transfer",
                                             "--tasks", "sst,sts", "--trial-steps", "2", "--plateau-patience", "0")}
     assert records["via=none,final=sts,steps=x2"]["steps"] == 4 == records["via=none,final=sts,steps=x2"][
@@ -152,7 +152,7 @@ def test_floor_difference_is_the_change_above_seed_noise_with_seeds_as_units():
 
 
 def test_probe_records_the_heldout_score_the_best_layer_is_chosen_on(small_data_dir, tmp_path,
-                                                                     tiny_model):  # noqa: F811
+                                                                     tiny_model):
     records = _run(small_data_dir, tmp_path / "probe", tiny_model, "--mode", "probe", "--task", "sst",
                    "--layers", "2", "--probe-penalties", "1")
     for record in records:
@@ -184,7 +184,7 @@ def test_head_pools_per_layer_and_per_head_index_and_every_block():
     assert reinit.heads_by_layer(rows, "dev/sst", 3, by="head") is not None
 
 
-def test_restoring_layers_of_an_unchanged_model_changes_nothing(small_data_dir, tmp_path, tiny_model):  # noqa: F811
+def test_restoring_layers_of_an_unchanged_model_changes_nothing(small_data_dir, tmp_path, tiny_model):
     # With the encoder frozen the fine-tuned encoder is the pretrained one: restoring any layer changes nothing.
     [record] = _run(small_data_dir, tmp_path / "restore", tiny_model, "--mode", "restore", "--task", "sst",
                     "--trial-steps", "2", "--plateau-patience", "0", "--freeze-until", "all",
@@ -200,7 +200,7 @@ def test_restoring_layers_of_an_unchanged_model_changes_nothing(small_data_dir, 
     assert min(record["curves"]["restore_svcca"]) > 1e-3 and record["curves"]["restore_below_svcca"][1] > 1e-3
 
 
-def test_methods_change_one_option_from_the_baseline(small_data_dir, tmp_path, tiny_model,  # noqa: F811
+def test_methods_change_one_option_from_the_baseline(small_data_dir, tmp_path, tiny_model,
                                                      monkeypatch):
     assert [t.label for t in _plan("--mode", "methods", "--task", "all")] == \
         ["method=baseline", "method=smart", "method=pcgrad", "method=siamese"]  # cross is the baseline's own
@@ -222,7 +222,7 @@ def test_methods_change_one_option_from_the_baseline(small_data_dir, tmp_path, t
     assert "methods,method=siamese,1.0,dev/overall," in summary and ",method=baseline,1," in summary
 
 
-def test_dynamics_across_tasks_compares_each_tasks_model(small_data_dir, tmp_path, tiny_model):  # noqa: F811
+def test_dynamics_across_tasks_compares_each_tasks_model(small_data_dir, tmp_path, tiny_model):
     configs = [t.label for t in _plan("--mode", "dynamics", "--tasks", "sst,sts", "--across-tasks", "--seeds", "0,1")]
     assert {"finetune,task=sst", "finetune,task=sts", "seeds=0-1,task=sts", "tasks=sst-sts"} <= set(configs)
     assert configs.count("tasks=sst-sts") == 2 and "finetune" in configs and "seeds=0-1" in configs

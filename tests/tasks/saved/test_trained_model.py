@@ -77,7 +77,7 @@ def test_predict_reproduces_the_runs_prediction_files_byte_for_byte(run_dir, tmp
     assert f"sst={best['sst']:.4f}" in out and f"sts={best['sts']:.4f}" in out  # the run's own dev metrics
 
 
-def test_a_run_predicts_each_dev_file_once(tiny_model, small_data_dir, tmp_path, monkeypatch):  # noqa: F811
+def test_a_run_predicts_each_dev_file_once(tiny_model, small_data_dir, tmp_path, monkeypatch):
     """The finished run's dev files are its best evaluation's predictions, not made a second time
     (test_predict_reproduces_the_runs_prediction_files_byte_for_byte holds them to predicting again)."""
     import tasks.evaluation
@@ -97,7 +97,7 @@ def test_a_run_predicts_each_dev_file_once(tiny_model, small_data_dir, tmp_path,
     assert (out / "predictions" / "sst-dev-output.csv").exists()
 
 
-def test_predict_reproduces_a_part1_runs_files(tiny_model, part1_data, tmp_path):  # noqa: F811
+def test_predict_reproduces_a_part1_runs_files(tiny_model, part1_data, tmp_path):
     out = tmp_path / "part1"
     code, _, err = run_cli(classifier.main, ["--device", "cpu", "--option", "finetune", "--model", str(tiny_model),
                                              "--data-dir",
