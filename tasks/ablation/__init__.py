@@ -3,7 +3,8 @@
     config.py     SweepConfig: a sweep's options, typed and validated once (ablate.py builds it from its flags)
     study.py      what a study declares: Study, its typed Options (fingerprinted unless planned or drawn), Trial
     sweep.py      run a sweep: list its trials, shard, run and resume them, fit one trial, the fingerprint
-    results.py    the results files: results.jsonl and the shards' results.shard-I-of-N.jsonl
+    results.py    the results files: results.jsonl and the shards' results.shard-I-of-N.jsonl; a resumed
+                  sweep's precision under --precision auto: its finished trials'
     workers.py    trials side by side in forked one-thread worker processes (--workers)
     plateau.py    the trials' stopping rule: a plateau on held-out rows of their own training data
     progress.py   what a running sweep prints: finished trials, running trials' progress lines

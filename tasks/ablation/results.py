@@ -2,12 +2,15 @@
 each ends.
 
 results.jsonl, or results.shard-I-of-N.jsonl for a shard; every such file in the folder counts as done
-and is merged for the summary, whatever shard count it was run with.
+and is merged for the summary, whatever shard count it was run with. A sweep resumed under --precision auto
+trains in the precision its finished trials used (`keep_the_sweeps_precision`).
 """
 import json
 import re
 from pathlib import Path
 from typing import Optional
+
+import minbert
 
 from ..fileio import atomic_write_text
 from .line import read_lines
@@ -43,3 +46,19 @@ def merged_results(folder: Path, own: Optional[Path] = None) -> list:
     return [r for path in results_files(folder) for r in (load_results(path) if path == own else read_lines(path))]
 
 
+def keep_the_sweeps_precision(sweep, records: list) -> None:
+    """Under --precision auto (each machine's fast one, and so the fingerprint's), a sweep resumed on a
+    machine whose fast precision is another trains in the one its finished trials used: its arms, paired by
+    seed, never differ by bf16's rounding against fp32's. fp16 off a CUDA GPU cannot be kept (nor, says
+    kept.refuse, can a run mix devices). `records`: the sweep's finished trials' lines."""
+    used = {r.precision for r in records} - {""}
+    here = sweep.inputs.precision
+    if sweep.config.training.precision != "auto" or len(used) != 1 or used == {here}:
+        return
+    (had,) = used
+    if had == "fp16" and sweep.inputs.device.type != "cuda":
+        return
+    native = "" if minbert.native(had, sweep.inputs.device) else f"; {had} is emulated here, 2-3x slower"
+    print(f"note: the {len(records)} finished trials in {sweep.out} trained in {had}: --precision auto keeps "
+          f"{had} for the rest (this machine's own would be {here}{native})", flush=True)
+    sweep.inputs.precision = had

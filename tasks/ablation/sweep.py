@@ -42,7 +42,7 @@ from .config import SweepConfig
 from .line import FAILED, OK, Budget, TrialLine
 from .plateau import Plateau, PlateauRule, coarse_holdout, dev_curve, heldout_count, plateau_fingerprint, split_heldout
 from .progress import Progress, TrialLines
-from .results import merged_results, results_files, results_name
+from .results import keep_the_sweeps_precision, merged_results, results_files, results_name
 from .study import Shape, Trial, fingerprinted
 from .summary import finished, tally
 
@@ -298,7 +298,9 @@ def run_shard(sweep: Sweep, trials: list) -> int:
         print(f"note: {note}", flush=True)
     path = sweep.out / results_name(config.shard)
     previous = merged_results(sweep.out, own=path)
-    done = {r.key for r in finished(previous, config.mode, sweep.fingerprint)}
+    records = finished(previous, config.mode, sweep.fingerprint)
+    done = {r.key for r in records}
+    keep_the_sweeps_precision(sweep, records)
     mine = shard_trials(trials, config.shard, config.shard_salt)
     pending = [t for t in mine if t.key(sweep.fingerprint) not in done]
     share = f"shard {config.shard[0]}/{config.shard[1]}: {len(mine)} of {len(trials)}" if config.shard \

@@ -130,7 +130,7 @@ def store(results_dir: Path, run: KeptRun, records: dict, sitting: Sitting) -> P
             files[sweep_path] = (old, [r for r in new if r.key not in keys])
         added = [r for _, fresh in files.values() for r in fresh]
         kinds = {device_kind(r) for r in added} - {""}
-        refuse(path, kept, kinds, run.weights if added else "", files.values())
+        refuse(path, kept, kinds, run.weights if added else "", list(files.values()))
         for sweep_path, (old, fresh) in files.items():
             kept_text = sweep_path.read_text(encoding="utf-8") if old else ""
             atomic_write_text(sweep_path, kept_text + "".join(json.dumps(r.to_json(), sort_keys=True) + "\n"
@@ -143,19 +143,25 @@ def store(results_dir: Path, run: KeptRun, records: dict, sitting: Sitting) -> P
     return folder
 
 
-def refuse(path: Path, kept: KeptRun, kinds: set, weights: str, sweeps=()) -> None:
+def refuse(path: Path, kept: KeptRun, kinds: set, weights: str, sweeps: list = ()) -> None:
     """Refuse trials trained on another kind of device, from other weights, or (`sweeps`: (kept trials, new trials)
     of each sweep) with another sweep fingerprint (every training option, the weights' and data's hashes) than the
-    run's kept trials: arms paired by seed differ only by the arm, and two devices' kernels or a copy of the weights
-    rounded to fp16 would read as the arm's effect. What the run does not record yet is not compared."""
+    run's kept trials, or in two precisions across the run's sweeps: arms paired by seed differ only by the
+    arm, and two devices' kernels, a copy of the weights rounded to fp16 or bf16's rounding against fp32's
+    would read as the arm's effect. What the run does not record yet is not compared."""
     prints = [({r.fingerprint for r in old} - {""}, {r.fingerprint for r in new} - {""}) for old, new in sweeps]
     other = next(((sorted(had), sorted(got - had)) for had, got in prints if had and got - had), None)
+    had = {r.precision for old, _ in sweeps for r in old} - {""}
+    got = {r.precision for _, new in sweeps for r in new} - {""}
     if len(kinds | ({kept.device} - {""})) > 1:
         why = f"trained on {kept.device or 'one kind of device'}, these on {', '.join(sorted(kinds))}"
     elif weights and kept.weights and weights != kept.weights:
         why = f"trained from weights {kept.weights}, these from {weights} (the same model name, other weights)"
     elif other:
         why = f"trained with fingerprint {', '.join(other[0])}, these with {', '.join(other[1])} (other options)"
+    elif len(had | got) > 1:
+        kept_in, these = ", ".join(sorted(had)) or "none", ", ".join(sorted(got))
+        why = f"would mix {' and '.join(sorted(had | got))} (kept: {kept_in}; these: {these})"
     else:
         return
     raise UserError(f"{path}: this run's trials {why}: arms paired by seed would differ by more than the arm; resume "

@@ -123,6 +123,24 @@ def test_killed_sweep_resumes_and_failed_trials_are_retried(small_data_dir, tmp_
     assert "reinit,from=5,1.0,dev/sst,1," in (out / "summary.csv").read_text()
 
 
+def test_a_resumed_auto_sweep_trains_in_the_precision_its_finished_trials_used(small_data_dir, tmp_path):
+    """--precision auto is each machine's fast one: a sweep resumed on a machine whose fast one is another
+    keeps its trials' precision, so its arms, paired by seed, never differ by precision."""
+    out = tmp_path / "auto"
+    argv = [*_argv(small_data_dir, out, "--mode", "reinit", "--task", "sst", "--from-layer", "6"),
+            "--precision", "auto"]
+    code, _, err = run_cli(ablate.main, [*argv, "--seeds", "0"])
+    assert code == 0, err
+    here = _lines(out / "results.jsonl")[0]["precision"]
+    other = "bf16" if here == "fp32" else "fp32"    # as if the first trial had trained on another machine
+    first = {**_lines(out / "results.jsonl")[0], "precision": other}
+    (out / "results.jsonl").write_text(json.dumps(first) + "\n")
+    code, stdout, err = run_cli(ablate.main, [*argv, "--seeds", "0,1"])
+    assert code == 0, err
+    assert f"trained in {other}: --precision auto keeps {other} for the rest" in stdout
+    assert [(r["seed"], r["precision"]) for r in _lines(out / "results.jsonl")] == [(0, other), (1, other)]
+
+
 def _sweep(small_data_dir, tmp_path, *extra):
     config = ablate.parse_args(_argv(small_data_dir, tmp_path / "sweep", *extra))
     return sweep.Sweep(config, prepare(config.training))

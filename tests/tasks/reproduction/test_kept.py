@@ -1,6 +1,6 @@
 """kept.py: the kept runs (a follow-up never overwrites the first run, a run refuses trials from other
-weights, devices or options, run.json one typed record read back as written) and where their trials
-trained."""
+weights, devices, options or precisions, run.json one typed record read back as written) and where their
+trials trained."""
 import json
 from dataclasses import replace
 
@@ -105,6 +105,28 @@ def test_a_kept_run_refuses_trials_from_other_weights_or_another_kind_of_device(
                             {"reinit": rows},
                             sitting())
     assert reproduction_runs.read_run(unrecorded / "reinit-small" / "first" / "run.json").weights == ""
+
+
+def test_a_kept_run_refuses_trials_in_another_precision_across_its_sweeps(tmp_path):
+    """bf16's rounding against fp32's would read as the arm's effect: a run's trials, over all its sweeps
+    (pairs compares a cross-encoded sweep with a siamese one), train in one precision; a refused sitting
+    writes nothing."""
+    run = kept_run("reinit-small", "first", range(5))
+    rows = [replace(r, precision="fp32") for r in reinit(lambda k, f, s: 0.25 + 0.01 * s)[SMALL][:5]]
+    reproduction_runs.store(tmp_path, run, {"reinit": rows}, sitting())
+    sweep_file = tmp_path / "reinit-small" / "first" / "reinit.jsonl"
+    before = sweep_file.read_bytes()
+    fresh = [replace(r, key=r.key + "-new", precision="bf16") for r in rows]
+    with pytest.raises(UserError, match=r"would mix bf16 and fp32 \(kept: fp32; these: bf16\)"):
+        reproduction_runs.store(tmp_path, run, {"reinit": fresh}, sitting())
+    with pytest.raises(UserError, match=r"would mix bf16 and fp32 \(kept: fp32; these: bf16\)"):
+        reproduction_runs.store(tmp_path, run, {"reinit": rows, "siamese": fresh}, sitting())
+    assert sweep_file.read_bytes() == before and not (sweep_file.parent / "siamese.jsonl").exists()
+    with pytest.raises(UserError, match=r"kept: none; these: bf16, fp32"):
+        reproduction_runs.store(tmp_path / "mixed", run, {"reinit": rows[:2] + fresh[2:]}, sitting())
+    same = [replace(r, precision="fp32") for r in fresh]
+    reproduction_runs.store(tmp_path, run, {"reinit": same}, sitting())
+    assert len(read_jsonl(sweep_file)) == 10
 
 
 def test_a_kept_run_is_one_typed_record_read_back_as_written_and_an_old_one_is_refused(tmp_path):
