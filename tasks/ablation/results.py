@@ -46,12 +46,13 @@ def merged_results(folder: Path, own: Optional[Path] = None) -> list:
     return [r for path in results_files(folder) for r in (load_results(path) if path == own else read_lines(path))]
 
 
-def keep_the_sweeps_precision(sweep, records: list) -> None:
+def keep_the_sweeps_precision(sweep, records: list, beside: frozenset = frozenset()) -> None:
     """Under --precision auto (each machine's fast one, and so the fingerprint's), a sweep resumed on a
-    machine whose fast precision is another trains in the one its finished trials used: its arms, paired by
-    seed, never differ by bf16's rounding against fp32's. fp16 off a CUDA GPU cannot be kept (nor, says
-    kept.refuse, can a run mix devices). `records`: the sweep's finished trials' lines."""
-    used = {r.precision for r in records} - {""}
+    machine whose fast precision is another trains in the one its finished trials used (`records`), or the
+    one its experiment's other sweeps used (`beside`, the reproduction's): its arms, paired by seed, never
+    differ by bf16's rounding against fp32's. fp16 off a CUDA GPU cannot be kept (nor, says kept.refuse, can
+    a run mix devices)."""
+    used = ({r.precision for r in records} | beside) - {""}
     here = sweep.inputs.precision
     if sweep.config.training.precision != "auto" or len(used) != 1 or used == {here}:
         return
@@ -59,6 +60,9 @@ def keep_the_sweeps_precision(sweep, records: list) -> None:
     if had == "fp16" and sweep.inputs.device.type != "cuda":
         return
     native = "" if minbert.native(had, sweep.inputs.device) else f"; {had} is emulated here, 2-3x slower"
-    print(f"note: the {len(records)} finished trials in {sweep.out} trained in {had}: --precision auto keeps "
-          f"{had} for the rest (this machine's own would be {here}{native})", flush=True)
+    which = "the experiment's other trials"
+    if records:
+        which = f"the {len(records)} finished trials in {sweep.out}"
+    print(f"note: {which} trained in {had}: --precision auto keeps {had} for the rest (this machine's own "
+          f"would be {here}{native})", flush=True)
     sweep.inputs.precision = had

@@ -237,10 +237,11 @@ def run(config: SweepConfig) -> int:
     return summarize(sweep, trials) if config.summarize else run_shard(sweep, trials)
 
 
-def run_and_collect(config: SweepConfig) -> tuple:
-    """Run (or resume) one sweep: (exit status, its finished trials, one record each)."""
+def run_and_collect(config: SweepConfig, beside: frozenset = frozenset()) -> tuple:
+    """Run (or resume) one sweep: (exit status, its finished trials, one record each); `beside`: the
+    precisions its experiment's other trials trained in (`results.keep_the_sweeps_precision`)."""
     sweep, trials = open_sweep(config)
-    status = run_shard(sweep, trials)
+    status = run_shard(sweep, trials, beside)
     listed = {t.key(sweep.fingerprint) for t in trials}
     return status, [r for r in finished_records(sweep) if r.key in listed]
 
@@ -290,7 +291,7 @@ def summarize(sweep: Sweep, trials: list) -> int:
     return 0
 
 
-def run_shard(sweep: Sweep, trials: list) -> int:
+def run_shard(sweep: Sweep, trials: list, beside: frozenset = frozenset()) -> int:
     """Run this shard's unfinished trials (all of them without --shard), then report on the whole sweep."""
     config = sweep.config
     note = sweep.study.note(config)
@@ -300,7 +301,7 @@ def run_shard(sweep: Sweep, trials: list) -> int:
     previous = merged_results(sweep.out, own=path)
     records = finished(previous, config.mode, sweep.fingerprint)
     done = {r.key for r in records}
-    keep_the_sweeps_precision(sweep, records)
+    keep_the_sweeps_precision(sweep, records, beside)
     mine = shard_trials(trials, config.shard, config.shard_salt)
     pending = [t for t in mine if t.key(sweep.fingerprint) not in done]
     share = f"shard {config.shard[0]}/{config.shard[1]}: {len(mine)} of {len(trials)}" if config.shard \

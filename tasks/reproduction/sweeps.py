@@ -17,6 +17,7 @@ from minbert import DEFAULT_IMPLEMENTATION
 
 from ..ablation import sweep
 from ..ablation.config import SweepConfig, from_settings
+from ..ablation.results import merged_results
 from ..ablation.studies import STUDIES
 from ..ablation.study import Shape, as_argument
 from ..machine import cpu_model, resolve_device, source_commit
@@ -77,14 +78,17 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
     device = resolve_device(setting.device)
     kept.refuse_mixing(folders["results"], experiment.name, label, weights, "" if setting.gather else device.type)
     started, status, kept_records, recorded = time.time(), 0, {}, {}
-    specs = experiment.sweeps_for(ctx, label, kept.load(folders["results"]))   # a follow-up's own in their place
+    runs = kept.load(folders["results"])
+    specs = experiment.sweeps_for(ctx, label, runs)   # a follow-up's own in their place
+    outs = {spec.label: Path(folders["out"]) / experiment.name / label / spec.label for spec in specs}
     for spec in specs:
         settings = protocol(spec, ctx.scale, follow)
-        out = Path(folders["out"]) / experiment.name / label / spec.label
+        out = outs[spec.label]
         arguments = as_arguments(spec.mode, settings)
         print("reproduce: ablate.py " + " ".join(["--mode", spec.mode, *arguments, "--out", str(out)]), flush=True)
-        collect = sweep.collect_finished if setting.gather else sweep.run_and_collect
-        code, records = collect(sweep_config(spec.mode, settings, setting, seeds, out))
+        config = sweep_config(spec.mode, settings, setting, seeds, out)
+        code, records = sweep.collect_finished(config) if setting.gather else \
+            sweep.run_and_collect(config, trained_in(runs.kept(label, experiment.name), outs.values()))
         status |= code
         kept_records[spec.label] = records
         recorded[spec.label] = arguments + (["--max-steps", str(setting.max_steps)] if setting.max_steps else [])
@@ -102,6 +106,15 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
     print(f"reproduce: {experiment.name} ({label}) done in {seconds / 60:.1f} min; kept in {folders['results']}",
           flush=True)
     return status
+
+
+def trained_in(found: Optional[kept.Kept], outs) -> frozenset:
+    """The precisions an experiment's trials trained in so far: its kept run's (`found`) and those finished
+    in its sweeps' folders (`outs`), so a sweep begun on a machine whose fast precision is another keeps
+    theirs."""
+    lines = [r for records in (found.sweeps.values() if found else ()) for r in records]
+    lines += [r for out in outs for r in merged_results(out) if r.ok]
+    return frozenset(r.precision for r in lines) - {""}
 
 
 def weights_of(model: str) -> str:

@@ -139,6 +139,10 @@ def test_a_resumed_auto_sweep_trains_in_the_precision_its_finished_trials_used(s
     assert code == 0, err
     assert f"trained in {other}: --precision auto keeps {other} for the rest" in stdout
     assert [(r["seed"], r["precision"]) for r in _lines(out / "results.jsonl")] == [(0, other), (1, other)]
+    # a sweep begun beside other sweeps of its experiment that trained in `other` (the reproduction's case)
+    config = ablate.parse_args([*argv, "--seeds", "0", "--out", str(tmp_path / "beside")])
+    code, records = sweep.run_and_collect(config, frozenset({other}))
+    assert code == 0 and [r.precision for r in records] == [other]
 
 
 def _sweep(small_data_dir, tmp_path, *extra):

@@ -10,7 +10,7 @@ import reproduce
 from minbert import UserError
 from tasks.ablation.line import SCHEMA
 from tasks.fileio import read_jsonl
-from tasks.reproduction import follow_ups, judging
+from tasks.reproduction import follow_ups, judging, sweeps
 from tasks.reproduction import kept as reproduction_runs
 from tasks.reproduction import report as reproduction_report
 from tasks.reproduction.verdicts import NOT_REPRODUCED, REPRODUCED
@@ -127,6 +127,23 @@ def test_a_kept_run_refuses_trials_in_another_precision_across_its_sweeps(tmp_pa
     same = [replace(r, precision="fp32") for r in fresh]
     reproduction_runs.store(tmp_path, run, {"reinit": same}, sitting())
     assert len(read_jsonl(sweep_file)) == 10
+
+
+def test_an_experiments_precision_so_far_is_its_kept_and_finished_trials(tmp_path):
+    """What a sweep begun beside its experiment's other sweeps follows (sweeps.trained_in): the kept run's
+    precision and that of the trials finished in its sweeps' folders, failed ones aside."""
+    rows = [replace(r, precision="fp32") for r in reinit(lambda k, f, s: 0.25 + 0.01 * s)[SMALL][:3]]
+    run = kept_run("pairs", "first", range(3))
+    reproduction_runs.store(tmp_path / "results", run, {"a": rows}, sitting())
+    found = reproduction_runs.load(tmp_path / "results").kept("first", "pairs")
+    outs = [tmp_path / "out" / "b", tmp_path / "out" / "c"]          # c: not begun
+    outs[0].mkdir(parents=True)
+    failed = replace(rows[0], key="x", status="failed", precision="bf16")
+    (outs[0] / "results.jsonl").write_text(json.dumps(failed.to_json()) + "\n")
+    assert sweeps.trained_in(found, outs) == {"fp32"} and sweeps.trained_in(None, outs) == frozenset()
+    (outs[0] / "results.jsonl").write_text(json.dumps(replace(failed, status="ok").to_json()) + "\n")
+    # mixed: the sweep follows neither, and keeping refuses the run
+    assert sweeps.trained_in(found, outs) == {"bf16", "fp32"}
 
 
 def test_a_kept_run_is_one_typed_record_read_back_as_written_and_an_old_one_is_refused(tmp_path):
