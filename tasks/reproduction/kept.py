@@ -151,17 +151,17 @@ def refuse(path: Path, kept: KeptRun, kinds: set, weights: str, sweeps: list = (
     would read as the arm's effect. What the run does not record yet is not compared."""
     prints = [({r.fingerprint for r in old} - {""}, {r.fingerprint for r in new} - {""}) for old, new in sweeps]
     other = next(((sorted(had), sorted(got - had)) for had, got in prints if had and got - had), None)
-    had = {r.precision for old, _ in sweeps for r in old} - {""}
-    got = {r.precision for _, new in sweeps for r in new} - {""}
+    kept_in = {r.precision for old, _ in sweeps for r in old} - {""}
+    these = {r.precision for _, new in sweeps for r in new} - {""}
     if len(kinds | ({kept.device} - {""})) > 1:
         why = f"trained on {kept.device or 'one kind of device'}, these on {', '.join(sorted(kinds))}"
     elif weights and kept.weights and weights != kept.weights:
         why = f"trained from weights {kept.weights}, these from {weights} (the same model name, other weights)"
     elif other:
         why = f"trained with fingerprint {', '.join(other[0])}, these with {', '.join(other[1])} (other options)"
-    elif len(had | got) > 1:
-        kept_in, these = ", ".join(sorted(had)) or "none", ", ".join(sorted(got))
-        why = f"would mix {' and '.join(sorted(had | got))} (kept: {kept_in}; these: {these})"
+    elif len(kept_in | these) > 1:
+        mixed, before = " and ".join(sorted(kept_in | these)), ", ".join(sorted(kept_in)) or "none"
+        why = f"would mix {mixed} (kept: {before}; these: {', '.join(sorted(these))})"
     else:
         return
     raise UserError(f"{path}: this run's trials {why}: arms paired by seed would differ by more than the arm; resume "
