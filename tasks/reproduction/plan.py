@@ -94,10 +94,11 @@ def run_rates(results_dir: Path = MEASURED) -> tuple:
 
 
 def usual_precision(scale: str, device: str, results_dir: Path = MEASURED) -> str:
-    """The precision most kept runs at `scale` on `device` trained in ("" where none was kept): what an
-    estimate that names no precision reads, rather than a median over machines as unlike as bf16 and fp32
-    ones."""
-    found = Counter(r.precision for s, r in run_rates(results_dir) if s == scale and r.device == device)
+    """The precision most kept runs at `scale` on `device` that give a seconds a step trained in ("" where
+    none was kept): what an estimate that names no precision reads, rather than a median over machines as
+    unlike as bf16 and fp32 ones. A probe-only run gives no step, so it cannot make `measured` read None."""
+    found = Counter(r.precision for s, r in run_rates(results_dir)
+                    if s == scale and r.device == device and r.rate.step is not None)
     return max(sorted(found), key=found.__getitem__) if found else ""
 
 

@@ -73,6 +73,22 @@ def test_the_rate_is_the_median_over_a_folders_kept_runs_by_scale_device_and_pre
     assert plan.measured("cpu", "cpu", "", tmp_path / "absent") is None
 
 
+def test_probe_only_runs_do_not_choose_the_precision_an_estimate_reads(tmp_path):
+    """Three fp32 runs that trained no step (probes) beside one bf16 run that did: the estimate reads bf16,
+    not a precision with no seconds a step."""
+    _keep_rate(tmp_path, "a", 20.0)
+    for name in ("p", "q", "r"):
+        folder = tmp_path / "reinit-small" / name
+        folder.mkdir(parents=True)
+        run = kept.KeptRun("reinit-small", name, 1, "cpu", "minilm", {}, [0], 6, {"probe": []}, device="cpu")
+        kept.write_run(folder / "run.json", run)
+        line = _trial("2026-11-25T10:01:40Z", 5.0, None, mode="probe", precision="fp32")
+        (folder / "probe.jsonl").write_text(json.dumps(line.to_json()) + "\n")
+    plan.run_rates.cache_clear()
+    assert plan.usual_precision("cpu", "cpu", tmp_path) == "bf16"
+    assert plan.measured("cpu", "cpu", "", tmp_path).step == pytest.approx(0.2)
+
+
 def test_the_embedded_models_kept_runs_give_the_measured_rates():
     """docs/measurements/2026-11-29-reproduction-planner-stepless-trials.md: medians of 0.205 s a step over
     30 CPU runs in bf16 (a probe 0.80 s, a comparison of two seeds' models 10.8 s, of two tasks' 9.5 s),
