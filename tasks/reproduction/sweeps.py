@@ -87,8 +87,11 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
         arguments = as_arguments(spec.mode, settings)
         print("reproduce: ablate.py " + " ".join(["--mode", spec.mode, *arguments, "--out", str(out)]), flush=True)
         config = sweep_config(spec.mode, settings, setting, seeds, out)
-        code, records = sweep.collect_finished(config) if setting.gather else \
-            sweep.run_and_collect(config, trained_in(runs.kept(label, experiment.name), outs.values()))
+        if setting.gather:
+            code, records = sweep.collect_finished(config)
+        else:
+            so_far = trained_in(runs.kept(label, experiment.name), outs.values())
+            code, records = sweep.run_and_collect(config, so_far)
         status |= code
         kept_records[spec.label] = records
         recorded[spec.label] = arguments + (["--max-steps", str(setting.max_steps)] if setting.max_steps else [])
