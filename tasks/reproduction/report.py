@@ -284,7 +284,7 @@ def cpu_precision(ctx) -> str:
 def confirmatory_lines(m: Judged) -> list:
     """What a confirmatory run would need, from the power figures: each headline line revised after its data or
     underpowered, its n and the minutes of that n on two cores (its experiment and those its findings read), and
-    whether the registered run carries it; a line past a GPU day is undecidable at this scale and left out."""
+    whether the registered run carries it (or left it undecided); past a GPU day's n, a line is left out."""
     ctx, out = m.ctx, []
     for x in (x for x in m.lines if x.headline and x.power and x.power.needs and x.experiment):
         if x.verdict == verdicts.UNDECIDABLE or not (x.revised_after_data or x.verdict == verdicts.UNDERPOWERED):
@@ -294,9 +294,10 @@ def confirmatory_lines(m: Judged) -> list:
                        / len(experiments.seeds_of(experiments.EXPERIMENTS[y], ctx.scale)) for y in (e.name, *e.needs))
         carried = x.finding in CONFIRMATORY.findings and CONFIRMATORY.model in ("", ctx.model)
         why = "revised after its data" if x.revised_after_data else "underpowered"
+        where = (f"the registered run left it undecided at n = {x.power.n}" if x.run == CONFIRMATORY.label
+                 else "registered" if carried else "not registered: past the budget")
         out.append(f"{x.finding} ({why}): needs n >= {x.power.needs:,}, ~{x.power.needs * per_seed:,.0f} min "
-                   f"of {', '.join((e.name, *e.needs))} on two cores; "
-                   + ("registered" if carried else "not registered: past the budget"))
+                   f"of {', '.join((e.name, *e.needs))} on two cores; {where}")
     head = ["What the power figures ask of a confirmatory run, line by line (`python reproduce.py --plan` sizes the "
             "registered one; lines undecidable at this scale are left out; lines of one experiment share its seeds, so "
             "their minutes do not add):", ""]
