@@ -106,8 +106,8 @@ def test_the_confirmatory_runs_seeds_are_fresh_and_its_n_is_the_power_rules():
     # a line the registered run judged and left undecided asks for a run of its own, not for that one again
     asked = report.confirmatory_lines(m)
     left = {x[2:].split(" ")[0] for x in asked if "; the registered run left it undecided" in x}
-    undecided = judging.decided(m.by_run, CONFIRMATORY.label).items()
-    assert left == {fid for fid, v in undecided if v.outcome == "underpowered" and fid in m.headline}
+    judged = judging.decided(m.by_run, CONFIRMATORY.label).items()
+    assert left == {fid for fid, v in judged if v.outcome == "underpowered" and m.headline[fid] is v}
 
 
 def test_a_kept_confirmatory_run_becomes_the_headline_and_the_first_its_pilot(tmp_path):
