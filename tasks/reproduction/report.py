@@ -337,11 +337,11 @@ def declared_line(counts: dict) -> str:
     """How many headline lines were declared before their data, and how many were revised after it."""
     return (f"Of the lines with data, {counts['before_data']} were declared before it and "
             f"{counts['revised_after_data']} revised (or declared) after it, their rule's dates and what they read "
-            f"before on their pages; {counts['confirmatory_registered']} lines (revised or underpowered) await the "
-            f"confirmatory run registered {CONFIRMATORY.registered} ({len(CONFIRMATORY.findings)} lines on fresh "
-            f"seeds, planned at ~{PLANNED_MINUTES} min on two cores when registered: "
-            f"[runs.md](runs.md#pending-follow-ups)), their first run "
-            f"standing as the pilot.")
+            f"before on their pages. The confirmatory run registered {CONFIRMATORY.registered} "
+            f"({len(CONFIRMATORY.findings)} lines on fresh seeds, planned at ~{PLANNED_MINUTES} min on "
+            f"two cores when registered: [runs.md](runs.md#pending-follow-ups)) heads each line it has "
+            f"judged, the first run standing as the pilot; lines (revised or underpowered) still awaiting "
+            f"it: {counts['confirmatory_registered']}.")
 
 
 def front_page(m: Judged, others: dict, models: dict) -> list:
