@@ -109,7 +109,11 @@ def precision_note(inputs: RunInputs) -> str:
     used, device = inputs.precision, inputs.device
     implementation = f"; implementation {inputs.encoder.config.implementation}"
     if inputs.precision_requested == "auto":
-        if used == "fp32":
+        if used == "fp32" and minbert.native_bf16(device):   # a CPU whose bf16 units lose to its fp32
+            speedup = minbert.cpu_bf16_speedup()
+            why = (f"this CPU's bf16 matmuls ran at {speedup:.2f}x its fp32 rate, under the "
+                   f"{minbert.CPU_BF16_GAIN}x bf16 must gain")
+        elif used == "fp32":
             why = "no native bf16 or fp16 on this device: emulated bf16 trains 2-3x slower"
         else:
             why = f"native {used}" + (", no native bf16" if used == "fp16" else "")
