@@ -17,7 +17,7 @@ from minbert.edits import resolve_freeze_until
 
 from . import data as data_mod
 from .config import TrainConfig
-from .distributed import SINGLE, World, device_for
+from .distributed import SINGLE, World, broadcast_from_main, device_for
 from .encoded import EncodedSplit, encode_split
 from .heads import MultitaskModel
 from .machine import implementation_warning, resolve_device, use_tf32
@@ -52,6 +52,8 @@ def where_it_computes(device_flag: str, precision_flag: str, no_tf32: bool, worl
     fp16 on a CPU fails here, before any work."""
     device = device_for(world, resolve_device(device_flag))
     precision = minbert.resolve_precision(precision_flag, device)
+    if device.type == "cpu":   # auto times a matmul on a CPU: every rank trains in rank 0's answer
+        precision = broadcast_from_main(precision, world)
     return device, precision, use_tf32(device, not no_tf32)
 
 
@@ -111,8 +113,8 @@ def precision_note(inputs: RunInputs) -> str:
     if inputs.precision_requested == "auto":
         if used == "fp32" and minbert.native_bf16(device):   # a CPU whose bf16 units lose to its fp32
             speedup = minbert.cpu_bf16_speedup()
-            why = (f"this CPU's bf16 matmuls ran at {speedup:.2f}x its fp32 rate, under the "
-                   f"{minbert.CPU_BF16_GAIN}x bf16 must gain")
+            why = (f"this CPU's bf16 matmuls ran at {speedup:.2f}x its fp32 rate, below the "
+                   f"{minbert.CPU_BF16_GAIN}x that bf16 needs")
         elif used == "fp32":
             why = "no native bf16 or fp16 on this device: emulated bf16 trains 2-3x slower"
         else:
