@@ -16,6 +16,9 @@ Each experiment is one or more ablation sweeps, built directly and run through t
 writes), so a killed run resumes where it stopped when rerun. Each sweep's finished trials are kept in
 RESULTS/EXPERIMENT/RUN/SWEEP.jsonl with run.json (scale, model, tasks, seeds, options, and per
 sitting the commit, CPU, date and wall time); experiments may run in separate sittings, each adding its own.
+A run kept unfinished (--gather, or a sitting in which a trial failed) resumes from its kept trials in
+an empty OUT too (another machine, a fresh checkout); a registered confirmatory run heads no line until
+it is finished.
 Extra seeds or a changed protocol are a follow-up (--follow-up LABEL, declared in
 tasks/reproduction/follow_ups.py), kept beside the first run, never over it.
 

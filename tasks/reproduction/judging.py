@@ -63,14 +63,35 @@ def decided(by_run: dict, label: str) -> dict:
     return {fid: v for fid, v in by_run.get(label, {}).items() if v.outcome != NOT_RUN}
 
 
-def headline(by_run: dict) -> dict:
-    """{finding id: its headline Verdict}: a registered confirmatory run's (FollowUp.registered) for the lines it
-    registered, once its kept results judge them, the first run's standing as their pilot; else the first run's."""
+def headline(by_run: dict, cut: frozenset = frozenset()) -> dict:
+    """{finding id: its headline Verdict}: a registered confirmatory run's (FollowUp.registered) for the lines
+    it registered, once it judges them on finished experiments (`cut`: the (label, experiment) pairs kept
+    unfinished: part of the registered seeds is a look before the run's end), the first run's standing as
+    their pilot; else the first run's."""
     out = dict(by_run[FIRST])
     for label, follow in FOLLOW_UPS.items():
         if follow.registered:
-            out.update({fid: v for fid, v in decided(by_run, label).items() if fid in follow.findings})
+            out.update({fid: v for fid, v in decided(by_run, label).items()
+                        if fid in follow.findings and not reads_cut(v, cut)})
     return out
+
+
+def reads_cut(v, cut: frozenset) -> bool:
+    """Whether the verdict `v` reads trials of an experiment its run kept unfinished (`headline`'s `cut`)."""
+    return any((label, experiment) in cut for experiment, label in v.reads)
+
+
+def registered(fid: str, by_run: dict, model: str, cut: frozenset = frozenset()) -> str:
+    """'confirmatory run registered DATE, not yet run' (or ', unfinished': `headline`'s `cut`) for a line
+    a run registered for `model` does not head yet."""
+    for follow in FOLLOW_UPS.values():
+        if not (follow.registered and follow.model in ("", model) and fid in follow.findings):
+            continue
+        v = decided(by_run, follow.label).get(fid)
+        if v is None or reads_cut(v, cut):
+            state = "not yet run" if v is None else "unfinished"
+            return f"{follow.label} run registered {follow.registered}, {state}"
+    return ""
 
 
 def counts_of(found: dict) -> dict:

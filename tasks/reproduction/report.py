@@ -50,10 +50,10 @@ class Judged:
 
     def __post_init__(self):
         self.first = self.by_run[FIRST]
-        self.headline = judging.headline(self.by_run)
-        self.holm, self.counts = front.holm(self.headline), counts_of(self.headline)
         self.cut = frozenset((label, name) for label, by_experiment in self.runs.items()
                              for name, kept_run in by_experiment.items() if unfinished(*kept_run))
+        self.headline = judging.headline(self.by_run, self.cut)
+        self.holm, self.counts = front.holm(self.headline), counts_of(self.headline)
         self.cells = {f.id: front.sensitivity(f.id, self.by_run, self.runs, self.headline[f.id]) for f in FINDINGS}
         self.lines = [self.record(label, v) for label, found in self.by_run.items() for v in found.values()]
 
@@ -73,7 +73,7 @@ class Judged:
             disclosure(self.runs, v, label), front.device(self.runs, v), front.fragile(v),
             (label, f.experiment) in self.cut, Holm(p, adjusted, after) if after else None,
             _dated(f.declared), tuple(map(_dated, f.revisions)), f.rule_date, dates, *history(f, dates),
-            registered(f.id, self.by_run, self.ctx.model) if label == FIRST else "",
+            judging.registered(f.id, self.by_run, self.ctx.model, self.cut) if label == FIRST else "",
             (sum(r.verdict == verdicts.REPRODUCED for r in measured), len(measured)))
 
 
@@ -125,15 +125,6 @@ def history(f, dates: tuple) -> tuple:
 def revised_since(f, dates: tuple) -> int:
     """How many of the line's revisions came after its data (each a new protocol of its first run's line)."""
     return sum(r.date >= dates[0] for r in f.revisions) if dates else 0
-
-
-def registered(fid: str, by_run: dict, model: str) -> str:
-    """'confirmatory run registered DATE, not yet run' for a line a run registered for `model` has not decided yet."""
-    for label, follow in FOLLOW_UPS.items():
-        if follow.registered and follow.model in ("", model) and fid in follow.findings \
-                and fid not in judging.decided(by_run, label):
-            return f"{follow.label} run registered {follow.registered}, not yet run"
-    return ""
 
 
 def _number(x):
@@ -339,9 +330,9 @@ def declared_line(counts: dict) -> str:
             f"{counts['revised_after_data']} revised (or declared) after it, their rule's dates and what they read "
             f"before on their pages. The confirmatory run registered {CONFIRMATORY.registered} "
             f"({len(CONFIRMATORY.findings)} lines on fresh seeds, planned at ~{PLANNED_MINUTES} min on "
-            f"two cores when registered: [runs.md](runs.md#pending-follow-ups)) heads each line it has "
-            f"judged, the first run standing as the pilot; lines (revised or underpowered) still awaiting "
-            f"it: {counts['confirmatory_registered']}.")
+            f"two cores when registered: [runs.md](runs.md#pending-follow-ups)) heads each line once the "
+            f"experiments it reads are finished, the first run standing as the pilot; lines (revised or "
+            f"underpowered) still awaiting it: {counts['confirmatory_registered']}.")
 
 
 def front_page(m: Judged, others: dict, models: dict) -> list:

@@ -5,6 +5,7 @@ run.json records it as ablate.py's command line (`as_arguments`), so a later sit
 same protocol.
 """
 import dataclasses
+import json
 import shutil
 import time
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from minbert import DEFAULT_IMPLEMENTATION
 
 from ..ablation import sweep
 from ..ablation.config import SweepConfig, from_settings
-from ..ablation.results import merged_results
+from ..ablation.results import RESULTS, load_results, merged_results
 from ..ablation.studies import STUDIES
 from ..ablation.study import Shape, as_argument
 from ..machine import cpu_model, resolve_device, source_commit
@@ -90,8 +91,10 @@ def run_experiment(experiment, ctx, setting: Setting, follow, seeds: list, folde
         if setting.gather:
             code, records = sweep.collect_finished(config)
         else:
-            so_far = trained_in(runs.kept(label, experiment.name), outs.values())
-            code, records = sweep.run_and_collect(config, so_far)
+            found = runs.kept(label, experiment.name)
+            if setting.shard is None:
+                resume_from_kept(out, found.sweeps.get(spec.label, []) if found else [])
+            code, records = sweep.run_and_collect(config, trained_in(found, outs.values()))
         status |= code
         kept_records[spec.label] = records
         recorded[spec.label] = arguments + (["--max-steps", str(setting.max_steps)] if setting.max_steps else [])
@@ -118,6 +121,22 @@ def trained_in(found: Optional[kept.Kept], outs) -> frozenset:
     lines = [r for records in (found.sweeps.values() if found else ()) for r in records]
     lines += [r for out in outs for r in merged_results(out) if r.ok]
     return frozenset(r.precision for r in lines) - {""}
+
+
+def resume_from_kept(out: Path, kept_lines: list) -> int:
+    """Write into the sweep's folder the trials its run kept that the folder lacks (another machine, a fresh
+    checkout), so they are not trained again; how many."""
+    if (out / RESULTS).exists():
+        load_results(out / RESULTS)     # a torn last line (a killed write) goes, lest a kept line join it
+    have = {r.key for r in merged_results(out)} if out.exists() else set()
+    missing = [r for r in kept_lines if r.key not in have]
+    if missing:
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / RESULTS, "a", encoding="utf-8") as f:
+            f.write("".join(json.dumps(r.to_json(), sort_keys=True) + "\n" for r in missing))
+        print(f"reproduce: {len(missing)} trials kept before and missing from {out}: written there, not "
+              f"trained again", flush=True)
+    return len(missing)
 
 
 def weights_of(model: str) -> str:

@@ -131,11 +131,12 @@ def test_the_reproduction_stays_within_its_size():
     by recipe and weights), 165,717 once issue 55 read the power figure, the null baseline and the estimate
     as typed records instead of dicts, plus a 2% margin; 170,008 once the planner timed probes and comparisons
     from the trials' busy time, the runs page said when a run's trials trained and a confirmatory headline
-    named its pilot (2026-11-29), plus the same margin. A cap on lines (issue 49's 2,800) rewarded packing
-    more on a line, which costs a reader more; characters count what there is to read however it is laid
-    out."""
+    named its pilot (2026-11-29), plus the same margin; 173,667 once a confirmatory run kept unfinished headed
+    no line and resumed from its kept trials on another machine (2026-11-29), plus the same margin. A cap on
+    lines (issue 49's 2,800) rewarded packing more on a line, which costs a reader more; characters count what
+    there is to read however it is laid out."""
     size = non_blank_characters(REPO / "tasks/reproduction")
-    assert size <= 173_400, f"tasks/reproduction/ is {size:,} non-blank characters"
+    assert size <= 177_100, f"tasks/reproduction/ is {size:,} non-blank characters"
 
 
 # ------------------------------------------------------------------------------------ complexity

@@ -134,6 +134,30 @@ def test_a_kept_confirmatory_run_becomes_the_headline_and_the_first_its_pilot(tm
     assert Line.from_json(json.loads(json.dumps(line.to_json()))) == line
 
 
+def test_an_unfinished_confirmatory_run_heads_no_line_until_its_last_seed_is_in(tmp_path):
+    if not (RESULTS / "dynamics" / "first").exists():
+        pytest.skip("no kept results")
+    shutil.copytree(RESULTS / "dynamics" / "first", tmp_path / "dynamics" / "first")
+    shutil.copytree(RESULTS / "dynamics" / "first", tmp_path / "dynamics" / "confirmatory")
+    run = json.loads((tmp_path / "dynamics" / "confirmatory" / "run.json").read_text())
+    (tmp_path / "dynamics" / "confirmatory" / "run.json").write_text(
+        json.dumps({**run, "run": "confirmatory"}))
+    for name in ("null-baseline.json", "null-baseline-pairs.json"):
+        shutil.copyfile(RESULTS / name, tmp_path / name)
+    trials = tmp_path / "dynamics" / "confirmatory" / "dynamics.jsonl"
+    lines = trials.read_text().splitlines()   # a run cut short: its last seed's trials never finished
+    trials.write_text("".join(x + "\n" for x in lines if json.loads(x)["seed"] != max(run["seeds"])))
+    m = report.judged(tmp_path, CTX)
+    assert ("confirmatory", "dynamics") in m.cut
+    fid = "singh-later-layers-move"
+    assert m.by_run["confirmatory"][fid].outcome != NOT_RUN        # judged on its seeds so far, shown beside
+    assert m.headline[fid] is m.by_run[FIRST][fid]                 # but the headline stays the first run's
+    first = next(x for x in m.lines if x.finding == fid and x.run == FIRST)
+    assert first.headline
+    assert first.registered == f"confirmatory run registered {CONFIRMATORY.registered}, unfinished"
+    assert not next(x for x in m.lines if x.finding == fid and x.run == "confirmatory").headline
+
+
 def test_a_lines_needed_n_counts_its_rows_and_their_correction():
     from tasks.reproduction import power
     one = power.needs(0.029, 0.01)                       # college-not-monotone's sd, one row: about 69

@@ -3,6 +3,7 @@ line, and no script imported."""
 import ast
 import inspect
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,27 @@ def test_shards_of_a_run_each_keep_their_trials_and_the_run_its_device_and_weigh
     assert run.device == "cpu" and len(run.weights) == 12
     assert run.weights == sweeps.weights_of(str(tiny_model))
     assert "trained on cpu from weights " + run.weights in (tmp_path / "runs.md").read_text()
+
+
+def test_a_run_kept_unfinished_resumes_in_an_empty_folder_without_training_its_kept_trials(
+        small_data_dir, tiny_model, tmp_path):
+    results_dir = tmp_path / "results"
+    argv = ["--only", "pairs", "--model", str(tiny_model), "--data-dir", str(small_data_dir),
+            "--max-steps", "1", "--seeds", "3", "--results", str(results_dir),
+            "--report", str(tmp_path / "report.md"), "--precision", "fp32", "--device", "cpu"]
+    code, stdout, err = run_cli(reproduce.main, [*argv, "--out", str(tmp_path / "here"), "--shard", "1/2"])
+    assert code == 0, err
+    kept_first = reproduction_runs.read_run(results_dir / "pairs" / "first" / "run.json").sittings[0].trials
+    assert 0 < kept_first < 12
+    # another machine: the kept results came with the checkout, the sweeps' folders did not
+    code, stdout, err = run_cli(reproduce.main, [*argv, "--out", str(tmp_path / "there")])
+    assert code == 0, err
+    finished = [int(n) for n in re.findall(r"reinit: 3 trials, (\d+) already finished", stdout)]
+    assert len(finished) == 4 and sum(finished) == kept_first      # the kept trials were not trained again
+    run = reproduction_runs.read_run(results_dir / "pairs" / "first" / "run.json")
+    assert [s.trials for s in run.sittings] == [kept_first, 12 - kept_first]
+    code, stdout, err = run_cli(reproduce.main, [*argv, "--out", str(tmp_path / "there")])
+    assert code == 0 and "kept before and missing" not in stdout   # nothing missing the second time
 
 
 @pytest.mark.parametrize("argv, needle", [(["--only", "tamkin"], "no such experiment"),
