@@ -81,6 +81,14 @@ def reads_cut(v, cut: frozenset) -> bool:
     return any((label, experiment) in cut for experiment, label in v.reads)
 
 
+def finished_looks(by_run: dict, cut: frozenset) -> dict:
+    """`by_run` less a registered run's verdicts on experiments it kept unfinished (`headline`'s `cut`): the
+    front page shows no look before a confirmatory run's end (the line's page does, marked unfinished)."""
+    return {label: {fid: v for fid, v in found.items()
+                    if not (label in FOLLOW_UPS and FOLLOW_UPS[label].registered and reads_cut(v, cut))}
+            for label, found in by_run.items()}
+
+
 def registered(fid: str, by_run: dict, model: str, cut: frozenset = frozenset()) -> str:
     """'confirmatory run registered DATE, not yet run' (or ', unfinished': `headline`'s `cut`) for a line
     a run registered for `model` does not head yet."""

@@ -54,7 +54,8 @@ class Judged:
                              for name, kept_run in by_experiment.items() if unfinished(*kept_run))
         self.headline = judging.headline(self.by_run, self.cut)
         self.holm, self.counts = front.holm(self.headline), counts_of(self.headline)
-        self.cells = {f.id: front.sensitivity(f.id, self.by_run, self.runs, self.headline[f.id]) for f in FINDINGS}
+        looks = judging.finished_looks(self.by_run, self.cut)
+        self.cells = {f.id: front.sensitivity(f.id, looks, self.runs, self.headline[f.id]) for f in FINDINGS}
         self.lines = [self.record(label, v) for label, found in self.by_run.items() for v in found.values()]
 
     def record(self, label: str, v) -> Line:
