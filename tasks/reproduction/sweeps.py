@@ -5,7 +5,6 @@ run.json records it as ablate.py's command line (`as_arguments`), so a later sit
 same protocol.
 """
 import dataclasses
-import json
 import shutil
 import time
 from dataclasses import dataclass
@@ -18,9 +17,10 @@ from minbert import DEFAULT_IMPLEMENTATION
 
 from ..ablation import sweep
 from ..ablation.config import SweepConfig, from_settings
-from ..ablation.results import RESULTS, load_results, merged_results
+from ..ablation.results import RESULTS, merged_results
 from ..ablation.studies import STUDIES
 from ..ablation.study import Shape, as_argument
+from ..fileio import append_jsonl
 from ..machine import cpu_model, resolve_device, source_commit
 from ..pretraining import identify
 from . import kept
@@ -126,14 +126,11 @@ def trained_in(found: Optional[kept.Kept], outs) -> frozenset:
 def resume_from_kept(out: Path, kept_lines: list) -> int:
     """Write into the sweep's folder the trials its run kept that the folder lacks (another machine, a fresh
     checkout), so they are not trained again; how many."""
-    if (out / RESULTS).exists():
-        load_results(out / RESULTS)     # a torn last line (a killed write) goes, lest a kept line join it
-    have = {r.key for r in merged_results(out)} if out.exists() else set()
+    have = {r.key for r in merged_results(out)}
     missing = [r for r in kept_lines if r.key not in have]
+    for r in missing:       # as the sweep appends its own trials: a torn last line is repaired first
+        append_jsonl(out / RESULTS, r.to_json())
     if missing:
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / RESULTS, "a", encoding="utf-8") as f:
-            f.write("".join(json.dumps(r.to_json(), sort_keys=True) + "\n" for r in missing))
         print(f"reproduce: {len(missing)} trials kept before and missing from {out}: written there, not "
               f"trained again", flush=True)
     return len(missing)
