@@ -116,15 +116,21 @@ def test_the_confirmatory_runs_seeds_are_fresh_and_its_n_is_the_power_rules():
     assert left == {fid for fid, v in judged if v.outcome == "underpowered" and m.headline[fid] is v}
 
 
-def test_a_kept_confirmatory_run_becomes_the_headline_and_the_first_its_pilot(tmp_path):
+def _with_a_synthetic_confirmatory_run(folder: Path) -> dict:
+    """The kept dynamics first run in `folder` and a copy kept as the confirmatory run; its run.json."""
     if not (RESULTS / "dynamics" / "first").exists():
         pytest.skip("no kept results")
-    shutil.copytree(RESULTS / "dynamics" / "first", tmp_path / "dynamics" / "first")
-    shutil.copytree(RESULTS / "dynamics" / "first", tmp_path / "dynamics" / "confirmatory")   # a synthetic kept run
-    run = json.loads((tmp_path / "dynamics" / "confirmatory" / "run.json").read_text())
-    (tmp_path / "dynamics" / "confirmatory" / "run.json").write_text(json.dumps({**run, "run": "confirmatory"}))
+    shutil.copytree(RESULTS / "dynamics" / "first", folder / "dynamics" / "first")
+    shutil.copytree(RESULTS / "dynamics" / "first", folder / "dynamics" / "confirmatory")
+    run = json.loads((folder / "dynamics" / "confirmatory" / "run.json").read_text())
+    (folder / "dynamics" / "confirmatory" / "run.json").write_text(json.dumps({**run, "run": "confirmatory"}))
     for name in ("null-baseline.json", "null-baseline-pairs.json"):
-        shutil.copyfile(RESULTS / name, tmp_path / name)
+        shutil.copyfile(RESULTS / name, folder / name)
+    return run
+
+
+def test_a_kept_confirmatory_run_becomes_the_headline_and_the_first_its_pilot(tmp_path):
+    _with_a_synthetic_confirmatory_run(tmp_path)
     m = report.judged(tmp_path, CTX)
     assert set(kept.load(tmp_path)) == {FIRST, "confirmatory"}
     decided = judging.decided(m.by_run, "confirmatory")
@@ -141,15 +147,7 @@ def test_a_kept_confirmatory_run_becomes_the_headline_and_the_first_its_pilot(tm
 
 
 def test_an_unfinished_confirmatory_run_heads_no_line_until_its_last_seed_is_in(tmp_path):
-    if not (RESULTS / "dynamics" / "first").exists():
-        pytest.skip("no kept results")
-    shutil.copytree(RESULTS / "dynamics" / "first", tmp_path / "dynamics" / "first")
-    shutil.copytree(RESULTS / "dynamics" / "first", tmp_path / "dynamics" / "confirmatory")
-    run = json.loads((tmp_path / "dynamics" / "confirmatory" / "run.json").read_text())
-    (tmp_path / "dynamics" / "confirmatory" / "run.json").write_text(
-        json.dumps({**run, "run": "confirmatory"}))
-    for name in ("null-baseline.json", "null-baseline-pairs.json"):
-        shutil.copyfile(RESULTS / name, tmp_path / name)
+    run = _with_a_synthetic_confirmatory_run(tmp_path)
     trials = tmp_path / "dynamics" / "confirmatory" / "dynamics.jsonl"
     lines = trials.read_text().splitlines()   # a run cut short: its last seed's trials never finished
     trials.write_text("".join(x + "\n" for x in lines if json.loads(x)["seed"] != max(run["seeds"])))
