@@ -162,3 +162,13 @@ def run_worker(cmd: list, what: str, **popen) -> dict:
 def bench_command(name: str, *argv) -> list:
     """The command line that runs `python -m bench NAME ARGV` (a worker or a stage) in a fresh process."""
     return [sys.executable, "-m", "bench", name, *map(str, argv)]
+
+
+def run_as_bench(module: str) -> None:
+    """`python -m bench.<module>` runs what `python -m bench NAME` runs: the one way in, OMP's wait policy set
+    before torch loads (a module run as a script has imported its own imports by then, so the process is
+    started again)."""
+    from bench.__main__ import BENCHMARKS, WORKERS
+    name = next(n for n, (m, _) in {**BENCHMARKS, **WORKERS}.items() if m == module)
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "bench", name, *sys.argv[1:]])

@@ -131,3 +131,8 @@ def main(argv=None) -> int:
     if not args.keep:
         shutil.rmtree(folder, ignore_errors=True)
     return 0
+
+
+if __name__ == "__main__":
+    from bench.common import run_as_bench
+    run_as_bench("bench.e2e")

@@ -273,3 +273,8 @@ def write(out: Path, report: Report) -> str:
     summary = markdown(report)
     (out / "bench-gpu.md").write_text(summary)
     return summary
+
+
+if __name__ == "__main__":
+    from bench.common import run_as_bench
+    run_as_bench("bench.gpu")

@@ -113,3 +113,8 @@ def main(argv=None) -> int:
                           graphs=run.graphs.why, **counted, **default)
         report_result(row.to_json())
     return 0
+
+
+if __name__ == "__main__":
+    from bench.common import run_as_bench
+    run_as_bench("bench.gpu_graphs")

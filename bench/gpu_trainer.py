@@ -191,3 +191,8 @@ def main(argv=None) -> int:
         if inputs.device.type == "cuda":
             torch.cuda.empty_cache()
     return 0
+
+
+if __name__ == "__main__":
+    from bench.common import run_as_bench
+    run_as_bench("bench.gpu_trainer")

@@ -51,3 +51,8 @@ def main(argv=None) -> int:
             print(f"  {task}: dev acc {r['dev_accuracy']:.4f} (best, epoch {r['best_epoch']}), "
                   f"final {r['final_dev_accuracy']:.4f}")
     return 0
+
+
+if __name__ == "__main__":
+    from bench.common import run_as_bench
+    run_as_bench("bench.part1")

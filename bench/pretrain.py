@@ -166,3 +166,8 @@ def report(args, run: paired.Paired) -> int:
         "peak_rss_mib": run.memory, "load_average": run.loads,
         "target": {"ratio": TARGET_RATIO, "met": ratio >= TARGET_RATIO}})
     return 0
+
+
+if __name__ == "__main__":
+    from bench.common import run_as_bench
+    run_as_bench("bench.pretrain")

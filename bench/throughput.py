@@ -313,3 +313,8 @@ def targets(args, info: dict, tasks: dict) -> list:
         print(f"  {label:34s}{shown[0]:>8s}  {shown[1]:>8s}  {'met' if value >= threshold else 'NOT MET'}")
     return [{"target": label, "value": value, "threshold": threshold, "met": value >= threshold}
             for label, value, threshold, unit in rows]
+
+
+if __name__ == "__main__":
+    from bench.common import run_as_bench
+    run_as_bench("bench.throughput")

@@ -203,3 +203,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     write_json(args.json, (count_main if args.count_ops else profile_main)(args))
     return 0
+
+
+if __name__ == "__main__":
+    from bench.common import run_as_bench
+    run_as_bench("bench.trainer")

@@ -51,6 +51,21 @@ def test_python_m_bench_lists_every_benchmark_and_refuses_an_unknown_one():
     assert code == 2 and "no benchmark 'compile'" in err
 
 
+def test_each_benchmark_module_run_as_a_script_is_python_m_bench_name():
+    """`python -m bench.gpu_kit` (as the developers' guide writes it) once ran nothing and exited 0: every
+    module of a benchmark or worker hands its script run to `python -m bench NAME`."""
+    import subprocess
+
+    from bench.__main__ import BENCHMARKS, WORKERS
+    repo = Path(__file__).resolve().parents[2]
+    for name, (module, _) in {**BENCHMARKS, **WORKERS}.items():
+        source = (repo / (module.replace(".", "/") + ".py")).read_text()
+        assert f'run_as_bench("{module}")' in source.split('if __name__ == "__main__":')[-1], module
+    done = subprocess.run([sys.executable, "-m", "bench.gpu_kit", "--help"], cwd=repo, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.startswith("usage: python -m bench gpu-kit")
+
+
 def test_worker_report_reaches_the_parent_and_a_failed_worker_is_one_line():
     said = "from bench.common import report_result; print('noise'); report_result({'a': [1, 2]})"
     repo = Path(__file__).resolve().parents[2]
@@ -243,6 +258,7 @@ def test_the_gpu_kit_unpacks_to_the_embedded_model_rounded_to_fp16_and_the_data(
     from bench import gpu_kit
     kit = tmp_path / ".gpu"
     gpu_kit.build(kit, small_data_dir)
+    assert not (kit / "minilm16" / "model.safetensors").exists()  # gzipped: what keeps the kit within 64 MiB
     script = (kit / "run.sh").read_text()
     assert "exec python3 -m bench gpu --out" in script and 'PYTHONPATH="$KIT/site:$REPO' in script
     assert ".gpu/site" not in script and 'cd "$REPO"' in script  # absolute: the kit's folder found from the script
