@@ -51,6 +51,15 @@ def _seed():
 
 
 @pytest.fixture(autouse=True)
+def _matmul_precision():
+    """A run on CUDA sets TF32 for its whole process (`--no-tf32` unset; bench gpu's fp32 comparison too):
+    each test starts from the session's precision, so an fp32 parity test after such a run compares IEEE."""
+    before = torch.get_float32_matmul_precision()
+    yield
+    torch.set_float32_matmul_precision(before)
+
+
+@pytest.fixture(autouse=True)
 def _course_predictions(tmp_path, monkeypatch):
     """Runs copy their predictions into the course-level folder: a test's own, never the checkout's."""
     monkeypatch.setenv("MINBERT_PREDICTIONS_DIR", str(tmp_path / "course-predictions"))

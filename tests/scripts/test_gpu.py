@@ -34,14 +34,6 @@ CUDA = torch.device("cuda")
 RESUMED_TOLERANCE = 1e-4  # CUDA's attention backward accumulates in a varying order: not bitwise
 
 
-@pytest.fixture(autouse=True)
-def matmul_precision():
-    """A training run sets TF32 for its process (`--no-tf32` unset): the fp32 comparisons after it want IEEE."""
-    before = torch.get_float32_matmul_precision()
-    yield
-    torch.set_float32_matmul_precision(before)
-
-
 def on_cuda(batch: dict) -> dict:
     return {k: v.to(CUDA) for k, v in batch.items()}
 
