@@ -14,7 +14,7 @@ from typing import Optional
 
 import torch
 from torch import nn
-from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn, get_swa_multi_avg_fn
 
 
 class _Trainable(nn.Module):
@@ -39,7 +39,7 @@ class Averages:
             if kind == "none":
                 continue
             average = AveragedModel(self.trainable, multi_avg_fn=get_ema_multi_avg_fn(ema_decay)
-                                    if kind == "ema" else None)  # None: SWA's equal average
+                                    if kind == "ema" else get_swa_multi_avg_fn())
             average.requires_grad_(False)
             self.copies[kind] = average  # its step counter stays on the CPU: no device read to test it
 
@@ -52,7 +52,7 @@ class Averages:
         """After optimizer step `step` (counted from 1), applied: EMA takes every step, SWA those past its start."""
         for kind, average in self.copies.items():
             if kind == "ema" or step > self.swa_start_step:
-                average.update_parameters(self.trainable)
+                _update(average, self.trainable)
 
     def averaged_steps(self, kind: str) -> int:
         return int(self.copies[kind].n_averaged)
@@ -88,6 +88,21 @@ class Averages:
             raise KeyError(f"the checkpoint's averages are {sorted(saved)}, the run's {sorted(self.copies)}")
         for kind, average in self.copies.items():
             average.load_state_dict(saved[kind])
+
+
+def _update(average: AveragedModel, trainable: nn.Module) -> None:
+    """`average.update_parameters(trainable)` without its host sync: torch's copies the CPU step counter to
+    the device every step (`n_averaged.to(device)`, a blocking copy on CUDA, one host sync a step), though
+    both of its averaging functions take a number. tests/tasks/training/test_averaging.py holds the two to
+    each other."""
+    mine = [p.detach() for p in average.module.parameters()]
+    theirs = [p.detach() for p in trainable.parameters()]
+    with torch.no_grad():
+        if int(average.n_averaged) == 0:
+            torch._foreach_copy_(mine, theirs)
+        else:
+            average.multi_avg_fn(mine, theirs, int(average.n_averaged))
+    average.n_averaged += 1
 
 
 def copy_record(averages: Averages, kind: str, metrics: dict) -> dict:

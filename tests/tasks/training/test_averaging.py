@@ -299,3 +299,47 @@ def test_two_processes_keep_the_averages_and_task_bests_of_one(base, tmp_path):
     assert {p.name for p in (tmp_path / "two" / "predictions").glob("*.csv")} == \
         {p.name for p in (tmp_path / "one" / "predictions").glob("*.csv")}
     assert out.count("best dev") == 1  # rank 0 alone reports
+
+
+def _averages_over_steps(model, update, steps=4):
+    """Averages("ema", "swa") of `model`, updated by `update` after each of `steps` random moves of its
+    weights."""
+    averages = Averages(model, ("ema", "swa"), 0.9, 1)
+    for step in range(1, steps + 1):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn_like(p))
+        update(averages, step)
+    return averages
+
+
+def test_the_averages_update_is_torchs_update_parameters_bit_for_bit():
+    """`averaging._update` against AveragedModel.update_parameters, which it replaces (torch's copies the step
+    counter to the device each step): the same EMA and SWA weights and step counters."""
+    def torchs(averages, step):
+        for kind, average in averages.copies.items():
+            if kind == "ema" or step > averages.swa_start_step:
+                average.update_parameters(averages.trainable)
+
+    model = torch.nn.Sequential(torch.nn.Linear(5, 3), torch.nn.LayerNorm(3))
+    torch.manual_seed(1)
+    ours = _averages_over_steps(copy.deepcopy(model), Averages.update)
+    torch.manual_seed(1)
+    theirs = _averages_over_steps(copy.deepcopy(model), torchs)
+    for kind in ("ema", "swa"):
+        assert ours.averaged_steps(kind) == theirs.averaged_steps(kind) == (4 if kind == "ema" else 3)
+        assert_same(ours.copies[kind].state_dict(), theirs.copies[kind].state_dict())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_the_averages_update_on_cuda_reads_nothing_to_the_host():
+    """An averages update runs after every step: under CUDA's sync debug mode it makes no synchronising
+    call."""
+    model = torch.nn.Linear(64, 64).cuda()
+    before = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        _averages_over_steps(model, Averages.update)
+    finally:
+        torch.cuda.set_sync_debug_mode(before)
