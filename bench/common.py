@@ -171,4 +171,4 @@ def run_as_bench(module: str) -> None:
     from bench.__main__ import BENCHMARKS, WORKERS
     name = next(n for n, (m, _) in {**BENCHMARKS, **WORKERS}.items() if m == module)
     sys.stdout.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "bench", name, *sys.argv[1:]])
+    os.execv(sys.executable, bench_command(name, *sys.argv[1:]))
