@@ -178,7 +178,7 @@ def print_plan(args, ctx, model: Model, runs: kept.KeptRuns) -> None:
     for e in experiments.EXPERIMENTS.values():
         found = plan.experiment_minutes(e, ctx, device, precision=precision)
         estimate = f"~{found:.0f} min" if found is not None else f"no measured rate at scale {args.scale} on {device}"
-        took = "".join(f"; {label} run took {by_experiment[e.name].run.wall_minutes:.1f} min on "
+        took = "".join(f"; {label} run took {by_experiment[e.name].minutes():.1f} min on "
                        f"{by_experiment[e.name].run.device or 'an unrecorded device'}"
                        for label, by_experiment in runs.items() if e.name in by_experiment)
         print(f"{e.name}: {estimate}{took}: python reproduce.py {results}--scale {args.scale} {model}--only {e.name}")

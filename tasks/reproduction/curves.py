@@ -8,8 +8,7 @@ from ..ablation.drawing import png_bytes
 from ..ablation.plateau import coarse_holdout
 from ..ablation.summary import learning_curves
 from ..fileio import atomic_write_bytes
-from ..machine import busy_time
-from .kept import trial_spans
+from .kept import busy_minutes, trial_spans
 
 
 def figure_path(report_dir: Path, name: str, label: str, plot: str) -> Path:
@@ -36,13 +35,10 @@ def run_lines(report_dir: Path, experiment, label: str, kept_run: tuple, folder:
 def busy_note(run, sweeps: dict) -> str:
     """Where its trials ran longer than its sittings' wall time (a sitting keeps an experiment's trials when
     it finishes, and a --gather sitting those its shards trained): the trials' own busy time and first day."""
-    records = [r for found in sweeps.values() for r in found]
-    if any(not r.finished_at or r.wall_time_s is None for r in records) or not records:
+    busy = busy_minutes(sweeps)
+    if busy is None or busy <= run.wall_minutes + 1:
         return ""
-    spans = trial_spans(records)
-    busy = busy_time(spans) / 60
-    if busy <= run.wall_minutes + 1:
-        return ""
+    spans = trial_spans([r for found in sweeps.values() for r in found])
     began = datetime.fromtimestamp(min(start for start, _ in spans), timezone.utc)
     return (f" (its trials trained over {busy:.0f} min from {began:%Y-%m-%d %H:%M} UTC, some in sittings or "
             f"shards that kept nothing)")

@@ -24,6 +24,7 @@ from minbert import UserError
 
 from ..ablation.line import read_lines
 from ..fileio import atomic_write_text, safe_join
+from ..machine import busy_time
 from ..pretraining import REBUILT, Model, name_from_path
 from .follow_ups import FIRST, FOLLOW_UPS
 from .measures import Results
@@ -179,6 +180,21 @@ class Kept(NamedTuple):
     """One experiment's kept run: its run.json and its sweeps' trials."""
     run: KeptRun
     sweeps: dict                # sweep label -> [TrialLine]
+
+    def minutes(self) -> float:
+        """What the run took: its sittings' wall time, or its trials' busy time where that is longer (a
+        sitting that kept trials trained in earlier sittings or by shards took seconds itself)."""
+        busy = busy_minutes(self.sweeps)
+        return max(self.run.wall_minutes, busy or 0.0)
+
+
+def busy_minutes(sweeps: dict) -> Optional[float]:
+    """Minutes at least one of the sweeps' trials ran (their intervals' union); None where a trial lacks its
+    times (no `finished_at` or `wall_time_s`), or there are none."""
+    records = [r for found in sweeps.values() for r in found]
+    if not records or any(not r.finished_at or r.wall_time_s is None for r in records):
+        return None
+    return busy_time(trial_spans(records)) / 60
 
 
 class KeptRuns(dict):

@@ -73,3 +73,8 @@ def test_a_run_whose_trials_outlasted_its_sittings_says_when_they_trained():
     assert said.startswith(" (its trials trained over 10 min from 2026-11-25 10:00 UTC, some in sittings")
     assert curves.busy_note(replace(run, sittings=[sitting(wall_time_s=600.0)]), {"reinit": trials}) == ""
     assert curves.busy_note(run, {"reinit": [replace(trials[0], finished_at="")]}) == ""
+    # what --plan says a run took: the trials' 10 busy minutes, not the keeping sitting's 1 nor their span
+    held = reproduction_runs.Kept
+    assert held(run, {"reinit": trials}).minutes() == 10.0
+    assert held(replace(run, sittings=[sitting(wall_time_s=900.0)]), {"reinit": trials}).minutes() == 15.0
+    assert held(run, {"reinit": [replace(trials[0], wall_time_s=None)]}).minutes() == 1.0
